@@ -1,0 +1,375 @@
+//! The agent loop: owns the conversation history and drives it: ask the model,
+//! run the tools it asks for, feed the results back, until it answers. It talks
+//! to the model through `ModelClient` and to tools through `ToolRegistry`, reports
+//! everything as `AgentEvent`s, and keeps the history valid however a turn ends.
+
+pub mod cancel;
+pub mod events;
+pub mod prompt;
+pub mod tokens;
+
+pub use cancel::Cancel;
+pub use events::AgentEvent;
+pub use tokens::TokenTracker;
+
+use crate::provider::{ApiError, ModelClient, ModelRequest, StreamEvent};
+use crate::tools::{Approval, ApprovalRequest, Approver, CallResult, ToolContext, ToolRegistry};
+use crate::wire::{Message, Role, ToolCall};
+use async_trait::async_trait;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+/// Text of every tool result that never ran because the user cancelled.
+pub const CANCELLED: &str = "operation cancelled by user";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentError {
+    Api(ApiError),
+    /// The model kept calling tools past the iteration cap.
+    MaxIterations(u32),
+    Cancelled,
+}
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgentError::Api(e) => write!(f, "{e}"),
+            AgentError::MaxIterations(n) => write!(
+                f,
+                "stopped after {n} model calls without a final answer (raise agent.max_iterations to allow more)"
+            ),
+            AgentError::Cancelled => write!(f, "{CANCELLED}"),
+        }
+    }
+}
+
+impl std::error::Error for AgentError {}
+
+impl From<ApiError> for AgentError {
+    fn from(e: ApiError) -> Self {
+        AgentError::Api(e)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct AgentOptions {
+    pub max_iterations: u32,
+    pub parallel_tools: bool,
+    pub context_limit: u64,
+}
+
+pub type EventSender = mpsc::UnboundedSender<AgentEvent>;
+
+pub struct Agent {
+    client: Arc<dyn ModelClient>,
+    tools: Arc<ToolRegistry>,
+    tool_ctx: ToolContext,
+    options: AgentOptions,
+    messages: Vec<Message>,
+    tracker: TokenTracker,
+    events: EventSender,
+}
+
+impl Agent {
+    pub fn new(
+        client: Arc<dyn ModelClient>,
+        tools: ToolRegistry,
+        options: AgentOptions,
+        system_prompt: Option<String>,
+        cwd: PathBuf,
+        events: EventSender,
+    ) -> Self {
+        let approver = Arc::new(EventApprover {
+            events: events.clone(),
+            one_at_a_time: Mutex::new(()),
+        });
+        let mut messages = Vec::new();
+        if let Some(p) = system_prompt.filter(|p| !p.trim().is_empty()) {
+            messages.push(Message::system(p));
+        }
+        Agent {
+            client,
+            tools: Arc::new(tools),
+            tool_ctx: ToolContext { cwd, approver },
+            tracker: TokenTracker::new(options.context_limit),
+            options,
+            messages,
+            events,
+        }
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn tracker(&self) -> &TokenTracker {
+        &self.tracker
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        // A front end that stopped listening must not stop the loop.
+        let _ = self.events.send(event);
+    }
+
+    /// Runs one user turn to its end and reports it as `Finished` on the event
+    /// stream, returning the same outcome.
+    pub async fn run_turn(&mut self, prompt: &str, cancel: Cancel) -> Result<String, AgentError> {
+        let outcome = self.send(prompt, cancel).await;
+        self.emit(AgentEvent::Finished(outcome.clone()));
+        outcome
+    }
+
+    /// Pushes `prompt` and loops until the model answers without tool calls.
+    pub async fn send(&mut self, prompt: &str, mut cancel: Cancel) -> Result<String, AgentError> {
+        if cancel.is_cancelled() {
+            return Err(AgentError::Cancelled);
+        }
+        self.messages.push(Message::user(prompt));
+        let mut warned = false;
+        for iteration in 1..=self.options.max_iterations {
+            if !warned {
+                warned = self.warn_if_context_full();
+            }
+            self.emit(AgentEvent::WaitingForModel { iteration });
+            let events = self.events.clone();
+            let sink = move |ev: StreamEvent| {
+                let _ = events.send(match ev {
+                    StreamEvent::Text(t) => AgentEvent::TextDelta(t),
+                    StreamEvent::Reasoning { field, text } => AgentEvent::Reasoning { field, text },
+                    StreamEvent::Retrying {
+                        attempt,
+                        max_retries,
+                        delay,
+                        error,
+                    } => AgentEvent::Retrying {
+                        attempt,
+                        max_retries,
+                        delay,
+                        error,
+                    },
+                });
+            };
+            let request = ModelRequest {
+                messages: &self.messages,
+                tools: self.tools.definitions(),
+            };
+            let response = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(AgentError::Cancelled),
+                r = self.client.complete(request, &sink) => r?,
+            };
+            self.record_usage(response.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), &response.message);
+            let mut message = response.message;
+            message.role = Role::Assistant;
+            let calls = message.calls().to_vec();
+            self.messages.push(message);
+            if calls.is_empty() {
+                let text = self.messages.last().map(|m| m.text().to_string()).unwrap_or_default();
+                return Ok(text);
+            }
+            self.run_tools(&calls, &mut cancel).await?;
+        }
+        Err(AgentError::MaxIterations(self.options.max_iterations))
+    }
+
+    fn warn_if_context_full(&self) -> bool {
+        let estimate = tokens::estimate_messages(&self.messages)
+            + self
+                .tools
+                .definitions()
+                .iter()
+                .map(|d| tokens::estimate_text(&d.function.description) + 32)
+                .sum::<u64>();
+        let fill = self.tracker.fill(estimate);
+        if fill >= tokens::WARN_FRACTION {
+            self.emit(AgentEvent::Warning(format!(
+                "context is {:.0}% full (~{} of {} tokens); the model may start to lose earlier parts of the conversation",
+                fill * 100.0,
+                estimate,
+                self.tracker.context_limit
+            )));
+            return true;
+        }
+        false
+    }
+
+    fn record_usage(&mut self, usage: Option<(u64, u64)>, reply: &Message) {
+        let (prompt, completion, estimated) = match usage {
+            Some((p, c)) => (p, c, false),
+            None => {
+                let p = tokens::estimate_messages(&self.messages);
+                let c = tokens::estimate_messages(std::slice::from_ref(reply));
+                (p, c, true)
+            }
+        };
+        self.tracker.record(prompt, completion);
+        self.emit(AgentEvent::Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            session_total: self.tracker.session_total(),
+            estimated,
+        });
+    }
+
+    /// Runs one batch of tool calls and pushes one result per call, in request
+    /// order, whatever happens, so the history always pairs every call.
+    async fn run_tools(&mut self, calls: &[ToolCall], cancel: &mut Cancel) -> Result<(), AgentError> {
+        for c in calls {
+            self.emit(AgentEvent::ToolCall {
+                id: c.id.clone(),
+                name: c.function.name.clone(),
+                arguments: c.function.arguments.clone(),
+            });
+        }
+        let mut results: Vec<Option<CallResult>> = vec![None; calls.len()];
+        let cancelled = if self.options.parallel_tools && calls.len() > 1 {
+            self.run_parallel(calls, &mut results, cancel).await
+        } else {
+            self.run_sequential(calls, &mut results, cancel).await
+        };
+        for (call, result) in calls.iter().zip(results) {
+            let text = match result {
+                Some(r) => r.text,
+                None => CANCELLED.to_string(),
+            };
+            self.messages.push(Message::tool_result(&call.id, text));
+        }
+        if cancelled {
+            return Err(AgentError::Cancelled);
+        }
+        Ok(())
+    }
+
+    async fn run_sequential(
+        &self,
+        calls: &[ToolCall],
+        results: &mut [Option<CallResult>],
+        cancel: &mut Cancel,
+    ) -> bool {
+        for (i, call) in calls.iter().enumerate() {
+            let fut = self.tools.call(&call.function.name, &call.function.arguments, &self.tool_ctx);
+            let r = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return true,
+                r = fut => r,
+            };
+            self.report(call, &r);
+            results[i] = Some(r);
+        }
+        false
+    }
+
+    async fn run_parallel(
+        &self,
+        calls: &[ToolCall],
+        results: &mut [Option<CallResult>],
+        cancel: &mut Cancel,
+    ) -> bool {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, call) in calls.iter().enumerate() {
+            let tools = Arc::clone(&self.tools);
+            let ctx = self.tool_ctx.clone();
+            let name = call.function.name.clone();
+            let args = call.function.arguments.clone();
+            set.spawn(async move { (i, tools.call(&name, &args, &ctx).await) });
+        }
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    // Dropping the set aborts the tasks; their children die with them.
+                    set.abort_all();
+                    return true;
+                }
+                n = set.join_next() => n,
+            };
+            match next {
+                None => return false,
+                Some(Ok((i, r))) => {
+                    self.report(&calls[i], &r);
+                    results[i] = Some(r);
+                }
+                Some(Err(e)) => {
+                    // A tool panicked: say so instead of losing the pairing.
+                    self.emit(AgentEvent::Warning(format!("a tool task failed: {e}")));
+                }
+            }
+        }
+    }
+
+    fn report(&self, call: &ToolCall, r: &CallResult) {
+        if let Some(t) = r.truncated {
+            self.emit(AgentEvent::Warning(format!(
+                "{} output truncated: kept {} of {} characters",
+                call.function.name, t.kept, t.total
+            )));
+        }
+        self.emit(AgentEvent::ToolResult {
+            id: call.id.clone(),
+            name: call.function.name.clone(),
+            text: r.text.clone(),
+            is_error: r.is_error,
+            truncated: r.truncated,
+        });
+    }
+}
+
+/// Fills in a result for every tool call that has none, so a history cut off
+/// mid-batch (cancellation, a crash) is one a provider will accept.
+pub fn repair_history(messages: &mut Vec<Message>) -> usize {
+    let mut repaired = 0;
+    let mut i = 0;
+    while i < messages.len() {
+        if messages[i].role == Role::Assistant && !messages[i].calls().is_empty() {
+            let calls: Vec<String> = messages[i].calls().iter().map(|c| c.id.clone()).collect();
+            let mut j = i + 1;
+            let mut answered = Vec::new();
+            while j < messages.len() && messages[j].role == Role::Tool {
+                if let Some(id) = &messages[j].tool_call_id {
+                    answered.push(id.clone());
+                }
+                j += 1;
+            }
+            for id in calls.iter().filter(|id| !answered.contains(id)) {
+                messages.insert(j, Message::tool_result(id.clone(), CANCELLED));
+                j += 1;
+                repaired += 1;
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    repaired
+}
+
+/// Asks the front end through the event stream, one request at a time.
+struct EventApprover {
+    events: EventSender,
+    one_at_a_time: Mutex<()>,
+}
+
+#[async_trait]
+impl Approver for EventApprover {
+    async fn approve(&self, request: ApprovalRequest) -> Approval {
+        let _turn = self.one_at_a_time.lock().await;
+        let (reply, answer) = oneshot::channel();
+        if self
+            .events
+            .send(AgentEvent::ApprovalNeeded { request, reply })
+            .is_err()
+        {
+            return Approval::Denied {
+                reason: "no one is available to approve it".into(),
+            };
+        }
+        answer.await.unwrap_or(Approval::Denied {
+            reason: "the approval request was dropped".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

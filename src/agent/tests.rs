@@ -1,0 +1,141 @@
+//! Unit tests of the loop with an in-process model double (end-to-end tests use a
+//! real HTTP server; these pin down cancellation and pairing precisely).
+
+use super::*;
+use crate::provider::{EventSink, ModelResponse};
+use crate::tools::{Tool, ToolError, ToolOutput};
+use crate::wire::ToolDefinition;
+use serde_json::Value;
+use std::sync::Mutex as StdMutex;
+
+struct Scripted {
+    replies: StdMutex<Vec<Message>>,
+}
+
+#[async_trait]
+impl ModelClient for Scripted {
+    async fn complete(&self, _r: ModelRequest<'_>, _s: EventSink<'_>) -> Result<ModelResponse, ApiError> {
+        let mut replies = self.replies.lock().unwrap();
+        if replies.is_empty() {
+            return Err(ApiError::InvalidResponse("script exhausted".into()));
+        }
+        Ok(ModelResponse { message: replies.remove(0), usage: None })
+    }
+    fn model(&self) -> &str {
+        "scripted"
+    }
+}
+
+/// Waits forever unless its argument says `fast`.
+struct Sleepy;
+
+#[async_trait]
+impl Tool for Sleepy {
+    fn name(&self) -> &'static str {
+        "sleepy"
+    }
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function("sleepy", "test", serde_json::json!({"type":"object"}))
+    }
+    fn max_output_chars(&self) -> usize {
+        100
+    }
+    async fn execute(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        if args.get("fast").is_some() {
+            return Ok(ToolOutput::text("fast done"));
+        }
+        std::future::pending::<()>().await;
+        unreachable!()
+    }
+}
+
+fn calls_message(calls: Vec<ToolCall>) -> Message {
+    let mut m = Message::assistant("");
+    m.content = None;
+    m.tool_calls = Some(calls);
+    m
+}
+
+fn agent_with(replies: Vec<Message>, parallel: bool) -> (Agent, mpsc::UnboundedReceiver<AgentEvent>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut reg = ToolRegistry::new();
+    reg.register(Arc::new(Sleepy));
+    let client = Arc::new(Scripted { replies: StdMutex::new(replies) });
+    let opts = AgentOptions { max_iterations: 5, parallel_tools: parallel, context_limit: 8192 };
+    (Agent::new(client, reg, opts, Some("sys".into()), PathBuf::from("/"), tx), rx)
+}
+
+async fn cancel_mid_batch(parallel: bool) {
+    let calls = vec![
+        ToolCall::new("a", "sleepy", "{\"fast\":true}"),
+        ToolCall::new("b", "sleepy", "{}"),
+        ToolCall::new("c", "sleepy", "{}"),
+    ];
+    let (mut agent, mut rx) = agent_with(vec![calls_message(calls)], parallel);
+    let (handle, cancel) = Cancel::new();
+    let watcher = tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            if let AgentEvent::ToolResult { id, .. } = ev {
+                assert_eq!(id, "a");
+                handle.cancel();
+                return handle;
+            }
+        }
+        panic!("no tool result");
+    });
+    let out = agent.send("go", cancel).await;
+    let _handle = watcher.await.unwrap();
+    assert_eq!(out, Err(AgentError::Cancelled));
+    let m = agent.messages();
+    let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::System, Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Tool]);
+    let results: Vec<(&str, &str)> = m[3..]
+        .iter()
+        .map(|m| (m.tool_call_id.as_deref().unwrap(), m.text()))
+        .collect();
+    assert_eq!(results, vec![("a", "fast done"), ("b", CANCELLED), ("c", CANCELLED)]);
+}
+
+#[tokio::test]
+async fn cancellation_mid_parallel_batch_pairs_every_call() {
+    cancel_mid_batch(true).await;
+}
+
+#[tokio::test]
+async fn cancellation_mid_sequential_batch_pairs_every_call() {
+    cancel_mid_batch(false).await;
+}
+
+#[tokio::test]
+async fn cancelled_before_start_touches_nothing() {
+    let (mut agent, _rx) = agent_with(vec![Message::assistant("hi")], true);
+    let (handle, cancel) = Cancel::new();
+    handle.cancel();
+    assert_eq!(agent.send("go", cancel).await, Err(AgentError::Cancelled));
+    assert_eq!(agent.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn iteration_cap_is_an_error_with_a_valid_history() {
+    let replies = (0..5)
+        .map(|i| calls_message(vec![ToolCall::new(format!("c{i}"), "sleepy", "{\"fast\":1}")]))
+        .collect();
+    let (mut agent, _rx) = agent_with(replies, true);
+    let out = agent.send("loop", Cancel::never()).await;
+    assert_eq!(out, Err(AgentError::MaxIterations(5)));
+    let mut copy = agent.messages().to_vec();
+    assert_eq!(repair_history(&mut copy), 0, "every call already has its result");
+}
+
+#[test]
+fn repair_fills_missing_results_after_the_answered_ones() {
+    let mut h = vec![
+        Message::user("x"),
+        calls_message(vec![ToolCall::new("1", "t", "{}"), ToolCall::new("2", "t", "{}")]),
+        Message::tool_result("1", "ok"),
+    ];
+    assert_eq!(repair_history(&mut h), 1);
+    assert_eq!(h.len(), 4);
+    assert_eq!(h[3].tool_call_id.as_deref(), Some("2"));
+    assert_eq!(h[3].text(), CANCELLED);
+}

@@ -1,0 +1,138 @@
+//! Token accounting: exact counts from the server when it reports usage, a
+//! character heuristic otherwise, and the context-window size of the model.
+
+use crate::wire::Message;
+use serde::Deserialize;
+
+/// Used when neither config nor the catalog knows the model.
+pub const FALLBACK_CONTEXT_LIMIT: u64 = 8192;
+/// Share of the context window at which the user is warned.
+pub const WARN_FRACTION: f64 = 0.8;
+
+const CATALOG: &str = include_str!("../templates/models.toml");
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenTracker {
+    pub context_limit: u64,
+    pub total_prompt_tokens: u64,
+    pub total_completion_tokens: u64,
+    pub last_prompt_tokens: u64,
+    pub last_completion_tokens: u64,
+}
+
+impl TokenTracker {
+    pub fn new(context_limit: u64) -> Self {
+        TokenTracker {
+            context_limit,
+            ..Default::default()
+        }
+    }
+
+    pub fn record(&mut self, prompt: u64, completion: u64) {
+        self.last_prompt_tokens = prompt;
+        self.last_completion_tokens = completion;
+        self.total_prompt_tokens += prompt;
+        self.total_completion_tokens += completion;
+    }
+
+    pub fn session_total(&self) -> u64 {
+        self.total_prompt_tokens + self.total_completion_tokens
+    }
+
+    /// Fraction of the context window an estimate of `tokens` would fill.
+    pub fn fill(&self, tokens: u64) -> f64 {
+        if self.context_limit == 0 {
+            return 0.0;
+        }
+        tokens as f64 / self.context_limit as f64
+    }
+}
+
+/// ~4 characters per token, plus 16 characters of framing per message.
+pub fn estimate_messages(messages: &[Message]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| {
+            let calls: usize = m
+                .calls()
+                .iter()
+                .map(|c| c.function.name.len() + c.function.arguments.len() + c.id.len())
+                .sum();
+            m.text().len() + calls + 16
+        })
+        .sum();
+    chars.div_ceil(4) as u64
+}
+
+pub fn estimate_text(text: &str) -> u64 {
+    text.len().div_ceil(4) as u64
+}
+
+#[derive(Deserialize)]
+struct Catalog {
+    #[serde(default)]
+    rule: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+struct Rule {
+    #[serde(rename = "match")]
+    kind: String,
+    pattern: String,
+    context: u64,
+}
+
+/// Context window of `model` from the compiled-in catalog: rules are tried in
+/// file order; the first exact, prefix or substring match wins.
+pub fn catalog_context_limit(model: &str) -> Option<u64> {
+    let catalog: Catalog = toml::from_str(CATALOG).ok()?;
+    let model = model.to_ascii_lowercase();
+    // Provider-qualified ids ("openai/gpt-4o") match on the part after the slash too.
+    let bare = model.rsplit('/').next().unwrap_or(&model).to_string();
+    catalog.rule.iter().find_map(|r| {
+        let p = r.pattern.to_ascii_lowercase();
+        let hit = |m: &str| match r.kind.as_str() {
+            "exact" => m == p,
+            "prefix" => m.starts_with(&p),
+            "contains" => m.contains(&p),
+            _ => false,
+        };
+        (hit(&model) || hit(&bare)).then_some(r.context)
+    })
+}
+
+/// Config wins, then the catalog, then the conservative fallback.
+pub fn context_limit(configured: Option<u64>, model: &str) -> u64 {
+    configured
+        .filter(|l| *l > 0)
+        .or_else(|| catalog_context_limit(model))
+        .unwrap_or(FALLBACK_CONTEXT_LIMIT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_parses_and_matches_in_order() {
+        let catalog: Catalog = toml::from_str(CATALOG).expect("models.toml parses");
+        assert!(catalog.rule.len() > 10);
+        assert_eq!(catalog_context_limit("gpt-4o-mini"), Some(128_000));
+        assert_eq!(catalog_context_limit("openai/gpt-4o"), Some(128_000));
+        assert!(catalog_context_limit("llama3.1:8b").is_some());
+        assert_eq!(catalog_context_limit("totally-unknown-model"), None);
+    }
+
+    #[test]
+    fn config_then_catalog_then_fallback() {
+        assert_eq!(context_limit(Some(1234), "gpt-4o"), 1234);
+        assert_eq!(context_limit(None, "gpt-4o"), 128_000);
+        assert_eq!(context_limit(None, "mystery"), FALLBACK_CONTEXT_LIMIT);
+    }
+
+    #[test]
+    fn heuristic_counts_chars_and_framing() {
+        let msgs = vec![Message::user("a".repeat(400))];
+        assert_eq!(estimate_messages(&msgs), (400 + 16) / 4);
+    }
+}

@@ -1,0 +1,244 @@
+//! Wiring: turns parsed arguments and resolved settings into a running agent and
+//! a front end, and maps every outcome to an exit code. The only module that
+//! knows all the others; none of them knows it.
+
+use crate::agent::prompt::{render, PromptContext};
+use crate::agent::{tokens, Agent, AgentOptions, Cancel};
+use crate::cli::{Cli, Command, ExecArgs};
+use crate::config::{self, CliOverrides, ConfigError, Settings};
+use crate::provider::completions::{CompletionsClient, CompletionsSettings};
+use crate::tools::{self, ToolRegistry};
+use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
+use crate::ui::style::Style;
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+pub async fn run(cli: Cli) -> i32 {
+    let overrides = CliOverrides {
+        config: cli.global.config.clone(),
+        model: cli.global.model.clone(),
+        base_url: cli.global.base_url.clone(),
+        no_color: cli.global.no_color,
+    };
+    match cli.command {
+        Some(Command::Exec(args)) => exec(args, &overrides).await,
+        None => line_session(&overrides).await,
+    }
+}
+
+/// Reads the prompt from the arguments or, for `-` or none with piped input, stdin.
+fn read_prompt(args: &ExecArgs) -> Result<String, String> {
+    let from_stdin = args.prompt == ["-"] || (args.prompt.is_empty() && !std::io::stdin().is_terminal());
+    let prompt = if from_stdin {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+        s
+    } else {
+        args.prompt.join(" ")
+    };
+    if prompt.trim().is_empty() {
+        return Err("no prompt given: use `buddy exec \"PROMPT\"` or pipe the prompt on stdin".into());
+    }
+    Ok(prompt)
+}
+
+fn usage_error(style: Style, message: &str) -> i32 {
+    eprintln!("{} {message}", style.error("error:"));
+    EXIT_USAGE
+}
+
+/// Loads settings, explaining first-run and config problems in a few lines.
+fn load_settings(overrides: &CliOverrides, style: Style) -> Result<Settings, i32> {
+    let created = config::ensure_global_config(&env);
+    if let Some(path) = &created {
+        eprintln!("{}", style.dim(&format!("created a default config at {}", path.display())));
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    match config::load(&cwd, &env, overrides) {
+        Ok(s) => Ok(s),
+        Err(e @ ConfigError::MissingKey { .. }) => {
+            eprintln!("{} {e}", style.error("error:"));
+            eprintln!("To get going, either:");
+            eprintln!("  - export OPENAI_API_KEY=sk-...   (or BUDDY_API_KEY, used by any profile)");
+            eprintln!("  - use a local Ollama server:     buddy -m ollama exec \"hello\"");
+            if let Some(dir) = config::global_dir(&env) {
+                eprintln!("Profiles live in {}", dir.join("buddy.toml").display());
+            }
+            Err(EXIT_USAGE)
+        }
+        Err(e) => Err(usage_error(style, &e.to_string())),
+    }
+}
+
+struct Wired {
+    agent: Agent,
+    events: tokio::sync::mpsc::UnboundedReceiver<crate::agent::AgentEvent>,
+    front: ExecOptions,
+}
+
+fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let api = &settings.api;
+    let client = CompletionsClient::new(CompletionsSettings {
+        base_url: api.base_url.clone(),
+        api_key: api.api_key.clone(),
+        model: api.model.clone(),
+        stream: api.stream,
+        temperature: settings.agent.temperature,
+        top_p: settings.agent.top_p,
+        timeout: Duration::from_secs(settings.network.api_timeout_secs.max(1)),
+        max_retries: settings.network.max_retries,
+    })
+    .map_err(|e| e.to_string())?;
+    let registry = build_tools(settings);
+    let actor = tools::approval::local_actor();
+    let target = format!("the local host ({actor})");
+    let cwd_text = cwd.display().to_string();
+    let names = registry.names();
+    let system = render(&PromptContext {
+        target: &target,
+        cwd: &cwd_text,
+        tools: &names,
+        instructions: settings.agent.system_prompt.as_deref(),
+    });
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let options = AgentOptions {
+        max_iterations: settings.agent.max_iterations,
+        parallel_tools: settings.agent.parallel_tools,
+        context_limit: tokens::context_limit(api.context_limit, &api.model),
+    };
+    let agent = Agent::new(Arc::new(client), registry, options, Some(system), cwd, tx);
+    Ok(Wired {
+        agent,
+        events: rx,
+        front: ExecOptions {
+            style,
+            show_tool_calls: settings.display.show_tool_calls,
+            show_tokens: settings.display.show_tokens,
+            auto_approve,
+        },
+    })
+}
+
+/// The registry for the enabled tools (wired in once the tools land).
+pub fn build_tools(_settings: &Settings) -> ToolRegistry {
+    ToolRegistry::new()
+}
+
+async fn exec(args: ExecArgs, overrides: &CliOverrides) -> i32 {
+    let early_style = Style::detect(!overrides.no_color);
+    let prompt = match read_prompt(&args) {
+        Ok(p) => p,
+        Err(m) => return usage_error(early_style, &m),
+    };
+    let settings = match load_settings(overrides, early_style) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let style = Style::detect(settings.display.color);
+    let Wired { mut agent, mut events, front } = match wire(&settings, args.dangerously_auto_approve, style) {
+        Ok(w) => w,
+        Err(m) => return usage_error(style, &m),
+    };
+    let (handle, cancel) = Cancel::new();
+    let frontend = ExecFrontEnd::new(front);
+    let outcome = drive(agent.run_turn(&prompt, cancel), frontend.run(&mut events, &handle)).await;
+    outcome_code(outcome, style)
+}
+
+/// Runs the agent's turn and its front end together; the front end decides when
+/// the turn is over (it returns on `Finished`, or at once on a second Ctrl-C).
+async fn drive<T>(
+    turn: impl std::future::Future<Output = T>,
+    front: impl std::future::Future<Output = ExecOutcome>,
+) -> ExecOutcome {
+    tokio::pin!(turn);
+    tokio::pin!(front);
+    let mut turn_done = false;
+    loop {
+        tokio::select! {
+            _ = &mut turn, if !turn_done => turn_done = true,
+            outcome = &mut front => return outcome,
+        }
+    }
+}
+
+fn outcome_code(outcome: ExecOutcome, style: Style) -> i32 {
+    match outcome {
+        ExecOutcome::Answered => EXIT_OK,
+        ExecOutcome::Interrupted => EXIT_INTERRUPTED,
+        ExecOutcome::Failed(m) => {
+            eprintln!("{} {m}", style.error("error:"));
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// A plain line-by-line conversation for bare `buddy`, until the full-screen
+/// REPL takes its place: one prompt per line, Ctrl-D to quit.
+async fn line_session(overrides: &CliOverrides) -> i32 {
+    use tokio::io::AsyncBufReadExt;
+    let early_style = Style::detect(!overrides.no_color);
+    let settings = match load_settings(overrides, early_style) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let style = Style::detect(settings.display.color);
+    let Wired { mut agent, mut events, front } = match wire(&settings, false, style) {
+        Ok(w) => w,
+        Err(m) => return usage_error(style, &m),
+    };
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!(
+            "{} {} via {} — one prompt per line, Ctrl-D to quit",
+            style.actor("buddy"),
+            settings.api.model,
+            settings.api.base_url
+        );
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut last = EXIT_OK;
+    loop {
+        if interactive {
+            eprint!("{}", style.actor("> "));
+        }
+        let line = match lines.next_line().await {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                eprintln!("{} cannot read input: {e}", style.error("error:"));
+                return EXIT_FAILURE;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if matches!(line.trim(), "/quit" | "/exit" | "/q") {
+            break;
+        }
+        let (handle, cancel) = Cancel::new();
+        let frontend = ExecFrontEnd::new(front);
+        let outcome = drive(agent.run_turn(&line, cancel), frontend.run(&mut events, &handle)).await;
+        last = match outcome {
+            ExecOutcome::Interrupted => EXIT_OK,
+            other => outcome_code(other, style),
+        };
+        // Events of an abandoned turn must not leak into the next one.
+        while events.try_recv().is_ok() {}
+    }
+    last
+}

@@ -1,0 +1,51 @@
+//! The command line, declared with clap. Parsing only; `app` acts on it.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "buddy",
+    version,
+    about = "A terminal AI agent for any OpenAI-compatible model",
+    long_about = "A terminal AI agent for any OpenAI-compatible model.\n\nRun `buddy` for an interactive session or `buddy exec \"PROMPT\"` for a one-shot answer on stdout.",
+    after_help = "Exit codes: 0 success, 1 runtime failure (API error after retries, iteration cap), 2 usage or config error, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Use this config file (it must exist)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Model profile name from the config, or a raw model id
+    #[arg(short = 'm', long = "model", global = true, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Override the API base URL (e.g. http://localhost:11434/v1)
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Never use colour
+    #[arg(long, global = true)]
+    pub no_color: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Answer one prompt and exit; the answer alone goes to stdout
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// The prompt; `-` or nothing (with piped stdin) reads it from stdin
+    #[arg(value_name = "PROMPT", trailing_var_arg = true, allow_hyphen_values = true)]
+    pub prompt: Vec<String>,
+    /// Run shell commands without asking for approval
+    #[arg(long)]
+    pub dangerously_auto_approve: bool,
+}

@@ -1,0 +1,189 @@
+//! The shape of `buddy.toml`, with every default in one place. Unknown keys are
+//! rejected so a typo is reported instead of silently ignored.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub agent: AgentSection,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelProfile>,
+    #[serde(default)]
+    pub tools: ToolsSection,
+    #[serde(default)]
+    pub network: NetworkSection,
+    #[serde(default)]
+    pub display: DisplaySection,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiProtocol {
+    #[default]
+    Completions,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum AuthMode {
+    #[default]
+    #[serde(rename = "api-key")]
+    ApiKey,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelProfile {
+    pub api_base_url: Option<String>,
+    #[serde(default)]
+    pub api: ApiProtocol,
+    #[serde(default)]
+    pub auth: AuthMode,
+    pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    pub model: Option<String>,
+    pub context_limit: Option<u64>,
+    /// Streaming is the default; turn off for servers that lack it.
+    #[serde(default = "yes")]
+    pub stream: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Name of the active profile under `[models]`.
+    pub model: Option<String>,
+    pub system_prompt: Option<String>,
+    #[serde(default = "default_max_iterations")]
+    pub max_iterations: u32,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    #[serde(default = "yes")]
+    pub parallel_tools: bool,
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        AgentSection {
+            model: None,
+            system_prompt: None,
+            max_iterations: default_max_iterations(),
+            temperature: None,
+            top_p: None,
+            parallel_tools: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    #[serde(default = "yes")]
+    pub shell_enabled: bool,
+    #[serde(default = "yes")]
+    pub shell_confirm: bool,
+    /// `None` means the built-in list; an explicit list replaces it.
+    pub shell_denylist: Option<Vec<String>>,
+    #[serde(default = "default_shell_timeout")]
+    pub shell_timeout_secs: u64,
+    #[serde(default = "yes")]
+    pub files_enabled: bool,
+    #[serde(default = "yes")]
+    pub fetch_enabled: bool,
+    #[serde(default = "yes")]
+    pub search_enabled: bool,
+    pub search_base_url: Option<String>,
+    #[serde(default = "yes")]
+    pub time_enabled: bool,
+    /// Cap on every tool result, in characters, unless a tool has its own.
+    pub max_output_chars: Option<usize>,
+    pub shell_max_output_chars: Option<usize>,
+    pub files_max_output_chars: Option<usize>,
+    pub fetch_max_output_chars: Option<usize>,
+    pub search_max_output_chars: Option<usize>,
+}
+
+impl Default for ToolsSection {
+    fn default() -> Self {
+        toml::from_str("").unwrap_or(ToolsSection {
+            shell_enabled: true,
+            shell_confirm: true,
+            shell_denylist: None,
+            shell_timeout_secs: default_shell_timeout(),
+            files_enabled: true,
+            fetch_enabled: true,
+            search_enabled: true,
+            search_base_url: None,
+            time_enabled: true,
+            max_output_chars: None,
+            shell_max_output_chars: None,
+            files_max_output_chars: None,
+            fetch_max_output_chars: None,
+            search_max_output_chars: None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    #[serde(default = "default_api_timeout")]
+    pub api_timeout_secs: u64,
+    #[serde(default = "default_fetch_timeout")]
+    pub fetch_timeout_secs: u64,
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+}
+
+impl Default for NetworkSection {
+    fn default() -> Self {
+        NetworkSection {
+            api_timeout_secs: default_api_timeout(),
+            fetch_timeout_secs: default_fetch_timeout(),
+            max_retries: default_max_retries(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisplaySection {
+    #[serde(default = "yes")]
+    pub color: bool,
+    #[serde(default)]
+    pub show_tokens: bool,
+    #[serde(default = "yes")]
+    pub show_tool_calls: bool,
+}
+
+impl Default for DisplaySection {
+    fn default() -> Self {
+        DisplaySection {
+            color: true,
+            show_tokens: false,
+            show_tool_calls: true,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_max_iterations() -> u32 {
+    20
+}
+fn default_shell_timeout() -> u64 {
+    120
+}
+fn default_api_timeout() -> u64 {
+    120
+}
+fn default_fetch_timeout() -> u64 {
+    20
+}
+fn default_max_retries() -> u32 {
+    3
+}

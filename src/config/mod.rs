@@ -1,0 +1,344 @@
+//! Configuration: finding the file, parsing it, and resolving the active model
+//! profile with environment and command-line overrides into the settings the rest
+//! of buddy runs with. Nothing here does network I/O.
+
+mod error;
+mod file;
+
+pub use error::ConfigError;
+pub use file::*;
+
+use std::path::{Path, PathBuf};
+
+/// The documented template; also the global config written on first run.
+pub const TEMPLATE: &str = include_str!("../../buddy.toml.example");
+
+/// Overrides from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    pub config: Option<PathBuf>,
+    /// A profile name or a raw model id.
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub no_color: bool,
+}
+
+/// The active profile, fully resolved.
+#[derive(Clone)]
+pub struct ApiSettings {
+    pub profile: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub model: String,
+    pub protocol: ApiProtocol,
+    pub stream: bool,
+    pub context_limit: Option<u64>,
+}
+
+impl std::fmt::Debug for ApiSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiSettings")
+            .field("profile", &self.profile)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("protocol", &self.protocol)
+            .field("stream", &self.stream)
+            .field("context_limit", &self.context_limit)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The file the settings came from; `None` for built-in defaults.
+    pub source: Option<PathBuf>,
+    pub api: ApiSettings,
+    pub agent: AgentSection,
+    pub tools: ToolsSection,
+    pub network: NetworkSection,
+    pub display: DisplaySection,
+    /// Every profile name, for messages and pickers.
+    pub profiles: Vec<String>,
+}
+
+/// Where buddy's own global files live: `$XDG_CONFIG_HOME/buddy`, else
+/// `~/.config/buddy`.
+pub fn global_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(x) = env("XDG_CONFIG_HOME").filter(|s| !s.is_empty()) {
+        return Some(PathBuf::from(x).join("buddy"));
+    }
+    home(env).map(|h| h.join(".config").join("buddy"))
+}
+
+fn home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(dirs::home_dir)
+}
+
+/// Candidate files in precedence order (first existing wins).
+pub fn search_path(cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let mut out = vec![cwd.join("buddy.toml"), cwd.join("agent.toml")];
+    if let Some(g) = global_dir(env) {
+        out.push(g.join("buddy.toml"));
+    }
+    if let Some(h) = home(env) {
+        out.push(h.join(".config").join("agent").join("agent.toml"));
+    }
+    out
+}
+
+/// Writes the template as the global config if none exists. Returns the path
+/// when it created one. Never overwrites.
+pub fn ensure_global_config(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let dir = global_dir(env)?;
+    let path = dir.join("buddy.toml");
+    if path.exists() {
+        return None;
+    }
+    std::fs::create_dir_all(&dir).ok()?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&path).ok()?;
+    use std::io::Write;
+    f.write_all(TEMPLATE.as_bytes()).ok()?;
+    Some(path)
+}
+
+/// Finds, parses and resolves the configuration.
+pub fn load(
+    cwd: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    cli: &CliOverrides,
+) -> Result<Settings, ConfigError> {
+    let (source, text) = match &cli.config {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => (Some(p.clone()), t),
+            Err(e) => return Err(ConfigError::Io { path: p.clone(), error: e.to_string() }),
+        },
+        None => {
+            let mut found = None;
+            for p in search_path(cwd, env) {
+                match std::fs::read_to_string(&p) {
+                    Ok(t) => {
+                        found = Some((Some(p), t));
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(ConfigError::Io { path: p, error: e.to_string() }),
+                }
+            }
+            found.unwrap_or((None, TEMPLATE.to_string()))
+        }
+    };
+    let file = parse(&text, source.as_deref())?;
+    resolve(file, source, env, cli)
+}
+
+/// Parses TOML text; errors name the file, line and column.
+pub fn parse(text: &str, path: Option<&Path>) -> Result<ConfigFile, ConfigError> {
+    toml::from_str::<ConfigFile>(text).map_err(|e| {
+        let (line, column) = e
+            .span()
+            .map(|s| line_col(text, s.start))
+            .unwrap_or((0, 0));
+        ConfigError::Parse {
+            path: path.map(Path::to_path_buf),
+            line,
+            column,
+            message: e.message().trim().to_string(),
+        }
+    })
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, column)
+}
+
+fn env_first(env: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .find_map(|n| env(n).filter(|v| !v.trim().is_empty()))
+}
+
+/// Applies profile selection, key resolution and overrides: file, then
+/// environment, then command line.
+pub fn resolve(
+    mut file: ConfigFile,
+    source: Option<PathBuf>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cli: &CliOverrides,
+) -> Result<Settings, ConfigError> {
+    if file.models.is_empty() {
+        // A file without profiles still works: borrow the built-in ones.
+        if let Ok(t) = toml::from_str::<ConfigFile>(TEMPLATE) {
+            file.models = t.models;
+            if file.agent.model.is_none() {
+                file.agent.model = t.agent.model;
+            }
+        }
+    }
+    let profiles: Vec<String> = file.models.keys().cloned().collect();
+    let file_src = source.clone();
+
+    // A `-m`/BUDDY_MODEL value picks a profile if it names one, else it is a model id.
+    let wanted = cli
+        .model
+        .clone()
+        .or_else(|| env_first(env, &["BUDDY_MODEL", "AGENT_MODEL"]));
+    let (profile_name, model_override) = match wanted {
+        Some(w) if file.models.contains_key(&w) => (w, None),
+        Some(w) => (active_profile_name(&file, &profiles, &file_src)?, Some(w)),
+        None => (active_profile_name(&file, &profiles, &file_src)?, None),
+    };
+    let profile = file
+        .models
+        .get(&profile_name)
+        .cloned()
+        .ok_or_else(|| ConfigError::UnknownProfile {
+            name: profile_name.clone(),
+            known: profiles.clone(),
+        })?;
+
+    let key_sources = [
+        profile.api_key.is_some(),
+        profile.api_key_env.is_some(),
+        profile.api_key_file.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    if key_sources > 1 {
+        return Err(ConfigError::Invalid {
+            path: file_src,
+            message: format!(
+                "profile `{profile_name}` sets more than one of api_key, api_key_env and api_key_file; keep one"
+            ),
+        });
+    }
+
+    let api_key = match env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]) {
+        Some(k) => Some(k.trim().to_string()),
+        None => resolve_profile_key(&profile_name, &profile, env)?,
+    };
+
+    let base_url = cli
+        .base_url
+        .clone()
+        .or_else(|| env_first(env, &["BUDDY_BASE_URL", "AGENT_BASE_URL"]))
+        .or(profile.api_base_url.clone())
+        .ok_or_else(|| ConfigError::Invalid {
+            path: file_src.clone(),
+            message: format!("profile `{profile_name}` has no api_base_url"),
+        })?;
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(ConfigError::Invalid {
+            path: file_src.clone(),
+            message: format!("api_base_url `{base_url}` must start with http:// or https://"),
+        });
+    }
+    let model = model_override
+        .or(profile.model.clone())
+        .unwrap_or_else(|| profile_name.clone());
+
+    if file.agent.max_iterations == 0 {
+        return Err(ConfigError::Invalid {
+            path: file_src,
+            message: "agent.max_iterations must be at least 1".into(),
+        });
+    }
+    if cli.no_color {
+        file.display.color = false;
+    }
+
+    Ok(Settings {
+        source,
+        api: ApiSettings {
+            profile: profile_name,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+            model,
+            protocol: profile.api,
+            stream: profile.stream,
+            context_limit: profile.context_limit,
+        },
+        agent: file.agent,
+        tools: file.tools,
+        network: file.network,
+        display: file.display,
+        profiles,
+    })
+}
+
+fn active_profile_name(
+    file: &ConfigFile,
+    profiles: &[String],
+    source: &Option<PathBuf>,
+) -> Result<String, ConfigError> {
+    match &file.agent.model {
+        Some(name) if file.models.contains_key(name) => Ok(name.clone()),
+        Some(name) => Err(ConfigError::UnknownProfile {
+            name: name.clone(),
+            known: profiles.to_vec(),
+        }),
+        None if profiles.len() == 1 => Ok(profiles[0].clone()),
+        None => Err(ConfigError::Invalid {
+            path: source.clone(),
+            message: format!(
+                "set agent.model to one of the profiles: {}",
+                profiles.join(", ")
+            ),
+        }),
+    }
+}
+
+fn resolve_profile_key(
+    name: &str,
+    profile: &ModelProfile,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    if let Some(var) = &profile.api_key_env {
+        return match env(var).filter(|v| !v.trim().is_empty()) {
+            Some(v) => Ok(Some(v.trim().to_string())),
+            None => Err(ConfigError::MissingKey {
+                profile: name.to_string(),
+                hint: format!("set the environment variable {var} (or BUDDY_API_KEY)"),
+            }),
+        };
+    }
+    if let Some(path) = &profile.api_key_file {
+        let expanded = expand_home(path, env);
+        return match std::fs::read_to_string(&expanded) {
+            Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
+            Ok(_) => Err(ConfigError::MissingKey {
+                profile: name.to_string(),
+                hint: format!("the key file {} is empty", expanded.display()),
+            }),
+            Err(e) => Err(ConfigError::MissingKey {
+                profile: name.to_string(),
+                hint: format!("cannot read the key file {} ({e})", expanded.display()),
+            }),
+        };
+    }
+    Ok(profile.api_key.clone().filter(|k| !k.trim().is_empty()))
+}
+
+fn expand_home(path: &str, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    match path.strip_prefix("~/") {
+        Some(rest) => home(env).map(|h| h.join(rest)).unwrap_or_else(|| PathBuf::from(path)),
+        None => PathBuf::from(path),
+    }
+}
+
+#[cfg(test)]
+mod tests;

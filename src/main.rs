@@ -1,0 +1,21 @@
+//! The `buddy` binary: parse arguments, start a small runtime, hand over to the
+//! library, exit with its code.
+
+use clap::Parser;
+
+fn main() {
+    let cli = buddy::cli::Cli::parse();
+    // One thread is plenty: the work is waiting on the network and on child
+    // processes, and a single-threaded runtime starts faster and uses less memory.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(buddy::app::EXIT_FAILURE);
+        }
+    };
+    let code = runtime.block_on(buddy::app::run(cli));
+    // Do not wait for blocking tasks (a pending terminal read, say) on the way out.
+    runtime.shutdown_background();
+    std::process::exit(code);
+}

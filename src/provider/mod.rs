@@ -1,0 +1,56 @@
+//! Provider layer: talking to a model server over HTTP. The agent loop sees only
+//! the `ModelClient` trait; this layer owns endpoints, auth headers, streaming,
+//! retries and timeouts. It knows nothing of tools' behaviour or rendering.
+
+pub mod completions;
+pub mod error;
+pub mod retry;
+
+pub use error::ApiError;
+
+use crate::wire::{Message, ToolDefinition, Usage};
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// What the loop asks of the model: the full history and the enabled tools.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolDefinition],
+}
+
+/// One finished model turn.
+#[derive(Debug, Clone)]
+pub struct ModelResponse {
+    pub message: Message,
+    pub usage: Option<Usage>,
+}
+
+/// Things worth showing while a response is being produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    Text(String),
+    Reasoning { field: String, text: String },
+    /// A failed attempt that will be retried after `delay`.
+    Retrying {
+        attempt: u32,
+        max_retries: u32,
+        delay: Duration,
+        error: String,
+    },
+}
+
+pub type EventSink<'a> = &'a (dyn Fn(StreamEvent) + Send + Sync);
+
+#[async_trait]
+pub trait ModelClient: Send + Sync {
+    /// Produces the next assistant message, reporting progress through `on_event`.
+    async fn complete(
+        &self,
+        request: ModelRequest<'_>,
+        on_event: EventSink<'_>,
+    ) -> Result<ModelResponse, ApiError>;
+
+    /// The model id requests are sent for.
+    fn model(&self) -> &str;
+}

@@ -1,0 +1,228 @@
+//! Tool layer: the `Tool` trait, the registry the agent loop dispatches through, the
+//! approval seam, and the bounding of every result. Individual tools live one per
+//! file. This layer knows nothing of the agent loop, the API client or rendering.
+
+pub mod approval;
+pub mod capture;
+pub mod fetch;
+pub mod files;
+pub mod search;
+pub mod shell;
+pub mod time;
+
+use crate::wire::ToolDefinition;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use approval::{Approval, ApprovalRequest, Approver};
+
+/// How much of a result was kept, in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Truncation {
+    pub kept: usize,
+    pub total: usize,
+}
+
+/// A tool's answer. A tool that cut its own output (streaming capture, say) reports
+/// the true original size in `truncated`; otherwise the registry cuts and reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub truncated: Option<Truncation>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            truncated: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    /// The model's arguments do not fit the tool's schema.
+    InvalidArguments(String),
+    /// The tool ran and failed (I/O error, timeout, refused request…).
+    Failed(String),
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
+            ToolError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// What a tool may use while it runs.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Relative paths resolve against this directory.
+    pub cwd: PathBuf,
+    /// Asked before anything that needs the user's consent.
+    pub approver: Arc<dyn Approver>,
+}
+
+impl ToolContext {
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let p = std::path::Path::new(path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        }
+    }
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn definition(&self) -> ToolDefinition;
+    /// Upper bound, in characters, on the text this tool returns.
+    fn max_output_chars(&self) -> usize;
+    /// `args` is the model's argument object, already parsed from JSON.
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// Parses a tool's argument object into its typed form.
+pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+}
+
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+    definitions: Vec<ToolDefinition>,
+}
+
+/// The outcome of one tool call, ready to become a `tool` message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallResult {
+    pub text: String,
+    pub is_error: bool,
+    pub truncated: Option<Truncation>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.definitions.push(tool.definition());
+        self.tools.push(tool);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    pub fn definitions(&self) -> &[ToolDefinition] {
+        &self.definitions
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name).cloned()
+    }
+
+    /// Runs one call from its raw JSON arguments. Never fails: unknown tools,
+    /// malformed JSON and tool errors all become error text the model can read.
+    pub async fn call(&self, name: &str, raw_args: &str, ctx: &ToolContext) -> CallResult {
+        let Some(tool) = self.get(name) else {
+            let known = self.names().join(", ");
+            return error_result(format!("unknown tool `{name}`; available tools: {known}"));
+        };
+        let args = if raw_args.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match serde_json::from_str::<Value>(raw_args) {
+                Ok(v @ Value::Object(_)) => v,
+                Ok(_) => return error_result("invalid arguments: expected a JSON object".to_string()),
+                Err(e) => {
+                    return error_result(format!(
+                        "invalid arguments: malformed JSON ({e}); send the arguments as one JSON object"
+                    ))
+                }
+            }
+        };
+        let limit = tool.max_output_chars();
+        match tool.execute(args, ctx).await {
+            Ok(out) => {
+                let (text, cut) = truncate(&out.text, limit);
+                // Tools never write the marker themselves; they report what they cut.
+                let truncated = match (out.truncated, cut) {
+                    (None, c) => c,
+                    (Some(own), None) => Some(own),
+                    (Some(own), Some(c)) => Some(Truncation {
+                        kept: c.kept.min(own.kept),
+                        total: own.total,
+                    }),
+                };
+                let text = match truncated {
+                    Some(t) => format!("{text}\n{}", marker(t)),
+                    None => text,
+                };
+                CallResult { text, is_error: false, truncated }
+            }
+            Err(e) => {
+                let (text, _) = truncate(&format!("error: {e}"), limit.max(200));
+                error_result(text)
+            }
+        }
+    }
+}
+
+fn error_result(text: String) -> CallResult {
+    CallResult {
+        text,
+        is_error: true,
+        truncated: None,
+    }
+}
+
+/// The line that ends every cut result.
+pub fn marker(t: Truncation) -> String {
+    format!(
+        "[output truncated: kept {} of {} characters]",
+        t.kept, t.total
+    )
+}
+
+/// Cuts `text` to at most `limit` characters on a char boundary.
+pub fn truncate(text: &str, limit: usize) -> (String, Option<Truncation>) {
+    match text.char_indices().nth(limit) {
+        None => (text.to_string(), None),
+        Some((byte, _)) => {
+            let total = text.chars().count();
+            (
+                text[..byte].to_string(),
+                Some(Truncation { kept: limit, total }),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        let (t, cut) = truncate("héllo wörld", 4);
+        assert_eq!(t, "héll");
+        assert_eq!(cut, Some(Truncation { kept: 4, total: 11 }));
+        assert_eq!(truncate("abc", 3), ("abc".to_string(), None));
+    }
+}

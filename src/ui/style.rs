@@ -1,0 +1,80 @@
+//! Colour decisions and the small text helpers every front end shares.
+
+use crossterm::style::Stylize;
+use std::io::IsTerminal;
+
+/// How status text on stderr is painted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    /// Colour only when config allows it, `NO_COLOR` is unset and stderr is a terminal.
+    pub fn detect(config_color: bool) -> Style {
+        let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: config_color && !no_color_env && std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn plain() -> Style {
+        Style { color: false }
+    }
+
+    fn paint(&self, text: &str, f: impl Fn(String) -> crossterm::style::StyledContent<String>) -> String {
+        if self.color {
+            f(text.to_string()).to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn error(&self, t: &str) -> String {
+        self.paint(t, |s| s.red().bold())
+    }
+    pub fn warning(&self, t: &str) -> String {
+        self.paint(t, |s| s.yellow().bold())
+    }
+    pub fn tool(&self, t: &str) -> String {
+        self.paint(t, |s| s.yellow())
+    }
+    pub fn dim(&self, t: &str) -> String {
+        self.paint(t, |s| s.dark_grey())
+    }
+    pub fn accent(&self, t: &str) -> String {
+        self.paint(t, |s| s.cyan())
+    }
+    pub fn actor(&self, t: &str) -> String {
+        self.paint(t, |s| s.green().bold())
+    }
+}
+
+/// One line of at most `max` characters: whitespace runs collapsed, `…` when cut.
+pub fn preview(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preview_is_one_bounded_line() {
+        assert_eq!(preview("a\n b\tc", 10), "a b c");
+        assert_eq!(preview("abcdefghij", 5), "abcd…");
+        assert_eq!(preview("ééééé", 5), "ééééé");
+    }
+
+    #[test]
+    fn plain_style_adds_no_escape_codes() {
+        assert_eq!(Style::plain().error("x"), "x");
+        assert!(Style { color: true }.error("x").contains('\u{1b}'));
+    }
+}
