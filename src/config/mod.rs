@@ -153,7 +153,7 @@ pub fn parse(text: &str, path: Option<&Path>) -> Result<ConfigFile, ConfigError>
             path: path.map(Path::to_path_buf),
             line,
             column,
-            message: e.message().trim().to_string(),
+            message: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
         }
     })
 }

@@ -95,6 +95,9 @@ impl ExecFrontEnd {
 
     async fn handle(&mut self, ev: AgentEvent) {
         let st = self.opts.style;
+        if !matches!(ev, AgentEvent::Reasoning { .. } | AgentEvent::TextDelta(_)) {
+            self.close_reasoning();
+        }
         match ev {
             AgentEvent::WaitingForModel { iteration } => {
                 let label = if iteration == 1 { "thinking".to_string() } else { format!("thinking (step {iteration})") };
