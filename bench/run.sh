@@ -1,0 +1,109 @@
+#!/bin/sh
+# Reproduces every figure in docs/PERFORMANCE.md. Needs hyperfine
+# (apt-get install -y hyperfine) and GNU time (/usr/bin/time).
+# Usage: bench/run.sh            (prints a table of min / median per benchmark)
+set -eu
+cd "$(dirname "$0")/.."
+cargo build --release --quiet --bin buddy --example fake_provider
+BUDDY="$PWD/target/release/buddy"
+FAKE="$PWD/target/release/examples/fake_provider"
+WORK=$(mktemp -d)
+trap 'kill $(cat "$WORK"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" NO_COLOR=1
+mkdir -p "$XDG_CONFIG_HOME/buddy"
+# An existing global config keeps buddy from writing one during the runs.
+cp buddy.toml.example "$XDG_CONFIG_HOME/buddy/buddy.toml"
+
+# start_fake NAME SCRIPT_JSON: a repeating fake provider; sets $URL.
+start_fake() {
+    printf '%s' "$2" > "$WORK/$1.json"
+    "$FAKE" --script "$WORK/$1.json" --repeat > "$WORK/$1.url" &
+    echo $! > "$WORK/$1.pid"
+    while [ ! -s "$WORK/$1.url" ]; do sleep 0.05; done
+    URL=$(head -n1 "$WORK/$1.url")
+}
+
+# config DIR URL: a working directory whose buddy.toml points at URL.
+config() {
+    mkdir -p "$1"
+    cat > "$1/buddy.toml" <<TOML
+[agent]
+model = "fake"
+max_iterations = 25
+[models.fake]
+api_base_url = "$URL"
+model = "fake-model"
+[tools]
+shell_confirm = false
+TOML
+}
+
+# stats LABEL JSON: min and median from a hyperfine export, in ms.
+stats() {
+    python3 - "$1" "$2" <<'PY'
+import json, statistics, sys
+label, path = sys.argv[1], sys.argv[2]
+r = json.load(open(path))["results"][0]
+t = sorted(r["times"])
+print(f"{label:<44} min {min(t)*1000:8.2f} ms   median {statistics.median(t)*1000:8.2f} ms   ({len(t)} runs)")
+PY
+}
+
+# rss LABEL N CMD...: min and median peak RSS over N runs, in MiB.
+rss() {
+    label=$1; n=$2; shift 2
+    : > "$WORK/rss"
+    i=0
+    while [ $i -lt "$n" ]; do
+        /usr/bin/time -f %M -o "$WORK/rss.one" "$@" > /dev/null 2>&1
+        cat "$WORK/rss.one" >> "$WORK/rss"
+        i=$((i + 1))
+    done
+    python3 - "$label" "$WORK/rss" <<'PY'
+import statistics, sys
+v = sorted(int(x) / 1024 for x in open(sys.argv[2]).read().split())
+print(f"{sys.argv[1]:<44} min {min(v):8.2f} MiB  median {statistics.median(v):8.2f} MiB  ({len(v)} runs)")
+PY
+}
+
+echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"
+
+hyperfine -N --warmup 50 --runs 1000 --export-json "$WORK/version.json" "$BUDDY --version" > /dev/null
+stats "buddy --version" "$WORK/version.json"
+
+start_fake plain '[{"text":"hello from the fake model"}]'
+config "$WORK/plain" 
+cd "$WORK/plain"
+hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/plain.json" "$BUDDY exec hi" > /dev/null
+stats "buddy exec (plain answer)" "$WORK/plain.json"
+rss "buddy exec peak RSS (plain answer)" 50 "$BUDDY" exec hi
+cd - > /dev/null
+
+# 20 model calls asking for run_shell "true", then an answer.
+calls=$(python3 -c 'import json; print(json.dumps([{"tool_calls":[{"id":f"c{i}","name":"run_shell","arguments":json.dumps({"command":"true"})}]} for i in range(20)]+[{"text":"done"}]))')
+start_fake loop "$calls"
+config "$WORK/loop"
+cd "$WORK/loop"
+hyperfine -N --warmup 3 --runs 40 --export-json "$WORK/loop.json" "$BUDDY exec loop" > /dev/null
+stats "buddy exec (20 x run_shell true)" "$WORK/loop.json"
+cd - > /dev/null
+hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/child.json" "sh -c true" > /dev/null
+stats "sh -c true (the child alone)" "$WORK/child.json"
+python3 - "$WORK/plain.json" "$WORK/loop.json" "$WORK/child.json" <<'PY'
+import json, statistics, sys
+med = lambda p: statistics.median(json.load(open(p))["results"][0]["times"])
+mn = lambda p: min(json.load(open(p))["results"][0]["times"])
+plain, loop, child = sys.argv[1:4]
+for name, f in (("min", mn), ("median", med)):
+    per = (f(loop) - f(plain) - 20 * f(child)) / 20 * 1000
+    print(f"{'buddy time per tool iteration (' + name + ')':<44} {per:8.2f} ms beyond the child process")
+PY
+
+big=$(python3 -c 'import json; print(json.dumps([{"tool_calls":[{"id":"big","name":"run_shell","arguments":json.dumps({"command":"head -c 200000000 /dev/zero | tr \"\\\\0\" a"})}]},{"text":"done"}]))')
+start_fake big "$big"
+config "$WORK/big"
+cd "$WORK/big"
+rss "buddy exec peak RSS (200 MB tool output)" 5 "$BUDDY" exec big
+hyperfine -N --warmup 1 --runs 5 --export-json "$WORK/big.json" "$BUDDY exec big" > /dev/null
+stats "buddy exec (200 MB tool output)" "$WORK/big.json"
+cd - > /dev/null

@@ -1,0 +1,521 @@
+//! End-to-end tests of `buddy exec`: the real binary against the scripted fake
+//! provider on 127.0.0.1, checking what reaches stdout/stderr, the exit code and
+//! exactly what buddy sent over the wire.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use support::fake_provider::{FakeProvider, Reply, SseChunk, ToolCallSpec};
+use support::{fake_config, BuddyCmd};
+
+/// `fake_config` plus shell commands that need no approval.
+fn config_no_confirm(p: &FakeProvider, extra: &str) -> String {
+    format!("{}\n[tools]\nshell_confirm = false\n{extra}\n", fake_config(p))
+}
+
+fn call(id: &str, name: &str, args: Value) -> ToolCallSpec {
+    ToolCallSpec::new(id, name, args.to_string())
+}
+
+fn messages(req: &support::fake_provider::RecordedRequest) -> Vec<Value> {
+    req.json()["messages"].as_array().expect("messages array").clone()
+}
+
+/// The tool message answering `id` in a request.
+fn tool_result(req: &support::fake_provider::RecordedRequest, id: &str) -> String {
+    messages(req)
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .unwrap_or_else(|| panic!("no tool result for {id} in {}", req.body_text()))["content"]
+        .as_str()
+        .expect("tool content is a string")
+        .to_string()
+}
+
+#[test]
+fn plain_answer_goes_to_stdout_only() {
+    let p = FakeProvider::start(vec![Reply::text("Hello from the model")]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "say hello"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "Hello from the model\n");
+    assert!(!out.stderr.contains("Hello from the model"), "stderr: {}", out.stderr);
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 1);
+    let body = reqs[0].json();
+    assert_eq!(reqs[0].path, "/v1/chat/completions");
+    assert_eq!(body["model"], "fake-model");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    let msgs = messages(&reqs[0]);
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs.last().unwrap(), &json!({"role": "user", "content": "say hello"}));
+}
+
+#[test]
+fn non_streaming_profile_sends_stream_false_and_reads_json() {
+    let p = FakeProvider::start(vec![Reply::text("plain json answer")]);
+    let cfg = fake_config(&p).replace("model = \"fake-model\"", "model = \"fake-model\"\nstream = false");
+    let out = BuddyCmd::new().config(cfg).args(["exec", "hi"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "plain json answer\n");
+    let body = p.chat_requests()[0].json().clone();
+    assert_eq!(body["stream"], false);
+    assert!(body.get("stream_options").is_none());
+}
+
+#[test]
+fn multi_step_tool_loop_pairs_tool_call_ids() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("call_a", "run_shell", json!({"command": "echo first-step"}))]),
+        Reply::tool_calls(vec![call("call_b", "read_file", json!({"path": "note.txt"}))]),
+        Reply::text("all done"),
+    ]);
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "work"]);
+    std::fs::write(cmd.work_dir().join("note.txt"), "contents of the note").unwrap();
+    let out = cmd.run();
+    out.assert_success();
+    assert_eq!(out.stdout, "all done\n");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 3);
+
+    let second = messages(&reqs[1]);
+    let assistant = &second[second.len() - 2];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["content"], Value::Null, "tool-call turns keep content: null");
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_a");
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "run_shell");
+    let r = tool_result(&reqs[1], "call_a");
+    assert!(r.contains("first-step") && r.contains("exit code: 0"), "{r}");
+
+    assert!(tool_result(&reqs[2], "call_b").contains("contents of the note"));
+    // The full history is resent: the first pair is still there, in order.
+    let third = messages(&reqs[2]);
+    let roles: Vec<&str> = third.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "tool"]);
+}
+
+#[test]
+fn streamed_tool_arguments_in_fragments_are_reassembled() {
+    // Arguments long enough to be split into many fragments by the fake.
+    let cmd_text = "printf '%s' fragmented-arguments-reassembled > frag.txt";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("c1", "run_shell", json!({"command": cmd_text}))]),
+        Reply::text("ok"),
+    ]);
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]);
+    let out = cmd.run();
+    out.assert_success();
+    let written = std::fs::read_to_string(cmd.work_dir().join("frag.txt")).unwrap();
+    assert_eq!(written, "fragmented-arguments-reassembled");
+}
+
+#[test]
+fn parallel_tool_calls_run_together_and_keep_request_order() {
+    // Each command waits for the other's flag: they can only finish if they run
+    // at the same time. The second finishes first, yet results keep request order.
+    let a = "touch a.flag; i=0; while [ ! -f b.flag ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; sleep 0.2; [ -f b.flag ] && echo result-A";
+    let b = "touch b.flag; i=0; while [ ! -f a.flag ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; [ -f a.flag ] && echo result-B";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            call("first", "run_shell", json!({"command": a})),
+            call("second", "run_shell", json!({"command": b})),
+        ]),
+        Reply::text("both ran"),
+    ]);
+    let out = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]).run();
+    out.assert_success();
+    let reqs = p.chat_requests();
+    let msgs = messages(&reqs[1]);
+    let tools: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[0]["tool_call_id"], "first");
+    assert_eq!(tools[1]["tool_call_id"], "second");
+    assert!(tools[0]["content"].as_str().unwrap().contains("result-A"), "{:?}", tools[0]);
+    assert!(tools[1]["content"].as_str().unwrap().contains("result-B"), "{:?}", tools[1]);
+}
+
+#[test]
+fn unknown_tool_becomes_an_error_result() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("x1", "launch_rockets", json!({}))]),
+        Reply::text("sorry"),
+    ]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "go"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "sorry\n");
+    let r = tool_result(&p.chat_requests()[1], "x1");
+    assert!(r.contains("unknown tool `launch_rockets`") && r.contains("run_shell"), "{r}");
+}
+
+#[test]
+fn malformed_arguments_become_an_error_result() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new("m1", "read_file", "{\"path\": \"x")]),
+        Reply::text("retrying later"),
+    ]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "go"]).run();
+    out.assert_success();
+    let r = tool_result(&p.chat_requests()[1], "m1");
+    assert!(r.contains("malformed JSON"), "{r}");
+}
+
+#[test]
+fn long_output_is_cut_with_a_marker_and_a_warning() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("t1", "run_shell", json!({"command": "seq 1 20000"}))]),
+        Reply::text("seen"),
+    ]);
+    let cfg = config_no_confirm(&p, "shell_max_output_chars = 500");
+    let out = BuddyCmd::new().config(cfg).args(["exec", "go"]).run();
+    out.assert_success();
+    let r = tool_result(&p.chat_requests()[1], "t1");
+    let last = r.lines().last().unwrap();
+    assert!(last.starts_with("[output truncated: kept "), "{last}");
+    let nums: Vec<usize> = last
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert!(nums[0] <= 500 && nums[1] > 100_000, "{last}");
+    assert!(r.chars().count() < 700, "result is bounded: {} chars", r.chars().count());
+    assert!(out.stderr.contains("truncated"), "stderr: {}", out.stderr);
+}
+
+#[test]
+fn reasoning_goes_to_stderr_and_round_trips() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("r1", "time", json!({}))])
+            .with_reasoning("reasoning_content", "pondering the clock"),
+        Reply::text("It is now.").with_reasoning("reasoning_content", "final thoughts"),
+    ]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "time?"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "It is now.\n");
+    assert!(out.stderr.contains("pondering the clock"), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("final thoughts"));
+    let msgs = messages(&p.chat_requests()[1]);
+    let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["reasoning_content"], "pondering the clock");
+}
+
+#[test]
+fn no_tools_key_when_every_tool_is_disabled() {
+    let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
+    let off = "shell_enabled = false\nfiles_enabled = false\nfetch_enabled = false\nsearch_enabled = false\ntime_enabled = false";
+    let cfg = format!("{}\n[tools]\n{off}\n", fake_config(&p));
+    BuddyCmd::new().config(cfg).args(["exec", "x"]).run().assert_success();
+    assert!(p.chat_requests()[0].json().get("tools").is_none());
+
+    BuddyCmd::new().config_for(&p).args(["exec", "x"]).run().assert_success();
+    let tools = p.chat_requests()[1].json()["tools"].clone();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for n in ["run_shell", "read_file", "write_file", "fetch_url", "web_search", "time"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+}
+
+#[test]
+fn authorization_header_only_with_a_key() {
+    let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
+    BuddyCmd::new().config_for(&p).args(["exec", "x"]).run().assert_success();
+    assert_eq!(p.chat_requests()[0].header("authorization").as_deref(), Some("Bearer sk-fake"));
+
+    let keyless = fake_config(&p).replace("api_key = \"sk-fake\"\n", "");
+    BuddyCmd::new().config(keyless).args(["exec", "x"]).run().assert_success();
+    assert_eq!(p.chat_requests()[1].header("authorization"), None);
+}
+
+#[test]
+fn rate_limit_with_retry_after_then_success() {
+    let p = FakeProvider::start(vec![
+        Reply::json(429, json!({"error": {"message": "slow down"}})).header("Retry-After", "1"),
+        Reply::text("made it"),
+    ]);
+    let started = Instant::now();
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_success();
+    assert!(started.elapsed() >= Duration::from_millis(950), "Retry-After was not honoured");
+    assert_eq!(out.stdout, "made it\n");
+    assert!(out.stderr.contains("429") && out.stderr.contains("retrying"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 2);
+}
+
+#[test]
+fn persistent_server_error_exits_1_naming_the_status() {
+    let err = || Reply::json(500, json!({"error": {"message": "backend exploded"}}));
+    let p = FakeProvider::start(vec![err(), err()]);
+    let cfg = format!("{}\n[network]\nmax_retries = 1\n", fake_config(&p));
+    let out = BuddyCmd::new().config(cfg).args(["exec", "x"]).run();
+    out.assert_code(1);
+    assert_eq!(out.stdout, "");
+    let last = out.stderr.lines().last().unwrap();
+    assert!(last.contains("HTTP 500") && last.contains("backend exploded"), "{last}");
+    assert_eq!(p.chat_requests().len(), 2, "one try plus one retry");
+}
+
+#[test]
+fn client_errors_are_not_retried() {
+    let p = FakeProvider::start(vec![Reply::json(401, json!({"error": {"message": "bad key"}}))]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("HTTP 401") && out.stderr.contains("bad key"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 1);
+}
+
+#[test]
+fn iteration_cap_exits_1() {
+    let replies = (0..3)
+        .map(|i| Reply::tool_calls(vec![call(&format!("c{i}"), "time", json!({}))]))
+        .collect();
+    let p = FakeProvider::start(replies);
+    let cfg = fake_config(&p).replace("[agent]\n", "[agent]\nmax_iterations = 3\n");
+    let out = BuddyCmd::new().config(cfg).args(["exec", "x"]).run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("stopped after 3 model calls"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 3);
+}
+
+#[test]
+fn prompt_from_stdin() {
+    let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
+    BuddyCmd::new().config_for(&p).args(["exec", "-"]).stdin("question from a pipe\n").run().assert_success();
+    BuddyCmd::new().config_for(&p).arg("exec").stdin("implicit stdin").run().assert_success();
+    let reqs = p.chat_requests();
+    let last_user = |i: usize| messages(&reqs[i]).last().unwrap()["content"].clone();
+    assert_eq!(last_user(0), "question from a pipe\n");
+    assert_eq!(last_user(1), "implicit stdin");
+}
+
+#[test]
+fn empty_prompt_is_a_usage_error() {
+    let out = BuddyCmd::new().arg("exec").stdin("").run();
+    out.assert_code(2);
+    assert!(out.stderr.contains("no prompt"), "{}", out.stderr);
+}
+
+#[test]
+fn invalid_toml_names_file_line_and_column() {
+    let out = BuddyCmd::new()
+        .config("[agent]\nmax_iterations = = 3\n")
+        .args(["exec", "x"])
+        .run();
+    out.assert_code(2);
+    let line = out.stderr.lines().find(|l| l.contains("config error")).expect("a config error line");
+    assert!(line.contains("buddy.toml line 2, column"), "{line}");
+}
+
+#[test]
+fn environment_overrides_file_and_flags_override_environment() {
+    let good = FakeProvider::start(vec![Reply::text("from good"), Reply::text("from flag")]);
+    let other = FakeProvider::start(vec![Reply::text("from other")]);
+    // The file points at a closed port; BUDDY_BASE_URL fixes it.
+    let cfg = "[agent]\nmodel = \"a\"\n[models.a]\napi_base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"model-a\"\n[models.b]\napi_base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"model-b\"\n";
+    let out = BuddyCmd::new()
+        .config(cfg)
+        .env("BUDDY_BASE_URL", good.base_url())
+        .env("BUDDY_MODEL", "b")
+        .env("BUDDY_API_KEY", "sk-env")
+        .args(["exec", "x"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "from good\n");
+    let r = &good.chat_requests()[0];
+    assert_eq!(r.json()["model"], "model-b");
+    assert_eq!(r.header("authorization").as_deref(), Some("Bearer sk-env"));
+
+    // Flags beat the environment: --base-url and -m (a raw model id here).
+    let out = BuddyCmd::new()
+        .config(cfg)
+        .env("BUDDY_BASE_URL", good.base_url())
+        .env("BUDDY_MODEL", "b")
+        .args(["--base-url", &other.base_url(), "-m", "raw-id", "exec", "x"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "from other\n");
+    assert_eq!(other.chat_requests()[0].json()["model"], "raw-id");
+    assert_eq!(good.chat_requests().len(), 1);
+}
+
+#[test]
+fn explicit_missing_config_is_an_error() {
+    let out = BuddyCmd::new().args(["--config", "/nonexistent/buddy.toml", "exec", "x"]).run();
+    out.assert_code(2);
+    assert!(out.stderr.contains("/nonexistent/buddy.toml"), "{}", out.stderr);
+}
+
+#[test]
+fn huge_command_output_stays_bounded() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "big",
+            "run_shell",
+            json!({"command": "head -c 200000000 /dev/zero | tr '\\0' a"}),
+        )]),
+        Reply::text("big done"),
+    ]);
+    let out = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]).run();
+    out.assert_success();
+    let r = tool_result(&p.chat_requests()[1], "big");
+    assert!(r.contains("of 2000000"), "marker must report the full size: {}", r.lines().last().unwrap());
+    assert!(r.len() < 40_000, "result is bounded: {} bytes", r.len());
+}
+
+/// Runs buddy without a controlling terminal (a new session), as under cron or CI.
+fn run_detached(cmd: &BuddyCmd) -> support::Output {
+    let mut c = cmd.command();
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        c.pre_exec(|| {
+            if libc_setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = c
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("buddy runs");
+    support::Output {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+extern "C" {
+    #[link_name = "setsid"]
+    fn c_setsid() -> i32;
+}
+
+fn libc_setsid() -> i32 {
+    unsafe { c_setsid() }
+}
+
+#[test]
+fn without_a_terminal_commands_needing_approval_are_denied() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("s1", "run_shell", json!({"command": "touch should-not-exist"}))]),
+        Reply::text("could not run it"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p).args(["exec", "go"]);
+    let out = run_detached(&cmd);
+    out.assert_success();
+    assert!(!cmd.work_dir().join("should-not-exist").exists(), "the command must not run");
+    let r = tool_result(&p.chat_requests()[1], "s1");
+    assert!(r.contains("no terminal"), "the model is told why: {r}");
+    assert!(out.stderr.contains("--dangerously-auto-approve"), "{}", out.stderr);
+}
+
+#[test]
+fn auto_approve_runs_commands_but_never_denylisted_ones() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            call("ok", "run_shell", json!({"command": "touch approved-file"})),
+            call("bad", "run_shell", json!({"command": "rm -rf /"})),
+        ]),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p).args(["exec", "--dangerously-auto-approve", "go"]);
+    let out = run_detached(&cmd);
+    out.assert_success();
+    assert!(cmd.work_dir().join("approved-file").exists());
+    let r = tool_result(&p.chat_requests()[1], "bad");
+    assert!(r.to_lowercase().contains("denylist") || r.to_lowercase().contains("refused"), "{r}");
+}
+
+#[test]
+fn version_and_help_need_no_config_or_network() {
+    let out = BuddyCmd::new().arg("--version").run();
+    out.assert_success();
+    assert!(out.stdout.starts_with("buddy "), "{}", out.stdout);
+    let out = BuddyCmd::new().arg("help").run();
+    out.assert_success();
+    assert!(out.stdout.contains("exec"), "{}", out.stdout);
+}
+
+#[test]
+fn first_run_without_key_explains_what_to_do() {
+    let cmd = BuddyCmd::new().args(["exec", "hello"]);
+    let out = cmd.run();
+    out.assert_code(2);
+    assert!(out.stderr.contains("OPENAI_API_KEY"), "{}", out.stderr);
+    assert!(out.stderr.contains("-m ollama"), "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"));
+    let global = cmd.config_home().join("buddy").join("buddy.toml");
+    let text = std::fs::read_to_string(&global).expect("global config created");
+    assert!(text.contains("[models.ollama]"));
+    // Created once, never overwritten.
+    std::fs::write(&global, "# mine\n").unwrap();
+    let again = BuddyCmd::new().args(["exec", "hello"]);
+    drop(again);
+    cmd.run();
+    assert_eq!(std::fs::read_to_string(&global).unwrap(), "# mine\n");
+}
+
+#[test]
+fn stream_dropped_after_text_is_a_clear_error() {
+    let full = Reply::text("partial answer that never finishes").stream_chunks();
+    let mut chunks: Vec<SseChunk> = full.into_iter().take(2).collect();
+    chunks.push(SseChunk::disconnect());
+    let p = FakeProvider::start(vec![Reply::sse(chunks)]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("interrupted"), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+}
+
+#[test]
+fn stream_dropped_before_any_data_is_retried() {
+    let p = FakeProvider::start(vec![
+        Reply::sse(vec![SseChunk::comment("keep-alive"), SseChunk::disconnect()]),
+        Reply::text("second try"),
+    ]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "second try\n");
+}
+
+#[test]
+fn crlf_split_stream_without_done_still_parses() {
+    let chunks = Reply::text("split across reads").without_done().stream_chunks();
+    let bytes: Vec<u8> = SseChunk::concat(&chunks.into_iter().map(|c| c.crlf()).collect::<Vec<_>>());
+    let p = FakeProvider::start(vec![Reply::sse(SseChunk::split_every(&bytes, 7))]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "split across reads\n");
+}
+
+#[test]
+fn ctrl_c_cancels_a_running_tool_with_exit_130() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("slow", "run_shell", json!({"command": "touch started; sleep 30"}))]),
+        Reply::text("never"),
+    ]);
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]);
+    let child = cmd
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = cmd.work_dir().join("started");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the tool never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let t0 = Instant::now();
+    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(5), "cancellation must not wait for the tool");
+    assert!(out.stdout.is_empty());
+    assert_eq!(p.chat_requests().len(), 1);
+}
