@@ -39,7 +39,8 @@ pub async fn run(cli: Cli) -> i32 {
 
 /// Reads the prompt from the arguments or, for `-` or none with piped input, stdin.
 fn read_prompt(args: &ExecArgs) -> Result<String, String> {
-    let from_stdin = args.prompt == ["-"] || (args.prompt.is_empty() && !std::io::stdin().is_terminal());
+    let from_stdin =
+        args.prompt == ["-"] || (args.prompt.is_empty() && !std::io::stdin().is_terminal());
     let prompt = if from_stdin {
         let mut s = String::new();
         std::io::stdin()
@@ -50,7 +51,9 @@ fn read_prompt(args: &ExecArgs) -> Result<String, String> {
         args.prompt.join(" ")
     };
     if prompt.trim().is_empty() {
-        return Err("no prompt given: use `buddy exec \"PROMPT\"` or pipe the prompt on stdin".into());
+        return Err(
+            "no prompt given: use `buddy exec \"PROMPT\"` or pipe the prompt on stdin".into(),
+        );
     }
     Ok(prompt)
 }
@@ -64,7 +67,10 @@ fn usage_error(style: Style, message: &str) -> i32 {
 fn load_settings(overrides: &CliOverrides, style: Style) -> Result<Settings, i32> {
     let created = config::ensure_global_config(&env);
     if let Some(path) = &created {
-        eprintln!("{}", style.dim(&format!("created a default config at {}", path.display())));
+        eprintln!(
+            "{}",
+            style.dim(&format!("created a default config at {}", path.display()))
+        );
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     match config::load(&cwd, &env, overrides) {
@@ -90,7 +96,8 @@ struct Wired {
 }
 
 fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let api = &settings.api;
     let client = CompletionsClient::new(CompletionsSettings {
         base_url: api.base_url.clone(),
@@ -149,13 +156,21 @@ async fn exec(args: ExecArgs, overrides: &CliOverrides) -> i32 {
         Err(code) => return code,
     };
     let style = Style::detect(settings.display.color);
-    let Wired { mut agent, mut events, front } = match wire(&settings, args.dangerously_auto_approve, style) {
+    let Wired {
+        mut agent,
+        mut events,
+        front,
+    } = match wire(&settings, args.dangerously_auto_approve, style) {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };
     let (handle, cancel) = Cancel::new();
     let frontend = ExecFrontEnd::new(front);
-    let outcome = drive(agent.run_turn(&prompt, cancel), frontend.run(&mut events, &handle)).await;
+    let outcome = drive(
+        agent.run_turn(&prompt, cancel),
+        frontend.run(&mut events, &handle),
+    )
+    .await;
     outcome_code(outcome, style)
 }
 
@@ -197,7 +212,11 @@ async fn line_session(overrides: &CliOverrides) -> i32 {
         Err(code) => return code,
     };
     let style = Style::detect(settings.display.color);
-    let Wired { mut agent, mut events, front } = match wire(&settings, false, style) {
+    let Wired {
+        mut agent,
+        mut events,
+        front,
+    } = match wire(&settings, false, style) {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };
@@ -232,7 +251,11 @@ async fn line_session(overrides: &CliOverrides) -> i32 {
         }
         let (handle, cancel) = Cancel::new();
         let frontend = ExecFrontEnd::new(front);
-        let outcome = drive(agent.run_turn(&line, cancel), frontend.run(&mut events, &handle)).await;
+        let outcome = drive(
+            agent.run_turn(&line, cancel),
+            frontend.run(&mut events, &handle),
+        )
+        .await;
         last = match outcome {
             ExecOutcome::Interrupted => EXIT_OK,
             other => outcome_code(other, style),

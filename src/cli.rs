@@ -43,7 +43,11 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ExecArgs {
     /// The prompt; `-` or nothing (with piped stdin) reads it from stdin
-    #[arg(value_name = "PROMPT", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        value_name = "PROMPT",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     pub prompt: Vec<String>,
     /// Run shell commands without asking for approval
     #[arg(long)]

@@ -7,7 +7,10 @@ fn main() {
     let cli = buddy::cli::Cli::parse();
     // One thread is plenty: the work is waiting on the network and on child
     // processes, and a single-threaded runtime starts faster and uses less memory.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -11,7 +11,10 @@ use support::{fake_config, BuddyCmd};
 
 /// `fake_config` plus shell commands that need no approval.
 fn config_no_confirm(p: &FakeProvider, extra: &str) -> String {
-    format!("{}\n[tools]\nshell_confirm = false\n{extra}\n", fake_config(p))
+    format!(
+        "{}\n[tools]\nshell_confirm = false\n{extra}\n",
+        fake_config(p)
+    )
 }
 
 fn call(id: &str, name: &str, args: Value) -> ToolCallSpec {
@@ -19,7 +22,10 @@ fn call(id: &str, name: &str, args: Value) -> ToolCallSpec {
 }
 
 fn messages(req: &support::fake_provider::RecordedRequest) -> Vec<Value> {
-    req.json()["messages"].as_array().expect("messages array").clone()
+    req.json()["messages"]
+        .as_array()
+        .expect("messages array")
+        .clone()
 }
 
 /// The tool message answering `id` in a request.
@@ -36,10 +42,17 @@ fn tool_result(req: &support::fake_provider::RecordedRequest, id: &str) -> Strin
 #[test]
 fn plain_answer_goes_to_stdout_only() {
     let p = FakeProvider::start(vec![Reply::text("Hello from the model")]);
-    let out = BuddyCmd::new().config_for(&p).args(["exec", "say hello"]).run();
+    let out = BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "say hello"])
+        .run();
     out.assert_success();
     assert_eq!(out.stdout, "Hello from the model\n");
-    assert!(!out.stderr.contains("Hello from the model"), "stderr: {}", out.stderr);
+    assert!(
+        !out.stderr.contains("Hello from the model"),
+        "stderr: {}",
+        out.stderr
+    );
     let reqs = p.chat_requests();
     assert_eq!(reqs.len(), 1);
     let body = reqs[0].json();
@@ -49,13 +62,19 @@ fn plain_answer_goes_to_stdout_only() {
     assert_eq!(body["stream_options"]["include_usage"], true);
     let msgs = messages(&reqs[0]);
     assert_eq!(msgs[0]["role"], "system");
-    assert_eq!(msgs.last().unwrap(), &json!({"role": "user", "content": "say hello"}));
+    assert_eq!(
+        msgs.last().unwrap(),
+        &json!({"role": "user", "content": "say hello"})
+    );
 }
 
 #[test]
 fn non_streaming_profile_sends_stream_false_and_reads_json() {
     let p = FakeProvider::start(vec![Reply::text("plain json answer")]);
-    let cfg = fake_config(&p).replace("model = \"fake-model\"", "model = \"fake-model\"\nstream = false");
+    let cfg = fake_config(&p).replace(
+        "model = \"fake-model\"",
+        "model = \"fake-model\"\nstream = false",
+    );
     let out = BuddyCmd::new().config(cfg).args(["exec", "hi"]).run();
     out.assert_success();
     assert_eq!(out.stdout, "plain json answer\n");
@@ -67,11 +86,21 @@ fn non_streaming_profile_sends_stream_false_and_reads_json() {
 #[test]
 fn multi_step_tool_loop_pairs_tool_call_ids() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![call("call_a", "run_shell", json!({"command": "echo first-step"}))]),
-        Reply::tool_calls(vec![call("call_b", "read_file", json!({"path": "note.txt"}))]),
+        Reply::tool_calls(vec![call(
+            "call_a",
+            "run_shell",
+            json!({"command": "echo first-step"}),
+        )]),
+        Reply::tool_calls(vec![call(
+            "call_b",
+            "read_file",
+            json!({"path": "note.txt"}),
+        )]),
         Reply::text("all done"),
     ]);
-    let cmd = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "work"]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "work"]);
     std::fs::write(cmd.work_dir().join("note.txt"), "contents of the note").unwrap();
     let out = cmd.run();
     out.assert_success();
@@ -82,17 +111,27 @@ fn multi_step_tool_loop_pairs_tool_call_ids() {
     let second = messages(&reqs[1]);
     let assistant = &second[second.len() - 2];
     assert_eq!(assistant["role"], "assistant");
-    assert_eq!(assistant["content"], Value::Null, "tool-call turns keep content: null");
+    assert_eq!(
+        assistant["content"],
+        Value::Null,
+        "tool-call turns keep content: null"
+    );
     assert_eq!(assistant["tool_calls"][0]["id"], "call_a");
     assert_eq!(assistant["tool_calls"][0]["function"]["name"], "run_shell");
     let r = tool_result(&reqs[1], "call_a");
-    assert!(r.contains("first-step") && r.contains("exit code: 0"), "{r}");
+    assert!(
+        r.contains("first-step") && r.contains("exit code: 0"),
+        "{r}"
+    );
 
     assert!(tool_result(&reqs[2], "call_b").contains("contents of the note"));
     // The full history is resent: the first pair is still there, in order.
     let third = messages(&reqs[2]);
     let roles: Vec<&str> = third.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "tool"]);
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "tool"]
+    );
 }
 
 #[test]
@@ -103,7 +142,9 @@ fn streamed_tool_arguments_in_fragments_are_reassembled() {
         Reply::tool_calls(vec![call("c1", "run_shell", json!({"command": cmd_text}))]),
         Reply::text("ok"),
     ]);
-    let cmd = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "go"]);
     let out = cmd.run();
     out.assert_success();
     let written = std::fs::read_to_string(cmd.work_dir().join("frag.txt")).unwrap();
@@ -123,7 +164,10 @@ fn parallel_tool_calls_run_together_and_keep_request_order() {
         ]),
         Reply::text("both ran"),
     ]);
-    let out = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]).run();
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "go"])
+        .run();
     out.assert_success();
     let reqs = p.chat_requests();
     let msgs = messages(&reqs[1]);
@@ -131,8 +175,16 @@ fn parallel_tool_calls_run_together_and_keep_request_order() {
     assert_eq!(tools.len(), 2);
     assert_eq!(tools[0]["tool_call_id"], "first");
     assert_eq!(tools[1]["tool_call_id"], "second");
-    assert!(tools[0]["content"].as_str().unwrap().contains("result-A"), "{:?}", tools[0]);
-    assert!(tools[1]["content"].as_str().unwrap().contains("result-B"), "{:?}", tools[1]);
+    assert!(
+        tools[0]["content"].as_str().unwrap().contains("result-A"),
+        "{:?}",
+        tools[0]
+    );
+    assert!(
+        tools[1]["content"].as_str().unwrap().contains("result-B"),
+        "{:?}",
+        tools[1]
+    );
 }
 
 #[test]
@@ -145,7 +197,10 @@ fn unknown_tool_becomes_an_error_result() {
     out.assert_success();
     assert_eq!(out.stdout, "sorry\n");
     let r = tool_result(&p.chat_requests()[1], "x1");
-    assert!(r.contains("unknown tool `launch_rockets`") && r.contains("run_shell"), "{r}");
+    assert!(
+        r.contains("unknown tool `launch_rockets`") && r.contains("run_shell"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -163,7 +218,11 @@ fn malformed_arguments_become_an_error_result() {
 #[test]
 fn long_output_is_cut_with_a_marker_and_a_warning() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![call("t1", "run_shell", json!({"command": "seq 1 20000"}))]),
+        Reply::tool_calls(vec![call(
+            "t1",
+            "run_shell",
+            json!({"command": "seq 1 20000"}),
+        )]),
         Reply::text("seen"),
     ]);
     let cfg = config_no_confirm(&p, "shell_max_output_chars = 500");
@@ -177,7 +236,11 @@ fn long_output_is_cut_with_a_marker_and_a_warning() {
         .filter_map(|s| s.parse().ok())
         .collect();
     assert!(nums[0] <= 500 && nums[1] > 100_000, "{last}");
-    assert!(r.chars().count() < 700, "result is bounded: {} chars", r.chars().count());
+    assert!(
+        r.chars().count() < 700,
+        "result is bounded: {} chars",
+        r.chars().count()
+    );
     assert!(out.stderr.contains("truncated"), "stderr: {}", out.stderr);
 }
 
@@ -191,7 +254,11 @@ fn reasoning_goes_to_stderr_and_round_trips() {
     let out = BuddyCmd::new().config_for(&p).args(["exec", "time?"]).run();
     out.assert_success();
     assert_eq!(out.stdout, "It is now.\n");
-    assert!(out.stderr.contains("pondering the clock"), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("pondering the clock"),
+        "stderr: {}",
+        out.stderr
+    );
     assert!(out.stderr.contains("final thoughts"));
     let msgs = messages(&p.chat_requests()[1]);
     let assistant = msgs.iter().find(|m| m["role"] == "assistant").unwrap();
@@ -203,10 +270,18 @@ fn no_tools_key_when_every_tool_is_disabled() {
     let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
     let off = "shell_enabled = false\nfiles_enabled = false\nfetch_enabled = false\nsearch_enabled = false\ntime_enabled = false";
     let cfg = format!("{}\n[tools]\n{off}\n", fake_config(&p));
-    BuddyCmd::new().config(cfg).args(["exec", "x"]).run().assert_success();
+    BuddyCmd::new()
+        .config(cfg)
+        .args(["exec", "x"])
+        .run()
+        .assert_success();
     assert!(p.chat_requests()[0].json().get("tools").is_none());
 
-    BuddyCmd::new().config_for(&p).args(["exec", "x"]).run().assert_success();
+    BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "x"])
+        .run()
+        .assert_success();
     let tools = p.chat_requests()[1].json()["tools"].clone();
     let names: Vec<&str> = tools
         .as_array()
@@ -214,7 +289,14 @@ fn no_tools_key_when_every_tool_is_disabled() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    for n in ["run_shell", "read_file", "write_file", "fetch_url", "web_search", "time"] {
+    for n in [
+        "run_shell",
+        "read_file",
+        "write_file",
+        "fetch_url",
+        "web_search",
+        "time",
+    ] {
         assert!(names.contains(&n), "{n} missing from {names:?}");
     }
 }
@@ -222,11 +304,22 @@ fn no_tools_key_when_every_tool_is_disabled() {
 #[test]
 fn authorization_header_only_with_a_key() {
     let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
-    BuddyCmd::new().config_for(&p).args(["exec", "x"]).run().assert_success();
-    assert_eq!(p.chat_requests()[0].header("authorization").as_deref(), Some("Bearer sk-fake"));
+    BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "x"])
+        .run()
+        .assert_success();
+    assert_eq!(
+        p.chat_requests()[0].header("authorization").as_deref(),
+        Some("Bearer sk-fake")
+    );
 
     let keyless = fake_config(&p).replace("api_key = \"sk-fake\"\n", "");
-    BuddyCmd::new().config(keyless).args(["exec", "x"]).run().assert_success();
+    BuddyCmd::new()
+        .config(keyless)
+        .args(["exec", "x"])
+        .run()
+        .assert_success();
     assert_eq!(p.chat_requests()[1].header("authorization"), None);
 }
 
@@ -239,9 +332,16 @@ fn rate_limit_with_retry_after_then_success() {
     let started = Instant::now();
     let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
     out.assert_success();
-    assert!(started.elapsed() >= Duration::from_millis(950), "Retry-After was not honoured");
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "Retry-After was not honoured"
+    );
     assert_eq!(out.stdout, "made it\n");
-    assert!(out.stderr.contains("429") && out.stderr.contains("retrying"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("429") && out.stderr.contains("retrying"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(p.chat_requests().len(), 2);
 }
 
@@ -254,16 +354,26 @@ fn persistent_server_error_exits_1_naming_the_status() {
     out.assert_code(1);
     assert_eq!(out.stdout, "");
     let last = out.stderr.lines().last().unwrap();
-    assert!(last.contains("HTTP 500") && last.contains("backend exploded"), "{last}");
+    assert!(
+        last.contains("HTTP 500") && last.contains("backend exploded"),
+        "{last}"
+    );
     assert_eq!(p.chat_requests().len(), 2, "one try plus one retry");
 }
 
 #[test]
 fn client_errors_are_not_retried() {
-    let p = FakeProvider::start(vec![Reply::json(401, json!({"error": {"message": "bad key"}}))]);
+    let p = FakeProvider::start(vec![Reply::json(
+        401,
+        json!({"error": {"message": "bad key"}}),
+    )]);
     let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
     out.assert_code(1);
-    assert!(out.stderr.contains("HTTP 401") && out.stderr.contains("bad key"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("HTTP 401") && out.stderr.contains("bad key"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(p.chat_requests().len(), 1);
 }
 
@@ -276,15 +386,29 @@ fn iteration_cap_exits_1() {
     let cfg = fake_config(&p).replace("[agent]\n", "[agent]\nmax_iterations = 3\n");
     let out = BuddyCmd::new().config(cfg).args(["exec", "x"]).run();
     out.assert_code(1);
-    assert!(out.stderr.contains("stopped after 3 model calls"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("stopped after 3 model calls"),
+        "{}",
+        out.stderr
+    );
     assert_eq!(p.chat_requests().len(), 3);
 }
 
 #[test]
 fn prompt_from_stdin() {
     let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
-    BuddyCmd::new().config_for(&p).args(["exec", "-"]).stdin("question from a pipe\n").run().assert_success();
-    BuddyCmd::new().config_for(&p).arg("exec").stdin("implicit stdin").run().assert_success();
+    BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "-"])
+        .stdin("question from a pipe\n")
+        .run()
+        .assert_success();
+    BuddyCmd::new()
+        .config_for(&p)
+        .arg("exec")
+        .stdin("implicit stdin")
+        .run()
+        .assert_success();
     let reqs = p.chat_requests();
     let last_user = |i: usize| messages(&reqs[i]).last().unwrap()["content"].clone();
     assert_eq!(last_user(0), "question from a pipe\n");
@@ -305,7 +429,11 @@ fn invalid_toml_names_file_line_and_column() {
         .args(["exec", "x"])
         .run();
     out.assert_code(2);
-    let line = out.stderr.lines().find(|l| l.contains("config error")).expect("a config error line");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("config error"))
+        .expect("a config error line");
     assert!(line.contains("buddy.toml line 2, column"), "{line}");
 }
 
@@ -343,9 +471,15 @@ fn environment_overrides_file_and_flags_override_environment() {
 
 #[test]
 fn explicit_missing_config_is_an_error() {
-    let out = BuddyCmd::new().args(["--config", "/nonexistent/buddy.toml", "exec", "x"]).run();
+    let out = BuddyCmd::new()
+        .args(["--config", "/nonexistent/buddy.toml", "exec", "x"])
+        .run();
     out.assert_code(2);
-    assert!(out.stderr.contains("/nonexistent/buddy.toml"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("/nonexistent/buddy.toml"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -358,10 +492,17 @@ fn huge_command_output_stays_bounded() {
         )]),
         Reply::text("big done"),
     ]);
-    let out = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]).run();
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "go"])
+        .run();
     out.assert_success();
     let r = tool_result(&p.chat_requests()[1], "big");
-    assert!(r.contains("of 2000000"), "marker must report the full size: {}", r.lines().last().unwrap());
+    assert!(
+        r.contains("of 2000000"),
+        "marker must report the full size: {}",
+        r.lines().last().unwrap()
+    );
     assert!(r.len() < 40_000, "result is bounded: {} bytes", r.len());
 }
 
@@ -400,16 +541,27 @@ fn libc_setsid() -> i32 {
 #[test]
 fn without_a_terminal_commands_needing_approval_are_denied() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![call("s1", "run_shell", json!({"command": "touch should-not-exist"}))]),
+        Reply::tool_calls(vec![call(
+            "s1",
+            "run_shell",
+            json!({"command": "touch should-not-exist"}),
+        )]),
         Reply::text("could not run it"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p).args(["exec", "go"]);
     let out = run_detached(&cmd);
     out.assert_success();
-    assert!(!cmd.work_dir().join("should-not-exist").exists(), "the command must not run");
+    assert!(
+        !cmd.work_dir().join("should-not-exist").exists(),
+        "the command must not run"
+    );
     let r = tool_result(&p.chat_requests()[1], "s1");
     assert!(r.contains("no terminal"), "the model is told why: {r}");
-    assert!(out.stderr.contains("--dangerously-auto-approve"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--dangerously-auto-approve"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -421,12 +573,17 @@ fn auto_approve_runs_commands_but_never_denylisted_ones() {
         ]),
         Reply::text("done"),
     ]);
-    let cmd = BuddyCmd::new().config_for(&p).args(["exec", "--dangerously-auto-approve", "go"]);
+    let cmd = BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "--dangerously-auto-approve", "go"]);
     let out = run_detached(&cmd);
     out.assert_success();
     assert!(cmd.work_dir().join("approved-file").exists());
     let r = tool_result(&p.chat_requests()[1], "bad");
-    assert!(r.to_lowercase().contains("denylist") || r.to_lowercase().contains("refused"), "{r}");
+    assert!(
+        r.to_lowercase().contains("denylist") || r.to_lowercase().contains("refused"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -473,7 +630,10 @@ fn stream_dropped_after_text_is_a_clear_error() {
 #[test]
 fn stream_dropped_before_any_data_is_retried() {
     let p = FakeProvider::start(vec![
-        Reply::sse(vec![SseChunk::comment("keep-alive"), SseChunk::disconnect()]),
+        Reply::sse(vec![
+            SseChunk::comment("keep-alive"),
+            SseChunk::disconnect(),
+        ]),
         Reply::text("second try"),
     ]);
     let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
@@ -483,8 +643,11 @@ fn stream_dropped_before_any_data_is_retried() {
 
 #[test]
 fn crlf_split_stream_without_done_still_parses() {
-    let chunks = Reply::text("split across reads").without_done().stream_chunks();
-    let bytes: Vec<u8> = SseChunk::concat(&chunks.into_iter().map(|c| c.crlf()).collect::<Vec<_>>());
+    let chunks = Reply::text("split across reads")
+        .without_done()
+        .stream_chunks();
+    let bytes: Vec<u8> =
+        SseChunk::concat(&chunks.into_iter().map(|c| c.crlf()).collect::<Vec<_>>());
     let p = FakeProvider::start(vec![Reply::sse(SseChunk::split_every(&bytes, 7))]);
     let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
     out.assert_success();
@@ -494,10 +657,16 @@ fn crlf_split_stream_without_done_still_parses() {
 #[test]
 fn ctrl_c_cancels_a_running_tool_with_exit_130() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![call("slow", "run_shell", json!({"command": "touch started; sleep 30"}))]),
+        Reply::tool_calls(vec![call(
+            "slow",
+            "run_shell",
+            json!({"command": "touch started; sleep 30"}),
+        )]),
         Reply::text("never"),
     ]);
-    let cmd = BuddyCmd::new().config(config_no_confirm(&p, "")).args(["exec", "go"]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "go"]);
     let child = cmd
         .command()
         .stdin(std::process::Stdio::null())
@@ -512,10 +681,21 @@ fn ctrl_c_cancels_a_running_tool_with_exit_130() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let t0 = Instant::now();
-    std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(t0.elapsed() < Duration::from_secs(5), "cancellation must not wait for the tool");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "cancellation must not wait for the tool"
+    );
     assert!(out.stdout.is_empty());
     assert_eq!(p.chat_requests().len(), 1);
 }

@@ -10,11 +10,16 @@ use tokio::sync::oneshot;
 #[derive(Debug)]
 pub enum AgentEvent {
     /// Waiting for the model (iteration number, 1-based).
-    WaitingForModel { iteration: u32 },
+    WaitingForModel {
+        iteration: u32,
+    },
     /// A piece of assistant text as it streams in.
     TextDelta(String),
     /// A piece of a reasoning trace (field name as the provider sent it).
-    Reasoning { field: String, text: String },
+    Reasoning {
+        field: String,
+        text: String,
+    },
     /// The model asked for a tool.
     ToolCall {
         id: String,

@@ -160,13 +160,22 @@ impl Agent {
                 _ = cancel.cancelled() => return Err(AgentError::Cancelled),
                 r = self.client.complete(request, &sink) => r?,
             };
-            self.record_usage(response.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), &response.message);
+            self.record_usage(
+                response
+                    .usage
+                    .map(|u| (u.prompt_tokens, u.completion_tokens)),
+                &response.message,
+            );
             let mut message = response.message;
             message.role = Role::Assistant;
             let calls = message.calls().to_vec();
             self.messages.push(message);
             if calls.is_empty() {
-                let text = self.messages.last().map(|m| m.text().to_string()).unwrap_or_default();
+                let text = self
+                    .messages
+                    .last()
+                    .map(|m| m.text().to_string())
+                    .unwrap_or_default();
                 return Ok(text);
             }
             self.run_tools(&calls, &mut cancel).await?;
@@ -215,7 +224,11 @@ impl Agent {
 
     /// Runs one batch of tool calls and pushes one result per call, in request
     /// order, whatever happens, so the history always pairs every call.
-    async fn run_tools(&mut self, calls: &[ToolCall], cancel: &mut Cancel) -> Result<(), AgentError> {
+    async fn run_tools(
+        &mut self,
+        calls: &[ToolCall],
+        cancel: &mut Cancel,
+    ) -> Result<(), AgentError> {
         for c in calls {
             self.emit(AgentEvent::ToolCall {
                 id: c.id.clone(),
@@ -249,7 +262,11 @@ impl Agent {
         cancel: &mut Cancel,
     ) -> bool {
         for (i, call) in calls.iter().enumerate() {
-            let fut = self.tools.call(&call.function.name, &call.function.arguments, &self.tool_ctx);
+            let fut = self.tools.call(
+                &call.function.name,
+                &call.function.arguments,
+                &self.tool_ctx,
+            );
             let r = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return true,

@@ -14,12 +14,19 @@ struct Scripted {
 
 #[async_trait]
 impl ModelClient for Scripted {
-    async fn complete(&self, _r: ModelRequest<'_>, _s: EventSink<'_>) -> Result<ModelResponse, ApiError> {
+    async fn complete(
+        &self,
+        _r: ModelRequest<'_>,
+        _s: EventSink<'_>,
+    ) -> Result<ModelResponse, ApiError> {
         let mut replies = self.replies.lock().unwrap();
         if replies.is_empty() {
             return Err(ApiError::InvalidResponse("script exhausted".into()));
         }
-        Ok(ModelResponse { message: replies.remove(0), usage: None })
+        Ok(ModelResponse {
+            message: replies.remove(0),
+            usage: None,
+        })
     }
     fn model(&self) -> &str {
         "scripted"
@@ -56,13 +63,32 @@ fn calls_message(calls: Vec<ToolCall>) -> Message {
     m
 }
 
-fn agent_with(replies: Vec<Message>, parallel: bool) -> (Agent, mpsc::UnboundedReceiver<AgentEvent>) {
+fn agent_with(
+    replies: Vec<Message>,
+    parallel: bool,
+) -> (Agent, mpsc::UnboundedReceiver<AgentEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut reg = ToolRegistry::new();
     reg.register(Arc::new(Sleepy));
-    let client = Arc::new(Scripted { replies: StdMutex::new(replies) });
-    let opts = AgentOptions { max_iterations: 5, parallel_tools: parallel, context_limit: 8192 };
-    (Agent::new(client, reg, opts, Some("sys".into()), PathBuf::from("/"), tx), rx)
+    let client = Arc::new(Scripted {
+        replies: StdMutex::new(replies),
+    });
+    let opts = AgentOptions {
+        max_iterations: 5,
+        parallel_tools: parallel,
+        context_limit: 8192,
+    };
+    (
+        Agent::new(
+            client,
+            reg,
+            opts,
+            Some("sys".into()),
+            PathBuf::from("/"),
+            tx,
+        ),
+        rx,
+    )
 }
 
 async fn cancel_mid_batch(parallel: bool) {
@@ -88,12 +114,25 @@ async fn cancel_mid_batch(parallel: bool) {
     assert_eq!(out, Err(AgentError::Cancelled));
     let m = agent.messages();
     let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
-    assert_eq!(roles, vec![Role::System, Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Tool]);
+    assert_eq!(
+        roles,
+        vec![
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Tool
+        ]
+    );
     let results: Vec<(&str, &str)> = m[3..]
         .iter()
         .map(|m| (m.tool_call_id.as_deref().unwrap(), m.text()))
         .collect();
-    assert_eq!(results, vec![("a", "fast done"), ("b", CANCELLED), ("c", CANCELLED)]);
+    assert_eq!(
+        results,
+        vec![("a", "fast done"), ("b", CANCELLED), ("c", CANCELLED)]
+    );
 }
 
 #[tokio::test]
@@ -118,20 +157,33 @@ async fn cancelled_before_start_touches_nothing() {
 #[tokio::test]
 async fn iteration_cap_is_an_error_with_a_valid_history() {
     let replies = (0..5)
-        .map(|i| calls_message(vec![ToolCall::new(format!("c{i}"), "sleepy", "{\"fast\":1}")]))
+        .map(|i| {
+            calls_message(vec![ToolCall::new(
+                format!("c{i}"),
+                "sleepy",
+                "{\"fast\":1}",
+            )])
+        })
         .collect();
     let (mut agent, _rx) = agent_with(replies, true);
     let out = agent.send("loop", Cancel::never()).await;
     assert_eq!(out, Err(AgentError::MaxIterations(5)));
     let mut copy = agent.messages().to_vec();
-    assert_eq!(repair_history(&mut copy), 0, "every call already has its result");
+    assert_eq!(
+        repair_history(&mut copy),
+        0,
+        "every call already has its result"
+    );
 }
 
 #[test]
 fn repair_fills_missing_results_after_the_answered_ones() {
     let mut h = vec![
         Message::user("x"),
-        calls_message(vec![ToolCall::new("1", "t", "{}"), ToolCall::new("2", "t", "{}")]),
+        calls_message(vec![
+            ToolCall::new("1", "t", "{}"),
+            ToolCall::new("2", "t", "{}"),
+        ]),
         Message::tool_result("1", "ok"),
     ];
     assert_eq!(repair_history(&mut h), 1);

@@ -121,7 +121,12 @@ pub fn load(
     let (source, text) = match &cli.config {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) => (Some(p.clone()), t),
-            Err(e) => return Err(ConfigError::Io { path: p.clone(), error: e.to_string() }),
+            Err(e) => {
+                return Err(ConfigError::Io {
+                    path: p.clone(),
+                    error: e.to_string(),
+                })
+            }
         },
         None => {
             let mut found = None;
@@ -132,7 +137,12 @@ pub fn load(
                         break;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(ConfigError::Io { path: p, error: e.to_string() }),
+                    Err(e) => {
+                        return Err(ConfigError::Io {
+                            path: p,
+                            error: e.to_string(),
+                        })
+                    }
                 }
             }
             found.unwrap_or((None, TEMPLATE.to_string()))
@@ -145,10 +155,7 @@ pub fn load(
 /// Parses TOML text; errors name the file, line and column.
 pub fn parse(text: &str, path: Option<&Path>) -> Result<ConfigFile, ConfigError> {
     toml::from_str::<ConfigFile>(text).map_err(|e| {
-        let (line, column) = e
-            .span()
-            .map(|s| line_col(text, s.start))
-            .unwrap_or((0, 0));
+        let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
         ConfigError::Parse {
             path: path.map(Path::to_path_buf),
             line,
@@ -161,7 +168,12 @@ pub fn parse(text: &str, path: Option<&Path>) -> Result<ConfigFile, ConfigError>
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, column)
 }
 
@@ -201,14 +213,14 @@ pub fn resolve(
         Some(w) => (active_profile_name(&file, &profiles, &file_src)?, Some(w)),
         None => (active_profile_name(&file, &profiles, &file_src)?, None),
     };
-    let profile = file
-        .models
-        .get(&profile_name)
-        .cloned()
-        .ok_or_else(|| ConfigError::UnknownProfile {
-            name: profile_name.clone(),
-            known: profiles.clone(),
-        })?;
+    let profile =
+        file.models
+            .get(&profile_name)
+            .cloned()
+            .ok_or_else(|| ConfigError::UnknownProfile {
+                name: profile_name.clone(),
+                known: profiles.clone(),
+            })?;
 
     let key_sources = [
         profile.api_key.is_some(),
@@ -335,7 +347,9 @@ fn resolve_profile_key(
 
 fn expand_home(path: &str, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     match path.strip_prefix("~/") {
-        Some(rest) => home(env).map(|h| h.join(rest)).unwrap_or_else(|| PathBuf::from(path)),
+        Some(rest) => home(env)
+            .map(|h| h.join(rest))
+            .unwrap_or_else(|| PathBuf::from(path)),
         None => PathBuf::from(path),
     }
 }

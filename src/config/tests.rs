@@ -2,8 +2,10 @@ use super::*;
 use std::collections::HashMap;
 
 fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let map: HashMap<String, String> =
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     move |k: &str| map.get(k).cloned()
 }
 
@@ -19,7 +21,11 @@ api_key = "kb"
 model = "model-b"
 "#;
 
-fn resolve_text(text: &str, env: &[(&str, &str)], cli: CliOverrides) -> Result<Settings, ConfigError> {
+fn resolve_text(
+    text: &str,
+    env: &[(&str, &str)],
+    cli: CliOverrides,
+) -> Result<Settings, ConfigError> {
     resolve(parse(text, None)?, None, &env_of(env), &cli)
 }
 
@@ -29,7 +35,10 @@ fn template_parses_and_documents_three_profiles() {
     for p in ["openai", "ollama", "openrouter"] {
         assert!(f.models.contains_key(p), "{p}");
     }
-    assert_eq!(f.models["ollama"].api_base_url.as_deref(), Some("http://localhost:11434/v1"));
+    assert_eq!(
+        f.models["ollama"].api_base_url.as_deref(),
+        Some("http://localhost:11434/v1")
+    );
     assert!(f.models["ollama"].api_key_env.is_none());
 }
 
@@ -37,7 +46,10 @@ fn template_parses_and_documents_three_profiles() {
 fn invalid_toml_names_line_and_column() {
     let err = parse("[agent]\nmodel = \n", Some(Path::new("/x/buddy.toml"))).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.starts_with("config error in /x/buddy.toml line 2, column"), "{msg}");
+    assert!(
+        msg.starts_with("config error in /x/buddy.toml line 2, column"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -49,10 +61,17 @@ fn unknown_keys_are_errors() {
 #[test]
 fn env_then_cli_precedence() {
     let s = resolve_text(TWO_PROFILES, &[], CliOverrides::default()).unwrap();
-    assert_eq!((s.api.profile.as_str(), s.api.model.as_str()), ("a", "model-a"));
+    assert_eq!(
+        (s.api.profile.as_str(), s.api.model.as_str()),
+        ("a", "model-a")
+    );
     assert_eq!(s.api.api_key, None);
 
-    let env = [("BUDDY_MODEL", "b"), ("BUDDY_BASE_URL", "http://env/v1"), ("BUDDY_API_KEY", "kenv")];
+    let env = [
+        ("BUDDY_MODEL", "b"),
+        ("BUDDY_BASE_URL", "http://env/v1"),
+        ("BUDDY_API_KEY", "kenv"),
+    ];
     let s = resolve_text(TWO_PROFILES, &env, CliOverrides::default()).unwrap();
     assert_eq!(s.api.profile, "b");
     assert_eq!(s.api.base_url, "http://env/v1");
@@ -71,7 +90,12 @@ fn env_then_cli_precedence() {
 
 #[test]
 fn legacy_agent_env_names_are_fallbacks() {
-    let s = resolve_text(TWO_PROFILES, &[("AGENT_MODEL", "b"), ("AGENT_API_KEY", "old")], CliOverrides::default()).unwrap();
+    let s = resolve_text(
+        TWO_PROFILES,
+        &[("AGENT_MODEL", "b"), ("AGENT_API_KEY", "old")],
+        CliOverrides::default(),
+    )
+    .unwrap();
     assert_eq!(s.api.profile, "b");
     assert_eq!(s.api.api_key.as_deref(), Some("old"));
     let s = resolve_text(
@@ -87,7 +111,10 @@ fn legacy_agent_env_names_are_fallbacks() {
 fn unknown_active_profile_lists_known_ones() {
     let text = TWO_PROFILES.replace("model = \"a\"", "model = \"zzz\"");
     let err = resolve_text(&text, &[], CliOverrides::default()).unwrap_err();
-    assert_eq!(err.to_string(), "unknown model profile `zzz`; known profiles: a, b");
+    assert_eq!(
+        err.to_string(),
+        "unknown model profile `zzz`; known profiles: a, b"
+    );
 }
 
 #[test]
@@ -112,7 +139,10 @@ fn key_file_is_read_and_trimmed() {
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("key");
     std::fs::write(&key, "filekey\n").unwrap();
-    let text = format!("[models.x]\napi_base_url = \"http://x/v1\"\napi_key_file = \"{}\"\n", key.display());
+    let text = format!(
+        "[models.x]\napi_base_url = \"http://x/v1\"\napi_key_file = \"{}\"\n",
+        key.display()
+    );
     let s = resolve_text(&text, &[], CliOverrides::default()).unwrap();
     assert_eq!(s.api.api_key.as_deref(), Some("filekey"));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -132,15 +162,25 @@ fn empty_file_falls_back_to_builtin_profiles_and_defaults() {
 fn search_path_order() {
     let env = env_of(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/xdg")]);
     let p = search_path(Path::new("/w"), &env);
-    let want: Vec<PathBuf> = ["/w/buddy.toml", "/w/agent.toml", "/xdg/buddy/buddy.toml", "/h/.config/agent/agent.toml"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+    let want: Vec<PathBuf> = [
+        "/w/buddy.toml",
+        "/w/agent.toml",
+        "/xdg/buddy/buddy.toml",
+        "/h/.config/agent/agent.toml",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     assert_eq!(p, want);
 }
 
 #[test]
 fn debug_output_never_shows_the_key() {
-    let s = resolve_text(TWO_PROFILES, &[("BUDDY_API_KEY", "sk-very-secret")], CliOverrides::default()).unwrap();
+    let s = resolve_text(
+        TWO_PROFILES,
+        &[("BUDDY_API_KEY", "sk-very-secret")],
+        CliOverrides::default(),
+    )
+    .unwrap();
     assert!(!format!("{s:?}").contains("sk-very-secret"));
 }

@@ -52,7 +52,10 @@ pub struct CompletionsClient {
 
 impl CompletionsClient {
     pub fn new(settings: CompletionsSettings) -> Result<Self, ApiError> {
-        let url = format!("{}/chat/completions", settings.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        );
         let http = reqwest::Client::builder()
             .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
             .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))
@@ -61,7 +64,11 @@ impl CompletionsClient {
                 url: url.clone(),
                 detail: format!("cannot build HTTP client: {e}"),
             })?;
-        Ok(CompletionsClient { settings, url, http })
+        Ok(CompletionsClient {
+            settings,
+            url,
+            http,
+        })
     }
 
     fn body(&self, request: ModelRequest<'_>) -> Result<Vec<u8>, ApiError> {
@@ -73,7 +80,9 @@ impl CompletionsClient {
             temperature: s.temperature,
             top_p: s.top_p,
             stream: s.stream,
-            stream_options: s.stream.then_some(StreamOptions { include_usage: true }),
+            stream_options: s.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
         };
         serde_json::to_vec(&body)
             .map_err(|e| ApiError::InvalidResponse(format!("cannot encode request: {e}")))
@@ -149,7 +158,8 @@ impl CompletionsClient {
         loop {
             let next = match tokio::time::timeout(timeout, response.chunk()).await {
                 Err(_) => {
-                    let e = ApiError::StreamInterrupted(format!("no data for {} s", timeout.as_secs()));
+                    let e =
+                        ApiError::StreamInterrupted(format!("no data for {} s", timeout.as_secs()));
                     return Err((e, None, shown));
                 }
                 Ok(Err(e)) => {
@@ -276,7 +286,9 @@ fn parse_json_completion(body: &[u8], on_event: EventSink<'_>) -> Result<ModelRe
         ApiError::InvalidResponse(format!("not a chat completion ({e}): {}", text.trim()))
     })?;
     let Some(choice) = parsed.choices.into_iter().next() else {
-        return Err(ApiError::InvalidResponse("the response has no choices".into()));
+        return Err(ApiError::InvalidResponse(
+            "the response has no choices".into(),
+        ));
     };
     for (field, text) in choice.message.reasoning_traces() {
         on_event(StreamEvent::Reasoning { field, text });

@@ -109,10 +109,24 @@ mod tests {
     #[test]
     fn retryable_statuses() {
         for s in [408, 409, 429, 500, 502, 503, 599] {
-            assert!(ApiError::Status { status: s, message: String::new() }.is_retryable(), "{s}");
+            assert!(
+                ApiError::Status {
+                    status: s,
+                    message: String::new()
+                }
+                .is_retryable(),
+                "{s}"
+            );
         }
         for s in [400, 401, 403, 404, 422] {
-            assert!(!ApiError::Status { status: s, message: String::new() }.is_retryable(), "{s}");
+            assert!(
+                !ApiError::Status {
+                    status: s,
+                    message: String::new()
+                }
+                .is_retryable(),
+                "{s}"
+            );
         }
     }
 
@@ -128,7 +142,13 @@ mod tests {
 
     #[test]
     fn status_display_names_status_and_message() {
-        let e = ApiError::Status { status: 500, message: "boom".into() };
-        assert_eq!(e.to_string(), "model server returned HTTP 500 Internal Server Error: boom");
+        let e = ApiError::Status {
+            status: 500,
+            message: "boom".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "model server returned HTTP 500 Internal Server Error: boom"
+        );
     }
 }

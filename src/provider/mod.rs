@@ -30,7 +30,10 @@ pub struct ModelResponse {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     Text(String),
-    Reasoning { field: String, text: String },
+    Reasoning {
+        field: String,
+        text: String,
+    },
     /// A failed attempt that will be retried after `delay`.
     Retrying {
         attempt: u32,

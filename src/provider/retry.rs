@@ -54,7 +54,10 @@ mod tests {
 
     #[test]
     fn retry_after_wins_and_is_capped() {
-        assert_eq!(backoff(1, Some(Duration::from_secs(2))), Duration::from_secs(2));
+        assert_eq!(
+            backoff(1, Some(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
         assert_eq!(backoff(1, Some(Duration::from_secs(9999))), MAX_RETRY_AFTER);
     }
 

@@ -18,7 +18,9 @@ pub struct ApprovalRequest {
 pub enum Approval {
     Approved,
     /// Refused; `reason` is told to the model so it can adapt.
-    Denied { reason: String },
+    Denied {
+        reason: String,
+    },
 }
 
 #[async_trait]

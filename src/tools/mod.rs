@@ -174,7 +174,11 @@ impl ToolRegistry {
                     Some(t) => format!("{text}\n{}", marker(t)),
                     None => text,
                 };
-                CallResult { text, is_error: false, truncated }
+                CallResult {
+                    text,
+                    is_error: false,
+                    truncated,
+                }
             }
             Err(e) => {
                 let (text, _) = truncate(&format!("error: {e}"), limit.max(200));

@@ -100,8 +100,16 @@ impl ExecFrontEnd {
         }
         match ev {
             AgentEvent::WaitingForModel { iteration } => {
-                let label = if iteration == 1 { "thinking".to_string() } else { format!("thinking (step {iteration})") };
-                self.spinner = Some(Spinner { label, started: Instant::now(), frame: 0 });
+                let label = if iteration == 1 {
+                    "thinking".to_string()
+                } else {
+                    format!("thinking (step {iteration})")
+                };
+                self.spinner = Some(Spinner {
+                    label,
+                    started: Instant::now(),
+                    frame: 0,
+                });
             }
             AgentEvent::TextDelta(t) => {
                 if self.stream_stdout {
@@ -124,27 +132,51 @@ impl ExecFrontEnd {
                 let _ = write!(err, "{}", st.dim(&text));
                 let _ = err.flush();
             }
-            AgentEvent::ToolCall { name, arguments, .. } => {
+            AgentEvent::ToolCall {
+                name, arguments, ..
+            } => {
                 self.end_stream_line();
                 self.close_reasoning();
                 if self.opts.show_tool_calls {
                     self.clear_spinner();
-                    eprintln!("{} {}", st.tool(&format!("▶ {name}")), st.dim(&preview(&arguments, 80)));
+                    eprintln!(
+                        "{} {}",
+                        st.tool(&format!("▶ {name}")),
+                        st.dim(&preview(&arguments, 80))
+                    );
                 }
-                self.spinner = Some(Spinner { label: format!("running {name}"), started: Instant::now(), frame: 0 });
+                self.spinner = Some(Spinner {
+                    label: format!("running {name}"),
+                    started: Instant::now(),
+                    frame: 0,
+                });
             }
-            AgentEvent::ToolResult { name, text, is_error, .. } => {
+            AgentEvent::ToolResult {
+                name,
+                text,
+                is_error,
+                ..
+            } => {
                 if self.opts.show_tool_calls {
                     self.clear_spinner();
                     let line = preview(&text, 120);
                     if is_error {
-                        eprintln!("  {} {}", st.error("✗"), st.error(&format!("{name}: {line}")));
+                        eprintln!(
+                            "  {} {}",
+                            st.error("✗"),
+                            st.error(&format!("{name}: {line}"))
+                        );
                     } else {
                         eprintln!("  {} {}", st.dim("←"), st.dim(&line));
                     }
                 }
             }
-            AgentEvent::Usage { prompt_tokens, completion_tokens, session_total, estimated } => {
+            AgentEvent::Usage {
+                prompt_tokens,
+                completion_tokens,
+                session_total,
+                estimated,
+            } => {
                 if self.opts.show_tokens {
                     self.clear_spinner();
                     let approx = if estimated { "~" } else { "" };
@@ -156,7 +188,12 @@ impl ExecFrontEnd {
                     );
                 }
             }
-            AgentEvent::Retrying { attempt, max_retries, delay, error } => {
+            AgentEvent::Retrying {
+                attempt,
+                max_retries,
+                delay,
+                error,
+            } => {
                 self.clear_spinner();
                 eprintln!(
                     "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
@@ -194,7 +231,9 @@ impl ExecFrontEnd {
         let asked = tokio::task::spawn_blocking(move || ask_on_tty(&prompt)).await;
         match asked {
             Ok(Some(true)) => Approval::Approved,
-            Ok(Some(false)) => Approval::Denied { reason: "the user declined to run it".into() },
+            Ok(Some(false)) => Approval::Denied {
+                reason: "the user declined to run it".into(),
+            },
             _ => {
                 eprintln!(
                     "{} {} needs approval but there is no terminal to ask; denied `{}`. Rerun with --dangerously-auto-approve to allow commands, or set tools.shell_confirm = false.",
@@ -215,10 +254,15 @@ impl ExecFrontEnd {
             Ok(answer) => {
                 let mut out = std::io::stdout().lock();
                 let written = if self.stream_stdout && self.streamed_any {
-                    if self.at_line_start { Ok(()) } else { out.write_all(b"\n") }
+                    if self.at_line_start {
+                        Ok(())
+                    } else {
+                        out.write_all(b"\n")
+                    }
                 } else {
                     let trimmed = answer.trim_end_matches(['\n', '\r']);
-                    out.write_all(trimmed.as_bytes()).and_then(|_| out.write_all(b"\n"))
+                    out.write_all(trimmed.as_bytes())
+                        .and_then(|_| out.write_all(b"\n"))
                 };
                 // A reader that went away (`| head`) is not a failure of ours.
                 let _ = written.and_then(|_| out.flush());
@@ -259,7 +303,12 @@ impl ExecFrontEnd {
         }
         if let Some(s) = &mut self.spinner {
             s.frame = (s.frame + 1) % FRAMES.len();
-            let line = format!("{} {} {:.1}s", FRAMES[s.frame], s.label, s.started.elapsed().as_secs_f64());
+            let line = format!(
+                "{} {} {:.1}s",
+                FRAMES[s.frame],
+                s.label,
+                s.started.elapsed().as_secs_f64()
+            );
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K{}", self.opts.style.dim(&line));
             let _ = err.flush();
@@ -278,7 +327,11 @@ impl ExecFrontEnd {
 /// Asks a yes/no question on the controlling terminal. `None` when there is none.
 fn ask_on_tty(prompt: &str) -> Option<bool> {
     use std::io::BufRead;
-    let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
     let mut writer = tty.try_clone().ok()?;
     writer.write_all(prompt.as_bytes()).ok()?;
     writer.flush().ok()?;

@@ -22,7 +22,11 @@ impl Style {
         Style { color: false }
     }
 
-    fn paint(&self, text: &str, f: impl Fn(String) -> crossterm::style::StyledContent<String>) -> String {
+    fn paint(
+        &self,
+        text: &str,
+        f: impl Fn(String) -> crossterm::style::StyledContent<String>,
+    ) -> String {
         if self.color {
             f(text.to_string()).to_string()
         } else {

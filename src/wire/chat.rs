@@ -133,7 +133,11 @@ fn function_type() -> String {
 }
 
 impl ToolCall {
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             kind: function_type(),
@@ -292,11 +296,15 @@ mod tests {
 
     #[test]
     fn unknown_fields_round_trip() {
-        let raw = json!({"role":"assistant","content":"hi","reasoning_content":"think","x":{"a":1}});
+        let raw =
+            json!({"role":"assistant","content":"hi","reasoning_content":"think","x":{"a":1}});
         let m: Message = serde_json::from_value(raw.clone()).unwrap();
         assert_eq!(m.extra["reasoning_content"], "think");
         assert_eq!(serde_json::to_value(&m).unwrap(), raw);
-        assert_eq!(m.reasoning_traces(), vec![("reasoning_content".into(), "think".into())]);
+        assert_eq!(
+            m.reasoning_traces(),
+            vec![("reasoning_content".into(), "think".into())]
+        );
     }
 
     #[test]

@@ -120,9 +120,18 @@ mod tests {
     fn same_events_whatever_the_read_boundaries() {
         let input = b": keep-alive\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: one\ndata: two\n\ndata: [DONE]\n\n";
         let want = vec![
-            SseEvent { event: None, data: "{\"a\":1}".into() },
-            SseEvent { event: Some("x".into()), data: "one\ntwo".into() },
-            SseEvent { event: None, data: "[DONE]".into() },
+            SseEvent {
+                event: None,
+                data: "{\"a\":1}".into(),
+            },
+            SseEvent {
+                event: Some("x".into()),
+                data: "one\ntwo".into(),
+            },
+            SseEvent {
+                event: None,
+                data: "[DONE]".into(),
+            },
         ];
         for piece in 1..input.len() {
             assert_eq!(decode_in_pieces(input, piece), want, "piece size {piece}");
@@ -139,7 +148,13 @@ mod tests {
     #[test]
     fn unterminated_last_event_is_flushed_on_finish() {
         let out = decode_in_pieces(b"data: tail", 3);
-        assert_eq!(out, vec![SseEvent { event: None, data: "tail".into() }]);
+        assert_eq!(
+            out,
+            vec![SseEvent {
+                event: None,
+                data: "tail".into()
+            }]
+        );
     }
 
     #[test]

@@ -128,7 +128,11 @@ impl StreamAccumulator {
             .enumerate()
             .filter(|(_, c)| !c.name.is_empty() || !c.arguments.is_empty() || !c.id.is_empty())
             .map(|(i, c)| {
-                let id = if c.id.is_empty() { format!("call_{i}") } else { c.id };
+                let id = if c.id.is_empty() {
+                    format!("call_{i}")
+                } else {
+                    c.id
+                };
                 ToolCall::new(id, c.name, c.arguments)
             })
             .collect();
@@ -166,7 +170,9 @@ mod tests {
         for frag in ["{\"pa", "th\":", " \"x.txt\"}"] {
             acc.push(chunk(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":frag}}]}}]})));
         }
-        acc.push(chunk(json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})));
+        acc.push(chunk(
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
+        ));
         acc.push(chunk(json!({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})));
         assert_eq!(acc.usage().unwrap().total_tokens, 15);
         let m = acc.finish();
@@ -181,10 +187,19 @@ mod tests {
     #[test]
     fn reasoning_fragments_concatenate_and_surface() {
         let mut acc = StreamAccumulator::new();
-        let d = acc.push(chunk(json!({"choices":[{"index":0,"delta":{"reasoning_content":"Let "}}]})));
-        assert_eq!(d.reasoning, vec![("reasoning_content".to_string(), "Let ".to_string())]);
-        acc.push(chunk(json!({"choices":[{"index":0,"delta":{"reasoning_content":"me think"}}]})));
-        let d = acc.push(chunk(json!({"choices":[{"index":0,"delta":{"content":"42"}}]})));
+        let d = acc.push(chunk(
+            json!({"choices":[{"index":0,"delta":{"reasoning_content":"Let "}}]}),
+        ));
+        assert_eq!(
+            d.reasoning,
+            vec![("reasoning_content".to_string(), "Let ".to_string())]
+        );
+        acc.push(chunk(
+            json!({"choices":[{"index":0,"delta":{"reasoning_content":"me think"}}]}),
+        ));
+        let d = acc.push(chunk(
+            json!({"choices":[{"index":0,"delta":{"content":"42"}}]}),
+        ));
         assert_eq!(d.text.as_deref(), Some("42"));
         let m = acc.finish();
         assert_eq!(m.extra["reasoning_content"], "Let me think");
