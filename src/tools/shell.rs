@@ -1,1 +1,402 @@
-//! placeholder
+//! `run_shell`: runs a command with `sh -c` on the local host, after the denylist
+//! and (when configured) the user's approval. Output is captured with fixed-size
+//! buffers; a timeout or a cancelled call kills the command's whole process group.
+
+use super::approval::{local_actor, Approval, ApprovalRequest};
+use super::capture::BoundedCapture;
+use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
+use crate::wire::ToolDefinition;
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// After the command exits, how long to keep reading output that background
+/// children may still be writing into the inherited pipes.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Clone)]
+pub struct ShellOptions {
+    pub confirm: bool,
+    pub denylist: Vec<String>,
+    pub default_timeout: Duration,
+    pub max_output_chars: usize,
+}
+
+/// Patterns refused out of the box: commands that destroy a machine.
+pub fn default_denylist() -> Vec<String> {
+    [
+        "rm -rf / ",
+        "rm -rf /* ",
+        "rm -fr / ",
+        "rm -rf --no-preserve-root",
+        "mkfs",
+        ":(){",
+        "dd if=/dev/zero of=/dev/",
+        "dd if=/dev/random of=/dev/",
+        "> /dev/sd",
+        "> /dev/nvme",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+pub struct ShellTool {
+    opts: ShellOptions,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    command: String,
+    #[serde(default)]
+    timeout: Option<Value>,
+}
+
+impl ShellTool {
+    pub fn new(opts: ShellOptions) -> Self {
+        ShellTool { opts }
+    }
+
+    /// The first denylist pattern the command matches, comparing with whitespace
+    /// runs collapsed and a trailing space, so `rm -rf / ` matches `rm -rf /` at
+    /// the end of a command but not `rm -rf /tmp/x`.
+    pub fn denied_by(&self, command: &str) -> Option<&str> {
+        let normalised = format!("{} ", command.split_whitespace().collect::<Vec<_>>().join(" "));
+        self.opts
+            .denylist
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !p.trim().is_empty())
+            .find(|p| {
+                let pat = p.split_whitespace().collect::<Vec<_>>().join(" ");
+                let pat = if p.ends_with(' ') { format!("{pat} ") } else { pat };
+                normalised.contains(&pat)
+            })
+    }
+}
+
+/// Parses a timeout given as seconds (number or digits) or as "500ms", "30s",
+/// "10m", "1h".
+pub fn parse_duration(value: &Value) -> Result<Duration, String> {
+    let bad = || format!("invalid timeout {value}: use seconds or a duration like \"30s\" or \"10m\"");
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(bad),
+        Value::String(s) => {
+            let s = s.trim();
+            let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+            let (num, unit) = s.split_at(split);
+            let n: f64 = num.parse().map_err(|_| bad())?;
+            let secs = match unit.trim() {
+                "" | "s" | "sec" | "secs" => n,
+                "ms" => n / 1000.0,
+                "m" | "min" | "mins" => n * 60.0,
+                "h" => n * 3600.0,
+                _ => return Err(bad()),
+            };
+            if secs > 0.0 && secs.is_finite() {
+                Ok(Duration::from_secs_f64(secs))
+            } else {
+                Err(bad())
+            }
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[async_trait]
+impl Tool for ShellTool {
+    fn name(&self) -> &'static str {
+        "run_shell"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function(
+            "run_shell",
+            "Run a shell command (sh -c) in the working directory and return its exit code, stdout and stderr. Commands run non-interactively with no stdin; long output is truncated.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The shell command to run."},
+                    "timeout": {
+                        "type": ["number", "string"],
+                        "description": "Time limit in seconds, or a duration such as \"30s\" or \"10m\". Default 120 s."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn max_output_chars(&self) -> usize {
+        self.opts.max_output_chars
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        if args.command.trim().is_empty() {
+            return Err(ToolError::InvalidArguments("`command` is empty".into()));
+        }
+        let timeout = match &args.timeout {
+            Some(v) => parse_duration(v).map_err(ToolError::InvalidArguments)?,
+            None => self.opts.default_timeout,
+        };
+        if let Some(pattern) = self.denied_by(&args.command) {
+            return Err(ToolError::Failed(format!(
+                "command refused: it matches the denylist pattern `{}`; do not try to work around it",
+                pattern.trim()
+            )));
+        }
+        if self.opts.confirm {
+            let request = ApprovalRequest {
+                tool: "run_shell".into(),
+                actor: local_actor(),
+                command: args.command.clone(),
+            };
+            if let Approval::Denied { reason } = ctx.approver.approve(request).await {
+                return Ok(ToolOutput::text(format!("command not run: {reason}")));
+            }
+        }
+        run(&args.command, ctx, timeout, self.opts.max_output_chars).await
+    }
+}
+
+async fn run(command: &str, ctx: &ToolContext, timeout: Duration, limit: usize) -> Result<ToolOutput, ToolError> {
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&ctx.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ToolError::Failed(format!("cannot start sh: {e}")))?;
+    // Kills the whole group if this future is dropped (cancellation) or times out.
+    let group = child.id().map(|pid| GroupKiller(pid as i32));
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    // Stdout gets most of the room; the framing and stderr share the rest.
+    let mut out = BoundedCapture::new(limit.saturating_mul(3) / 4);
+    let mut err = BoundedCapture::new(limit / 4);
+    let mut out_buf = vec![0u8; 16 * 1024];
+    let mut err_buf = vec![0u8; 8 * 1024];
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let grace = tokio::time::sleep(Duration::from_secs(365 * 86_400));
+    tokio::pin!(grace);
+    let mut status = None;
+    let mut timed_out = false;
+    loop {
+        if stdout.is_none() && stderr.is_none() && status.is_some() {
+            break;
+        }
+        tokio::select! {
+            n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
+                Some(n) => out.push(&out_buf[..n]),
+                None => stdout = None,
+            },
+            n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
+                Some(n) => err.push(&err_buf[..n]),
+                None => stderr = None,
+            },
+            s = child.wait(), if status.is_none() => {
+                status = Some(s.map_err(|e| ToolError::Failed(format!("cannot wait for the command: {e}")))?);
+                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            _ = &mut grace, if status.is_some() => break,
+            _ = &mut deadline => {
+                timed_out = true;
+                break;
+            }
+        }
+    }
+    if let Some(g) = &group {
+        g.kill();
+    }
+    let (out_text, out_cut) = out.render();
+    let (err_text, err_cut) = err.render();
+    let mut text = if timed_out {
+        format!("timed out after {} s; the command was killed\n", fmt_secs(timeout))
+    } else {
+        match status.and_then(|s| s.code()) {
+            Some(code) => format!("exit code: {code}\n"),
+            None => "exit code: none (killed by a signal)\n".to_string(),
+        }
+    };
+    text.push_str("stdout:\n");
+    text.push_str(if out.is_empty() { "(empty)\n" } else { &out_text });
+    if !out_text.is_empty() && !out_text.ends_with('\n') {
+        text.push('\n');
+    }
+    if !err.is_empty() {
+        text.push_str("stderr:\n");
+        text.push_str(&err_text);
+    }
+    let text = text.trim_end().to_string();
+    let truncated = (out_cut.is_some() || err_cut.is_some()).then(|| {
+        let kept_out = out_cut.map_or(out.total_chars() as usize, |t| t.kept);
+        let kept_err = err_cut.map_or(err.total_chars() as usize, |t| t.kept);
+        Truncation {
+            kept: kept_out + kept_err,
+            total: (out.total_chars() + err.total_chars()) as usize,
+        }
+    });
+    Ok(ToolOutput { text, truncated })
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+/// Reads one chunk; `None` at end of stream or on error.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+    let p = pipe.as_mut()?;
+    match p.read(buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}
+
+/// Owns a process group id and kills the group when asked or dropped.
+struct GroupKiller(i32);
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+const SIGKILL: i32 = 9;
+
+impl GroupKiller {
+    fn kill(&self) {
+        if self.0 > 0 {
+            // SAFETY: kill(2) with a negative pid signals the process group we
+            // created for this command; it touches no memory of ours.
+            unsafe {
+                kill(-self.0, SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::approval::Approver;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    struct Deny;
+    #[async_trait]
+    impl Approver for Deny {
+        async fn approve(&self, _r: ApprovalRequest) -> Approval {
+            Approval::Denied { reason: "the user said no".into() }
+        }
+    }
+
+    fn tool(confirm: bool, limit: usize) -> ShellTool {
+        ShellTool::new(ShellOptions {
+            confirm,
+            denylist: default_denylist(),
+            default_timeout: Duration::from_secs(10),
+            max_output_chars: limit,
+        })
+    }
+
+    fn ctx(approver: Arc<dyn Approver>) -> ToolContext {
+        ToolContext { cwd: std::env::temp_dir(), approver }
+    }
+
+    async fn run_cmd(t: &ShellTool, args: Value) -> Result<ToolOutput, ToolError> {
+        t.execute(args, &ctx(Arc::new(crate::tools::approval::AlwaysApprove))).await
+    }
+
+    #[tokio::test]
+    async fn reports_exit_code_stdout_and_stderr() {
+        let out = run_cmd(&tool(false, 1000), json!({"command": "echo out; echo err >&2; exit 3"})).await.unwrap();
+        assert_eq!(out.text, "exit code: 3\nstdout:\nout\nstderr:\nerr");
+        assert_eq!(out.truncated, None);
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group_quickly() {
+        let t0 = Instant::now();
+        let out = run_cmd(&tool(false, 1000), json!({"command": "echo before; sleep 30 & sleep 30", "timeout": "300ms"}))
+            .await
+            .unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(out.text.starts_with("timed out after 0.3 s"), "{}", out.text);
+        assert!(out.text.contains("before"));
+    }
+
+    #[tokio::test]
+    async fn background_children_do_not_hold_the_result() {
+        let t0 = Instant::now();
+        let out = run_cmd(&tool(false, 1000), json!({"command": "sleep 20 & echo started"})).await.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(out.text.starts_with("exit code: 0"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn denylist_refuses_even_when_approval_would_pass() {
+        let t = tool(false, 1000);
+        for cmd in ["rm -rf /", "sudo  rm   -rf /  ", "mkfs.ext4 /dev/sda1"] {
+            let err = run_cmd(&t, json!({"command": cmd})).await.unwrap_err();
+            assert!(err.to_string().contains("denylist"), "{cmd}: {err}");
+        }
+        assert!(t.denied_by("rm -rf /tmp/scratch").is_none());
+    }
+
+    #[tokio::test]
+    async fn denied_approval_is_reported_and_nothing_runs() {
+        let dir = std::env::temp_dir().join(format!("buddy-shell-deny-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = ToolContext { cwd: dir.clone(), approver: Arc::new(Deny) };
+        let out = tool(true, 1000).execute(json!({"command": "touch x"}), &c).await.unwrap();
+        assert_eq!(out.text, "command not run: the user said no");
+        assert!(!dir.join("x").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn huge_output_is_bounded_and_counted() {
+        let out = run_cmd(&tool(false, 2000), json!({"command": "head -c 30000000 /dev/zero | tr '\\0' a"}))
+            .await
+            .unwrap();
+        let cut = out.truncated.expect("cut");
+        assert_eq!(cut.total, 30_000_000);
+        assert!(out.text.chars().count() < 2200, "{}", out.text.len());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration(&json!(5)), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration(&json!("30s")), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration(&json!("10m")), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration(&json!("250ms")), Ok(Duration::from_millis(250)));
+        assert!(parse_duration(&json!("soon")).is_err());
+        assert!(parse_duration(&json!(-1)).is_err());
+    }
+}
