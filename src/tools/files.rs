@@ -1,1 +1,273 @@
-//! placeholder
+//! `read_file` and `write_file`. Reads are bounded (a huge file costs a fixed
+//! buffer, not its size) and refuse binary content; writes are atomic (a temp
+//! file in the same directory, synced, then renamed over the target).
+
+use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
+use crate::wire::ToolDefinition;
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::Path;
+use tokio::io::AsyncReadExt;
+
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
+
+pub struct ReadFileTool {
+    max_output_chars: usize,
+}
+
+pub struct WriteFileTool {
+    max_output_chars: usize,
+}
+
+impl ReadFileTool {
+    pub fn new(max_output_chars: usize) -> Self {
+        ReadFileTool { max_output_chars }
+    }
+}
+
+impl WriteFileTool {
+    pub fn new(max_output_chars: usize) -> Self {
+        WriteFileTool { max_output_chars }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+fn io_error(action: &str, path: &Path, e: std::io::Error) -> ToolError {
+    ToolError::Failed(format!("cannot {action} {}: {e}", path.display()))
+}
+
+#[async_trait]
+impl Tool for ReadFileTool {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function(
+            "read_file",
+            "Read a UTF-8 text file. Relative paths are resolved against the working directory. Long files are truncated.",
+            json!({
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "Path of the file to read."}},
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn max_output_chars(&self) -> usize {
+        self.max_output_chars
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: ReadArgs = parse_args(args)?;
+        let path = ctx.resolve(&args.path);
+        let meta = tokio::fs::metadata(&path).await.map_err(|e| io_error("read", &path, e))?;
+        if meta.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{} is a directory; use run_shell with `ls` to list it",
+                path.display()
+            )));
+        }
+        let file = tokio::fs::File::open(&path).await.map_err(|e| io_error("open", &path, e))?;
+        // Enough bytes for the character limit plus one, whatever the encoding width.
+        let cap = self.max_output_chars.saturating_mul(4) + 4;
+        let mut buf = Vec::with_capacity(cap.min(meta.len() as usize + 1));
+        file.take(cap as u64)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| io_error("read", &path, e))?;
+        let sniff = &buf[..buf.len().min(8192)];
+        if sniff.contains(&0) {
+            return Err(ToolError::Failed(format!(
+                "{} looks like a binary file ({} bytes); read_file returns text only",
+                path.display(),
+                meta.len()
+            )));
+        }
+        let complete = (buf.len() as u64) >= meta.len();
+        let text = match std::str::from_utf8(&buf) {
+            Ok(t) => t.to_string(),
+            // A cut in the middle of a character at the end is ours, not the file's.
+            Err(e) if !complete && e.valid_up_to() + 4 >= buf.len() => {
+                String::from_utf8_lossy(&buf[..e.valid_up_to()]).into_owned()
+            }
+            Err(_) => {
+                return Err(ToolError::Failed(format!(
+                    "{} is not valid UTF-8 text; use run_shell (e.g. `file`, `xxd | head`) to inspect it",
+                    path.display()
+                )))
+            }
+        };
+        if complete {
+            return Ok(ToolOutput::text(text));
+        }
+        // The file is longer than what we read: cut to the limit here and report
+        // the file's full size (in bytes, the best count available without reading it all).
+        let (kept_text, _) = super::truncate(&text, self.max_output_chars);
+        let kept = kept_text.chars().count();
+        Ok(ToolOutput {
+            text: kept_text,
+            truncated: Some(Truncation { kept, total: meta.len() as usize }),
+        })
+    }
+}
+
+#[async_trait]
+impl Tool for WriteFileTool {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function(
+            "write_file",
+            "Write text to a file, replacing it atomically if it exists and creating parent directories. Relative paths are resolved against the working directory.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Path of the file to write."},
+                    "content": {"type": "string", "description": "The complete new content of the file."}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn max_output_chars(&self) -> usize {
+        self.max_output_chars
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: WriteArgs = parse_args(args)?;
+        let path = ctx.resolve(&args.path);
+        let bytes = args.content.into_bytes();
+        let len = bytes.len();
+        let target = path.clone();
+        tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
+            .await
+            .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))??;
+        Ok(ToolOutput::text(format!("wrote {len} bytes to {}", path.display())))
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    use std::io::Write;
+    if path.is_dir() {
+        return Err(ToolError::Failed(format!("{} is a directory", path.display())));
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| io_error("create directory", dir, e))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| ToolError::InvalidArguments(format!("{} has no file name", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.buddy-tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| io_error("create", &tmp, e))?;
+        f.write_all(bytes).map_err(|e| io_error("write", &tmp, e))?;
+        if let Some(perms) = existing {
+            f.set_permissions(perms).map_err(|e| io_error("set permissions on", &tmp, e))?;
+        }
+        f.sync_all().map_err(|e| io_error("sync", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| io_error("replace", path, e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::approval::AlwaysApprove;
+    use std::sync::Arc;
+
+    fn ctx(dir: &Path) -> ToolContext {
+        ToolContext { cwd: dir.to_path_buf(), approver: Arc::new(AlwaysApprove) }
+    }
+
+    fn tempdir(label: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("buddy-files-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[tokio::test]
+    async fn write_then_read_relative_path() {
+        let d = tempdir("rw");
+        let w = WriteFileTool::new(1000)
+            .execute(json!({"path": "sub/dir/a.txt", "content": "héllo\n"}), &ctx(&d))
+            .await
+            .unwrap();
+        assert!(w.text.starts_with("wrote 7 bytes to "), "{}", w.text);
+        let r = ReadFileTool::new(1000).execute(json!({"path": "sub/dir/a.txt"}), &ctx(&d)).await.unwrap();
+        assert_eq!(r, ToolOutput::text("héllo\n"));
+        let leftovers: Vec<_> = std::fs::read_dir(d.join("sub/dir")).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn overwrite_keeps_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempdir("perm");
+        let p = d.join("script.sh");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o751)).unwrap();
+        WriteFileTool::new(100)
+            .execute(json!({"path": p.to_str().unwrap(), "content": "new"}), &ctx(&d))
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o751);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn big_file_is_read_bounded_and_reported() {
+        let d = tempdir("big");
+        std::fs::write(d.join("big.txt"), "x".repeat(1_000_000)).unwrap();
+        let r = ReadFileTool::new(500).execute(json!({"path": "big.txt"}), &ctx(&d)).await.unwrap();
+        assert_eq!(r.text.len(), 500);
+        assert_eq!(r.truncated, Some(Truncation { kept: 500, total: 1_000_000 }));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn binary_and_missing_files_are_clear_errors() {
+        let d = tempdir("bin");
+        std::fs::write(d.join("b.bin"), [0u8, 1, 2, 3]).unwrap();
+        let t = ReadFileTool::new(100);
+        let e = t.execute(json!({"path": "b.bin"}), &ctx(&d)).await.unwrap_err();
+        assert!(e.to_string().contains("binary"), "{e}");
+        let e = t.execute(json!({"path": "nope.txt"}), &ctx(&d)).await.unwrap_err();
+        assert!(e.to_string().contains("nope.txt"), "{e}");
+        let e = t.execute(json!({"file": "x"}), &ctx(&d)).await.unwrap_err();
+        assert!(matches!(e, ToolError::InvalidArguments(_)));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
