@@ -140,9 +140,63 @@ fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, 
     })
 }
 
-/// The registry for the enabled tools (wired in once the tools land).
-pub fn build_tools(_settings: &Settings) -> ToolRegistry {
-    ToolRegistry::new()
+/// The registry for the enabled tools, each capped by its own limit, else the
+/// global one, else the tool's default.
+pub fn build_tools(settings: &Settings) -> ToolRegistry {
+    let t = &settings.tools;
+    let cap =
+        |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
+    let mut reg = ToolRegistry::new();
+    if t.shell_enabled {
+        reg.register(Arc::new(tools::shell::ShellTool::new(
+            tools::shell::ShellOptions {
+                confirm: t.shell_confirm,
+                denylist: t
+                    .shell_denylist
+                    .clone()
+                    .unwrap_or_else(tools::shell::default_denylist),
+                default_timeout: Duration::from_secs(t.shell_timeout_secs.max(1)),
+                max_output_chars: cap(
+                    t.shell_max_output_chars,
+                    tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+                ),
+            },
+        )));
+    }
+    if t.files_enabled {
+        let max = cap(
+            t.files_max_output_chars,
+            tools::files::DEFAULT_MAX_OUTPUT_CHARS,
+        );
+        reg.register(Arc::new(tools::files::ReadFileTool::new(max)));
+        reg.register(Arc::new(tools::files::WriteFileTool::new(max)));
+    }
+    let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
+    if t.fetch_enabled {
+        reg.register(Arc::new(tools::fetch::FetchTool::new(
+            tools::fetch::FetchOptions {
+                timeout: net_timeout,
+                max_bytes: tools::fetch::DEFAULT_MAX_BYTES,
+                max_output_chars: cap(
+                    t.fetch_max_output_chars,
+                    tools::fetch::DEFAULT_MAX_OUTPUT_CHARS,
+                ),
+            },
+        )));
+    }
+    if t.search_enabled {
+        let mut opts = tools::search::SearchOptions::default();
+        if let Some(url) = &t.search_base_url {
+            opts.base_url = url.clone();
+        }
+        opts.timeout = net_timeout;
+        opts.max_output_chars = cap(t.search_max_output_chars, opts.max_output_chars);
+        reg.register(Arc::new(tools::search::SearchTool::new(opts)));
+    }
+    if t.time_enabled {
+        reg.register(Arc::new(tools::time::TimeTool));
+    }
+    reg
 }
 
 async fn exec(args: ExecArgs, overrides: &CliOverrides) -> i32 {

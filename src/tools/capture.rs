@@ -118,7 +118,13 @@ mod tests {
         let (text, cut) = c.render();
         assert!(text.starts_with("00000\n"), "{text}");
         assert!(text.ends_with("09999\n"), "{text}");
-        assert_eq!(cut, Some(Truncation { kept: 20, total: 60_000 }));
+        assert_eq!(
+            cut,
+            Some(Truncation {
+                kept: 20,
+                total: 60_000
+            })
+        );
         assert!(c.head.len() <= 80 && c.tail.len() <= 80);
     }
 

@@ -75,14 +75,18 @@ impl Tool for ReadFileTool {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadArgs = parse_args(args)?;
         let path = ctx.resolve(&args.path);
-        let meta = tokio::fs::metadata(&path).await.map_err(|e| io_error("read", &path, e))?;
+        let meta = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| io_error("read", &path, e))?;
         if meta.is_dir() {
             return Err(ToolError::Failed(format!(
                 "{} is a directory; use run_shell with `ls` to list it",
                 path.display()
             )));
         }
-        let file = tokio::fs::File::open(&path).await.map_err(|e| io_error("open", &path, e))?;
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| io_error("open", &path, e))?;
         // Enough bytes for the character limit plus one, whatever the encoding width.
         let cap = self.max_output_chars.saturating_mul(4) + 4;
         let mut buf = Vec::with_capacity(cap.min(meta.len() as usize + 1));
@@ -121,7 +125,10 @@ impl Tool for ReadFileTool {
         let kept = kept_text.chars().count();
         Ok(ToolOutput {
             text: kept_text,
-            truncated: Some(Truncation { kept, total: meta.len() as usize }),
+            truncated: Some(Truncation {
+                kept,
+                total: meta.len() as usize,
+            }),
         })
     }
 }
@@ -161,23 +168,29 @@ impl Tool for WriteFileTool {
         tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
             .await
             .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))??;
-        Ok(ToolOutput::text(format!("wrote {len} bytes to {}", path.display())))
+        Ok(ToolOutput::text(format!(
+            "wrote {len} bytes to {}",
+            path.display()
+        )))
     }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     use std::io::Write;
     if path.is_dir() {
-        return Err(ToolError::Failed(format!("{} is a directory", path.display())));
+        return Err(ToolError::Failed(format!(
+            "{} is a directory",
+            path.display()
+        )));
     }
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error("create directory", dir, e))?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| ToolError::InvalidArguments(format!("{} has no file name", path.display())))?;
+    let name = path.file_name().ok_or_else(|| {
+        ToolError::InvalidArguments(format!("{} has no file name", path.display()))
+    })?;
     let tmp = dir.join(format!(
         ".{}.buddy-tmp-{}",
         name.to_string_lossy(),
@@ -188,7 +201,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
         let mut f = std::fs::File::create(&tmp).map_err(|e| io_error("create", &tmp, e))?;
         f.write_all(bytes).map_err(|e| io_error("write", &tmp, e))?;
         if let Some(perms) = existing {
-            f.set_permissions(perms).map_err(|e| io_error("set permissions on", &tmp, e))?;
+            f.set_permissions(perms)
+                .map_err(|e| io_error("set permissions on", &tmp, e))?;
         }
         f.sync_all().map_err(|e| io_error("sync", &tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| io_error("replace", path, e))
@@ -206,7 +220,10 @@ mod tests {
     use std::sync::Arc;
 
     fn ctx(dir: &Path) -> ToolContext {
-        ToolContext { cwd: dir.to_path_buf(), approver: Arc::new(AlwaysApprove) }
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            approver: Arc::new(AlwaysApprove),
+        }
     }
 
     fn tempdir(label: &str) -> std::path::PathBuf {
@@ -220,11 +237,17 @@ mod tests {
     async fn write_then_read_relative_path() {
         let d = tempdir("rw");
         let w = WriteFileTool::new(1000)
-            .execute(json!({"path": "sub/dir/a.txt", "content": "héllo\n"}), &ctx(&d))
+            .execute(
+                json!({"path": "sub/dir/a.txt", "content": "héllo\n"}),
+                &ctx(&d),
+            )
             .await
             .unwrap();
         assert!(w.text.starts_with("wrote 7 bytes to "), "{}", w.text);
-        let r = ReadFileTool::new(1000).execute(json!({"path": "sub/dir/a.txt"}), &ctx(&d)).await.unwrap();
+        let r = ReadFileTool::new(1000)
+            .execute(json!({"path": "sub/dir/a.txt"}), &ctx(&d))
+            .await
+            .unwrap();
         assert_eq!(r, ToolOutput::text("héllo\n"));
         let leftovers: Vec<_> = std::fs::read_dir(d.join("sub/dir")).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp file left behind");
@@ -239,11 +262,17 @@ mod tests {
         std::fs::write(&p, "old").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o751)).unwrap();
         WriteFileTool::new(100)
-            .execute(json!({"path": p.to_str().unwrap(), "content": "new"}), &ctx(&d))
+            .execute(
+                json!({"path": p.to_str().unwrap(), "content": "new"}),
+                &ctx(&d),
+            )
             .await
             .unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o751);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o751
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -251,9 +280,18 @@ mod tests {
     async fn big_file_is_read_bounded_and_reported() {
         let d = tempdir("big");
         std::fs::write(d.join("big.txt"), "x".repeat(1_000_000)).unwrap();
-        let r = ReadFileTool::new(500).execute(json!({"path": "big.txt"}), &ctx(&d)).await.unwrap();
+        let r = ReadFileTool::new(500)
+            .execute(json!({"path": "big.txt"}), &ctx(&d))
+            .await
+            .unwrap();
         assert_eq!(r.text.len(), 500);
-        assert_eq!(r.truncated, Some(Truncation { kept: 500, total: 1_000_000 }));
+        assert_eq!(
+            r.truncated,
+            Some(Truncation {
+                kept: 500,
+                total: 1_000_000
+            })
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -262,9 +300,15 @@ mod tests {
         let d = tempdir("bin");
         std::fs::write(d.join("b.bin"), [0u8, 1, 2, 3]).unwrap();
         let t = ReadFileTool::new(100);
-        let e = t.execute(json!({"path": "b.bin"}), &ctx(&d)).await.unwrap_err();
+        let e = t
+            .execute(json!({"path": "b.bin"}), &ctx(&d))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("binary"), "{e}");
-        let e = t.execute(json!({"path": "nope.txt"}), &ctx(&d)).await.unwrap_err();
+        let e = t
+            .execute(json!({"path": "nope.txt"}), &ctx(&d))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("nope.txt"), "{e}");
         let e = t.execute(json!({"file": "x"}), &ctx(&d)).await.unwrap_err();
         assert!(matches!(e, ToolError::InvalidArguments(_)));

@@ -67,7 +67,10 @@ impl ShellTool {
     /// runs collapsed and a trailing space, so `rm -rf / ` matches `rm -rf /` at
     /// the end of a command but not `rm -rf /tmp/x`.
     pub fn denied_by(&self, command: &str) -> Option<&str> {
-        let normalised = format!("{} ", command.split_whitespace().collect::<Vec<_>>().join(" "));
+        let normalised = format!(
+            "{} ",
+            command.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
         self.opts
             .denylist
             .iter()
@@ -75,7 +78,11 @@ impl ShellTool {
             .filter(|p| !p.trim().is_empty())
             .find(|p| {
                 let pat = p.split_whitespace().collect::<Vec<_>>().join(" ");
-                let pat = if p.ends_with(' ') { format!("{pat} ") } else { pat };
+                let pat = if p.ends_with(' ') {
+                    format!("{pat} ")
+                } else {
+                    pat
+                };
                 normalised.contains(&pat)
             })
     }
@@ -84,7 +91,8 @@ impl ShellTool {
 /// Parses a timeout given as seconds (number or digits) or as "500ms", "30s",
 /// "10m", "1h".
 pub fn parse_duration(value: &Value) -> Result<Duration, String> {
-    let bad = || format!("invalid timeout {value}: use seconds or a duration like \"30s\" or \"10m\"");
+    let bad =
+        || format!("invalid timeout {value}: use seconds or a duration like \"30s\" or \"10m\"");
     match value {
         Value::Number(n) => n
             .as_f64()
@@ -93,7 +101,9 @@ pub fn parse_duration(value: &Value) -> Result<Duration, String> {
             .ok_or_else(bad),
         Value::String(s) => {
             let s = s.trim();
-            let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+            let split = s
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(s.len());
             let (num, unit) = s.split_at(split);
             let n: f64 = num.parse().map_err(|_| bad())?;
             let secs = match unit.trim() {
@@ -171,7 +181,12 @@ impl Tool for ShellTool {
     }
 }
 
-async fn run(command: &str, ctx: &ToolContext, timeout: Duration, limit: usize) -> Result<ToolOutput, ToolError> {
+async fn run(
+    command: &str,
+    ctx: &ToolContext,
+    timeout: Duration,
+    limit: usize,
+) -> Result<ToolOutput, ToolError> {
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -228,7 +243,10 @@ async fn run(command: &str, ctx: &ToolContext, timeout: Duration, limit: usize) 
     let (out_text, out_cut) = out.render();
     let (err_text, err_cut) = err.render();
     let mut text = if timed_out {
-        format!("timed out after {} s; the command was killed\n", fmt_secs(timeout))
+        format!(
+            "timed out after {} s; the command was killed\n",
+            fmt_secs(timeout)
+        )
     } else {
         match status.and_then(|s| s.code()) {
             Some(code) => format!("exit code: {code}\n"),
@@ -236,7 +254,11 @@ async fn run(command: &str, ctx: &ToolContext, timeout: Duration, limit: usize) 
         }
     };
     text.push_str("stdout:\n");
-    text.push_str(if out.is_empty() { "(empty)\n" } else { &out_text });
+    text.push_str(if out.is_empty() {
+        "(empty)\n"
+    } else {
+        &out_text
+    });
     if !out_text.is_empty() && !out_text.ends_with('\n') {
         text.push('\n');
     }
@@ -266,7 +288,10 @@ fn fmt_secs(d: Duration) -> String {
 }
 
 /// Reads one chunk; `None` at end of stream or on error.
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<usize> {
     let p = pipe.as_mut()?;
     match p.read(buf).await {
         Ok(0) | Err(_) => None,
@@ -312,7 +337,9 @@ mod tests {
     #[async_trait]
     impl Approver for Deny {
         async fn approve(&self, _r: ApprovalRequest) -> Approval {
-            Approval::Denied { reason: "the user said no".into() }
+            Approval::Denied {
+                reason: "the user said no".into(),
+            }
         }
     }
 
@@ -326,16 +353,25 @@ mod tests {
     }
 
     fn ctx(approver: Arc<dyn Approver>) -> ToolContext {
-        ToolContext { cwd: std::env::temp_dir(), approver }
+        ToolContext {
+            cwd: std::env::temp_dir(),
+            approver,
+        }
     }
 
     async fn run_cmd(t: &ShellTool, args: Value) -> Result<ToolOutput, ToolError> {
-        t.execute(args, &ctx(Arc::new(crate::tools::approval::AlwaysApprove))).await
+        t.execute(args, &ctx(Arc::new(crate::tools::approval::AlwaysApprove)))
+            .await
     }
 
     #[tokio::test]
     async fn reports_exit_code_stdout_and_stderr() {
-        let out = run_cmd(&tool(false, 1000), json!({"command": "echo out; echo err >&2; exit 3"})).await.unwrap();
+        let out = run_cmd(
+            &tool(false, 1000),
+            json!({"command": "echo out; echo err >&2; exit 3"}),
+        )
+        .await
+        .unwrap();
         assert_eq!(out.text, "exit code: 3\nstdout:\nout\nstderr:\nerr");
         assert_eq!(out.truncated, None);
     }
@@ -343,18 +379,30 @@ mod tests {
     #[tokio::test]
     async fn timeout_kills_the_whole_group_quickly() {
         let t0 = Instant::now();
-        let out = run_cmd(&tool(false, 1000), json!({"command": "echo before; sleep 30 & sleep 30", "timeout": "300ms"}))
-            .await
-            .unwrap();
+        let out = run_cmd(
+            &tool(false, 1000),
+            json!({"command": "echo before; sleep 30 & sleep 30", "timeout": "300ms"}),
+        )
+        .await
+        .unwrap();
         assert!(t0.elapsed() < Duration::from_secs(5));
-        assert!(out.text.starts_with("timed out after 0.3 s"), "{}", out.text);
+        assert!(
+            out.text.starts_with("timed out after 0.3 s"),
+            "{}",
+            out.text
+        );
         assert!(out.text.contains("before"));
     }
 
     #[tokio::test]
     async fn background_children_do_not_hold_the_result() {
         let t0 = Instant::now();
-        let out = run_cmd(&tool(false, 1000), json!({"command": "sleep 20 & echo started"})).await.unwrap();
+        let out = run_cmd(
+            &tool(false, 1000),
+            json!({"command": "sleep 20 & echo started"}),
+        )
+        .await
+        .unwrap();
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert!(out.text.starts_with("exit code: 0"), "{}", out.text);
     }
@@ -373,8 +421,14 @@ mod tests {
     async fn denied_approval_is_reported_and_nothing_runs() {
         let dir = std::env::temp_dir().join(format!("buddy-shell-deny-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let c = ToolContext { cwd: dir.clone(), approver: Arc::new(Deny) };
-        let out = tool(true, 1000).execute(json!({"command": "touch x"}), &c).await.unwrap();
+        let c = ToolContext {
+            cwd: dir.clone(),
+            approver: Arc::new(Deny),
+        };
+        let out = tool(true, 1000)
+            .execute(json!({"command": "touch x"}), &c)
+            .await
+            .unwrap();
         assert_eq!(out.text, "command not run: the user said no");
         assert!(!dir.join("x").exists());
         std::fs::remove_dir_all(&dir).unwrap();
@@ -382,9 +436,12 @@ mod tests {
 
     #[tokio::test]
     async fn huge_output_is_bounded_and_counted() {
-        let out = run_cmd(&tool(false, 2000), json!({"command": "head -c 30000000 /dev/zero | tr '\\0' a"}))
-            .await
-            .unwrap();
+        let out = run_cmd(
+            &tool(false, 2000),
+            json!({"command": "head -c 30000000 /dev/zero | tr '\\0' a"}),
+        )
+        .await
+        .unwrap();
         let cut = out.truncated.expect("cut");
         assert_eq!(cut.total, 30_000_000);
         assert!(out.text.chars().count() < 2200, "{}", out.text.len());
@@ -395,7 +452,10 @@ mod tests {
         assert_eq!(parse_duration(&json!(5)), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration(&json!("30s")), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration(&json!("10m")), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration(&json!("250ms")), Ok(Duration::from_millis(250)));
+        assert_eq!(
+            parse_duration(&json!("250ms")),
+            Ok(Duration::from_millis(250))
+        );
         assert!(parse_duration(&json!("soon")).is_err());
         assert!(parse_duration(&json!(-1)).is_err());
     }

@@ -23,7 +23,15 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-const WEEKDAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+const WEEKDAYS: [&str; 7] = [
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+];
 
 /// Formats epoch milliseconds in every form the tool returns.
 pub fn describe(epoch_ms: i64) -> String {
@@ -84,8 +92,14 @@ mod tests {
     #[test]
     fn every_form_is_present() {
         let text = describe(1_763_905_509_123);
-        assert!(text.contains("utc_rfc3339: 2025-11-23T13:45:09.123Z"), "{text}");
-        assert!(text.contains("human: Sunday 2025-11-23 13:45:09 UTC"), "{text}");
+        assert!(
+            text.contains("utc_rfc3339: 2025-11-23T13:45:09.123Z"),
+            "{text}"
+        );
+        assert!(
+            text.contains("human: Sunday 2025-11-23 13:45:09 UTC"),
+            "{text}"
+        );
         assert!(text.contains("unix_seconds: 1763905509"));
     }
 }
