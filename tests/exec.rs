@@ -699,3 +699,60 @@ fn ctrl_c_cancels_a_running_tool_with_exit_130() {
     assert!(out.stdout.is_empty());
     assert_eq!(p.chat_requests().len(), 1);
 }
+
+#[test]
+fn context_warning_at_eighty_percent() {
+    let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
+    // A tiny window: the system prompt and tool schemas alone fill most of it.
+    let small = fake_config(&p).replace(
+        "model = \"fake-model\"",
+        "model = \"fake-model\"\ncontext_limit = 600",
+    );
+    let out = BuddyCmd::new().config(small).args(["exec", "x"]).run();
+    out.assert_success();
+    assert!(out.stderr.contains("warning: context is"), "{}", out.stderr);
+    let roomy = fake_config(&p).replace(
+        "model = \"fake-model\"",
+        "model = \"fake-model\"\ncontext_limit = 1000000",
+    );
+    let out = BuddyCmd::new().config(roomy).args(["exec", "x"]).run();
+    out.assert_success();
+    assert!(!out.stderr.contains("context is"), "{}", out.stderr);
+}
+
+#[test]
+fn api_key_never_appears_in_output_even_on_errors() {
+    let p = FakeProvider::start(vec![Reply::json(
+        401,
+        json!({"error": {"message": "invalid key"}}),
+    )]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_code(1);
+    assert!(!out.stdout.contains("sk-fake") && !out.stderr.contains("sk-fake"));
+    // Refused connection: the message names the URL, not the key.
+    let out = BuddyCmd::new()
+        .config(format!(
+            "{}\n[network]\nmax_retries = 0\n",
+            fake_config(&p).replace(&p.base_url(), "http://127.0.0.1:9/v1")
+        ))
+        .args(["exec", "x"])
+        .env("BUDDY_API_KEY", "sk-secret-env")
+        .run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("127.0.0.1:9"), "{}", out.stderr);
+    assert!(!out.stderr.contains("sk-secret-env"));
+}
+
+#[test]
+fn usage_is_shown_when_asked() {
+    let p = FakeProvider::start(vec![Reply::text("a").with_usage(123, 45)]);
+    let cfg = format!("{}\n[display]\nshow_tokens = true\n", fake_config(&p));
+    let out = BuddyCmd::new().config(cfg).args(["exec", "x"]).run();
+    out.assert_success();
+    assert!(
+        out.stderr
+            .contains("tokens: prompt 123, completion 45, session 168"),
+        "{}",
+        out.stderr
+    );
+}
