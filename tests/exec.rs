@@ -756,3 +756,26 @@ fn usage_is_shown_when_asked() {
         out.stderr
     );
 }
+
+#[test]
+fn malformed_model_output_is_a_one_line_error() {
+    let p = FakeProvider::start(vec![
+        Reply::sse(vec![SseChunk::data_text("{not json"), SseChunk::done()]),
+        Reply::json(200, json!({"object": "chat.completion", "choices": []})),
+    ]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "x"]).run();
+    out.assert_code(1);
+    let last = out.stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with("error: invalid response from model server: malformed stream chunk"),
+        "{last}"
+    );
+
+    let cfg = fake_config(&p).replace(
+        "model = \"fake-model\"",
+        "model = \"fake-model\"\nstream = false",
+    );
+    let out = BuddyCmd::new().config(cfg).args(["exec", "x"]).run();
+    out.assert_code(1);
+    assert!(out.stderr.contains("no choices"), "{}", out.stderr);
+}
