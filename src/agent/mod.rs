@@ -191,6 +191,9 @@ impl Agent {
                 .iter()
                 .map(|d| tokens::estimate_text(&d.function.description) + 32)
                 .sum::<u64>();
+        // The server's own count of the last request, when known, beats the heuristic.
+        let reported = self.tracker.last_prompt_tokens + self.tracker.last_completion_tokens;
+        let estimate = estimate.max(reported);
         let fill = self.tracker.fill(estimate);
         if fill >= tokens::WARN_FRACTION {
             self.emit(AgentEvent::Warning(format!(
