@@ -1,6 +1,7 @@
 //! Bounded capture of a byte stream (a child's stdout, say): keeps a fixed-size
 //! head and a fixed-size tail and counts everything, so a command printing
-//! gigabytes costs the same memory as one printing a page.
+//! gigabytes costs the same memory as one printing a page. It does not read
+//! pipes itself and knows nothing of processes; callers feed it chunks.
 
 use super::Truncation;
 use std::collections::VecDeque;
@@ -48,51 +49,69 @@ impl BoundedCapture {
         self.tail.extend(bytes);
     }
 
+    /// Characters seen so far (UTF-8 character starts; an invalid byte counts as one).
     pub fn total_chars(&self) -> u64 {
         self.total_chars
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
     }
 
     pub fn is_empty(&self) -> bool {
         self.total_bytes == 0
     }
 
-    /// The text, whole when it fits in the limit; otherwise its first and last
-    /// halves around an omission line, with what was kept.
+    /// The text, whole when it fits in the limit given at construction; otherwise
+    /// its first and last halves around an omission line, with what was kept.
     pub fn render(&self) -> (String, Option<Truncation>) {
+        self.render_within(self.limit_chars)
+    }
+
+    /// Like `render`, with a tighter limit (never looser than the construction
+    /// limit, because more than that was not kept).
+    pub fn render_within(&self, limit: usize) -> (String, Option<Truncation>) {
+        let limit = limit.min(self.limit_chars);
         let total = self.total_chars as usize;
-        if self.tail.is_empty() {
-            let text = String::from_utf8_lossy(&self.head).into_owned();
-            let count = text.chars().count();
-            if count <= self.limit_chars {
-                return (text, None);
-            }
-        }
-        let mut whole = self.head.clone();
-        let contiguous = (self.head.len() + self.tail.len()) as u64 == self.total_bytes;
-        if contiguous {
+        let dropped_middle = (self.head.len() + self.tail.len()) as u64 != self.total_bytes;
+        let (head_text, tail_text) = if dropped_middle {
+            let tail: Vec<u8> = self.tail.iter().copied().collect();
+            // The ring may start inside a character; skip its continuation bytes.
+            let start = tail
+                .iter()
+                .take(3)
+                .take_while(|&&b| b & 0xC0 == 0x80)
+                .count();
+            (
+                String::from_utf8_lossy(&self.head).into_owned(),
+                String::from_utf8_lossy(&tail[start..]).into_owned(),
+            )
+        } else {
+            let mut whole = self.head.clone();
             whole.extend(self.tail.iter());
             let text = String::from_utf8_lossy(&whole).into_owned();
-            if text.chars().count() <= self.limit_chars {
+            if text.chars().count() <= limit {
                 return (text, None);
             }
-        }
-        let head_text = String::from_utf8_lossy(&self.head);
-        let tail_bytes: Vec<u8> = if contiguous {
-            whole[self.head.len()..].to_vec()
-        } else {
-            self.tail.iter().copied().collect()
+            (text.clone(), text)
         };
-        let tail_text = String::from_utf8_lossy(&tail_bytes);
-        let half = self.limit_chars / 2;
-        let head: String = head_text.chars().take(half).collect();
+        let head_keep = limit / 2;
+        let head: String = head_text.chars().take(head_keep).collect();
         let tail_count = tail_text.chars().count();
         let tail: String = tail_text
             .chars()
-            .skip(tail_count.saturating_sub(self.limit_chars - half))
+            .skip(tail_count.saturating_sub(limit - head_keep))
             .collect();
         let kept = head.chars().count() + tail.chars().count();
         let omitted = total.saturating_sub(kept);
-        let text = format!("{head}\n[... {omitted} characters omitted ...]\n{tail}");
+        let sep_before = if head.ends_with('\n') || head.is_empty() {
+            ""
+        } else {
+            "\n"
+        };
+        let text = format!("{head}{sep_before}[... {omitted} characters omitted ...]\n{tail}");
+        // An invalid byte sequence can decode to more characters than were counted.
+        let total = total.max(kept);
         (text, Some(Truncation { kept, total }))
     }
 }
@@ -116,8 +135,10 @@ mod tests {
             c.push(format!("{i:05}\n").as_bytes());
         }
         let (text, cut) = c.render();
-        assert!(text.starts_with("00000\n"), "{text}");
-        assert!(text.ends_with("09999\n"), "{text}");
+        assert_eq!(
+            text,
+            "00000\n0000\n[... 59980 characters omitted ...]\n998\n09999\n"
+        );
         assert_eq!(
             cut,
             Some(Truncation {
@@ -129,6 +150,22 @@ mod tests {
     }
 
     #[test]
+    fn over_the_limit_but_all_kept_still_shows_both_ends() {
+        // 30 bytes fit in the 64-byte head, yet exceed the 10-character limit.
+        let mut c = BoundedCapture::new(10);
+        c.push(b"abcdefghijklmnopqrstuvwxyz0123");
+        let (text, cut) = c.render();
+        assert_eq!(text, "abcde\n[... 20 characters omitted ...]\nz0123");
+        assert_eq!(
+            cut,
+            Some(Truncation {
+                kept: 10,
+                total: 30
+            })
+        );
+    }
+
+    #[test]
     fn multibyte_chars_split_across_pushes() {
         let text = "ééé".repeat(100);
         let mut c = BoundedCapture::new(1000);
@@ -136,7 +173,46 @@ mod tests {
             c.push(std::slice::from_ref(b));
         }
         assert_eq!(c.total_chars(), 300);
+        assert_eq!(c.total_bytes(), 600);
         assert_eq!(c.render().0, text);
+    }
+
+    #[test]
+    fn multibyte_tail_starting_mid_character_renders_cleanly() {
+        // Three-byte characters pushed in odd-sized chunks, far past the caps, so
+        // both the head cut and the ring's start fall inside characters.
+        let text = "€".repeat(10_000);
+        let mut c = BoundedCapture::new(30);
+        for chunk in text.as_bytes().chunks(7) {
+            c.push(chunk);
+        }
+        let (out, cut) = c.render();
+        assert!(!out.contains('\u{FFFD}'), "{out}");
+        assert_eq!(
+            out,
+            format!(
+                "{}\n[... 9970 characters omitted ...]\n{}",
+                "€".repeat(15),
+                "€".repeat(15)
+            )
+        );
+        assert_eq!(
+            cut,
+            Some(Truncation {
+                kept: 30,
+                total: 10_000
+            })
+        );
+    }
+
+    #[test]
+    fn tighter_render_limit_splits_again() {
+        let mut c = BoundedCapture::new(100);
+        c.push(b"0123456789");
+        assert_eq!(c.render_within(1000).0, "0123456789");
+        let (text, cut) = c.render_within(4);
+        assert_eq!(text, "01\n[... 6 characters omitted ...]\n89");
+        assert_eq!(cut, Some(Truncation { kept: 4, total: 10 }));
     }
 
     #[test]
@@ -147,6 +223,7 @@ mod tests {
             c.push(&block);
         }
         assert!(c.head.len() <= 4000 && c.tail.len() <= 4000);
+        assert!(c.tail.capacity() <= 8192, "{}", c.tail.capacity());
         assert_eq!(c.total_chars(), 50 << 20);
     }
 }

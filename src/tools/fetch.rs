@@ -62,6 +62,8 @@ pub struct Fetched {
     /// The body went past the byte cap and was cut there.
     pub capped: bool,
     pub bytes_read: usize,
+    /// The body's size as the server announced it (`Content-Length`), if it did.
+    pub announced_len: Option<u64>,
 }
 
 fn is_texty(content_type: &str) -> bool {
@@ -84,11 +86,13 @@ fn is_texty(content_type: &str) -> bool {
         .any(|k| ct.contains(k))
 }
 
-/// GETs `url` and returns its text, reading at most `max_bytes`.
+/// GETs `url` and returns its text, reading at most `max_bytes`. `user_agent`
+/// replaces the client's own for this request.
 pub async fn get_text(
     url: &str,
     timeout: Duration,
     max_bytes: usize,
+    user_agent: Option<&str>,
 ) -> Result<Fetched, ToolError> {
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| ToolError::InvalidArguments(format!("invalid URL `{url}`: {e}")))?;
@@ -99,8 +103,11 @@ pub async fn get_text(
         )));
     }
     let work = async {
-        let mut resp = client()?
-            .get(parsed.clone())
+        let mut request = client()?.get(parsed.clone());
+        if let Some(ua) = user_agent {
+            request = request.header(reqwest::header::USER_AGENT, ua);
+        }
+        let mut resp = request
             .send()
             .await
             .map_err(|e| ToolError::Failed(format!("cannot fetch {url}: {}", describe(&e))))?;
@@ -113,8 +120,14 @@ pub async fn get_text(
             .unwrap_or("")
             .to_string();
         if !resp.status().is_success() {
-            return Err(ToolError::Failed(format!("{url} answered HTTP {status}")));
+            let reason = resp.status().canonical_reason().unwrap_or("");
+            return Err(ToolError::Failed(
+                format!("{url} answered HTTP {status} {reason}")
+                    .trim_end()
+                    .to_string(),
+            ));
         }
+        let announced_len = resp.content_length();
         if !is_texty(&content_type) {
             return Err(ToolError::Failed(format!(
                 "{url} is binary content ({content_type}); fetch_url returns text only"
@@ -135,7 +148,7 @@ pub async fn get_text(
             }
             body.extend_from_slice(&chunk);
         }
-        if body[..body.len().min(8192)].contains(&0) {
+        if body.contains(&0) {
             return Err(ToolError::Failed(format!(
                 "{url} returned binary data ({}); fetch_url returns text only",
                 if content_type.is_empty() {
@@ -153,12 +166,13 @@ pub async fn get_text(
             body: String::from_utf8_lossy(&body).into_owned(),
             capped,
             bytes_read,
+            announced_len,
         })
     };
     tokio::time::timeout(timeout, work).await.map_err(|_| {
         ToolError::Failed(format!(
-            "fetching {url} timed out after {} s",
-            timeout.as_secs()
+            "fetching {url} timed out after {:.1} s",
+            timeout.as_secs_f64()
         ))
     })?
 }
@@ -198,15 +212,46 @@ impl Tool for FetchTool {
 
     async fn execute(&self, args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
-        let f = get_text(args.url.trim(), self.opts.timeout, self.opts.max_bytes).await?;
-        let header = format!("HTTP {} {} ({})\n\n", f.status, f.final_url, f.content_type);
-        let text = format!("{header}{}", f.body);
-        let truncated = f.capped.then(|| Truncation {
-            kept: text.chars().count(),
-            // Unknown beyond the cap; at least what was read and one more byte.
-            total: header.chars().count() + f.bytes_read + 1,
-        });
-        Ok(ToolOutput { text, truncated })
+        let f = get_text(
+            args.url.trim(),
+            self.opts.timeout,
+            self.opts.max_bytes,
+            None,
+        )
+        .await?;
+        let content_type = if f.content_type.is_empty() {
+            "no content type"
+        } else {
+            &f.content_type
+        };
+        let header = format!("HTTP {} {} ({content_type})\n\n", f.status, f.final_url);
+        if !f.capped {
+            return Ok(ToolOutput::text(format!("{header}{}", f.body)));
+        }
+        // Past the cap the size is known only if the server announced it; otherwise
+        // report what was read plus one byte, the least the body can be.
+        let body_total = f
+            .announced_len
+            .filter(|&n| n > f.bytes_read as u64)
+            .map_or(format!("more than {} bytes", f.bytes_read), |n| {
+                format!("{n} bytes")
+            });
+        let note = format!(
+            "\n[fetch_url: the body is {body_total}; only the first {} bytes were downloaded]",
+            f.bytes_read
+        );
+        let text = format!("{header}{}{note}", f.body);
+        let total_bytes = f
+            .announced_len
+            .map_or(f.bytes_read as u64 + 1, |n| n.max(f.bytes_read as u64 + 1));
+        let total = header.chars().count() + note.chars().count() + total_bytes as usize;
+        Ok(ToolOutput {
+            truncated: Some(Truncation {
+                kept: text.chars().count(),
+                total,
+            }),
+            text,
+        })
     }
 }
 
@@ -286,8 +331,48 @@ mod tests {
             .execute(json!({"url": url}), &ctx())
             .await
             .unwrap();
-        assert!(out.truncated.is_some());
         assert_eq!(out.text.matches('z').count(), 1000);
+        assert!(
+            out.text.ends_with(
+                "[fetch_url: the body is 50000 bytes; only the first 1000 bytes were downloaded]"
+            ),
+            "{}",
+            out.text
+        );
+        let cut = out.truncated.expect("cut");
+        assert_eq!(cut.kept, out.text.chars().count());
+        assert!(cut.total > 50_000 && cut.total < 50_300, "{cut:?}");
+    }
+
+    #[tokio::test]
+    async fn nul_bytes_in_a_text_body_are_refused() {
+        let url = serve(http("text/plain", b"looks\0binary")).await;
+        let e = tool(1000)
+            .execute(json!({"url": url}), &ctx())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("binary data (text/plain)"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn slow_servers_time_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            drop(s);
+        });
+        let t = FetchTool::new(FetchOptions {
+            timeout: Duration::from_millis(300),
+            max_bytes: 100,
+            max_output_chars: 100,
+        });
+        let e = t
+            .execute(json!({"url": format!("http://{addr}/")}), &ctx())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("timed out after 0.3 s"), "{e}");
     }
 
     #[tokio::test]
@@ -305,6 +390,6 @@ mod tests {
             .execute(json!({"url": url}), &ctx())
             .await
             .unwrap_err();
-        assert!(e.to_string().contains("404"), "{e}");
+        assert!(e.to_string().contains("HTTP 404 Not Found"), "{e}");
     }
 }

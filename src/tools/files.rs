@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::AsyncReadExt;
 
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
@@ -94,42 +95,65 @@ impl Tool for ReadFileTool {
             .read_to_end(&mut buf)
             .await
             .map_err(|e| io_error("read", &path, e))?;
-        let sniff = &buf[..buf.len().min(8192)];
-        if sniff.contains(&0) {
-            return Err(ToolError::Failed(format!(
-                "{} looks like a binary file ({} bytes); read_file returns text only",
+        // A short read reached the end; `/proc` files report a length of zero.
+        let complete = buf.len() < cap || buf.len() as u64 >= meta.len();
+        let text = decode_text(&buf, complete).ok_or_else(|| {
+            ToolError::Failed(format!(
+                "{} looks like a binary file ({} bytes: NUL bytes or invalid UTF-8 near the start); \
+                 read_file returns text only; use run_shell (e.g. `file`, `xxd | head`) to inspect it",
                 path.display(),
                 meta.len()
-            )));
-        }
-        let complete = (buf.len() as u64) >= meta.len();
-        let text = match std::str::from_utf8(&buf) {
-            Ok(t) => t.to_string(),
-            // A cut in the middle of a character at the end is ours, not the file's.
-            Err(e) if !complete && e.valid_up_to() + 4 >= buf.len() => {
-                String::from_utf8_lossy(&buf[..e.valid_up_to()]).into_owned()
-            }
-            Err(_) => {
-                return Err(ToolError::Failed(format!(
-                    "{} is not valid UTF-8 text; use run_shell (e.g. `file`, `xxd | head`) to inspect it",
-                    path.display()
-                )))
-            }
-        };
+            ))
+        })?;
         if complete {
             return Ok(ToolOutput::text(text));
         }
-        // The file is longer than what we read: cut to the limit here and report
-        // the file's full size (in bytes, the best count available without reading it all).
-        let (kept_text, _) = super::truncate(&text, self.max_output_chars);
+        // The file is longer than what we read: keep the start, say so, and report
+        // the file's full size in bytes (the best count available without reading it all).
+        let total = meta.len().max(buf.len() as u64);
+        let note_room = 160;
+        let (kept_text, _) = super::truncate(
+            &text,
+            self.max_output_chars.saturating_sub(note_room).max(1),
+        );
         let kept = kept_text.chars().count();
+        let sep = if kept_text.ends_with('\n') { "" } else { "\n" };
+        let text = format!(
+            "{kept_text}{sep}[read_file: showed the first {kept} characters of a {total}-byte file; \
+             use run_shell (e.g. `sed -n '2000,2400p' FILE` or `tail`) to read further]"
+        );
         Ok(ToolOutput {
-            text: kept_text,
             truncated: Some(Truncation {
-                kept,
-                total: meta.len() as usize,
+                kept: text.chars().count(),
+                total: total as usize,
             }),
+            text,
         })
+    }
+}
+
+/// Size of the prefix that decides whether a file is text.
+const SNIFF_BYTES: usize = 8192;
+
+/// The text of `buf`, or `None` when its start looks binary (a NUL byte, or a byte
+/// sequence that is not UTF-8). Bad bytes later on are replaced, not refused; a
+/// character cut by the end of an incomplete read is dropped.
+fn decode_text(buf: &[u8], complete: bool) -> Option<String> {
+    let sniff = &buf[..buf.len().min(SNIFF_BYTES)];
+    if sniff.contains(&0) {
+        return None;
+    }
+    match std::str::from_utf8(sniff) {
+        // `error_len() == None` means a character runs past the sniffed prefix.
+        Err(e) if e.error_len().is_some() => return None,
+        _ => {}
+    }
+    match std::str::from_utf8(buf) {
+        Ok(t) => Some(t.to_string()),
+        Err(e) if !complete && e.error_len().is_none() => {
+            Some(String::from_utf8_lossy(&buf[..e.valid_up_to()]).into_owned())
+        }
+        Err(_) => Some(String::from_utf8_lossy(buf).into_owned()),
     }
 }
 
@@ -175,8 +199,23 @@ impl Tool for WriteFileTool {
     }
 }
 
+/// Distinguishes temp files of concurrent writes from this process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     use std::io::Write;
+    // Writing through a symlink replaces its target, not the link itself.
+    let is_link = std::fs::symlink_metadata(path)
+        .map(|m| m.file_type().is_symlink())
+        .unwrap_or(false);
+    let resolved;
+    let path = match is_link.then(|| std::fs::canonicalize(path)) {
+        Some(Ok(target)) => {
+            resolved = target;
+            resolved.as_path()
+        }
+        _ => path,
+    };
     if path.is_dir() {
         return Err(ToolError::Failed(format!(
             "{} is a directory",
@@ -192,13 +231,19 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
         ToolError::InvalidArguments(format!("{} has no file name", path.display()))
     })?;
     let tmp = dir.join(format!(
-        ".{}.buddy-tmp-{}",
+        ".{}.buddy-tmp-{}-{}",
         name.to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let existing = std::fs::metadata(path).ok().map(|m| m.permissions());
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io_error("create", &tmp, e))?;
+        // `create_new` refuses to follow anything already sitting at the temp path.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io_error("create", &tmp, e))?;
         f.write_all(bytes).map_err(|e| io_error("write", &tmp, e))?;
         if let Some(perms) = existing {
             f.set_permissions(perms)
@@ -209,8 +254,13 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
+        return result;
     }
-    result
+    // Makes the rename itself durable; a failure here loses nothing already written.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -284,11 +334,18 @@ mod tests {
             .execute(json!({"path": "big.txt"}), &ctx(&d))
             .await
             .unwrap();
-        assert_eq!(r.text.len(), 500);
+        assert!(r.text.chars().count() <= 500, "{}", r.text.len());
+        assert!(r.text.starts_with(&"x".repeat(300)));
+        assert!(
+            r.text
+                .contains("[read_file: showed the first 340 characters of a 1000000-byte file"),
+            "{}",
+            r.text
+        );
         assert_eq!(
             r.truncated,
             Some(Truncation {
-                kept: 500,
+                kept: r.text.chars().count(),
                 total: 1_000_000
             })
         );
@@ -305,6 +362,12 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("binary"), "{e}");
+        std::fs::write(d.join("latin1.txt"), b"caf\xe9 au lait").unwrap();
+        let e = t
+            .execute(json!({"path": "latin1.txt"}), &ctx(&d))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("binary"), "{e}");
         let e = t
             .execute(json!({"path": "nope.txt"}), &ctx(&d))
             .await
@@ -312,6 +375,55 @@ mod tests {
         assert!(e.to_string().contains("nope.txt"), "{e}");
         let e = t.execute(json!({"file": "x"}), &ctx(&d)).await.unwrap_err();
         assert!(matches!(e, ToolError::InvalidArguments(_)));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn decoding_sniffs_only_the_start_and_drops_a_cut_character() {
+        let mut late_bad = "a".repeat(SNIFF_BYTES + 10).into_bytes();
+        late_bad.push(0xFF);
+        let text = decode_text(&late_bad, true).unwrap();
+        assert!(text.ends_with('\u{FFFD}'));
+        assert_eq!(decode_text("é".as_bytes(), true).as_deref(), Some("é"));
+        // The read stopped inside "é": the half character is ours, not the file's.
+        assert_eq!(decode_text(b"ab\xC3", false).as_deref(), Some("ab"));
+        assert_eq!(decode_text(b"a\0b", true), None);
+    }
+
+    #[tokio::test]
+    async fn writes_through_symlinks_and_in_parallel() {
+        let d = tempdir("link");
+        std::fs::write(d.join("real.txt"), "old").unwrap();
+        std::os::unix::fs::symlink(d.join("real.txt"), d.join("link.txt")).unwrap();
+        WriteFileTool::new(100)
+            .execute(json!({"path": "link.txt", "content": "new"}), &ctx(&d))
+            .await
+            .unwrap();
+        assert!(std::fs::symlink_metadata(d.join("link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(d.join("real.txt")).unwrap(), "new");
+
+        let t = Arc::new(WriteFileTool::new(100));
+        let c = ctx(&d);
+        let writes = (0..8).map(|i| {
+            let (t, c) = (t.clone(), c.clone());
+            tokio::spawn(async move {
+                t.execute(json!({"path": "same.txt", "content": format!("v{i}")}), &c)
+                    .await
+            })
+        });
+        for w in writes.collect::<Vec<_>>() {
+            w.await.unwrap().unwrap();
+        }
+        let content = std::fs::read_to_string(d.join("same.txt")).unwrap();
+        assert!(content.starts_with('v') && content.len() == 2, "{content}");
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains("buddy-tmp")), "{names:?}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

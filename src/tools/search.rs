@@ -11,6 +11,9 @@ use std::time::Duration;
 
 pub const DEFAULT_BASE_URL: &str = "https://html.duckduckgo.com";
 pub const MAX_RESULTS: usize = 8;
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 8_000;
+/// DuckDuckGo serves its HTML results to browsers; other agents get a bot check.
+const BROWSER_USER_AGENT: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36";
 
 #[derive(Debug, Clone)]
 pub struct SearchOptions {
@@ -24,7 +27,7 @@ impl Default for SearchOptions {
         SearchOptions {
             base_url: DEFAULT_BASE_URL.to_string(),
             timeout: super::fetch::DEFAULT_TIMEOUT,
-            max_output_chars: 8_000,
+            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
         }
     }
 }
@@ -99,7 +102,8 @@ pub fn decode_entities(s: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         let after = &rest[amp..];
-        let Some(semi) = after[..after.len().min(12)].find(';') else {
+        // Entities are short; `;` is ASCII, so its byte index is a char boundary.
+        let Some(semi) = after.bytes().take(12).position(|b| b == b';') else {
             out.push('&');
             rest = &after[1..];
             continue;
@@ -112,6 +116,20 @@ pub fn decode_entities(s: &str) -> String {
             "quot" => Some('"'),
             "apos" => Some('\''),
             "nbsp" => Some(' '),
+            "eacute" => Some('é'),
+            "hellip" => Some('…'),
+            "mdash" => Some('—'),
+            "ndash" => Some('–'),
+            "lsquo" => Some('‘'),
+            "rsquo" => Some('’'),
+            "ldquo" => Some('“'),
+            "rdquo" => Some('”'),
+            "laquo" => Some('«'),
+            "raquo" => Some('»'),
+            "middot" => Some('·'),
+            "copy" => Some('©'),
+            "reg" => Some('®'),
+            "trade" => Some('™'),
             e if e.starts_with("#x") || e.starts_with("#X") => u32::from_str_radix(&e[2..], 16)
                 .ok()
                 .and_then(char::from_u32),
@@ -151,19 +169,51 @@ fn strip_tags(s: &str) -> String {
         .join(" ")
 }
 
+/// The value of attribute `name` in an opening tag (`<a class="x" href='y'>`),
+/// entities decoded.
 fn attr(tag: &str, name: &str) -> Option<String> {
-    let key = format!("{name}=\"");
-    let start = tag.find(&key)? + key.len();
-    let end = tag[start..].find('"')? + start;
-    Some(decode_entities(&tag[start..end]))
+    let bytes = tag.as_bytes();
+    let mut from = 0;
+    while let Some(found) = tag[from..].find(name) {
+        let at = from + found;
+        from = at + name.len();
+        // A whole attribute name: preceded by whitespace, followed by `=`.
+        if at == 0 || !bytes[at - 1].is_ascii_whitespace() {
+            continue;
+        }
+        let rest = tag[from..].trim_start();
+        let Some(rest) = rest.strip_prefix('=') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let value = match rest.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                let inner = &rest[1..];
+                &inner[..inner.find(q).unwrap_or(inner.len())]
+            }
+            _ => {
+                let end = rest
+                    .find(|c: char| c.is_ascii_whitespace() || c == '>')
+                    .unwrap_or(rest.len());
+                &rest[..end]
+            }
+        };
+        return Some(decode_entities(value));
+    }
+    None
+}
+
+fn has_class(tag: &str, class: &str) -> bool {
+    attr(tag, "class").is_some_and(|c| c.split_ascii_whitespace().any(|t| t == class))
 }
 
 /// DuckDuckGo wraps result links as `//duckduckgo.com/l/?uddg=<real url>&...`.
 fn real_url(href: &str) -> String {
-    if let Some(pos) = href.find("uddg=") {
-        let value = &href[pos + 5..];
-        let end = value.find('&').unwrap_or(value.len());
-        return percent_decode(&value[..end]);
+    if href.contains("/l/?") {
+        let query = href.split_once('?').map_or("", |(_, q)| q);
+        if let Some(target) = query.split('&').find_map(|pair| pair.strip_prefix("uddg=")) {
+            return percent_decode(target);
+        }
     }
     if let Some(rest) = href.strip_prefix("//") {
         return format!("https://{rest}");
@@ -171,43 +221,72 @@ fn real_url(href: &str) -> String {
     href.to_string()
 }
 
-/// Extracts up to `MAX_RESULTS` results from a DuckDuckGo HTML page.
-pub fn parse_results(html: &str) -> Vec<SearchResult> {
-    const TITLE: &str = "class=\"result__a\"";
-    const SNIPPET: &str = "class=\"result__snippet\"";
-    let starts: Vec<usize> = html.match_indices(TITLE).map(|(i, _)| i).collect();
-    let mut results = Vec::new();
-    for (n, &pos) in starts.iter().enumerate() {
-        let Some(tag_start) = html[..pos].rfind("<a") else {
-            continue;
-        };
-        let Some(tag_end) = html[pos..].find('>').map(|e| pos + e) else {
-            continue;
-        };
-        let tag = &html[tag_start..tag_end];
-        let Some(close) = html[tag_end..].find("</a>").map(|e| tag_end + e) else {
-            continue;
-        };
-        let title = strip_tags(&html[tag_end + 1..close]);
-        let url = attr(tag, "href").map(|h| real_url(&h)).unwrap_or_default();
-        let block_end = starts.get(n + 1).copied().unwrap_or(html.len());
-        let snippet = html[close..block_end]
-            .find(SNIPPET)
-            .map(|s| close + s)
-            .and_then(|s| {
-                let open_end = html[s..block_end].find('>')? + s + 1;
-                let end = ["</a>", "</td>", "</div>"]
-                    .iter()
-                    .filter_map(|t| html[open_end..block_end].find(t))
-                    .min()
-                    .map(|e| open_end + e)
-                    .unwrap_or(block_end);
-                Some(strip_tags(&html[open_end..end]))
-            })
-            .unwrap_or_default();
-        if title.is_empty() || url.is_empty() || url.contains("duckduckgo.com/y.js") {
-            continue; // empty or an ad
+/// An opening tag found by `tags`: its name, its text (without `<` and `>`), and
+/// the byte offsets where it starts and where its content starts.
+struct Tag<'a> {
+    name: &'a str,
+    text: &'a str,
+    start: usize,
+    content: usize,
+}
+
+/// Opening tags of `html` from byte `from`, in order.
+fn tags(html: &str, from: usize) -> impl Iterator<Item = Tag<'_>> {
+    let mut pos = from;
+    std::iter::from_fn(move || loop {
+        let start = pos + html.get(pos..)?.find('<')?;
+        let end = start + html[start..].find('>')?;
+        pos = end + 1;
+        let text = &html[start + 1..end];
+        let name_len = text
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(text.len());
+        if name_len == 0 {
+            continue; // a closing tag, comment or doctype
         }
+        return Some(Tag {
+            name: &text[..name_len],
+            text,
+            start,
+            content: end + 1,
+        });
+    })
+}
+
+/// The text inside the element whose opening tag is `tag`, tags stripped.
+fn element_text(html: &str, tag: &Tag<'_>, limit: usize) -> String {
+    let close = format!("</{}", tag.name);
+    let end = html[tag.content..limit]
+        .find(&close)
+        .map_or(limit, |e| tag.content + e);
+    strip_tags(&html[tag.content..end])
+}
+
+/// Extracts up to `MAX_RESULTS` results from a DuckDuckGo HTML page: each title
+/// anchor (class `result__a`) and the first snippet (class `result__snippet`)
+/// before the next title.
+pub fn parse_results(html: &str) -> Vec<SearchResult> {
+    let titles: Vec<Tag<'_>> = tags(html, 0)
+        .filter(|t| t.name.eq_ignore_ascii_case("a") && has_class(t.text, "result__a"))
+        .collect();
+    let mut results: Vec<SearchResult> = Vec::new();
+    for (n, tag) in titles.iter().enumerate() {
+        let block_end = titles.get(n + 1).map_or(html.len(), |t| t.start);
+        let href = attr(tag.text, "href").unwrap_or_default();
+        // Ads link through DuckDuckGo's click tracker rather than `/l/`.
+        if href.contains("duckduckgo.com/y.js") || href.contains("ad_provider=") {
+            continue;
+        }
+        let url = real_url(&href);
+        let title = element_text(html, tag, block_end);
+        if title.is_empty() || url.is_empty() || results.iter().any(|r| r.url == url) {
+            continue;
+        }
+        let snippet = tags(html, tag.content)
+            .take_while(|t| t.start < block_end)
+            .find(|t| has_class(t.text, "result__snippet"))
+            .map(|t| element_text(html, &t, block_end))
+            .unwrap_or_default();
         results.push(SearchResult {
             title,
             url,
@@ -218,6 +297,12 @@ pub fn parse_results(html: &str) -> Vec<SearchResult> {
         }
     }
     results
+}
+
+/// Whether a page without results is DuckDuckGo's bot check rather than an
+/// honest empty result list.
+fn is_bot_check(html: &str) -> bool {
+    html.contains("anomaly-modal") || html.contains("challenge-form")
 }
 
 #[async_trait]
@@ -254,15 +339,34 @@ impl Tool for SearchTool {
             self.opts.base_url.trim_end_matches('/'),
             percent_encode(query)
         );
-        let page = get_text(&url, self.opts.timeout, super::fetch::DEFAULT_MAX_BYTES).await?;
+        let page = get_text(
+            &url,
+            self.opts.timeout,
+            super::fetch::DEFAULT_MAX_BYTES,
+            Some(BROWSER_USER_AGENT),
+        )
+        .await?;
         let results = parse_results(&page.body);
         if results.is_empty() {
+            if is_bot_check(&page.body) {
+                return Err(ToolError::Failed(
+                    "DuckDuckGo answered with a bot check instead of results; try again later, \
+                     or fetch_url a site you already know"
+                        .into(),
+                ));
+            }
             return Ok(ToolOutput::text(format!("no results for \"{query}\"")));
         }
         let text = results
             .iter()
             .enumerate()
-            .map(|(i, r)| format!("{}. {}\n   {}\n   {}", i + 1, r.title, r.url, r.snippet))
+            .map(|(i, r)| {
+                let mut entry = format!("{}. {}\n   {}", i + 1, r.title, r.url);
+                if !r.snippet.is_empty() {
+                    entry.push_str(&format!("\n   {}", r.snippet));
+                }
+                entry
+            })
             .collect::<Vec<_>>()
             .join("\n");
         Ok(ToolOutput::text(text))
@@ -303,11 +407,82 @@ mod tests {
         assert_eq!(r[1].snippet, "Learn Rust step by step.");
     }
 
+    /// Shaped like a real results page: an ad first, a result with a class list
+    /// and single quotes, a repeated URL, and a footer that is not a result.
+    const BUSY_PAGE: &str = r#"<!DOCTYPE html>
+<html><head><script>if (a < b && c > d) { x = "<a class=\"result__a\">"; }</script></head>
+<body><div id="links" class="results">
+<div class="result results_links results_links_deep result--ad ">
+  <h2 class="result__title"><a rel="nofollow" class="result__a" href="https://duckduckgo.com/y.js?ad_domain=shop.example&amp;ad_provider=bingv7aa&amp;u3=x">Buy Rust Now</a></h2>
+  <a class="result__snippet" href="https://duckduckgo.com/y.js?x">Ad text.</a>
+</div>
+<div class="result results_links results_links_deep web-result ">
+  <div class="links_main links_deep result__body">
+    <h2 class="result__title">
+      <a rel='nofollow' class='result__a js-result-title-link' data-href="https://wrong.example/" href='//duckduckgo.com/l/?uddg=https%3A%2F%2Fexample.org%2Fcaf%C3%A9%3Fq%3Da%2Bb&amp;rut=0f1e'>Caf&eacute;s &amp; <b>crème</b> br&#xFB;l&#233;e — ünïcødé</a>
+    </h2>
+    <div class="result__extras"><a class="result__url" href="//duckduckgo.com/l/?uddg=x">example.org/café</a></div>
+    <a class="result__snippet" href="//duckduckgo.com/l/?uddg=x">Menu: <b>crème brûlée</b>, 3&lt;4 &gt; 2, &quot;ok&quot; &#39;fine&#39; &nbsp;end</a>
+  </div>
+</div>
+<div class="result results_links web-result ">
+  <h2 class="result__title"><a class="result__a" href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fexample.org%2Fcaf%C3%A9%3Fq%3Da%2Bb&amp;rut=zz">Same page again</a></h2>
+</div>
+<div class="result results_links web-result ">
+  <h2 class="result__title"><a class="result__a" href="https://plain.example/no-snippet">No snippet here</a></h2>
+</div>
+<div class="nav-link"><form action="/html/" method="post"><input type="submit" class="btn" value="Next"></form></div>
+</div></body></html>"#;
+
+    #[test]
+    fn skips_ads_and_duplicates_and_decodes_everything() {
+        let r = parse_results(BUSY_PAGE);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0].title, "Cafés & crème brûlée — ünïcødé");
+        assert_eq!(r[0].url, "https://example.org/café?q=a+b");
+        assert_eq!(
+            r[0].snippet,
+            "Menu: crème brûlée, 3<4 > 2, \"ok\" 'fine' end"
+        );
+        assert_eq!(r[1].title, "No snippet here");
+        assert_eq!(r[1].url, "https://plain.example/no-snippet");
+        assert_eq!(r[1].snippet, "");
+    }
+
+    #[test]
+    fn entity_decoding_is_safe_on_multibyte_text() {
+        assert_eq!(decode_entities("&abcdefghéé;x"), "&abcdefghéé;x");
+        assert_eq!(decode_entities("ü&amp;ü&#x1F600;&"), "ü&ü😀&");
+        assert_eq!(decode_entities("&#99999999;"), "&#99999999;");
+    }
+
+    #[test]
+    fn attributes_are_matched_whole() {
+        let tag = r#"a data-href="x" href = 'y' class=plain"#;
+        assert_eq!(attr(tag, "href").as_deref(), Some("y"));
+        assert_eq!(attr(tag, "class").as_deref(), Some("plain"));
+        assert_eq!(attr(tag, "rel"), None);
+    }
+
+    #[test]
+    fn empty_and_blocked_pages() {
+        assert!(parse_results("<html><body>No results.</body></html>").is_empty());
+        assert!(is_bot_check(
+            r#"<div class="anomaly-modal__title">Unfortunately, bots use DuckDuckGo too.</div>"#
+        ));
+        assert!(!is_bot_check(PAGE));
+    }
+
     #[test]
     fn at_most_eight_results() {
-        let one =
-            r#"<a class="result__a" href="https://e.com/">T</a><a class="result__snippet">s</a>"#;
-        assert_eq!(parse_results(&one.repeat(20)).len(), MAX_RESULTS);
+        let page: String = (0..20)
+            .map(|i| {
+                format!(r#"<a class="result__a" href="https://e.com/{i}">T{i}</a><a class="result__snippet">s</a>"#)
+            })
+            .collect();
+        let r = parse_results(&page);
+        assert_eq!(r.len(), MAX_RESULTS);
+        assert_eq!(r[7].title, "T7");
     }
 
     #[test]
@@ -327,7 +502,11 @@ mod tests {
             let (mut s, _) = listener.accept().await.unwrap();
             let mut buf = vec![0u8; 4096];
             let n = s.read(&mut buf).await.unwrap();
-            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", PAGE.len());
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n",
+                PAGE.len()
+            );
             s.write_all(head.as_bytes()).await.unwrap();
             s.write_all(PAGE.as_bytes()).await.unwrap();
             String::from_utf8_lossy(&buf[..n]).into_owned()

@@ -88,16 +88,23 @@ impl ShellTool {
     }
 }
 
+/// Longest time limit a call may ask for; longer requests are held to it.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 /// Parses a timeout given as seconds (number or digits) or as "500ms", "30s",
-/// "10m", "1h".
+/// "10m", "1h"; at most `MAX_TIMEOUT`.
 pub fn parse_duration(value: &Value) -> Result<Duration, String> {
+    parse_duration_unbounded(value).map(|d| d.min(MAX_TIMEOUT))
+}
+
+fn parse_duration_unbounded(value: &Value) -> Result<Duration, String> {
     let bad =
         || format!("invalid timeout {value}: use seconds or a duration like \"30s\" or \"10m\"");
     match value {
         Value::Number(n) => n
             .as_f64()
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .map(Duration::from_secs_f64)
+            .filter(|s| *s > 0.0)
+            .and_then(|s| Duration::try_from_secs_f64(s.min(MAX_TIMEOUT.as_secs_f64())).ok())
             .ok_or_else(bad),
         Value::String(s) => {
             let s = s.trim();
@@ -113,8 +120,8 @@ pub fn parse_duration(value: &Value) -> Result<Duration, String> {
                 "h" => n * 3600.0,
                 _ => return Err(bad()),
             };
-            if secs > 0.0 && secs.is_finite() {
-                Ok(Duration::from_secs_f64(secs))
+            if secs > 0.0 {
+                Duration::try_from_secs_f64(secs.min(MAX_TIMEOUT.as_secs_f64())).map_err(|_| bad())
             } else {
                 Err(bad())
             }
@@ -202,9 +209,9 @@ async fn run(
     let group = child.id().map(|pid| GroupKiller(pid as i32));
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
-    // Stdout gets most of the room; the framing and stderr share the rest.
-    let mut out = BoundedCapture::new(limit.saturating_mul(3) / 4);
-    let mut err = BoundedCapture::new(limit / 4);
+    // Each stream may use the whole limit; they share it when the result is rendered.
+    let mut out = BoundedCapture::new(limit);
+    let mut err = BoundedCapture::new(limit);
     let mut out_buf = vec![0u8; 16 * 1024];
     let mut err_buf = vec![0u8; 8 * 1024];
     let deadline = tokio::time::sleep(timeout);
@@ -227,7 +234,10 @@ async fn run(
                 None => stderr = None,
             },
             s = child.wait(), if status.is_none() => {
-                status = Some(s.map_err(|e| ToolError::Failed(format!("cannot wait for the command: {e}")))?);
+                let s = s.map_err(|e| {
+                    ToolError::Failed(format!("cannot wait for the command: {e}"))
+                })?;
+                status = Some(s);
                 grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
             }
             _ = &mut grace, if status.is_some() => break,
@@ -240,27 +250,52 @@ async fn run(
     if let Some(g) = &group {
         g.kill();
     }
-    let (out_text, out_cut) = out.render();
-    let (err_text, err_cut) = err.render();
-    let mut text = if timed_out {
+    let header = if timed_out {
         format!(
-            "timed out after {} s; the command was killed\n",
+            "timed out after {} s; the command was killed",
             fmt_secs(timeout)
         )
     } else {
-        match status.and_then(|s| s.code()) {
-            Some(code) => format!("exit code: {code}\n"),
-            None => "exit code: none (killed by a signal)\n".to_string(),
+        use std::os::unix::process::ExitStatusExt;
+        match (
+            status.and_then(|s| s.code()),
+            status.and_then(|s| s.signal()),
+        ) {
+            (Some(code), _) => format!("exit code: {code}"),
+            (None, Some(sig)) => format!("exit code: none (killed by signal {sig})"),
+            (None, None) => "exit code: none".to_string(),
         }
     };
-    text.push_str("stdout:\n");
-    text.push_str(if out.is_empty() {
-        "(empty)\n"
+    Ok(render_result(&header, &out, &err, limit))
+}
+
+/// Room kept for the header, section labels and omission lines.
+const FRAMING_RESERVE: usize = 200;
+
+/// Lays out the result: header, stdout, and stderr when there was any. The two
+/// streams share the character budget; stderr gets at least a quarter of it when
+/// both overflow, and whatever stdout leaves unused otherwise.
+fn render_result(
+    header: &str,
+    out: &BoundedCapture,
+    err: &BoundedCapture,
+    limit: usize,
+) -> ToolOutput {
+    let budget = limit.saturating_sub(FRAMING_RESERVE).max(limit / 2);
+    let out_total = out.total_chars() as usize;
+    let err_total = err.total_chars() as usize;
+    let err_budget = err_total.min((budget / 4).max(budget.saturating_sub(out_total)));
+    let out_budget = budget - err_budget;
+    let (out_text, out_cut) = out.render_within(out_budget);
+    let (err_text, err_cut) = err.render_within(err_budget);
+    let mut text = format!("{header}\nstdout:\n");
+    if out.is_empty() {
+        text.push_str("(empty)\n");
     } else {
-        &out_text
-    });
-    if !out_text.is_empty() && !out_text.ends_with('\n') {
-        text.push('\n');
+        text.push_str(&out_text);
+        if !out_text.ends_with('\n') {
+            text.push('\n');
+        }
     }
     if !err.is_empty() {
         text.push_str("stderr:\n");
@@ -268,14 +303,16 @@ async fn run(
     }
     let text = text.trim_end().to_string();
     let truncated = (out_cut.is_some() || err_cut.is_some()).then(|| {
-        let kept_out = out_cut.map_or(out.total_chars() as usize, |t| t.kept);
-        let kept_err = err_cut.map_or(err.total_chars() as usize, |t| t.kept);
+        // Everything shown counts as kept; what the captures dropped is added back
+        // to give the size the whole result would have had.
+        let kept = text.chars().count();
+        let dropped = |cut: Option<Truncation>| cut.map_or(0, |t| t.total.saturating_sub(t.kept));
         Truncation {
-            kept: kept_out + kept_err,
-            total: (out.total_chars() + err.total_chars()) as usize,
+            kept,
+            total: kept + dropped(out_cut) + dropped(err_cut),
         }
     });
-    Ok(ToolOutput { text, truncated })
+    ToolOutput { text, truncated }
 }
 
 fn fmt_secs(d: Duration) -> String {
@@ -374,6 +411,19 @@ mod tests {
         .unwrap();
         assert_eq!(out.text, "exit code: 3\nstdout:\nout\nstderr:\nerr");
         assert_eq!(out.truncated, None);
+        let out = run_cmd(&tool(false, 1000), json!({"command": "true"}))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "exit code: 0\nstdout:\n(empty)");
+        let out = run_cmd(&tool(false, 1000), json!({"command": "kill -TERM $$"}))
+            .await
+            .unwrap();
+        assert!(
+            out.text
+                .starts_with("exit code: none (killed by signal 15)"),
+            "{}",
+            out.text
+        );
     }
 
     #[tokio::test]
@@ -443,8 +493,80 @@ mod tests {
         .await
         .unwrap();
         let cut = out.truncated.expect("cut");
-        assert_eq!(cut.total, 30_000_000);
-        assert!(out.text.chars().count() < 2200, "{}", out.text.len());
+        assert_eq!(cut.kept, out.text.chars().count());
+        assert!(out.text.chars().count() <= 2000, "{}", out.text.len());
+        // The whole result: every captured character plus a little framing.
+        assert!(
+            (30_000_000..30_000_100).contains(&cut.total),
+            "{}",
+            cut.total
+        );
+        assert!(out.text.starts_with("exit code: 0\nstdout:\naaa"));
+        assert!(out.text.contains("characters omitted"));
+    }
+
+    #[tokio::test]
+    async fn stdout_gets_the_room_stderr_leaves_and_both_keep_their_ends() {
+        let out = run_cmd(
+            &tool(false, 1000),
+            json!({"command": "seq 1 5000; seq 1 3000 >&2"}),
+        )
+        .await
+        .unwrap();
+        let text = &out.text;
+        assert!(text.chars().count() <= 1000, "{}", text.len());
+        let (stdout, stderr) = text.split_once("\nstderr:\n").expect(text);
+        assert!(
+            stdout.starts_with("exit code: 0\nstdout:\n1\n2\n"),
+            "{text}"
+        );
+        assert!(stdout.ends_with("4999\n5000"), "{text}");
+        assert!(
+            stderr.starts_with("1\n2\n") && stderr.ends_with("2999\n3000"),
+            "{text}"
+        );
+        // Stderr overflowed too, so it was held to a quarter of the budget.
+        assert!(stderr.len() < 300, "{stderr}");
+
+        let only_out = run_cmd(&tool(false, 1000), json!({"command": "seq 1 5000"}))
+            .await
+            .unwrap();
+        assert!(only_out.text.chars().count() > 800, "{}", only_out.text);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_command() {
+        let dir = std::env::temp_dir().join(format!("buddy-shell-cancel-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = ToolContext {
+            cwd: dir.clone(),
+            approver: Arc::new(crate::tools::approval::AlwaysApprove),
+        };
+        let t = tool(false, 1000);
+        let call = t.execute(
+            json!({"command": "sleep 30 & echo $! > bg.pid; sleep 30"}),
+            &c,
+        );
+        // The call is abandoned (as a cancelled turn would) while the command runs.
+        let r = tokio::time::timeout(Duration::from_millis(500), call).await;
+        assert!(r.is_err());
+        let pid = std::fs::read_to_string(dir.join("bg.pid")).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let t0 = Instant::now();
+        // Gone, or a zombie waiting for its new parent to reap it.
+        let alive = || {
+            std::fs::read_to_string(&stat)
+                .map(|s| {
+                    let state = s.rsplit(')').next().unwrap_or("").trim_start();
+                    !state.starts_with('Z')
+                })
+                .unwrap_or(false)
+        };
+        while alive() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(), "background sleep {pid} survived cancellation");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -458,5 +580,8 @@ mod tests {
         );
         assert!(parse_duration(&json!("soon")).is_err());
         assert!(parse_duration(&json!(-1)).is_err());
+        assert!(parse_duration(&json!("0s")).is_err());
+        assert_eq!(parse_duration(&json!(1e30)), Ok(MAX_TIMEOUT));
+        assert_eq!(parse_duration(&json!("99999h")), Ok(MAX_TIMEOUT));
     }
 }

@@ -60,7 +60,12 @@ impl Tool for TimeTool {
         ToolDefinition::function(
             "time",
             "Get the current date and time (UTC, RFC 3339, Unix seconds and milliseconds).",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            json!({
+                "type": "object",
+                "properties": {},
+                "required": [],
+                "additionalProperties": false
+            }),
         )
     }
 
@@ -87,6 +92,12 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
         assert_eq!(civil_from_days(20_415), (2025, 11, 23));
+        assert_eq!(civil_from_days(-719_468), (0, 3, 1));
+        assert_eq!(civil_from_days(10_957), (2000, 1, 1));
+        assert_eq!(civil_from_days(2_932_896), (9999, 12, 31));
+        // 2100 is not a leap year: 28 February is followed by 1 March.
+        assert_eq!(civil_from_days(47_540), (2100, 2, 28));
+        assert_eq!(civil_from_days(47_541), (2100, 3, 1));
     }
 
     #[test]
@@ -101,5 +112,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("unix_seconds: 1763905509"));
+        assert!(text.contains("unix_millis: 1763905509123"));
+        let before_epoch = describe(-1);
+        assert!(
+            before_epoch.contains("utc_rfc3339: 1969-12-31T23:59:59.999Z"),
+            "{before_epoch}"
+        );
+        assert!(before_epoch.contains("human: Wednesday 1969-12-31"));
     }
 }
