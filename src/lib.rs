@@ -2,14 +2,17 @@
 //!
 //! Layers, lowest first: `wire` (protocol types and decoders), `provider` (HTTP
 //! client), `tools` (registry and built-in tools), `agent` (the loop, history,
-//! tokens, events), `config`, and `ui` (front ends that render agent events).
+//! tokens, events), `session` (a conversation's on-disk journal), `config`, and
+//! `ui` (front ends that render agent events).
 //! `cli` defines the command line; `main.rs` only wires these together.
 
 pub mod agent;
 pub mod app;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod provider;
+pub mod session;
 pub mod tools;
 pub mod ui;
 pub mod wire;

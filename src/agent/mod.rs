@@ -62,6 +62,16 @@ pub struct AgentOptions {
 
 pub type EventSender = mpsc::UnboundedSender<AgentEvent>;
 
+/// Where the agent hands its history for safe keeping (a session journal). It
+/// is called whenever messages were added: after the prompt, after each model
+/// reply, after each batch of tool results, and once more when the turn ends
+/// (`turn_end`), which is when the sink should make everything durable.
+pub trait HistorySink: Send {
+    /// `new` holds the messages added since the last successful call, oldest first.
+    fn save(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool)
+        -> Result<(), String>;
+}
+
 pub struct Agent {
     client: Arc<dyn ModelClient>,
     tools: Arc<ToolRegistry>,
@@ -70,6 +80,11 @@ pub struct Agent {
     messages: Vec<Message>,
     tracker: TokenTracker,
     events: EventSender,
+    sink: Option<Box<dyn HistorySink>>,
+    /// Messages before this index have reached the sink (or never go to it).
+    saved: usize,
+    /// Saving failed and the user was told; later failures stay quiet.
+    save_failing: bool,
 }
 
 impl Agent {
@@ -89,6 +104,8 @@ impl Agent {
         if let Some(p) = system_prompt.filter(|p| !p.trim().is_empty()) {
             messages.push(Message::system(p));
         }
+        // The system prompt is rebuilt at every start, so it is never saved.
+        let saved = messages.len();
         Agent {
             client,
             tools: Arc::new(tools),
@@ -97,6 +114,54 @@ impl Agent {
             options,
             messages,
             events,
+            sink: None,
+            saved,
+            save_failing: false,
+        }
+    }
+
+    /// Sends every message added from now on to `sink`.
+    pub fn set_history_sink(&mut self, sink: Box<dyn HistorySink>) {
+        self.sink = Some(sink);
+    }
+
+    /// Continues an earlier conversation: `history` follows the current system
+    /// prompt and the token totals are taken over. The first `already_saved`
+    /// messages came from the sink's own store; any after them (repairs made on
+    /// load) are saved with the next turn.
+    pub fn restore(&mut self, history: Vec<Message>, tokens: TokenTracker, already_saved: usize) {
+        let base = usize::from(self.messages.first().is_some_and(|m| m.role == Role::System));
+        self.messages.truncate(base);
+        self.messages.extend(history);
+        self.saved = base + already_saved.min(self.messages.len() - base);
+        self.tracker = TokenTracker {
+            context_limit: self.tracker.context_limit,
+            ..tokens
+        };
+    }
+
+    /// Hands unsaved messages to the sink. A failure is reported once and the
+    /// messages stay pending, so a later save (the disk has room again) catches up.
+    fn persist(&mut self, turn_end: bool) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if self.saved == self.messages.len() && !turn_end {
+            return;
+        }
+        match sink.save(&self.messages[self.saved..], &self.tracker, turn_end) {
+            Ok(()) => {
+                self.saved = self.messages.len();
+                self.save_failing = false;
+            }
+            Err(e) => {
+                if !self.save_failing {
+                    self.save_failing = true;
+                    let _ = self
+                        .events
+                        .send(AgentEvent::Warning(format!("session not saved: {e}")));
+                }
+            }
         }
     }
 
@@ -122,11 +187,19 @@ impl Agent {
     }
 
     /// Pushes `prompt` and loops until the model answers without tool calls.
-    pub async fn send(&mut self, prompt: &str, mut cancel: Cancel) -> Result<String, AgentError> {
+    /// However the turn ends, what it added is handed to the history sink.
+    pub async fn send(&mut self, prompt: &str, cancel: Cancel) -> Result<String, AgentError> {
+        let outcome = self.converse(prompt, cancel).await;
+        self.persist(true);
+        outcome
+    }
+
+    async fn converse(&mut self, prompt: &str, mut cancel: Cancel) -> Result<String, AgentError> {
         if cancel.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
         self.messages.push(Message::user(prompt));
+        self.persist(false);
         let mut warned = false;
         for iteration in 1..=self.options.max_iterations {
             if !warned {
@@ -170,6 +243,7 @@ impl Agent {
             message.role = Role::Assistant;
             let calls = message.calls().to_vec();
             self.messages.push(message);
+            self.persist(false);
             if calls.is_empty() {
                 let text = self
                     .messages
@@ -178,7 +252,9 @@ impl Agent {
                     .unwrap_or_default();
                 return Ok(text);
             }
-            self.run_tools(&calls, &mut cancel).await?;
+            let ran = self.run_tools(&calls, &mut cancel).await;
+            self.persist(false);
+            ran?;
         }
         Err(AgentError::MaxIterations(self.options.max_iterations))
     }

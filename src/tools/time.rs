@@ -4,24 +4,10 @@ use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde_json::{json, Value};
+use crate::clock::civil_from_days;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub struct TimeTool;
-
-/// (year, month, day) of a count of days since 1970-01-01, proleptic Gregorian.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    // Shift the epoch to 0000-03-01 so leap days fall at the end of a 400-year era.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
 
 const WEEKDAYS: [&str; 7] = [
     "Thursday",
@@ -85,20 +71,6 @@ impl Tool for TimeTool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn known_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(civil_from_days(20_415), (2025, 11, 23));
-        assert_eq!(civil_from_days(-719_468), (0, 3, 1));
-        assert_eq!(civil_from_days(10_957), (2000, 1, 1));
-        assert_eq!(civil_from_days(2_932_896), (9999, 12, 31));
-        // 2100 is not a leap year: 28 February is followed by 1 March.
-        assert_eq!(civil_from_days(47_540), (2100, 2, 28));
-        assert_eq!(civil_from_days(47_541), (2100, 3, 1));
-    }
 
     #[test]
     fn every_form_is_present() {

@@ -1,0 +1,88 @@
+//! Wall-clock helpers shared by the layers that stamp or show times (the `time`
+//! tool, session ids and listings): calendar maths and compact formats, kept
+//! here so none of them depends on another for it and no date crate is needed.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Seconds since the Unix epoch (0 if the clock is set before it).
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// (year, month, day) of a count of days since 1970-01-01, proleptic Gregorian.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    // Shift the epoch to 0000-03-01 so leap days fall at the end of a 400-year era.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC: sorts as text in time order.
+pub fn compact_utc(unix: u64) -> String {
+    let secs = unix as i64;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}{mo:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A short age such as `just now`, `42s ago`, `5m ago`, `3h ago`, `12d ago`.
+pub fn age(then: u64, now: u64) -> String {
+    let s = now.saturating_sub(then);
+    match s {
+        0..=1 => "just now".to_string(),
+        2..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=86_399 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(20_415), (2025, 11, 23));
+        assert_eq!(civil_from_days(-719_468), (0, 3, 1));
+        assert_eq!(civil_from_days(10_957), (2000, 1, 1));
+        assert_eq!(civil_from_days(2_932_896), (9999, 12, 31));
+        // 2100 is not a leap year: 28 February is followed by 1 March.
+        assert_eq!(civil_from_days(47_540), (2100, 2, 28));
+        assert_eq!(civil_from_days(47_541), (2100, 3, 1));
+    }
+
+    #[test]
+    fn compact_form_sorts_and_reads() {
+        assert_eq!(compact_utc(1_763_905_509), "20251123-134509");
+        assert_eq!(compact_utc(0), "19700101-000000");
+        assert!(compact_utc(1_763_905_509) < compact_utc(1_763_905_510));
+    }
+
+    #[test]
+    fn ages_are_short() {
+        assert_eq!(age(100, 100), "just now");
+        assert_eq!(age(100, 142), "42s ago");
+        assert_eq!(age(0, 300), "5m ago");
+        assert_eq!(age(0, 3 * 3600 + 5), "3h ago");
+        assert_eq!(age(0, 12 * 86_400), "12d ago");
+        assert_eq!(age(500, 100), "just now");
+    }
+}

@@ -1,0 +1,267 @@
+//! The session file format and its reader and writer. A session file is a
+//! journal: one JSON record per line, only ever appended to, so saving a turn
+//! costs the size of the turn, not of the history. Three kinds of record:
+//!
+//! ```text
+//! {"header":{"version":1,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
+//! {"message":{"role":"user","content":"…"}}
+//! {"turn":{"at":…,"messages":12,"model":"…","profile":"…","title":"…","tokens":{…}}}
+//! ```
+//!
+//! A `turn` mark closes each turn with the running totals, so a listing reads
+//! only the end of a file. A crash can leave the last record half-written; the
+//! reader drops such a tail and reports it, but a bad record with good ones
+//! after it means the file was damaged some other way, and it is refused whole.
+
+use crate::agent::TokenTracker;
+use crate::wire::Message;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, Write};
+
+/// Written into every header; a file from a newer format is refused, not guessed at.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub version: u32,
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    pub cwd: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnMark {
+    /// Unix seconds when the turn ended.
+    pub at: u64,
+    /// Messages in the session after this turn.
+    pub messages: u64,
+    pub model: String,
+    pub profile: String,
+    /// The first words of the session's first prompt.
+    pub title: String,
+    pub tokens: SavedTokens,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedTokens {
+    pub prompt_total: u64,
+    pub completion_total: u64,
+    pub last_prompt: u64,
+    pub last_completion: u64,
+}
+
+impl SavedTokens {
+    pub fn of(t: &TokenTracker) -> Self {
+        SavedTokens {
+            prompt_total: t.total_prompt_tokens,
+            completion_total: t.total_completion_tokens,
+            last_prompt: t.last_prompt_tokens,
+            last_completion: t.last_completion_tokens,
+        }
+    }
+
+    /// A tracker holding these totals (the context limit is the caller's to set).
+    pub fn tracker(&self) -> TokenTracker {
+        TokenTracker {
+            context_limit: 0,
+            total_prompt_tokens: self.prompt_total,
+            total_completion_tokens: self.completion_total,
+            last_prompt_tokens: self.last_prompt,
+            last_completion_tokens: self.last_completion,
+        }
+    }
+}
+
+/// One line of the journal. Externally tagged (`{"message":{…}}`) so a reader
+/// can tell the kind from the first bytes and serde needs no buffering.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    Header(Header),
+    Message(Message),
+    Turn(TurnMark),
+}
+
+/// The borrowed twin of `Record`, so writing never clones a message.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordRef<'a> {
+    Header(&'a Header),
+    Message(&'a Message),
+    Turn(&'a TurnMark),
+}
+
+const HEADER_PREFIX: &[u8] = b"{\"header\":";
+pub const TURN_PREFIX: &[u8] = b"{\"turn\":";
+pub const MESSAGE_PREFIX: &[u8] = b"{\"message\":";
+
+/// Appends `record` and a newline to `buf`, with every secret replaced.
+pub fn encode(record: RecordRef<'_>, secrets: &[String], buf: &mut Vec<u8>) -> io::Result<()> {
+    let start = buf.len();
+    serde_json::to_writer(&mut *buf, &record).map_err(io::Error::other)?;
+    if secrets.iter().any(|s| contains(&buf[start..], s.as_bytes())) {
+        let mut line = String::from_utf8_lossy(&buf[start..]).into_owned();
+        for s in secrets {
+            line = line.replace(s.as_str(), REDACTED);
+        }
+        buf.truncate(start);
+        buf.extend_from_slice(line.as_bytes());
+    }
+    buf.push(b'\n');
+    Ok(())
+}
+
+/// What a secret is replaced with in a session file.
+pub const REDACTED: &str = "[REDACTED]";
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A journal read back.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub header: Option<Header>,
+    pub messages: Vec<Message>,
+    pub last_turn: Option<TurnMark>,
+    /// Length of the file up to the end of its last good record.
+    pub good_len: u64,
+    /// Bytes after that: a torn or damaged tail, dropped.
+    pub dropped: u64,
+}
+
+/// Why a journal cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// A bad record at `line` (1-based) with good records after it.
+    Corrupt { line: usize, reason: String },
+    /// The first record is not a header.
+    NoHeader { line: usize },
+    Newer { version: u32 },
+}
+
+/// Reads a whole journal. Blank lines are skipped. A crash can only damage
+/// the end: a last record without its newline (a cut write) or zeroed bytes
+/// (a power cut) are dropped; any other bad record makes the file corrupt.
+pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    let mut out = Parsed::default();
+    let mut first_bad: Option<(usize, String)> = None;
+    let mut pos = 0usize;
+    let mut line_no = 0usize;
+    while pos < bytes.len() {
+        line_no += 1;
+        let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
+            // No newline: the write that carried this record was cut short.
+            break;
+        };
+        let line = &bytes[pos..pos + nl];
+        let end = pos + nl + 1;
+        pos = end;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            if first_bad.is_none() {
+                out.good_len = end as u64;
+            }
+            continue;
+        }
+        match serde_json::from_slice::<Record>(line) {
+            Ok(record) => {
+                if let Some((line, reason)) = first_bad.take() {
+                    return Err(ParseError::Corrupt { line, reason });
+                }
+                match record {
+                    Record::Header(h) => {
+                        if h.version > FORMAT_VERSION {
+                            return Err(ParseError::Newer { version: h.version });
+                        }
+                        if out.header.is_none() {
+                            out.header = Some(h);
+                        }
+                    }
+                    _ if out.header.is_none() => return Err(ParseError::NoHeader { line: line_no }),
+                    Record::Message(m) => out.messages.push(m),
+                    Record::Turn(t) => out.last_turn = Some(t),
+                }
+                out.good_len = end as u64;
+            }
+            // Zeroed blocks are what a power cut can leave after the last write.
+            Err(_) if line.iter().all(|&b| b == 0 || b.is_ascii_whitespace()) => {
+                first_bad.get_or_insert((line_no, "zeroed bytes".to_string()));
+            }
+            Err(e) => return Err(ParseError::Corrupt { line: line_no, reason: e.to_string() }),
+        }
+    }
+    if out.header.is_none() && !HEADER_PREFIX.starts_with(trimmed_start(&bytes[out.good_len as usize..])) {
+        // Not even the start of a header: this is not a session file of ours.
+        return Err(ParseError::NoHeader { line: 1 });
+    }
+    out.dropped = bytes.len() as u64 - out.good_len;
+    Ok(out)
+}
+
+/// `bytes` up to (at most) the length of a header's opening.
+fn trimmed_start(bytes: &[u8]) -> &[u8] {
+    &bytes[..bytes.len().min(HEADER_PREFIX.len())]
+}
+
+/// The write end of an open journal: whole records appended in one write each,
+/// and a failed write undone, so the file never holds half a record from us.
+pub struct Writer {
+    file: File,
+    len: u64,
+}
+
+impl Writer {
+    /// `file` must be open for appending and `len` long.
+    pub fn new(file: File, len: u64) -> Self {
+        Writer { file, len }
+    }
+
+    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Err(e) = self.file.write_all(bytes) {
+            // Best effort: cut back to the last whole record so the next append
+            // does not continue a torn one.
+            let _ = self.file.set_len(self.len);
+            return Err(e);
+        }
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// What a listing needs from the end of a journal: the last turn mark and the
+/// number of message records after it. `None` when `tail` holds no turn mark.
+pub fn summarize_tail(tail: &[u8], starts_at_file_start: bool) -> Option<(TurnMark, u64)> {
+    let mut lines: Vec<&[u8]> = tail.split(|&b| b == b'\n').collect();
+    // The last piece is empty after a final newline, or a torn record.
+    lines.pop();
+    if !starts_at_file_start && !lines.is_empty() {
+        // The window may begin mid-record.
+        lines.remove(0);
+    }
+    let mut after = 0u64;
+    for line in lines.iter().rev() {
+        if line.starts_with(TURN_PREFIX) {
+            if let Ok(Record::Turn(t)) = serde_json::from_slice::<Record>(line) {
+                return Some((t, after));
+            }
+        } else if line.starts_with(MESSAGE_PREFIX) {
+            after += 1;
+        }
+    }
+    None
+}

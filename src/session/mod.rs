@@ -1,0 +1,534 @@
+//! Sessions: every conversation saved as it happens, so it can be listed and
+//! continued. A `Store` is the directory of session files for a working
+//! directory (`.buddyx/sessions`, or a legacy `.agentx/sessions`); a `Session`
+//! is one open, locked session file that the agent appends to through the
+//! `HistorySink` trait. The file format lives in `journal`.
+//!
+//! This module does not know the REPL or exec; it stores messages and totals
+//! and hands them back, repaired so a provider accepts them.
+
+pub mod error;
+pub mod journal;
+
+pub use error::SessionError;
+
+use crate::agent::{repair_history, HistorySink, TokenTracker};
+use crate::clock;
+use crate::wire::{Message, Role};
+use journal::{Header, RecordRef, SavedTokens, TurnMark, Writer};
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+pub const DIR: &str = ".buddyx";
+pub const LEGACY_DIR: &str = ".agentx";
+const EXT: &str = "jsonl";
+/// How much of a file's end a listing reads to find its last turn mark.
+const TAIL_WINDOW: u64 = 64 * 1024;
+/// Characters of the first prompt kept as a session's title.
+const TITLE_CHARS: usize = 60;
+
+/// What a session records about the model it talks to, and what it must keep
+/// out of its file.
+#[derive(Debug, Clone, Default)]
+pub struct SessionInfo {
+    pub model: String,
+    pub profile: String,
+    pub cwd: String,
+    /// Values (API keys) replaced by `[REDACTED]` wherever they would be written.
+    pub secrets: Vec<String>,
+}
+
+/// The session files of one working directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// A session opened for continuing, with its history ready for the agent.
+pub struct Opened {
+    pub session: Session,
+    /// The saved conversation, with results filled in for unanswered tool calls.
+    pub history: Vec<Message>,
+    /// How many of `history`'s messages are already in the file.
+    pub saved: usize,
+    pub tokens: TokenTracker,
+    pub last_turn: Option<TurnMark>,
+    /// Things the user should know (a dropped torn record, repairs, permissions).
+    pub warnings: Vec<String>,
+}
+
+/// One line of `buddy sessions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub id: String,
+    /// Unix seconds of the last write.
+    pub used: u64,
+    pub messages: u64,
+    pub model: String,
+    pub title: String,
+}
+
+impl Store {
+    /// The store for `cwd`: `.buddyx/sessions`, unless only a legacy `.agentx/`
+    /// exists, which is then reused.
+    pub fn for_workdir(cwd: &Path) -> Store {
+        let legacy = cwd.join(LEGACY_DIR);
+        let root = if !cwd.join(DIR).exists() && legacy.is_dir() {
+            legacy
+        } else {
+            cwd.join(DIR)
+        };
+        Store {
+            dir: root.join("sessions"),
+        }
+    }
+
+    pub fn at(dir: impl Into<PathBuf>) -> Store {
+        Store { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn path_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{EXT}"))
+    }
+
+    /// Creates the directory (0700, parents too) and tightens an existing one.
+    fn ensure_dir(&self) -> Result<Vec<String>, SessionError> {
+        let mut warnings = Vec::new();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| SessionError::io("create the session directory", &self.dir, e))?;
+        if let Some(w) = restrict(&self.dir, 0o700)? {
+            warnings.push(w);
+        }
+        Ok(warnings)
+    }
+
+    /// Starts a new session file, locked for this process.
+    pub fn create(&self, info: SessionInfo) -> Result<(Session, Vec<String>), SessionError> {
+        let warnings = self.ensure_dir()?;
+        let now = clock::now_unix();
+        let mut attempt = 0;
+        let (id, path, file) = loop {
+            let id = new_id(now);
+            let path = self.path_of(&id);
+            match OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(f) => break (id, path, f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(SessionError::io("create session file", &path, e)),
+            }
+        };
+        lock(&file, &id, &path)?;
+        let mut session = Session {
+            id: id.clone(),
+            path: path.clone(),
+            writer: Writer::new(file, 0),
+            info,
+            title: String::new(),
+            count: 0,
+        };
+        let header = Header {
+            version: journal::FORMAT_VERSION,
+            id,
+            created: now,
+            cwd: session.info.cwd.clone(),
+        };
+        let mut buf = Vec::new();
+        journal::encode(RecordRef::Header(&header), &session.info.secrets, &mut buf)
+            .and_then(|()| session.writer.append(&buf))
+            .map_err(|e| SessionError::io("write session file", &path, e))?;
+        // The new name must survive a power cut too, not only the contents.
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok((session, warnings))
+    }
+
+    /// Session ids with the time each file was last written, newest first.
+    pub fn ids(&self) -> Result<Vec<(String, SystemTime)>, SessionError> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::io("read the session directory", &self.dir, e)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(&format!(".{EXT}")))
+            else {
+                continue;
+            };
+            let modified = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            ids.push((id.to_string(), modified));
+        }
+        ids.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        Ok(ids)
+    }
+
+    /// The id `query` names: `last` (the most recently used), an exact id, or
+    /// a prefix of exactly one id.
+    pub fn resolve(&self, query: &str) -> Result<String, SessionError> {
+        let ids = self.ids()?;
+        if query == "last" {
+            return ids
+                .into_iter()
+                .next()
+                .map(|(id, _)| id)
+                .ok_or_else(|| SessionError::NoSessions {
+                    dir: self.dir.clone(),
+                });
+        }
+        if ids.iter().any(|(id, _)| id == query) {
+            return Ok(query.to_string());
+        }
+        let mut matches: Vec<String> = ids
+            .into_iter()
+            .filter(|(id, _)| !query.is_empty() && id.starts_with(query))
+            .map(|(id, _)| id)
+            .collect();
+        match matches.len() {
+            0 => Err(SessionError::NotFound {
+                query: query.to_string(),
+                dir: self.dir.clone(),
+            }),
+            1 => Ok(matches.remove(0)),
+            _ => {
+                matches.sort();
+                Err(SessionError::Ambiguous {
+                    query: query.to_string(),
+                    matches,
+                })
+            }
+        }
+    }
+
+    /// Opens session `id` for continuing: locks it, reads it, drops a torn
+    /// last record, fills in results for unanswered tool calls, and makes sure
+    /// only its owner can read it.
+    pub fn open(&self, id: &str, info: SessionInfo) -> Result<Opened, SessionError> {
+        let path = self.path_of(id);
+        let mut warnings = self.ensure_dir()?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| SessionError::io("open session file", &path, e))?;
+        lock(&file, id, &path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| SessionError::io("read session file", &path, e))?;
+        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        drop(bytes);
+        if let Some(w) = restrict(&path, 0o600)? {
+            warnings.push(w);
+        }
+        if parsed.dropped > 0 {
+            // Only a crash mid-write leaves such a tail; it was never a whole record.
+            file.set_len(parsed.good_len)
+                .map_err(|e| SessionError::io("repair session file", &path, e))?;
+            warnings.push(format!(
+                "session {id}: dropped an incomplete last record ({} bytes), left by an interrupted save; everything before it is kept",
+                parsed.dropped
+            ));
+        }
+        let mut history: Vec<Message> = parsed
+            .messages
+            .into_iter()
+            .filter(|m| m.role != Role::System)
+            .collect();
+        let saved = history.len();
+        let repaired = repair_history(&mut history);
+        if repaired > 0 {
+            warnings.push(format!(
+                "session {id}: {repaired} tool call(s) never finished; they are recorded as cancelled"
+            ));
+        }
+        let title = parsed
+            .last_turn
+            .as_ref()
+            .map(|t| t.title.clone())
+            .filter(|t| !t.is_empty())
+            .or_else(|| first_prompt_title(&history))
+            .unwrap_or_default();
+        let tokens = parsed
+            .last_turn
+            .as_ref()
+            .map(|t| t.tokens.tracker())
+            .unwrap_or_default();
+        let mut writer = Writer::new(file, parsed.good_len);
+        if parsed.header.is_none() {
+            // The crash came before even the header was whole: start it again.
+            let header = Header {
+                version: journal::FORMAT_VERSION,
+                id: id.to_string(),
+                created: clock::now_unix(),
+                cwd: info.cwd.clone(),
+            };
+            let mut buf = Vec::new();
+            journal::encode(RecordRef::Header(&header), &info.secrets, &mut buf)
+                .and_then(|()| writer.append(&buf))
+                .map_err(|e| SessionError::io("write session file", &path, e))?;
+        }
+        Ok(Opened {
+            session: Session {
+                id: id.to_string(),
+                path,
+                writer,
+                info,
+                title,
+                count: saved as u64,
+            },
+            history,
+            saved,
+            tokens,
+            last_turn: parsed.last_turn,
+            warnings,
+        })
+    }
+
+    /// Every session, most recently used first, and the files that could not be read.
+    pub fn list(&self) -> Result<(Vec<Summary>, Vec<SessionError>), SessionError> {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        for (id, modified) in self.ids()? {
+            let used = modified
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            match self.summarize(&id, used) {
+                Ok(s) => out.push(s),
+                Err(e) => errors.push(e),
+            }
+        }
+        Ok((out, errors))
+    }
+
+    /// Reads the end of a file for its last turn mark; only a file without one
+    /// there (a crash in its first turn, or a giant last turn) is read whole.
+    fn summarize(&self, id: &str, used: u64) -> Result<Summary, SessionError> {
+        let path = self.path_of(id);
+        let mut file =
+            File::open(&path).map_err(|e| SessionError::io("read session file", &path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| SessionError::io("read session file", &path, e))?
+            .len();
+        let start = len.saturating_sub(TAIL_WINDOW);
+        let mut tail = Vec::with_capacity((len - start) as usize);
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_to_end(&mut tail))
+            .map_err(|e| SessionError::io("read session file", &path, e))?;
+        if let Some((turn, after)) = journal::summarize_tail(&tail, start == 0) {
+            return Ok(Summary {
+                id: id.to_string(),
+                used,
+                messages: turn.messages + after,
+                model: turn.model,
+                title: turn.title,
+            });
+        }
+        let bytes = if start == 0 {
+            tail
+        } else {
+            fs::read(&path).map_err(|e| SessionError::io("read session file", &path, e))?
+        };
+        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        Ok(Summary {
+            id: id.to_string(),
+            used,
+            messages: parsed.messages.len() as u64,
+            model: parsed
+                .last_turn
+                .map(|t| t.model)
+                .unwrap_or_else(|| "-".to_string()),
+            title: first_prompt_title(&parsed.messages).unwrap_or_default(),
+        })
+    }
+}
+
+fn parse_error(path: &Path, e: journal::ParseError) -> SessionError {
+    match e {
+        journal::ParseError::Corrupt { line, reason } => SessionError::Corrupt {
+            path: path.to_path_buf(),
+            line,
+            reason,
+        },
+        journal::ParseError::NoHeader { line } => SessionError::Corrupt {
+            path: path.to_path_buf(),
+            line,
+            reason: "it does not start with a session header".to_string(),
+        },
+        journal::ParseError::Newer { version } => SessionError::Newer {
+            path: path.to_path_buf(),
+            version,
+        },
+    }
+}
+
+/// Takes the advisory lock that keeps a second process from writing the session.
+fn lock(file: &File, id: &str, path: &Path) -> Result<(), SessionError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(SessionError::Locked {
+            id: id.to_string(),
+            path: path.to_path_buf(),
+        }),
+        Err(TryLockError::Error(e)) => Err(SessionError::io("lock session file", path, e)),
+    }
+}
+
+/// Removes group and other permissions from `path` if it has any, saying so.
+fn restrict(path: &Path, mode: u32) -> Result<Option<String>, SessionError> {
+    let meta = fs::metadata(path).map_err(|e| SessionError::io("inspect", path, e))?;
+    let current = meta.permissions().mode() & 0o777;
+    if current & 0o077 == 0 {
+        return Ok(None);
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|e| SessionError::io("restrict the permissions of", path, e))?;
+    Ok(Some(format!(
+        "{} was readable by others (mode {current:o}); restricted it to {mode:o}",
+        path.display()
+    )))
+}
+
+/// `YYYYMMDD-HHMMSS-xxxx`: sorts by creation time; the suffix keeps ids
+/// made in the same second apart.
+fn new_id(now: u64) -> String {
+    let mut suffix = [0u8; 2];
+    let random = File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut suffix))
+        .is_ok();
+    if !random {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mixed = nanos ^ std::process::id().rotate_left(16);
+        suffix = [(mixed >> 8) as u8, mixed as u8];
+    }
+    format!(
+        "{}-{:02x}{:02x}",
+        clock::compact_utc(now),
+        suffix[0],
+        suffix[1]
+    )
+}
+
+/// The first words of the first user message, on one line.
+pub fn first_prompt_title(messages: &[Message]) -> Option<String> {
+    messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| title_of(m.text()))
+}
+
+/// One line of at most `TITLE_CHARS` characters, `…` when cut.
+fn title_of(prompt: &str) -> String {
+    let flat = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= TITLE_CHARS {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(TITLE_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// One session file, open and locked, that the agent appends to.
+pub struct Session {
+    id: String,
+    path: PathBuf,
+    writer: Writer,
+    info: SessionInfo,
+    title: String,
+    count: u64,
+}
+
+impl Session {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Messages in the file.
+    pub fn message_count(&self) -> u64 {
+        self.count
+    }
+
+    /// The model the next turns are recorded against (after a model switch).
+    pub fn set_model(&mut self, model: String, profile: String) {
+        self.info.model = model;
+        self.info.profile = profile;
+    }
+
+    fn write(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool) -> io::Result<()> {
+        let mut buf = Vec::new();
+        let mut count = self.count;
+        let mut title = None;
+        for m in new.iter().filter(|m| m.role != Role::System) {
+            if self.title.is_empty() && title.is_none() && m.role == Role::User {
+                title = Some(title_of(m.text()));
+            }
+            journal::encode(RecordRef::Message(m), &self.info.secrets, &mut buf)?;
+            count += 1;
+        }
+        let title = title.unwrap_or_else(|| self.title.clone());
+        if turn_end {
+            let mark = TurnMark {
+                at: clock::now_unix(),
+                messages: count,
+                model: self.info.model.clone(),
+                profile: self.info.profile.clone(),
+                title: title.clone(),
+                tokens: SavedTokens::of(tokens),
+            };
+            journal::encode(RecordRef::Turn(&mark), &self.info.secrets, &mut buf)?;
+        }
+        if !buf.is_empty() {
+            self.writer.append(&buf)?;
+        }
+        if turn_end {
+            self.writer.sync()?;
+        }
+        self.count = count;
+        self.title = title;
+        Ok(())
+    }
+}
+
+impl HistorySink for Session {
+    fn save(
+        &mut self,
+        new: &[Message],
+        tokens: &TokenTracker,
+        turn_end: bool,
+    ) -> Result<(), String> {
+        self.write(new, tokens, turn_end)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests;
