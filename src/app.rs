@@ -4,9 +4,10 @@
 
 use crate::agent::prompt::{render, PromptContext};
 use crate::agent::{tokens, Agent, AgentOptions, Cancel};
-use crate::cli::{Cli, Command, ExecArgs};
+use crate::cli::{Cli, Command, ExecArgs, ResumeArgs};
 use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::provider::completions::{CompletionsClient, CompletionsSettings};
+use crate::session::{SessionInfo, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
 use crate::ui::style::Style;
@@ -33,7 +34,9 @@ pub async fn run(cli: Cli) -> i32 {
     };
     match cli.command {
         Some(Command::Exec(args)) => exec(args, &overrides).await,
-        None => line_session(&overrides).await,
+        Some(Command::Resume(args)) => resume(args, &overrides).await,
+        Some(Command::Sessions) => list_sessions(&overrides),
+        None => line_session(&overrides, None).await,
     }
 }
 
@@ -218,6 +221,14 @@ async fn exec(args: ExecArgs, overrides: &CliOverrides) -> i32 {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };
+    match &args.resume {
+        Some(query) => {
+            if let Err(code) = continue_session(&mut agent, &settings, query, style, false) {
+                return code;
+            }
+        }
+        None => start_session(&mut agent, &settings, style),
+    }
     let (handle, cancel) = Cancel::new();
     let frontend = ExecFrontEnd::new(front);
     let outcome = drive(
@@ -256,9 +267,157 @@ fn outcome_code(outcome: ExecOutcome, style: Style) -> i32 {
     }
 }
 
+fn workdir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+fn session_info(settings: &Settings) -> SessionInfo {
+    SessionInfo {
+        model: settings.api.model.clone(),
+        profile: settings.api.profile.clone(),
+        cwd: workdir().display().to_string(),
+        secrets: settings.api.api_key.iter().cloned().collect(),
+    }
+}
+
+fn warn(style: Style, message: &str) {
+    eprintln!("{} {message}", style.warning("warning:"));
+}
+
+/// Starts saving the conversation to a new session. A directory buddy cannot
+/// write to costs the user the session, not the answer.
+fn start_session(agent: &mut Agent, settings: &Settings, style: Style) {
+    match Store::for_workdir(&workdir()).create(session_info(settings)) {
+        Ok((session, warnings)) => {
+            for w in warnings {
+                warn(style, &w);
+            }
+            agent.set_history_sink(Box::new(session));
+        }
+        Err(e) => warn(style, &format!("this conversation will not be saved: {e}")),
+    }
+}
+
+/// Loads session `query` into `agent` and keeps appending to it. Returns the
+/// exit code to stop with when it cannot be opened.
+fn continue_session(
+    agent: &mut Agent,
+    settings: &Settings,
+    query: &str,
+    style: Style,
+    show_last: bool,
+) -> Result<(), i32> {
+    let store = Store::for_workdir(&workdir());
+    let opened = store
+        .resolve(query)
+        .and_then(|id| store.open(&id, session_info(settings)))
+        .map_err(|e| usage_error(style, &e.to_string()))?;
+    for w in &opened.warnings {
+        warn(style, w);
+    }
+    if let Some(turn) = &opened.last_turn {
+        if turn.model != settings.api.model {
+            eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "note: this session last used {} ({}); continuing with {} ({})",
+                    turn.model, turn.profile, settings.api.model, settings.api.profile
+                ))
+            );
+        }
+    }
+    if show_last {
+        eprintln!(
+            "{} session {} ({} messages)",
+            style.accent("resumed"),
+            opened.session.id(),
+            opened.history.len()
+        );
+        show_last_exchange(&opened.history, style);
+    }
+    agent.restore(opened.history, opened.tokens, opened.saved);
+    agent.set_history_sink(Box::new(opened.session));
+    Ok(())
+}
+
+/// The last prompt and the answer to it, so the user sees where they left off.
+fn show_last_exchange(history: &[crate::wire::Message], style: Style) {
+    use crate::wire::Role;
+    let Some(u) = history.iter().rposition(|m| m.role == Role::User) else {
+        return;
+    };
+    eprintln!("{} {}", style.dim("you:"), history[u].text().trim_end());
+    if let Some(a) = history[u..]
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
+    {
+        eprintln!("{} {}", style.dim("buddy:"), a.text().trim_end());
+    }
+}
+
+/// `buddy sessions`: one line per session on stdout; unreadable files are
+/// named on stderr and do not hide the others.
+fn list_sessions(overrides: &CliOverrides) -> i32 {
+    let style = Style::detect(!overrides.no_color);
+    let store = Store::for_workdir(&workdir());
+    let (list, errors) = match store.list() {
+        Ok(l) => l,
+        Err(e) => return usage_error(style, &e.to_string()),
+    };
+    for e in &errors {
+        warn(style, &e.to_string());
+    }
+    if list.is_empty() {
+        eprintln!("no saved sessions in {}", store.dir().display());
+        return EXIT_OK;
+    }
+    let now = crate::clock::now_unix();
+    let model_width = list
+        .iter()
+        .map(|s| s.model.len())
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 30);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<20}  {:>9}  {:>5}  {:<model_width$}  FIRST PROMPT\n",
+        "ID", "USED", "MSGS", "MODEL"
+    ));
+    for s in &list {
+        out.push_str(&format!(
+            "{:<20}  {:>9}  {:>5}  {:<model_width$}  {}\n",
+            s.id,
+            crate::clock::age(s.used, now),
+            s.messages,
+            s.model,
+            s.title
+        ));
+    }
+    use std::io::Write;
+    // A closed pipe (`buddy sessions | head`) is not an error worth a message.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    EXIT_OK
+}
+
+/// `buddy resume`: the session's history, then the line conversation on it.
+async fn resume(args: ResumeArgs, overrides: &CliOverrides) -> i32 {
+    let query = match (args.last, args.id) {
+        (true, _) => "last".to_string(),
+        (false, Some(id)) => id,
+        (false, None) => {
+            return usage_error(
+                Style::detect(!overrides.no_color),
+                "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)",
+            )
+        }
+    };
+    line_session(overrides, Some(query)).await
+}
+
 /// A plain line-by-line conversation for bare `buddy`, until the full-screen
 /// REPL takes its place: one prompt per line, Ctrl-D to quit.
-async fn line_session(overrides: &CliOverrides) -> i32 {
+async fn line_session(overrides: &CliOverrides, resume: Option<String>) -> i32 {
     use tokio::io::AsyncBufReadExt;
     let early_style = Style::detect(!overrides.no_color);
     let settings = match load_settings(overrides, early_style) {
@@ -274,6 +433,13 @@ async fn line_session(overrides: &CliOverrides) -> i32 {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };
+    let mut saving = false;
+    if let Some(query) = &resume {
+        if let Err(code) = continue_session(&mut agent, &settings, query, style, true) {
+            return code;
+        }
+        saving = true;
+    }
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         eprintln!(
@@ -302,6 +468,11 @@ async fn line_session(overrides: &CliOverrides) -> i32 {
         }
         if matches!(line.trim(), "/quit" | "/exit" | "/q") {
             break;
+        }
+        if !saving {
+            // A session starts with its first prompt, so idle starts leave no files.
+            start_session(&mut agent, &settings, style);
+            saving = true;
         }
         let (handle, cancel) = Cancel::new();
         let frontend = ExecFrontEnd::new(front);

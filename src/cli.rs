@@ -38,6 +38,20 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Answer one prompt and exit; the answer alone goes to stdout
     Exec(ExecArgs),
+    /// Continue a saved session of this directory
+    Resume(ResumeArgs),
+    /// List this directory's saved sessions, most recently used first
+    Sessions,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ResumeArgs {
+    /// Session id, or a unique prefix of one (see `buddy sessions`)
+    #[arg(value_name = "ID")]
+    pub id: Option<String>,
+    /// Continue the most recently used session
+    #[arg(long, conflicts_with = "id")]
+    pub last: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -52,4 +66,7 @@ pub struct ExecArgs {
     /// Run shell commands without asking for approval
     #[arg(long)]
     pub dangerously_auto_approve: bool,
+    /// Continue a saved session (an id, a unique prefix, or `last`) and add this turn to it
+    #[arg(long, value_name = "ID|last")]
+    pub resume: Option<String>,
 }

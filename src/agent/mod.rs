@@ -68,8 +68,12 @@ pub type EventSender = mpsc::UnboundedSender<AgentEvent>;
 /// (`turn_end`), which is when the sink should make everything durable.
 pub trait HistorySink: Send {
     /// `new` holds the messages added since the last successful call, oldest first.
-    fn save(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool)
-        -> Result<(), String>;
+    fn save(
+        &mut self,
+        new: &[Message],
+        tokens: &TokenTracker,
+        turn_end: bool,
+    ) -> Result<(), String>;
 }
 
 pub struct Agent {
@@ -130,7 +134,11 @@ impl Agent {
     /// messages came from the sink's own store; any after them (repairs made on
     /// load) are saved with the next turn.
     pub fn restore(&mut self, history: Vec<Message>, tokens: TokenTracker, already_saved: usize) {
-        let base = usize::from(self.messages.first().is_some_and(|m| m.role == Role::System));
+        let base = usize::from(
+            self.messages
+                .first()
+                .is_some_and(|m| m.role == Role::System),
+        );
         self.messages.truncate(base);
         self.messages.extend(history);
         self.saved = base + already_saved.min(self.messages.len() - base);

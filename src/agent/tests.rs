@@ -191,3 +191,102 @@ fn repair_fills_missing_results_after_the_answered_ones() {
     assert_eq!(h[3].tool_call_id.as_deref(), Some("2"));
     assert_eq!(h[3].text(), CANCELLED);
 }
+
+/// The roles of one save and whether it ended the turn.
+type SaveCall = (Vec<Role>, bool);
+
+/// Records what the agent hands over, and can be told to fail.
+#[derive(Clone, Default)]
+struct Recorder {
+    calls: Arc<StdMutex<Vec<SaveCall>>>,
+    fail: Arc<StdMutex<bool>>,
+}
+
+impl HistorySink for Recorder {
+    fn save(&mut self, new: &[Message], _t: &TokenTracker, turn_end: bool) -> Result<(), String> {
+        if *self.fail.lock().unwrap() {
+            return Err("disk full".into());
+        }
+        self.calls
+            .lock()
+            .unwrap()
+            .push((new.iter().map(|m| m.role).collect(), turn_end));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn history_reaches_the_sink_step_by_step_and_never_the_system_prompt() {
+    let replies = vec![
+        calls_message(vec![ToolCall::new("a", "sleepy", "{\"fast\":1}")]),
+        Message::assistant("done"),
+    ];
+    let (mut agent, _rx) = agent_with(replies, true);
+    let rec = Recorder::default();
+    agent.set_history_sink(Box::new(rec.clone()));
+    agent.send("go", Cancel::never()).await.unwrap();
+    let calls = rec.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        vec![
+            (vec![Role::User], false),
+            (vec![Role::Assistant], false),
+            (vec![Role::Tool], false),
+            (vec![Role::Assistant], false),
+            (vec![], true),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_save_warns_once_and_is_retried_with_the_next_one() {
+    let replies = vec![Message::assistant("one"), Message::assistant("two")];
+    let (mut agent, mut rx) = agent_with(replies, true);
+    let rec = Recorder::default();
+    agent.set_history_sink(Box::new(rec.clone()));
+    *rec.fail.lock().unwrap() = true;
+    agent.send("first", Cancel::never()).await.unwrap();
+    let mut warnings = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        if let AgentEvent::Warning(w) = ev {
+            warnings.push(w);
+        }
+    }
+    assert_eq!(warnings, vec!["session not saved: disk full".to_string()]);
+    *rec.fail.lock().unwrap() = false;
+    agent.send("second", Cancel::never()).await.unwrap();
+    let calls = rec.calls.lock().unwrap().clone();
+    // Everything the failed saves missed arrives in the first good one.
+    assert_eq!(calls[0].0, vec![Role::User, Role::Assistant, Role::User]);
+}
+
+#[tokio::test]
+async fn restored_history_is_sent_after_the_new_system_prompt() {
+    let (mut agent, _rx) = agent_with(vec![Message::assistant("again")], true);
+    let rec = Recorder::default();
+    agent.set_history_sink(Box::new(rec.clone()));
+    let mut tokens = TokenTracker::new(1);
+    tokens.record(300, 30);
+    let old = vec![
+        Message::user("before"),
+        Message::assistant("answer"),
+        Message::tool_result("x", CANCELLED),
+    ];
+    agent.restore(old.clone(), tokens, 2);
+    assert_eq!(agent.messages()[0], Message::system("sys"));
+    assert_eq!(&agent.messages()[1..], &old[..]);
+    assert_eq!(agent.tracker().total_prompt_tokens, 300);
+    assert_eq!(
+        agent.tracker().context_limit,
+        8192,
+        "the limit stays the model's"
+    );
+    agent.send("more", Cancel::never()).await.unwrap();
+    // The repaired message (not yet in the store) goes out with the new prompt.
+    let calls = rec.calls.lock().unwrap().clone();
+    assert_eq!(calls[0].0, vec![Role::Tool, Role::User]);
+    assert_eq!(
+        agent.tracker().total_prompt_tokens,
+        300 + agent.tracker().last_prompt_tokens
+    );
+}

@@ -101,7 +101,10 @@ pub const MESSAGE_PREFIX: &[u8] = b"{\"message\":";
 pub fn encode(record: RecordRef<'_>, secrets: &[String], buf: &mut Vec<u8>) -> io::Result<()> {
     let start = buf.len();
     serde_json::to_writer(&mut *buf, &record).map_err(io::Error::other)?;
-    if secrets.iter().any(|s| contains(&buf[start..], s.as_bytes())) {
+    if secrets
+        .iter()
+        .any(|s| contains(&buf[start..], s.as_bytes()))
+    {
         let mut line = String::from_utf8_lossy(&buf[start..]).into_owned();
         for s in secrets {
             line = line.replace(s.as_str(), REDACTED);
@@ -136,10 +139,17 @@ pub struct Parsed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// A bad record at `line` (1-based) with good records after it.
-    Corrupt { line: usize, reason: String },
+    Corrupt {
+        line: usize,
+        reason: String,
+    },
     /// The first record is not a header.
-    NoHeader { line: usize },
-    Newer { version: u32 },
+    NoHeader {
+        line: usize,
+    },
+    Newer {
+        version: u32,
+    },
 }
 
 /// Reads a whole journal. Blank lines are skipped. A crash can only damage
@@ -179,7 +189,9 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                             out.header = Some(h);
                         }
                     }
-                    _ if out.header.is_none() => return Err(ParseError::NoHeader { line: line_no }),
+                    _ if out.header.is_none() => {
+                        return Err(ParseError::NoHeader { line: line_no })
+                    }
                     Record::Message(m) => out.messages.push(m),
                     Record::Turn(t) => out.last_turn = Some(t),
                 }
@@ -189,15 +201,32 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             Err(_) if line.iter().all(|&b| b == 0 || b.is_ascii_whitespace()) => {
                 first_bad.get_or_insert((line_no, "zeroed bytes".to_string()));
             }
-            Err(e) => return Err(ParseError::Corrupt { line: line_no, reason: e.to_string() }),
+            Err(e) => {
+                return Err(ParseError::Corrupt {
+                    line: line_no,
+                    reason: json_reason(&e),
+                })
+            }
         }
     }
-    if out.header.is_none() && !HEADER_PREFIX.starts_with(trimmed_start(&bytes[out.good_len as usize..])) {
+    if out.header.is_none()
+        && !HEADER_PREFIX.starts_with(trimmed_start(&bytes[out.good_len as usize..]))
+    {
         // Not even the start of a header: this is not a session file of ours.
         return Err(ParseError::NoHeader { line: 1 });
     }
     out.dropped = bytes.len() as u64 - out.good_len;
     Ok(out)
+}
+
+/// serde's message without its own "at line 1 column N" (each record is one
+/// line, so only the column means anything to the reader).
+fn json_reason(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let head = text
+        .rfind(" at line ")
+        .map_or(text.as_str(), |i| &text[..i]);
+    format!("{head} at column {}", e.column())
 }
 
 /// `bytes` up to (at most) the length of a header's opening.

@@ -191,13 +191,11 @@ impl Store {
     pub fn resolve(&self, query: &str) -> Result<String, SessionError> {
         let ids = self.ids()?;
         if query == "last" {
-            return ids
-                .into_iter()
-                .next()
-                .map(|(id, _)| id)
-                .ok_or_else(|| SessionError::NoSessions {
+            return ids.into_iter().next().map(|(id, _)| id).ok_or_else(|| {
+                SessionError::NoSessions {
                     dir: self.dir.clone(),
-                });
+                }
+            });
         }
         if ids.iter().any(|(id, _)| id == query) {
             return Ok(query.to_string());

@@ -101,7 +101,10 @@ fn files_are_private_and_the_id_is_sortable() {
     assert_eq!(mode(&store.path_of(&id)), 0o600);
     // YYYYMMDD-HHMMSS-xxxx
     assert_eq!(id.len(), 20, "{id}");
-    assert!(id.as_bytes()[8] == b'-' && id.as_bytes()[15] == b'-', "{id}");
+    assert!(
+        id.as_bytes()[8] == b'-' && id.as_bytes()[15] == b'-',
+        "{id}"
+    );
     assert!(id[16..].chars().all(|c| c.is_ascii_hexdigit()), "{id}");
 }
 
@@ -113,10 +116,7 @@ fn continuing_appends_without_rewriting() {
     let before = fs::read(store.path_of(&id)).unwrap();
     let mut opened = store.open(&id, info()).unwrap();
     let more = [Message::user("again"), Message::assistant("sure")];
-    opened
-        .session
-        .save(&more, &tracker(40, 2), true)
-        .unwrap();
+    opened.session.save(&more, &tracker(40, 2), true).unwrap();
     drop(opened);
     let after = fs::read(store.path_of(&id)).unwrap();
     assert!(after.starts_with(&before), "the old records were rewritten");
@@ -139,7 +139,10 @@ fn torn_last_record_is_dropped_with_a_warning_and_the_rest_kept() {
     let mut opened = store.open(&id, info()).unwrap();
     assert_eq!(opened.history, conversation());
     assert!(
-        opened.warnings.iter().any(|w| w.contains("incomplete last record")),
+        opened
+            .warnings
+            .iter()
+            .any(|w| w.contains("incomplete last record")),
         "{:?}",
         opened.warnings
     );
@@ -367,7 +370,11 @@ fn ids_resolve_exactly_or_by_a_unique_prefix() {
     let tmp = Tmp::new();
     let store = Store::for_workdir(&tmp.0);
     fs::create_dir_all(store.dir()).unwrap();
-    for id in ["20250101-000000-aaaa", "20250101-000000-aabb", "20250102-000000-cccc"] {
+    for id in [
+        "20250101-000000-aaaa",
+        "20250101-000000-aabb",
+        "20250102-000000-cccc",
+    ] {
         fs::write(store.path_of(id), "").unwrap();
     }
     assert_eq!(store.resolve("20250102").unwrap(), "20250102-000000-cccc");
@@ -375,7 +382,11 @@ fn ids_resolve_exactly_or_by_a_unique_prefix() {
         store.resolve("20250101-000000-aaaa").unwrap(),
         "20250101-000000-aaaa"
     );
-    let amb = store.resolve("20250101-000000-aa").err().unwrap().to_string();
+    let amb = store
+        .resolve("20250101-000000-aa")
+        .err()
+        .unwrap()
+        .to_string();
     assert!(amb.contains("ambiguous"), "{amb}");
     assert!(amb.contains("20250101-000000-aaaa") && amb.contains("20250101-000000-aabb"));
     let none = store.resolve("2024").err().unwrap().to_string();
@@ -422,7 +433,10 @@ fn listing_counts_messages_after_the_last_turn_and_reads_files_without_one() {
     let get = |id: &str| list.iter().find(|s| s.id == id).unwrap().clone();
     assert_eq!(get(&id).messages, 5);
     let f = get(&fresh);
-    assert_eq!((f.messages, f.title.as_str(), f.model.as_str()), (1, "first words here", "-"));
+    assert_eq!(
+        (f.messages, f.title.as_str(), f.model.as_str()),
+        (1, "first words here", "-")
+    );
 }
 
 #[test]

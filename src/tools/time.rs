@@ -1,10 +1,10 @@
 //! `time`: the current wall-clock time in the forms people and programs use.
 
 use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::clock::civil_from_days;
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use crate::clock::civil_from_days;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub struct TimeTool;

@@ -227,6 +227,11 @@ impl BuddyCmd {
     /// The isolated command, not yet started (writes `buddy.toml` now). For tests
     /// that need to drive the child themselves; stdio is left to the caller.
     pub fn command(&self) -> Command {
+        self.command_with(&self.args)
+    }
+
+    /// Like [`BuddyCmd::command`], with other arguments (same home, same dir).
+    pub fn command_with(&self, args: &[OsString]) -> Command {
         if let Some(toml) = &self.config {
             let path = self.work_dir().join("buddy.toml");
             std::fs::write(&path, toml)
@@ -249,7 +254,7 @@ impl BuddyCmd {
             .env("XDG_CACHE_HOME", self.root.join("xdg-cache"))
             .env("NO_COLOR", "1")
             .current_dir(self.work_dir())
-            .args(&self.args);
+            .args(args);
         for (key, value) in &self.envs {
             cmd.env(key, value);
         }
@@ -259,8 +264,23 @@ impl BuddyCmd {
     /// Runs buddy to completion and captures its output. Panics if it cannot start
     /// or outlives the timeout (showing what it printed so far).
     pub fn run(&self) -> Output {
+        self.run_with_args(&self.args)
+    }
+
+    /// Runs buddy again in the same home and working directory (so it sees the
+    /// files earlier runs left) with other arguments and the same stdin.
+    pub fn rerun<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        self.run_with_args(&args)
+    }
+
+    fn run_with_args(&self, args: &[OsString]) -> Output {
         let mut child = self
-            .command()
+            .command_with(args)
             .stdin(if self.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -296,7 +316,7 @@ impl BuddyCmd {
                     let stderr = stderr.text();
                     panic!(
                         "buddy {:?} ran longer than {:?} and was killed\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-                        self.args, self.timeout
+                        args, self.timeout
                     );
                 }
                 Err(e) => panic!("cannot wait for buddy: {e}"),
