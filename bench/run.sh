@@ -9,6 +9,10 @@ BUDDY="$PWD/target/release/buddy"
 FAKE="$PWD/target/release/examples/fake_provider"
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# Session store figures (library level); it also leaves 201 sessions, one of
+# 5,000 messages (~20 MB), in $WORK/sessions for timing the binary below.
+# Run before HOME changes, since cargo finds its toolchain through HOME.
+cargo bench --quiet --bench sessions -- --keep "$WORK/sessions" > "$WORK/sessions.txt" 2>/dev/null
 export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" NO_COLOR=1
 mkdir -p "$XDG_CONFIG_HOME/buddy"
 # An existing global config keeps buddy from writing one during the runs.
@@ -106,4 +110,18 @@ cd "$WORK/big"
 rss "buddy exec peak RSS (200 MB tool output)" 5 "$BUDDY" exec big
 hyperfine -N --warmup 1 --runs 5 --export-json "$WORK/big.json" "$BUDDY exec big" > /dev/null
 stats "buddy exec (200 MB tool output)" "$WORK/big.json"
+cd - > /dev/null
+
+# Sessions: the library-level figures measured at the start, then the binary on
+# the same files.
+cat "$WORK/sessions.txt"
+start_fake resume '[{"text":"resumed"}]'
+config "$WORK/sessions"
+cd "$WORK/sessions"
+hyperfine -N --warmup 10 --runs 100 --export-json "$WORK/list.json" "$BUDDY sessions" > /dev/null
+stats "buddy sessions (201 sessions on disk)" "$WORK/list.json"
+BIG=$(cat big-session-id)
+hyperfine -N --warmup 3 --runs 30 --export-json "$WORK/resume.json" "$BUDDY exec --resume $BIG hi" > /dev/null
+stats "buddy exec --resume (5,000 messages, 20 MB)" "$WORK/resume.json"
+rss "buddy exec --resume peak RSS" 5 "$BUDDY" exec --resume "$BIG" hi
 cd - > /dev/null

@@ -25,7 +25,9 @@ use std::time::SystemTime;
 pub const DIR: &str = ".buddyx";
 pub const LEGACY_DIR: &str = ".agentx";
 const EXT: &str = "jsonl";
-/// How much of a file's end a listing reads to find its last turn mark.
+/// How much of a file's end a listing reads to find its last turn mark: a
+/// little first, more if the last turn was big, then the whole file.
+const SMALL_TAIL_WINDOW: u64 = 4 * 1024;
 const TAIL_WINDOW: u64 = 64 * 1024;
 /// Characters of the first prompt kept as a session's title.
 const TITLE_CHARS: usize = 60;
@@ -153,10 +155,6 @@ impl Store {
         journal::encode(RecordRef::Header(&header), &session.info.secrets, &mut buf)
             .and_then(|()| session.writer.append(&buf))
             .map_err(|e| SessionError::io("write session file", &path, e))?;
-        // The new name must survive a power cut too, not only the contents.
-        if let Ok(d) = File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
         Ok((session, warnings))
     }
 
@@ -331,19 +329,28 @@ impl Store {
             .metadata()
             .map_err(|e| SessionError::io("read session file", &path, e))?
             .len();
-        let start = len.saturating_sub(TAIL_WINDOW);
-        let mut tail = Vec::with_capacity((len - start) as usize);
-        file.seek(SeekFrom::Start(start))
-            .and_then(|_| file.read_to_end(&mut tail))
-            .map_err(|e| SessionError::io("read session file", &path, e))?;
-        if let Some((turn, after)) = journal::summarize_tail(&tail, start == 0) {
-            return Ok(Summary {
-                id: id.to_string(),
-                used,
-                messages: turn.messages + after,
-                model: turn.model,
-                title: turn.title,
-            });
+        // The last turn mark is almost always in the last few KiB; a turn with
+        // big tool results can push it further back.
+        let mut tail = Vec::new();
+        let mut start = len;
+        for window in [SMALL_TAIL_WINDOW, TAIL_WINDOW] {
+            start = len.saturating_sub(window);
+            tail.clear();
+            file.seek(SeekFrom::Start(start))
+                .and_then(|_| file.read_to_end(&mut tail))
+                .map_err(|e| SessionError::io("read session file", &path, e))?;
+            if let Some((turn, after)) = journal::summarize_tail(&tail, start == 0) {
+                return Ok(Summary {
+                    id: id.to_string(),
+                    used,
+                    messages: turn.messages + after,
+                    model: turn.model,
+                    title: turn.title,
+                });
+            }
+            if start == 0 {
+                break;
+            }
         }
         let bytes = if start == 0 {
             tail
