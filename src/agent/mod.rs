@@ -260,9 +260,7 @@ impl Agent {
                     .unwrap_or_default();
                 return Ok(text);
             }
-            let ran = self.run_tools(&calls, &mut cancel).await;
-            self.persist(false);
-            ran?;
+            self.run_tools(&calls, &mut cancel).await?;
         }
         Err(AgentError::MaxIterations(self.options.max_iterations))
     }
@@ -310,7 +308,9 @@ impl Agent {
     }
 
     /// Runs one batch of tool calls and pushes one result per call, in request
-    /// order, whatever happens, so the history always pairs every call.
+    /// order, whatever happens, so the history always pairs every call. Results
+    /// are pushed and saved as soon as every earlier call has its own, so a crash
+    /// mid-batch loses only the calls still running.
     async fn run_tools(
         &mut self,
         calls: &[ToolCall],
@@ -323,32 +323,49 @@ impl Agent {
                 arguments: c.function.arguments.clone(),
             });
         }
-        let mut results: Vec<Option<CallResult>> = vec![None; calls.len()];
-        let cancelled = if self.options.parallel_tools && calls.len() > 1 {
-            self.run_parallel(calls, &mut results, cancel).await
-        } else {
-            self.run_sequential(calls, &mut results, cancel).await
+        let mut batch = Batch {
+            calls,
+            results: vec![None; calls.len()],
+            pushed: 0,
         };
-        for (call, result) in calls.iter().zip(results) {
-            let text = match result {
-                Some(r) => r.text,
-                None => CANCELLED.to_string(),
-            };
-            self.messages.push(Message::tool_result(&call.id, text));
+        let cancelled = if self.options.parallel_tools && calls.len() > 1 {
+            self.run_parallel(&mut batch, cancel).await
+        } else {
+            self.run_sequential(&mut batch, cancel).await
+        };
+        // Calls that never finished (cancelled) still get their result.
+        for r in batch.results.iter_mut().skip(batch.pushed) {
+            r.get_or_insert_with(|| CallResult {
+                text: CANCELLED.to_string(),
+                is_error: true,
+                truncated: None,
+            });
         }
+        self.push_finished(&mut batch);
         if cancelled {
             return Err(AgentError::Cancelled);
         }
         Ok(())
     }
 
-    async fn run_sequential(
-        &self,
-        calls: &[ToolCall],
-        results: &mut [Option<CallResult>],
-        cancel: &mut Cancel,
-    ) -> bool {
-        for (i, call) in calls.iter().enumerate() {
+    /// Pushes the results of the longest run of finished calls not yet pushed.
+    fn push_finished(&mut self, batch: &mut Batch<'_>) {
+        let before = batch.pushed;
+        while batch.pushed < batch.calls.len() {
+            let Some(r) = batch.results[batch.pushed].take() else {
+                break;
+            };
+            let id = &batch.calls[batch.pushed].id;
+            self.messages.push(Message::tool_result(id, r.text));
+            batch.pushed += 1;
+        }
+        if batch.pushed > before {
+            self.persist(false);
+        }
+    }
+
+    async fn run_sequential(&mut self, batch: &mut Batch<'_>, cancel: &mut Cancel) -> bool {
+        for (i, call) in batch.calls.iter().enumerate() {
             let fut = self.tools.call(
                 &call.function.name,
                 &call.function.arguments,
@@ -360,19 +377,15 @@ impl Agent {
                 r = fut => r,
             };
             self.report(call, &r);
-            results[i] = Some(r);
+            batch.results[i] = Some(r);
+            self.push_finished(batch);
         }
         false
     }
 
-    async fn run_parallel(
-        &self,
-        calls: &[ToolCall],
-        results: &mut [Option<CallResult>],
-        cancel: &mut Cancel,
-    ) -> bool {
+    async fn run_parallel(&mut self, batch: &mut Batch<'_>, cancel: &mut Cancel) -> bool {
         let mut set = tokio::task::JoinSet::new();
-        for (i, call) in calls.iter().enumerate() {
+        for (i, call) in batch.calls.iter().enumerate() {
             let tools = Arc::clone(&self.tools);
             let ctx = self.tool_ctx.clone();
             let name = call.function.name.clone();
@@ -392,8 +405,9 @@ impl Agent {
             match next {
                 None => return false,
                 Some(Ok((i, r))) => {
-                    self.report(&calls[i], &r);
-                    results[i] = Some(r);
+                    self.report(&batch.calls[i], &r);
+                    batch.results[i] = Some(r);
+                    self.push_finished(batch);
                 }
                 Some(Err(e)) => {
                     // A tool panicked: say so instead of losing the pairing.
@@ -418,6 +432,14 @@ impl Agent {
             truncated: r.truncated,
         });
     }
+}
+
+/// One batch of tool calls in flight: results by request position, and how
+/// many of them are already in the history.
+struct Batch<'a> {
+    calls: &'a [ToolCall],
+    results: Vec<Option<CallResult>>,
+    pushed: usize,
 }
 
 /// Fills in a result for every tool call that has none, so a history cut off

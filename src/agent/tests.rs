@@ -290,3 +290,54 @@ async fn restored_history_is_sent_after_the_new_system_prompt() {
         300 + agent.tracker().last_prompt_tokens
     );
 }
+
+#[tokio::test]
+async fn finished_results_are_saved_in_order_before_the_batch_ends() {
+    let calls = vec![
+        ToolCall::new("a", "sleepy", "{\"fast\":true}"),
+        ToolCall::new("b", "sleepy", "{}"),
+        ToolCall::new("c", "sleepy", "{\"fast\":true}"),
+    ];
+    let (mut agent, mut rx) = agent_with(vec![calls_message(calls)], true);
+    let rec = Recorder::default();
+    agent.set_history_sink(Box::new(rec.clone()));
+    let (handle, cancel) = Cancel::new();
+    let saved = rec.calls.clone();
+    let watcher = tokio::spawn(async move {
+        let mut done = 0;
+        while let Some(ev) = rx.recv().await {
+            if let AgentEvent::ToolResult { .. } = ev {
+                done += 1;
+                if done == 2 {
+                    // `a` is saved already; `c` waits for `b`, which never ends.
+                    let so_far = saved.lock().unwrap().clone();
+                    handle.cancel();
+                    return so_far;
+                }
+            }
+        }
+        panic!("no tool results");
+    });
+    let out = agent.send("go", cancel).await;
+    let before_cancel = watcher.await.unwrap();
+    assert_eq!(out, Err(AgentError::Cancelled));
+    assert_eq!(
+        before_cancel,
+        vec![
+            (vec![Role::User], false),
+            (vec![Role::Assistant], false),
+            (vec![Role::Tool], false),
+        ]
+    );
+    let all = rec.calls.lock().unwrap().clone();
+    assert_eq!(
+        &all[3..],
+        &[(vec![Role::Tool, Role::Tool], false), (vec![], true)]
+    );
+    let ids: Vec<&str> = agent.messages()[3..]
+        .iter()
+        .map(|m| m.tool_call_id.as_deref().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(agent.messages()[4].text(), CANCELLED);
+}

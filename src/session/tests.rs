@@ -484,3 +484,33 @@ fn parse_skips_blank_lines_and_refuses_records_before_the_header() {
     assert!(p.header.is_none());
     assert_eq!(p.dropped, 15);
 }
+
+#[test]
+fn a_cut_at_any_byte_loads_every_record_before_it() {
+    // What kill -9 can leave: any prefix of the file. Each must load, keep
+    // every message whose record was complete, and pair every tool call.
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let id = saved_session(&store);
+    let path = store.path_of(&id);
+    let full = fs::read(&path).unwrap();
+    let ends: Vec<usize> = full
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .map(|(i, _)| i + 1)
+        .collect();
+    for cut in 0..=full.len() {
+        fs::write(&path, &full[..cut]).unwrap();
+        let opened = store
+            .open(&id, info())
+            .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        // Records complete before the cut: the header, then the messages.
+        let complete = ends.iter().filter(|&&e| e <= cut).count();
+        let messages = complete.saturating_sub(1).min(4);
+        let mut expected = conversation()[..messages].to_vec();
+        repair_history(&mut expected);
+        assert_eq!(opened.history, expected, "cut at {cut}");
+        drop(opened);
+    }
+}
