@@ -29,6 +29,9 @@ pub struct Header {
     /// Unix seconds.
     pub created: u64,
     pub cwd: String,
+    /// The model at creation, for listings of sessions without a turn mark yet.
+    #[serde(default)]
+    pub model: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -150,6 +150,7 @@ impl Store {
             id,
             created: now,
             cwd: session.info.cwd.clone(),
+            model: session.info.model.clone(),
         };
         let mut buf = Vec::new();
         journal::encode(RecordRef::Header(&header), &session.info.secrets, &mut buf)
@@ -280,6 +281,7 @@ impl Store {
                 id: id.to_string(),
                 created: clock::now_unix(),
                 cwd: info.cwd.clone(),
+                model: info.model.clone(),
             };
             let mut buf = Vec::new();
             journal::encode(RecordRef::Header(&header), &info.secrets, &mut buf)
@@ -365,6 +367,8 @@ impl Store {
             model: parsed
                 .last_turn
                 .map(|t| t.model)
+                .or(parsed.header.map(|h| h.model))
+                .filter(|m| !m.is_empty())
                 .unwrap_or_else(|| "-".to_string()),
             title: first_prompt_title(&parsed.messages).unwrap_or_default(),
         })

@@ -435,7 +435,7 @@ fn listing_counts_messages_after_the_last_turn_and_reads_files_without_one() {
     let f = get(&fresh);
     assert_eq!(
         (f.messages, f.title.as_str(), f.model.as_str()),
-        (1, "first words here", "-")
+        (1, "first words here", "m-1")
     );
 }
 
