@@ -74,6 +74,9 @@ pub trait HistorySink: Send {
         tokens: &TokenTracker,
         turn_end: bool,
     ) -> Result<(), String>;
+
+    /// The model the next turns run on (after a switch), for the record.
+    fn set_model(&mut self, _model: &str, _profile: &str) {}
 }
 
 pub struct Agent {
@@ -122,6 +125,33 @@ impl Agent {
             saved,
             save_failing: false,
         }
+    }
+
+    /// Talks to another model from the next request on (a `/model` switch);
+    /// the history carries over.
+    pub fn set_client(&mut self, client: Arc<dyn ModelClient>, context_limit: u64) {
+        self.client = client;
+        self.tracker.context_limit = context_limit;
+    }
+
+    /// Tells the history sink which model the next turns use.
+    pub fn note_model(&mut self, model: &str, profile: &str) {
+        if let Some(sink) = self.sink.as_mut() {
+            sink.set_model(model, profile);
+        }
+    }
+
+    /// Drops the conversation (a new session); the system prompt stays.
+    pub fn reset(&mut self) {
+        let base = usize::from(
+            self.messages
+                .first()
+                .is_some_and(|m| m.role == Role::System),
+        );
+        self.messages.truncate(base);
+        self.saved = base;
+        self.tracker = TokenTracker::new(self.tracker.context_limit);
+        self.sink = None;
     }
 
     /// Sends every message added from now on to `sink`.

@@ -486,12 +486,6 @@ impl Session {
         self.count
     }
 
-    /// The model the next turns are recorded against (after a model switch).
-    pub fn set_model(&mut self, model: String, profile: String) {
-        self.info.model = model;
-        self.info.profile = profile;
-    }
-
     fn write(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool) -> io::Result<()> {
         let mut buf = Vec::new();
         let mut count = self.count;
@@ -536,6 +530,11 @@ impl HistorySink for Session {
     ) -> Result<(), String> {
         self.write(new, tokens, turn_end)
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+
+    fn set_model(&mut self, model: &str, profile: &str) {
+        self.info.model = model.to_string();
+        self.info.profile = profile.to_string();
     }
 }
 

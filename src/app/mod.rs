@@ -7,7 +7,7 @@ use crate::agent::{tokens, Agent, AgentOptions, Cancel};
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs};
 use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::provider::completions::{CompletionsClient, CompletionsSettings};
-use crate::session::{SessionInfo, Store};
+use crate::session::{self, SessionInfo, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
 use crate::ui::style::Style;
@@ -15,6 +15,8 @@ use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod repl;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -36,7 +38,7 @@ pub async fn run(cli: Cli) -> i32 {
         Some(Command::Exec(args)) => exec(args, &overrides).await,
         Some(Command::Resume(args)) => resume(args, &overrides).await,
         Some(Command::Sessions) => list_sessions(&overrides),
-        None => line_session(&overrides, None).await,
+        None => interactive(&overrides, None).await,
     }
 }
 
@@ -98,11 +100,10 @@ struct Wired {
     front: ExecOptions,
 }
 
-fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, String> {
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+/// The model client for the active profile of `settings`.
+fn client_for(settings: &Settings) -> Result<CompletionsClient, String> {
     let api = &settings.api;
-    let client = CompletionsClient::new(CompletionsSettings {
+    CompletionsClient::new(CompletionsSettings {
         base_url: api.base_url.clone(),
         api_key: api.api_key.clone(),
         model: api.model.clone(),
@@ -112,7 +113,14 @@ fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, 
         timeout: Duration::from_secs(settings.network.api_timeout_secs.max(1)),
         max_retries: settings.network.max_retries,
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())
+}
+
+fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let api = &settings.api;
+    let client = client_for(settings)?;
     let registry = build_tools(settings);
     let actor = tools::approval::local_actor();
     let target = format!("the local host ({actor})");
@@ -287,19 +295,84 @@ fn warn(style: Style, message: &str) {
 /// Starts saving the conversation to a new session. A directory buddy cannot
 /// write to costs the user the session, not the answer.
 fn start_session(agent: &mut Agent, settings: &Settings, style: Style) {
-    match Store::for_workdir(&workdir()).create(session_info(settings)) {
-        Ok((session, warnings)) => {
+    match attach_new_session(agent, settings) {
+        Ok((_, warnings)) => {
             for w in warnings {
                 warn(style, &w);
             }
-            agent.set_history_sink(Box::new(session));
         }
-        Err(e) => warn(style, &format!("this conversation will not be saved: {e}")),
+        Err(e) => warn(style, &e),
     }
 }
 
-/// Loads session `query` into `agent` and keeps appending to it. Returns the
-/// exit code to stop with when it cannot be opened.
+/// Creates a session and makes the agent save to it; returns its id and any
+/// warnings, or why the conversation will not be saved.
+pub(crate) fn attach_new_session(
+    agent: &mut Agent,
+    settings: &Settings,
+) -> Result<(String, Vec<String>), String> {
+    match Store::for_workdir(&workdir()).create(session_info(settings)) {
+        Ok((session, warnings)) => {
+            let id = session.id().to_string();
+            agent.set_history_sink(Box::new(session));
+            Ok((id, warnings))
+        }
+        Err(e) => Err(format!("this conversation will not be saved: {e}")),
+    }
+}
+
+/// A session loaded into the agent: what to tell the user about it.
+pub(crate) struct Resumed {
+    pub id: String,
+    /// Warnings (repairs, permissions) and notes (a different model), one per line.
+    pub warnings: Vec<String>,
+    pub note: Option<String>,
+    /// The header line and the last exchange, ready to print.
+    pub summary: String,
+}
+
+/// Loads session `query` into `agent`, which keeps appending to it.
+pub(crate) fn resume_into(
+    agent: &mut Agent,
+    settings: &Settings,
+    query: &str,
+    style: Style,
+) -> Result<Resumed, session::SessionError> {
+    let store = Store::for_workdir(&workdir());
+    let opened = store
+        .resolve(query)
+        .and_then(|id| store.open(&id, session_info(settings)))?;
+    let note = opened
+        .last_turn
+        .as_ref()
+        .filter(|turn| turn.model != settings.api.model)
+        .map(|turn| {
+            format!(
+                "note: this session last used {} ({}); continuing with {} ({})",
+                turn.model, turn.profile, settings.api.model, settings.api.profile
+            )
+        });
+    let mut summary = format!(
+        "{} session {} ({} messages)",
+        style.accent("resumed"),
+        opened.session.id(),
+        opened.history.len()
+    );
+    summary.push_str(&last_exchange(&opened.history, style));
+    let id = opened.session.id().to_string();
+    agent.reset();
+    agent.restore(opened.history, opened.tokens, opened.saved);
+    agent.set_history_sink(Box::new(opened.session));
+    Ok(Resumed {
+        id,
+        warnings: opened.warnings,
+        note,
+        summary,
+    })
+}
+
+/// Loads session `query` into `agent` for the command line, printing what the
+/// user should know. Returns the exit code to stop with when it cannot.
 fn continue_session(
     agent: &mut Agent,
     settings: &Settings,
@@ -307,53 +380,40 @@ fn continue_session(
     style: Style,
     show_last: bool,
 ) -> Result<(), i32> {
-    let store = Store::for_workdir(&workdir());
-    let opened = store
-        .resolve(query)
-        .and_then(|id| store.open(&id, session_info(settings)))
+    let resumed = resume_into(agent, settings, query, style)
         .map_err(|e| usage_error(style, &e.to_string()))?;
-    for w in &opened.warnings {
+    for w in &resumed.warnings {
         warn(style, w);
     }
-    if let Some(turn) = &opened.last_turn {
-        if turn.model != settings.api.model {
-            eprintln!(
-                "{}",
-                style.dim(&format!(
-                    "note: this session last used {} ({}); continuing with {} ({})",
-                    turn.model, turn.profile, settings.api.model, settings.api.profile
-                ))
-            );
-        }
+    if let Some(n) = &resumed.note {
+        eprintln!("{}", style.dim(n));
     }
     if show_last {
-        eprintln!(
-            "{} session {} ({} messages)",
-            style.accent("resumed"),
-            opened.session.id(),
-            opened.history.len()
-        );
-        show_last_exchange(&opened.history, style);
+        eprintln!("{}", resumed.summary);
     }
-    agent.restore(opened.history, opened.tokens, opened.saved);
-    agent.set_history_sink(Box::new(opened.session));
     Ok(())
 }
 
-/// The last prompt and the answer to it, so the user sees where they left off.
-fn show_last_exchange(history: &[crate::wire::Message], style: Style) {
+/// The last prompt and the answer to it (each line prefixed with a newline),
+/// so the user sees where they left off.
+fn last_exchange(history: &[crate::wire::Message], style: Style) -> String {
     use crate::wire::Role;
     let Some(u) = history.iter().rposition(|m| m.role == Role::User) else {
-        return;
+        return String::new();
     };
-    eprintln!("{} {}", style.dim("you:"), history[u].text().trim_end());
+    let mut out = format!("\n{} {}", style.dim("you:"), history[u].text().trim_end());
     if let Some(a) = history[u..]
         .iter()
         .rev()
         .find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
     {
-        eprintln!("{} {}", style.dim("buddy:"), a.text().trim_end());
+        out.push_str(&format!(
+            "\n{} {}",
+            style.dim("buddy:"),
+            a.text().trim_end()
+        ));
     }
+    out
 }
 
 /// `buddy sessions`: one line per session on stdout; unreadable files are
@@ -372,6 +432,15 @@ fn list_sessions(overrides: &CliOverrides) -> i32 {
         eprintln!("no saved sessions in {}", store.dir().display());
         return EXIT_OK;
     }
+    let out = session_table(&list);
+    use std::io::Write;
+    // A closed pipe (`buddy sessions | head`) is not an error worth a message.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    EXIT_OK
+}
+
+/// Sessions as a table: id, age, message count, model, first prompt.
+fn session_table(list: &[session::Summary]) -> String {
     let now = crate::clock::now_unix();
     let model_width = list
         .iter()
@@ -379,12 +448,11 @@ fn list_sessions(overrides: &CliOverrides) -> i32 {
         .max()
         .unwrap_or(5)
         .clamp(5, 30);
-    let mut out = String::new();
-    out.push_str(&format!(
+    let mut out = format!(
         "{:<20}  {:>9}  {:>5}  {:<model_width$}  FIRST PROMPT\n",
         "ID", "USED", "MSGS", "MODEL"
-    ));
-    for s in &list {
+    );
+    for s in list {
         out.push_str(&format!(
             "{:<20}  {:>9}  {:>5}  {:<model_width$}  {}\n",
             s.id,
@@ -394,10 +462,7 @@ fn list_sessions(overrides: &CliOverrides) -> i32 {
             s.title
         ));
     }
-    use std::io::Write;
-    // A closed pipe (`buddy sessions | head`) is not an error worth a message.
-    let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    EXIT_OK
+    out
 }
 
 /// `buddy resume`: the session's history, then the line conversation on it.
@@ -412,7 +477,74 @@ async fn resume(args: ResumeArgs, overrides: &CliOverrides) -> i32 {
             )
         }
     };
-    line_session(overrides, Some(query)).await
+    interactive(overrides, Some(query)).await
+}
+
+/// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
+/// when input or output is redirected.
+async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return line_session(overrides, resume).await;
+    }
+    let early_style = Style::detect(!overrides.no_color);
+    let settings = match load_settings(overrides, early_style) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let style = Style::detect(settings.display.color);
+    let Wired {
+        mut agent,
+        events,
+        front,
+    } = match wire(&settings, false, style) {
+        Ok(w) => w,
+        Err(m) => return usage_error(style, &m),
+    };
+    let mut banner = format!(
+        "{} {} via {} — /help for commands, Ctrl-D to quit",
+        style.actor("buddy"),
+        settings.api.model,
+        settings.api.base_url
+    );
+    let mut session = None;
+    if let Some(query) = &resume {
+        match resume_into(&mut agent, &settings, query, style) {
+            Ok(r) => {
+                for w in &r.warnings {
+                    banner.push_str(&format!("\n{} {w}", style.warning("warning:")));
+                }
+                if let Some(n) = &r.note {
+                    banner.push_str(&format!("\n{}", style.dim(n)));
+                }
+                banner.push_str(&format!("\n{}", r.summary));
+                session = Some(r.id);
+            }
+            Err(e) => return usage_error(style, &e.to_string()),
+        }
+    }
+    let mut host = repl::Host {
+        tools: build_tools(&settings)
+            .names()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        settings,
+        overrides: overrides.clone(),
+        style,
+        session,
+        unsaved: false,
+    };
+    let opts = crate::ui::repl::ReplOptions {
+        style,
+        prompt: "> ".into(),
+        show_tool_calls: front.show_tool_calls,
+        show_tokens: front.show_tokens,
+        history_file: config::global_dir(&env).map(|d| d.join("history")),
+        banner,
+    };
+    crate::ui::repl::Repl::new(agent, events, &mut host, opts)
+        .run()
+        .await
 }
 
 /// A plain line-by-line conversation for bare `buddy`, until the full-screen

@@ -1,0 +1,448 @@
+//! The REPL's input area: a prompt, the buffer being edited and an optional
+//! status line above it, drawn in raw mode below everything printed so far.
+//! Output from running tasks is printed *above* the input area
+//! (`print_above`), so typing is never interrupted. Keys map to buffer and
+//! history operations; a redraw touches only the input area, so its cost
+//! depends on the input's length, not on history or scrollback.
+
+use super::buffer::Buffer;
+use super::history::History;
+use crossterm::cursor::{MoveToColumn, MoveUp};
+use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::queue;
+use crossterm::style::Print;
+use crossterm::terminal::{Clear, ClearType};
+use std::io::{self, Write};
+use unicode_width::UnicodeWidthChar;
+
+/// What a key did, for the REPL to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Continue,
+    Submit(String),
+    /// Ctrl-C.
+    Interrupt,
+    /// Ctrl-D on an empty line.
+    Eof,
+}
+
+pub struct Editor {
+    pub buffer: Buffer,
+    pub history: History,
+    prompt: String,
+    prompt_width: usize,
+    status: Option<String>,
+    /// Slash commands, for Tab completion and the inline hint.
+    commands: Vec<&'static str>,
+    /// Rows between the top of the input area and the cursor after the last draw.
+    cursor_row: usize,
+    width: usize,
+}
+
+/// Display width of text that may hold ANSI colour sequences.
+pub fn visible_width(s: &str) -> usize {
+    let mut width = 0;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ ... final byte in @..~
+            for d in chars.by_ref() {
+                if ('@'..='~').contains(&d) && d != '[' {
+                    break;
+                }
+            }
+            continue;
+        }
+        width += c.width().unwrap_or(0);
+    }
+    width
+}
+
+/// Where each character of `chars` starts and where the text ends, as (row,
+/// column) after a prompt of `indent` columns, wrapping at `width`. Lines after
+/// a newline start at `indent` too, so multi-line input stays aligned.
+pub fn layout(
+    chars: &[char],
+    indent: usize,
+    width: usize,
+) -> (Vec<(usize, usize)>, (usize, usize)) {
+    let width = width.max(indent + 2);
+    let mut row = 0;
+    let mut col = indent;
+    let mut at = Vec::with_capacity(chars.len());
+    for &c in chars {
+        if c == '\n' {
+            at.push((row, col));
+            row += 1;
+            col = indent;
+            continue;
+        }
+        let w = c.width().unwrap_or(0);
+        if col + w > width {
+            row += 1;
+            col = 0;
+        }
+        at.push((row, col));
+        col += w;
+        if col >= width {
+            row += 1;
+            col = 0;
+        }
+    }
+    (at, (row, col))
+}
+
+impl Editor {
+    pub fn new(prompt: String, history: History, commands: &[&'static str]) -> Editor {
+        Editor {
+            buffer: Buffer::default(),
+            history,
+            prompt_width: visible_width(&prompt),
+            prompt,
+            status: None,
+            commands: commands.to_vec(),
+            cursor_row: 0,
+            width: 80,
+        }
+    }
+
+    pub fn set_prompt(&mut self, prompt: String) {
+        self.prompt_width = visible_width(&prompt);
+        self.prompt = prompt;
+    }
+
+    pub fn set_width(&mut self, width: usize) {
+        self.width = width.max(10);
+    }
+
+    pub fn set_status(&mut self, status: Option<String>) {
+        self.status = status;
+    }
+
+    /// The rest of the single slash command the input is a prefix of.
+    pub fn hint(&self) -> Option<String> {
+        let text = self.buffer.text();
+        if !text.starts_with('/')
+            || text.contains(char::is_whitespace)
+            || self.buffer.cursor() != self.buffer.chars().len()
+        {
+            return None;
+        }
+        let mut matches = self
+            .commands
+            .iter()
+            .filter(|c| c.starts_with(&text) && c.len() > text.len());
+        let first = matches.next()?;
+        if matches.next().is_some() {
+            return None;
+        }
+        Some(first[text.len()..].to_string())
+    }
+
+    /// Tab: completes a unique command (with a space), or the longest common prefix.
+    fn complete(&mut self) {
+        let text = self.buffer.text();
+        if !text.starts_with('/') || text.contains(char::is_whitespace) {
+            return;
+        }
+        let matches: Vec<&str> = self
+            .commands
+            .iter()
+            .copied()
+            .filter(|c| c.starts_with(&text))
+            .collect();
+        match matches.as_slice() {
+            [] => {}
+            [one] => self.buffer.set(&format!("{one} ")),
+            many => {
+                let mut common = many[0].to_string();
+                for m in &many[1..] {
+                    let n = common
+                        .chars()
+                        .zip(m.chars())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    common.truncate(n);
+                }
+                if common.len() > text.len() {
+                    self.buffer.set(&common);
+                }
+            }
+        }
+    }
+
+    pub fn handle(&mut self, event: &Event) -> Outcome {
+        match event {
+            Event::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
+            Event::Paste(text) => {
+                self.buffer.insert_str(text);
+                Outcome::Continue
+            }
+            _ => Outcome::Continue,
+        }
+    }
+
+    fn key(&mut self, key: &KeyEvent) -> Outcome {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let b = &mut self.buffer;
+        match key.code {
+            KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => b.insert('\n'),
+            KeyCode::Enter => {
+                let text = b.text();
+                b.clear();
+                self.history.add(&text);
+                return Outcome::Submit(text);
+            }
+            KeyCode::Char('c') if ctrl => {
+                b.clear();
+                return Outcome::Interrupt;
+            }
+            KeyCode::Char('d') if ctrl => {
+                if b.is_empty() {
+                    return Outcome::Eof;
+                }
+                b.delete();
+            }
+            KeyCode::Char('a') if ctrl => b.home(),
+            KeyCode::Char('e') if ctrl => b.end(),
+            KeyCode::Char('b') if ctrl => b.left(),
+            KeyCode::Char('f') if ctrl => b.right(),
+            KeyCode::Char('k') if ctrl => b.kill_to_end(),
+            KeyCode::Char('u') if ctrl => b.kill_to_start(),
+            KeyCode::Char('w') if ctrl => b.kill_word(),
+            KeyCode::Char('y') if ctrl => b.yank(),
+            KeyCode::Char('p') if ctrl => self.older(),
+            KeyCode::Char('n') if ctrl => self.newer(),
+            KeyCode::Char('b') if alt => b.word_left(),
+            KeyCode::Char('f') if alt => b.word_right(),
+            KeyCode::Char(c) if !ctrl => b.insert(c),
+            KeyCode::Left if ctrl || alt => b.word_left(),
+            KeyCode::Right if ctrl || alt => b.word_right(),
+            KeyCode::Left => b.left(),
+            KeyCode::Right => b.right(),
+            KeyCode::Home => b.home(),
+            KeyCode::End => b.end(),
+            KeyCode::Backspace => b.backspace(),
+            KeyCode::Delete => b.delete(),
+            KeyCode::Up if !b.on_first_line() => b.up(),
+            KeyCode::Down if !b.on_last_line() => b.down(),
+            KeyCode::Up => self.older(),
+            KeyCode::Down => self.newer(),
+            KeyCode::Tab => self.complete(),
+            _ => {}
+        }
+        Outcome::Continue
+    }
+
+    fn older(&mut self) {
+        let current = self.buffer.text();
+        if let Some(e) = self.history.older(&current) {
+            let e = e.to_string();
+            self.buffer.set(&e);
+        }
+    }
+
+    fn newer(&mut self) {
+        if let Some(e) = self.history.newer() {
+            self.buffer.set(&e);
+        }
+    }
+
+    /// Moves to the top of the input area and clears it.
+    fn erase(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if self.cursor_row > 0 {
+            queue!(out, MoveUp(self.cursor_row as u16))?;
+        }
+        queue!(out, MoveToColumn(0), Clear(ClearType::FromCursorDown))?;
+        self.cursor_row = 0;
+        Ok(())
+    }
+
+    /// Draws the status line, prompt, input and hint, and places the cursor.
+    pub fn redraw(&mut self, out: &mut impl Write, dim: impl Fn(&str) -> String) -> io::Result<()> {
+        self.erase(out)?;
+        let mut top = 0;
+        if let Some(status) = &self.status {
+            queue!(out, Print(status), Print("\r\n"))?;
+            top = 1;
+        }
+        queue!(out, Print(&self.prompt))?;
+        let chars = self.buffer.chars();
+        let (at, end) = layout(chars, self.prompt_width, self.width);
+        let indent = " ".repeat(self.prompt_width);
+        for (i, &c) in chars.iter().enumerate() {
+            if c == '\n' {
+                queue!(out, Print("\r\n"), Print(&indent))?;
+            } else {
+                // Wrapping is left to the terminal, except where a wide
+                // character does not fit and must start the next row.
+                if i > 0 && at[i].1 == 0 && at[i - 1].0 != at[i].0 && chars[i - 1] != '\n' {
+                    let prev_end = at[i - 1].1 + chars[i - 1].width().unwrap_or(0);
+                    if prev_end < self.width {
+                        queue!(out, Print("\r\n"))?;
+                    }
+                }
+                queue!(out, Print(c))?;
+            }
+        }
+        let mut end_row = end.0;
+        if end.1 == 0 && end.0 > 0 && chars.last().is_some_and(|&c| c != '\n') {
+            // The text filled its last row exactly: leave the pending wrap.
+            queue!(out, Print("\r\n"))?;
+        } else if let Some(h) = self.hint() {
+            queue!(out, Print(dim(&h)))?;
+        }
+        if chars.is_empty() {
+            end_row = 0;
+        }
+        let cursor = self.buffer.cursor();
+        let (row, col) = if cursor < at.len() { at[cursor] } else { end };
+        if end_row > row {
+            queue!(out, MoveUp((end_row - row) as u16))?;
+        }
+        queue!(out, MoveToColumn(col as u16))?;
+        self.cursor_row = top + row;
+        out.flush()
+    }
+
+    /// Prints `text` (whole lines) above the input area, then redraws it.
+    pub fn print_above(
+        &mut self,
+        out: &mut impl Write,
+        text: &str,
+        dim: impl Fn(&str) -> String,
+    ) -> io::Result<()> {
+        self.erase(out)?;
+        for line in text.split_inclusive('\n') {
+            queue!(out, Print(line.trim_end_matches('\n')), Print("\r\n"))?;
+        }
+        if !text.is_empty() && !text.ends_with('\n') {
+            // split_inclusive gave the last piece without a newline; already ended above.
+        }
+        self.redraw(out, dim)
+    }
+
+    /// Clears the input area for good (before leaving or handing the terminal over).
+    pub fn finish(&mut self, out: &mut impl Write) -> io::Result<()> {
+        self.erase(out)?;
+        out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyEvent;
+
+    fn key(code: KeyCode, mods: KeyModifiers) -> Event {
+        Event::Key(KeyEvent::new(code, mods))
+    }
+
+    fn typed(e: &mut Editor, s: &str) {
+        for c in s.chars() {
+            e.handle(&key(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+    }
+
+    fn editor() -> Editor {
+        Editor::new(
+            "> ".into(),
+            History::load(None),
+            super::super::commands::NAMES,
+        )
+    }
+
+    #[test]
+    fn enter_submits_and_alt_enter_inserts_a_newline() {
+        let mut e = editor();
+        typed(&mut e, "one");
+        e.handle(&key(KeyCode::Enter, KeyModifiers::ALT));
+        typed(&mut e, "two");
+        assert_eq!(
+            e.handle(&key(KeyCode::Enter, KeyModifiers::NONE)),
+            Outcome::Submit("one\ntwo".into())
+        );
+        assert!(e.buffer.is_empty());
+        // Up recalls it.
+        e.handle(&key(KeyCode::Up, KeyModifiers::NONE));
+        assert_eq!(e.buffer.text(), "one\ntwo");
+    }
+
+    #[test]
+    fn ctrl_d_exits_only_on_an_empty_line_and_ctrl_c_clears() {
+        let mut e = editor();
+        assert_eq!(
+            e.handle(&key(KeyCode::Char('d'), KeyModifiers::CONTROL)),
+            Outcome::Eof
+        );
+        typed(&mut e, "ab");
+        e.handle(&key(KeyCode::Home, KeyModifiers::NONE));
+        assert_eq!(
+            e.handle(&key(KeyCode::Char('d'), KeyModifiers::CONTROL)),
+            Outcome::Continue
+        );
+        assert_eq!(e.buffer.text(), "b");
+        assert_eq!(
+            e.handle(&key(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Outcome::Interrupt
+        );
+        assert!(e.buffer.is_empty());
+    }
+
+    #[test]
+    fn tab_completes_commands_and_the_hint_shows_the_rest() {
+        let mut e = editor();
+        typed(&mut e, "/sta");
+        assert_eq!(e.hint().as_deref(), Some("tus"));
+        e.handle(&key(KeyCode::Tab, KeyModifiers::NONE));
+        assert_eq!(e.buffer.text(), "/status ");
+        let mut e = editor();
+        typed(&mut e, "/e");
+        e.handle(&key(KeyCode::Tab, KeyModifiers::NONE));
+        assert_eq!(e.buffer.text(), "/exit ");
+        let mut e = editor();
+        typed(&mut e, "/q");
+        assert_eq!(e.hint().as_deref(), Some("uit"));
+    }
+
+    #[test]
+    fn paste_is_one_insertion() {
+        let mut e = editor();
+        assert_eq!(e.handle(&Event::Paste("a\nb".into())), Outcome::Continue);
+        assert_eq!(e.buffer.text(), "a\nb");
+    }
+
+    #[test]
+    fn layout_wraps_long_lines_and_wide_characters() {
+        let chars: Vec<char> = "abcdefgh".chars().collect();
+        let (at, end) = layout(&chars, 2, 5);
+        assert_eq!(at[2], (0, 4));
+        assert_eq!(at[3], (1, 0));
+        assert_eq!(end, (2, 0));
+        // A wide character that does not fit moves to the next row whole.
+        let chars: Vec<char> = "ab日".chars().collect();
+        let (at, end) = layout(&chars, 2, 5);
+        assert_eq!(at[2], (1, 0));
+        assert_eq!(end, (1, 2));
+        let chars: Vec<char> = "x\ny".chars().collect();
+        let (at, end) = layout(&chars, 2, 80);
+        assert_eq!(at[2], (1, 2));
+        assert_eq!(end, (1, 3));
+        assert_eq!(visible_width("\u{1b}[32m> \u{1b}[0m"), 2);
+    }
+
+    #[test]
+    fn redraw_places_the_cursor_inside_the_text() {
+        let mut e = editor();
+        e.set_width(80);
+        typed(&mut e, "hello");
+        e.handle(&key(KeyCode::Left, KeyModifiers::NONE));
+        let mut out = Vec::new();
+        e.redraw(&mut out, |s| s.to_string()).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.contains("> hello"), "{s:?}");
+        // Column 6: after "> hell".
+        assert!(s.ends_with("\u{1b}[7G"), "{s:?}");
+    }
+}
