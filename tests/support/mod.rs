@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod fake_provider;
+pub mod tmux;
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};

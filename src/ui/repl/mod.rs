@@ -435,6 +435,11 @@ impl<'h> Repl<'h> {
     }
 
     fn on_task_done(&mut self, joined: Result<Agent, tokio::task::JoinError>) {
+        // Everything the task sent is queued by now; show it while the task is
+        // still known, so its end is reported under its own id.
+        while let Ok(ev) = self.events.try_recv() {
+            self.on_agent_event(ev);
+        }
         let task = self.task.take();
         match joined {
             Ok(agent) => self.agent = Some(agent),

@@ -1,0 +1,255 @@
+//! End-to-end tests of the interactive REPL: the real binary in a real tmux pane
+//! (its own tmux server per test), typed at with `send-keys` and read back with
+//! `capture-pane`, against the fake provider.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::tmux::Tmux;
+use support::{fake_config, BuddyCmd};
+
+const CANCELLED: &str = "operation cancelled by user";
+
+fn shell(id: &str, command: &str) -> ToolCallSpec {
+    ToolCallSpec::new(id, "run_shell", json!({ "command": command }).to_string())
+}
+
+fn no_confirm(p: &FakeProvider) -> String {
+    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
+}
+
+fn messages(req: &RecordedRequest) -> Vec<Value> {
+    req.json()["messages"].as_array().expect("messages").clone()
+}
+
+fn last_user(req: &RecordedRequest) -> String {
+    messages(req)
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn tool_result(req: &RecordedRequest, id: &str) -> String {
+    messages(req)
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id}: {}", req.body_text()))
+        .to_string()
+}
+
+/// Starts the REPL and waits for its first prompt.
+fn repl(cmd: &BuddyCmd, args: &[&str]) -> Tmux {
+    let t = Tmux::start(cmd, args);
+    t.wait_for("the prompt", |s| {
+        s.lines().any(|l| l.starts_with("> ")) || s.contains("\n>")
+    });
+    t
+}
+
+#[test]
+fn a_prompt_streams_its_answer_above_a_fresh_prompt() {
+    let p = FakeProvider::start(vec![Reply::text("first line\nsecond line of the answer")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("hello there");
+    let screen = t.wait_text("second line of the answer");
+    let lines: Vec<&str> = screen.lines().collect();
+    let asked = lines
+        .iter()
+        .position(|l| *l == "> hello there")
+        .expect("echo");
+    assert_eq!(lines[asked + 1], "first line");
+    assert_eq!(lines[asked + 2], "second line of the answer");
+    t.wait_for("an empty prompt", |s| s.lines().nth(asked + 3) == Some(">"));
+    assert_eq!(last_user(&p.chat_requests()[0]), "hello there");
+}
+
+#[test]
+fn history_is_recalled_with_up_and_kept_across_runs() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("ok")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("the first prompt");
+    t.wait_text("ok");
+    t.line("the second prompt");
+    t.wait_for("two answers", |s| s.matches("\nok").count() >= 2);
+    t.keys(&["Up", "Up"]);
+    t.wait_for("recall", |_| t.cursor_line() == "> the first prompt");
+    t.keys(&["Down"]);
+    t.wait_for("newer entry", |_| t.cursor_line() == "> the second prompt");
+    t.keys(&["C-u", "C-d"]);
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    drop(t);
+    let again = repl(&cmd, &[]);
+    again.keys(&["Up"]);
+    again.wait_for("recall from the file", |_| {
+        again.cursor_line() == "> the second prompt"
+    });
+}
+
+#[test]
+fn alt_enter_makes_a_multi_line_prompt() {
+    let p = FakeProvider::start(vec![Reply::text("got both lines")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.type_text("line one");
+    t.keys(&["M-Enter"]);
+    t.type_text("line two");
+    t.wait_text("  line two");
+    t.keys(&["Enter"]);
+    t.wait_text("got both lines");
+    assert_eq!(last_user(&p.chat_requests()[0]), "line one\nline two");
+}
+
+#[test]
+fn tab_completes_slash_commands() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let t = repl(&cmd, &[]);
+    t.type_text("/he");
+    t.wait_for("the hint", |_| t.cursor_line() == "> /help");
+    t.keys(&["Tab", "Enter"]);
+    t.wait_text("/session new");
+    t.line("/stauts");
+    t.wait_text("did you mean /status?");
+}
+
+#[test]
+fn a_long_task_shows_in_ps_and_kill_cancels_it_with_a_valid_history() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 30")]),
+        Reply::text("after the kill"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &[]);
+    t.line("take a nap");
+    t.wait_text("[task 1] running run_shell");
+    t.line("/ps");
+    t.wait_text("task 1  running run_shell");
+    t.line("what now?");
+    t.wait_text("a task is running");
+    t.line("/kill 1");
+    t.wait_text("task 1 cancelled");
+    t.line("are you back?");
+    t.wait_text("after the kill");
+    let req = &p.chat_requests()[1];
+    assert_eq!(tool_result(req, "nap"), CANCELLED);
+    assert_eq!(last_user(req), "are you back?");
+}
+
+#[test]
+fn approvals_answered_yes_and_no_reach_the_model() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("one", "echo approved-output")]),
+        Reply::tool_calls(vec![shell("two", "echo never-runs")]),
+        Reply::text("finished"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("do two things");
+    t.wait_for("the first approval", |_| {
+        t.cursor_line()
+            .contains("$ echo approved-output -- approve?")
+    });
+    t.line("y");
+    t.wait_for("the second approval", |_| {
+        t.cursor_line().contains("$ echo never-runs -- approve?")
+    });
+    t.line("n");
+    t.wait_text("finished");
+    let reqs = p.chat_requests();
+    assert!(tool_result(&reqs[1], "one").contains("approved-output"));
+    let denied = tool_result(&reqs[2], "two");
+    assert!(denied.contains("denied"), "{denied}");
+}
+
+#[test]
+fn approve_all_runs_commands_without_asking() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("one", "echo ran-unasked")]),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("/approve all");
+    t.wait_text("approval: approve every shell command");
+    t.line("go");
+    t.wait_text("done");
+    assert!(t.screen().contains("auto-approved: echo ran-unasked"));
+    assert!(tool_result(&p.chat_requests()[1], "one").contains("ran-unasked"));
+}
+
+#[test]
+fn a_timeout_cancels_the_task() {
+    let p = FakeProvider::start(vec![Reply::tool_calls(vec![shell("nap", "sleep 30")])]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &[]);
+    t.line("nap");
+    t.wait_text("running run_shell");
+    t.line("/timeout 1s");
+    t.wait_text("task 1 will be cancelled in 1s");
+    t.wait_text("task 1 reached its timeout");
+    t.wait_text("task 1 cancelled");
+}
+
+#[test]
+fn ctrl_c_cancels_the_running_task() {
+    let p = FakeProvider::start(vec![Reply::tool_calls(vec![shell("nap", "sleep 30")])]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &[]);
+    t.line("nap");
+    t.wait_text("running run_shell");
+    t.keys(&["C-c"]);
+    t.wait_text("task 1 cancelled");
+    // Idle again: the status line is gone and a new prompt is accepted.
+    t.wait_for("idle", |s| !s.contains("[task 1]"));
+}
+
+#[test]
+fn ctrl_d_exits_and_restores_the_terminal() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let t = repl(&cmd, &[]);
+    t.type_text("abc");
+    t.keys(&["C-d"]);
+    // Not empty: Ctrl-D deletes (nothing under the cursor) and does not exit.
+    t.keys(&["C-u", "C-d"]);
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    let before = std::fs::read_to_string(cmd.work_dir().join("tty-before")).unwrap();
+    let after = std::fs::read_to_string(cmd.work_dir().join("tty-after")).unwrap();
+    assert_eq!(before, after, "terminal settings differ after exit");
+    assert!(
+        before.contains(" icanon") && before.contains(" echo "),
+        "{before}"
+    );
+}
+
+#[test]
+fn resume_opens_the_repl_on_the_saved_history() {
+    let p = FakeProvider::start(vec![
+        Reply::text("the saved answer"),
+        Reply::text("continued"),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "the saved question"]);
+    cmd.run().assert_success();
+    let t = repl(&cmd, &["resume", "--last"]);
+    let screen = t.wait_text("buddy: the saved answer");
+    assert!(screen.contains("you: the saved question"), "{screen}");
+    t.line("and then?");
+    t.wait_text("continued");
+    let req = &p.chat_requests()[1];
+    let contents: Vec<String> = messages(req)
+        .iter()
+        .skip(1)
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        contents,
+        ["the saved question", "the saved answer", "and then?"]
+    );
+}

@@ -1,0 +1,167 @@
+//! Runs `buddy` in a real tmux pane, on a tmux server of its own, so REPL tests
+//! type keys (`send-keys`) and read the screen (`capture-pane`) as a person would.
+
+use super::{BuddyCmd, TempDir};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const WIDTH: u32 = 100;
+pub const HEIGHT: u32 = 30;
+/// How long a screen condition may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+pub struct Tmux {
+    dir: TempDir,
+    socket: PathBuf,
+}
+
+fn quote(s: &std::ffi::OsStr) -> String {
+    format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"))
+}
+
+impl Tmux {
+    /// Starts `buddy ARGS` in the isolated environment of `cmd`, wrapped in a
+    /// shell script that records the terminal settings before and after and
+    /// buddy's exit code (in `tty-before`, `tty-after` and `exit-code` in the
+    /// work dir), then keeps the pane open.
+    pub fn start(cmd: &BuddyCmd, args: &[&str]) -> Tmux {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let command = cmd.command_with(&args);
+        let dir = TempDir::new("tmux");
+        let socket = dir.join("sock");
+        let mut script = String::from("#!/bin/sh\n");
+        if let Some(cwd) = command.get_current_dir() {
+            script.push_str(&format!("cd {}\n", quote(cwd.as_os_str())));
+        }
+        for (key, value) in command.get_envs() {
+            match value {
+                Some(v) => {
+                    script.push_str(&format!("export {}={}\n", key.to_string_lossy(), quote(v)))
+                }
+                None => script.push_str(&format!("unset {}\n", key.to_string_lossy())),
+            }
+        }
+        script.push_str("stty -a > tty-before\n");
+        script.push_str(&quote(command.get_program()));
+        for a in command.get_args() {
+            script.push(' ');
+            script.push_str(&quote(a));
+        }
+        script.push_str("\necho $? > exit-code.tmp && mv exit-code.tmp exit-code\nstty -a > tty-after\nexec sleep 600\n");
+        let path = dir.join("run.sh");
+        std::fs::write(&path, script).expect("write tmux script");
+        let t = Tmux { dir, socket };
+        t.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "buddy-test",
+            "-x",
+            &WIDTH.to_string(),
+            "-y",
+            &HEIGHT.to_string(),
+            "sh",
+            path.to_str().expect("utf-8 path"),
+        ]);
+        t
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sends tmux key names (`Enter`, `C-c`, `M-Enter`, `Up`, `Tab`…).
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "buddy-test"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// Types `text` literally.
+    pub fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "buddy-test", "-l", text]);
+    }
+
+    /// Types `text` and presses Enter.
+    pub fn line(&self, text: &str) {
+        self.type_text(text);
+        self.keys(&["Enter"]);
+    }
+
+    /// The visible screen.
+    pub fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "buddy-test"])
+    }
+
+    /// Waits until the screen satisfies `check`, returning it; fails the test
+    /// with the screen after `WAIT`.
+    pub fn wait_for(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; the screen:\n{screen}");
+            }
+            // Polling bounds the wait; what is checked is the real screen.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the screen contains `text`.
+    pub fn wait_text(&self, text: &str) -> String {
+        self.wait_for(&format!("{text:?}"), |s| s.contains(text))
+    }
+
+    /// The line the cursor is on.
+    pub fn cursor_line(&self) -> String {
+        let y: usize = self
+            .tmux(&["display-message", "-p", "-t", "buddy-test", "#{cursor_y}"])
+            .trim()
+            .parse()
+            .expect("cursor_y");
+        self.screen().lines().nth(y).unwrap_or("").to_string()
+    }
+
+    /// Waits for buddy to exit; returns its exit code.
+    pub fn wait_exit(&self, work_dir: &std::path::Path) -> i32 {
+        let file = work_dir.join("exit-code");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&file) {
+                return text.trim().parse().expect("exit code");
+            }
+            if Instant::now() > deadline {
+                panic!("buddy did not exit; the screen:\n{}", self.screen());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+        let _ = &self.dir;
+    }
+}
