@@ -253,3 +253,53 @@ fn resume_opens_the_repl_on_the_saved_history() {
         ["the saved question", "the saved answer", "and then?"]
     );
 }
+
+#[test]
+fn an_unfinished_line_shows_while_it_streams() {
+    use std::time::Duration;
+    use support::fake_provider::SseChunk;
+    let p = FakeProvider::start(vec![Reply::sse(vec![
+        SseChunk::data(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "first half"}}]})),
+        SseChunk::data(json!({"choices": [{"index": 0, "delta": {"content": " and the rest"}, "finish_reason": "stop"}]}))
+            .delay(Duration::from_millis(1500)),
+        SseChunk::done(),
+    ])]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("stream please");
+    let early = t.wait_text("first half");
+    assert!(!early.contains("and the rest"), "{early}");
+    let done = t.wait_text("first half and the rest");
+    assert_eq!(done.matches("first half").count(), 1, "{done}");
+}
+
+#[test]
+fn a_long_line_wraps_and_keeps_its_cursor() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let t = repl(&cmd, &[]);
+    let long: String = (0..15).map(|i| format!("word{i:02}xxxx ")).collect();
+    t.type_text(long.trim_end());
+    // 2 + 164 characters on a 100-column screen: two rows, cursor on the second.
+    let screen = t.wait_for("the wrap", |_| t.cursor_line().ends_with("word14xxxx"));
+    assert!(screen.contains(&format!("> {}", &long[..98])), "{screen}");
+    t.keys(&["C-a"]);
+    t.wait_for("the cursor at the start", |_| {
+        t.cursor_line().starts_with("> word00")
+    });
+}
+
+#[test]
+fn a_bracketed_paste_is_one_multi_line_input() {
+    let p = FakeProvider::start(vec![Reply::text("pasted")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    let buf = cmd.work_dir().join("paste.txt");
+    std::fs::write(&buf, "pasted one\npasted two").unwrap();
+    // tmux wraps the buffer in paste brackets when the program asked for them.
+    t.tmux_cmd(&["load-buffer", buf.to_str().unwrap()]);
+    t.tmux_cmd(&["paste-buffer", "-p", "-t", "buddy-test"]);
+    t.wait_text("  pasted two");
+    t.keys(&["Enter"]);
+    t.wait_text("\npasted\n");
+    assert_eq!(last_user(&p.chat_requests()[0]), "pasted one\npasted two");
+}

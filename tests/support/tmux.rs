@@ -68,6 +68,11 @@ impl Tmux {
         t
     }
 
+    /// Runs a tmux command against this test's server.
+    pub fn tmux_cmd(&self, args: &[&str]) -> String {
+        self.tmux(args)
+    }
+
     fn tmux(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-S")

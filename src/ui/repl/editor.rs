@@ -32,6 +32,9 @@ pub struct Editor {
     prompt: String,
     prompt_width: usize,
     status: Option<String>,
+    /// Text shown above the status line until it is final: the unfinished last
+    /// line of a streaming answer, or a picker's list.
+    live: Option<String>,
     /// Slash commands, for Tab completion and the inline hint.
     commands: Vec<&'static str>,
     /// Rows between the top of the input area and the cursor after the last draw.
@@ -100,6 +103,7 @@ impl Editor {
             prompt_width: visible_width(&prompt),
             prompt,
             status: None,
+            live: None,
             commands: commands.to_vec(),
             cursor_row: 0,
             width: 80,
@@ -117,6 +121,10 @@ impl Editor {
 
     pub fn set_status(&mut self, status: Option<String>) {
         self.status = status;
+    }
+
+    pub fn set_live(&mut self, live: Option<String>) {
+        self.live = live.filter(|l| !l.is_empty());
     }
 
     /// The rest of the single slash command the input is a prefix of.
@@ -263,9 +271,17 @@ impl Editor {
     pub fn redraw(&mut self, out: &mut impl Write, dim: impl Fn(&str) -> String) -> io::Result<()> {
         self.erase(out)?;
         let mut top = 0;
+        if let Some(live) = &self.live {
+            for line in live.split('\n') {
+                queue!(out, Print(line), Print("\r\n"))?;
+                // Rows the line took; one that exactly fills its last row
+                // waits there for the newline instead of wrapping.
+                top += visible_width(line).div_ceil(self.width).max(1);
+            }
+        }
         if let Some(status) = &self.status {
             queue!(out, Print(status), Print("\r\n"))?;
-            top = 1;
+            top += 1;
         }
         queue!(out, Print(&self.prompt))?;
         let chars = self.buffer.chars();

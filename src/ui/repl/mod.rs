@@ -503,6 +503,7 @@ impl<'h> Repl<'h> {
         }
         if !self.partial.is_empty() {
             let p = std::mem::take(&mut self.partial);
+            self.editor.set_live(None);
             self.say(&p);
         }
     }
@@ -515,7 +516,12 @@ impl<'h> Repl<'h> {
                 self.partial.push_str(&t);
                 if let Some(i) = self.partial.rfind('\n') {
                     let done: String = self.partial.drain(..=i).collect();
+                    self.editor.set_live(Some(self.partial.clone()));
                     self.say(done.trim_end_matches('\n'));
+                } else {
+                    // The unfinished line shows as it grows, above the prompt.
+                    self.editor.set_live(Some(self.partial.clone()));
+                    self.redraw();
                 }
             }
             AgentEvent::Reasoning { text, .. } => {
