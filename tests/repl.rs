@@ -303,3 +303,68 @@ fn a_bracketed_paste_is_one_multi_line_input() {
     t.wait_text("\npasted\n");
     assert_eq!(last_user(&p.chat_requests()[0]), "pasted one\npasted two");
 }
+
+#[test]
+fn model_picker_and_index_switch_the_profile_mid_session() {
+    let p = FakeProvider::start(vec![Reply::text("from two"), Reply::text("from one")]);
+    let toml = format!(
+        "{}\n[models.second]\napi_base_url = \"{}\"\nmodel = \"fake-model-2\"\n",
+        fake_config(&p),
+        p.base_url()
+    );
+    let cmd = BuddyCmd::new().config(toml);
+    let t = repl(&cmd, &[]);
+    t.line("/model");
+    t.wait_text("pick a model profile");
+    t.keys(&["Down"]);
+    t.wait_for("the selection to move", |s| s.contains("› 2  second"));
+    t.keys(&["Enter"]);
+    t.wait_text("now using fake-model-2 (profile second)");
+    t.line("hi");
+    t.wait_text("from two");
+    t.line("/model 1");
+    t.wait_text("now using fake-model (profile fake)");
+    t.line("and you?");
+    t.wait_text("from one");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs[0].model(), Some("fake-model-2"));
+    assert_eq!(reqs[1].model(), Some("fake-model"));
+    // The history carried over the switch.
+    assert_eq!(messages(&reqs[1]).len(), 4);
+    t.line("/status");
+    t.wait_text("model      fake-model (profile fake)");
+}
+
+#[test]
+fn session_commands_list_start_and_resume() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("noted")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("remember the blue door");
+    t.wait_text("noted");
+    t.line("/session");
+    t.wait_text("remember the blue door");
+    t.line("/session new");
+    t.wait_text("new session");
+    t.line("a fresh start");
+    t.wait_for("the second answer", |s| s.matches("noted").count() >= 2);
+    assert_eq!(
+        messages(&p.chat_requests()[1]).len(),
+        2,
+        "the new session starts empty"
+    );
+    let first = std::fs::read_dir(cmd.work_dir().join(".buddyx/sessions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|path| std::fs::read_to_string(path).unwrap().contains("blue door"))
+        .unwrap();
+    let id = first.file_stem().unwrap().to_str().unwrap().to_string();
+    t.line(&format!("/session resume {}", &id[..id.len() - 1]));
+    t.wait_text("you: remember the blue door");
+    t.line("which door?");
+    t.wait_for("the third answer", |s| s.matches("noted").count() >= 3);
+    let req = &p.chat_requests()[2];
+    assert_eq!(messages(req)[1]["content"], "remember the blue door");
+    assert_eq!(last_user(req), "which door?");
+}

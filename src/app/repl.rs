@@ -116,6 +116,10 @@ impl ReplHost for Host {
         self.settings.profiles.clone()
     }
 
+    fn current_profile(&self) -> Option<String> {
+        Some(self.settings.api.profile.clone())
+    }
+
     fn switch_model(&mut self, agent: &mut Agent, choice: &str) -> Result<String, String> {
         let profiles = self.profiles();
         let name = match choice.parse::<usize>() {

@@ -41,6 +41,8 @@ pub trait ReplHost {
     fn new_session(&mut self, agent: &mut Agent) -> String;
     /// Profile names, in config order (for `/model` and its index form).
     fn profiles(&self) -> Vec<String>;
+    /// The profile in use, if it is one of `profiles`.
+    fn current_profile(&self) -> Option<String>;
     /// `/model NAME|INDEX`.
     fn switch_model(&mut self, agent: &mut Agent, choice: &str) -> Result<String, String>;
 }
@@ -62,6 +64,23 @@ struct Task {
     cancel: CancelHandle,
     deadline: Option<Instant>,
     handle: JoinHandle<Agent>,
+}
+
+/// The arrow-key list bare `/model` opens.
+struct Picker {
+    items: Vec<String>,
+    selected: usize,
+}
+
+impl Picker {
+    fn render(&self) -> String {
+        let mut out = String::from("pick a model profile (↑/↓, Enter to switch, Esc to cancel)");
+        for (i, item) in self.items.iter().enumerate() {
+            let mark = if i == self.selected { "›" } else { " " };
+            out.push_str(&format!("\n  {mark} {}  {item}", i + 1));
+        }
+        out
+    }
 }
 
 struct PendingApproval {
@@ -121,6 +140,7 @@ pub struct Repl<'h> {
     next_id: u64,
     policy: Policy,
     approval: Option<PendingApproval>,
+    picker: Option<Picker>,
     /// Streamed text not yet ending in a newline.
     partial: String,
     reasoning: String,
@@ -146,6 +166,7 @@ impl<'h> Repl<'h> {
             next_id: 1,
             policy: Policy::Ask,
             approval: None,
+            picker: None,
             partial: String::new(),
             reasoning: String::new(),
             out: std::io::stderr(),
@@ -220,6 +241,10 @@ impl<'h> Repl<'h> {
             self.redraw();
             return false;
         }
+        if self.picker.is_some() {
+            self.on_picker_input(&ev);
+            return false;
+        }
         match self.editor.handle(&ev) {
             Outcome::Continue => self.redraw(),
             Outcome::Interrupt => {
@@ -245,6 +270,50 @@ impl<'h> Repl<'h> {
             Outcome::Submit(line) => return self.on_line(line),
         }
         false
+    }
+
+    fn on_picker_input(&mut self, ev: &Event) {
+        use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
+        let Event::Key(key) = ev else {
+            return;
+        };
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        let Some(picker) = self.picker.as_mut() else {
+            return;
+        };
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let n = picker.items.len();
+        match key.code {
+            KeyCode::Up | KeyCode::Char('k') => picker.selected = (picker.selected + n - 1) % n,
+            KeyCode::Char('p') if ctrl => picker.selected = (picker.selected + n - 1) % n,
+            KeyCode::Down | KeyCode::Char('j') => picker.selected = (picker.selected + 1) % n,
+            KeyCode::Char('n') if ctrl => picker.selected = (picker.selected + 1) % n,
+            KeyCode::Enter => {
+                let choice = (picker.selected + 1).to_string();
+                self.picker = None;
+                self.editor.set_live(None);
+                self.on_command(Slash::Model(Some(choice)));
+                return;
+            }
+            KeyCode::Esc | KeyCode::Char('q') => {
+                self.picker = None;
+                self.editor.set_live(None);
+                self.say("model unchanged");
+                return;
+            }
+            KeyCode::Char('c') if ctrl => {
+                self.picker = None;
+                self.editor.set_live(None);
+                self.say("model unchanged");
+                return;
+            }
+            _ => return,
+        }
+        let view = picker.render();
+        self.editor.set_live(Some(view));
+        self.redraw();
     }
 
     fn answer(&mut self, p: PendingApproval, yes: bool) {
@@ -380,17 +449,20 @@ impl<'h> Repl<'h> {
             }
             Slash::Model(choice) => match choice {
                 None => {
-                    let list: Vec<String> = self
-                        .host
-                        .profiles()
-                        .iter()
-                        .enumerate()
-                        .map(|(i, p)| format!("  {}  {p}", i + 1))
-                        .collect();
-                    self.say(&format!(
-                        "profiles (switch with /model NAME or /model N):\n{}",
-                        list.join("\n")
-                    ));
+                    let items = self.host.profiles();
+                    if items.is_empty() {
+                        self.say("no model profiles are configured");
+                    } else {
+                        let selected = self
+                            .host
+                            .current_profile()
+                            .and_then(|c| items.iter().position(|p| *p == c))
+                            .unwrap_or(0);
+                        let picker = Picker { items, selected };
+                        self.editor.set_live(Some(picker.render()));
+                        self.picker = Some(picker);
+                        self.redraw();
+                    }
                 }
                 Some(choice) => {
                     if let Some(mut agent) = self.agent.take() {
