@@ -4,6 +4,8 @@
 # Usage: bench/run.sh            (prints a table of min / median per benchmark)
 set -eu
 cd "$(dirname "$0")/.."
+OLDPWD_REPO=$PWD
+REAL_HOME=$HOME
 cargo build --release --quiet --bin buddy --example fake_provider
 BUDDY="$PWD/target/release/buddy"
 FAKE="$PWD/target/release/examples/fake_provider"
@@ -124,4 +126,30 @@ BIG=$(cat big-session-id)
 hyperfine -N --warmup 3 --runs 30 --export-json "$WORK/resume.json" "$BUDDY exec --resume $BIG hi" > /dev/null
 stats "buddy exec --resume (5,000 messages, 20 MB)" "$WORK/resume.json"
 rss "buddy exec --resume peak RSS" 5 "$BUDDY" exec --resume "$BIG" hi
+cd - > /dev/null
+
+# REPL: keystroke-to-redraw at library level, then the time from starting
+# `buddy` in a tmux pane until its prompt is on the screen, against the same
+# measurement for a shell that only prints "> " (tmux's own share).
+(cd "$OLDPWD_REPO" && HOME="$REAL_HOME" cargo bench --quiet --bench repl 2>/dev/null)
+cd "$WORK/plain"
+python3 - "$BUDDY" <<'PY'
+import os, statistics, subprocess, sys, time
+buddy = sys.argv[1]
+sock = os.path.join(os.getcwd(), "bench-tmux.sock")
+def first_prompt(cmd):
+    t0 = time.perf_counter()
+    subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-x", "100", "-y", "30", cmd], check=True)
+    while True:
+        screen = subprocess.run(["tmux", "-S", sock, "capture-pane", "-p"], capture_output=True, text=True).stdout
+        if any(l.rstrip() == ">" for l in screen.splitlines()):
+            dt = time.perf_counter() - t0
+            break
+    subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+    time.sleep(0.05)
+    return dt * 1000
+for label, cmd in (("tmux + printf '> ' (baseline)", "printf '> '; sleep 30"), ("tmux + buddy until its prompt shows", buddy)):
+    t = sorted(first_prompt(cmd) for _ in range(30))
+    print(f"{label:<44} min {t[0]:8.2f} ms   median {statistics.median(t):8.2f} ms   (30 runs)")
+PY
 cd - > /dev/null

@@ -368,3 +368,28 @@ fn session_commands_list_start_and_resume() {
     assert_eq!(messages(req)[1]["content"], "remember the blue door");
     assert_eq!(last_user(req), "which door?");
 }
+
+#[test]
+fn sigterm_restores_the_terminal_and_keeps_the_session() {
+    let p = FakeProvider::start(vec![Reply::text("saved before the kill")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("one prompt");
+    t.wait_text("saved before the kill");
+    let shell_pid = t.tmux_cmd(&["display-message", "-p", "-t", "buddy-test", "#{pane_pid}"]);
+    let out = std::process::Command::new("pkill")
+        .args(["-TERM", "-P", shell_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(out.success());
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 143);
+    let before = std::fs::read_to_string(cmd.work_dir().join("tty-before")).unwrap();
+    let after = std::fs::read_to_string(cmd.work_dir().join("tty-after")).unwrap();
+    assert_eq!(before, after);
+    let sessions = cmd.rerun(["sessions"]);
+    assert!(
+        sessions.stdout.contains("one prompt"),
+        "{}",
+        sessions.stdout
+    );
+}

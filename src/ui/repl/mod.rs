@@ -209,8 +209,21 @@ impl<'h> Repl<'h> {
         }
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // A closed terminal or a `kill` must still leave the terminal usable.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hangup = signal(SignalKind::hangup()).ok();
+        let mut code = 0;
         loop {
             tokio::select! {
+                Some(()) = async { term.as_mut()?.recv().await } => {
+                    code = 128 + 15;
+                    break;
+                }
+                Some(()) = async { hangup.as_mut()?.recv().await } => {
+                    code = 128 + 1;
+                    break;
+                }
                 ev = input.recv() => match ev {
                     Some(Ok(ev)) => {
                         if self.on_input(ev).await {
@@ -231,7 +244,7 @@ impl<'h> Repl<'h> {
             let _ = t.handle.await;
         }
         let _ = self.editor.finish(&mut self.out);
-        0
+        code
     }
 
     /// Handles one terminal event; true to quit.

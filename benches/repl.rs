@@ -1,0 +1,96 @@
+//! REPL editor figures for docs/PERFORMANCE.md: the time from a key event to a
+//! finished redraw (bytes ready for the terminal), with a 10,000-entry history
+//! loaded from a file.
+//!
+//! ```text
+//! cargo bench --bench repl
+//! ```
+
+use buddy::ui::repl::commands::NAMES;
+use buddy::ui::repl::editor::Editor;
+use buddy::ui::repl::history::History;
+use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use std::time::{Duration, Instant};
+
+fn key(code: KeyCode) -> Event {
+    Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn stats(label: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "{label:<52} median {:7.1} µs   p99 {:7.1} µs   max {:7.1} µs   ({} keys)",
+        us(samples[samples.len() / 2]),
+        us(samples[samples.len() * 99 / 100]),
+        us(samples[samples.len() - 1]),
+        samples.len()
+    );
+}
+
+fn main() {
+    let path = std::env::temp_dir().join(format!("buddy-repl-bench-{}", std::process::id()));
+    let text: String = (0..10_000)
+        .map(|i| format!("history entry number {i} with some words about deploying service {i}\n"))
+        .collect();
+    std::fs::write(&path, text).expect("history file");
+    let t0 = Instant::now();
+    let history = History::load(Some(path.clone()));
+    let load = t0.elapsed();
+    println!(
+        "loaded {} history entries in {:.2} ms",
+        history.len(),
+        load.as_secs_f64() * 1e3
+    );
+    let mut editor = Editor::new("> ".into(), history, NAMES);
+    editor.set_width(100);
+    let mut out = Vec::with_capacity(4096);
+    let dim = |s: &str| s.to_string();
+
+    // Typing a 300-character prompt (wrapping over 4 rows), one key at a time.
+    let mut typing = Vec::new();
+    for c in "please look at the deployment logs and tell me what failed "
+        .chars()
+        .cycle()
+        .take(300)
+    {
+        let t = Instant::now();
+        editor.handle(&key(KeyCode::Char(c)));
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        typing.push(t.elapsed());
+    }
+    stats("type a character + redraw (line up to 300 chars)", typing);
+
+    let mut motion = Vec::new();
+    for i in 0..2_000 {
+        let code = if i % 2 == 0 {
+            KeyCode::Left
+        } else {
+            KeyCode::Home
+        };
+        let t = Instant::now();
+        editor.handle(&key(code));
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        motion.push(t.elapsed());
+    }
+    stats("cursor motion + redraw (300-char line)", motion);
+
+    editor.buffer.clear();
+    let mut recall = Vec::new();
+    for i in 0..5_000 {
+        let code = if i % 3 == 2 {
+            KeyCode::Down
+        } else {
+            KeyCode::Up
+        };
+        let t = Instant::now();
+        editor.handle(&key(code));
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        recall.push(t.elapsed());
+    }
+    stats("history Up/Down + redraw (10,000 entries)", recall);
+    let _ = std::fs::remove_file(path);
+}
