@@ -132,6 +132,14 @@ fn a_long_task_shows_in_ps_and_kill_cancels_it_with_a_valid_history() {
     t.wait_text("task 1  running run_shell");
     t.line("what now?");
     t.wait_text("a task is running");
+    t.line("/help");
+    t.wait_for("/help refused", |s| {
+        s.matches("a task is running").count() >= 2
+    });
+    assert!(
+        !t.screen().contains("/session new"),
+        "help ran during a task"
+    );
     t.line("/kill 1");
     t.wait_text("task 1 cancelled");
     t.line("are you back?");
@@ -392,4 +400,24 @@ fn sigterm_restores_the_terminal_and_keeps_the_session() {
         "{}",
         sessions.stdout
     );
+}
+
+#[test]
+fn wide_characters_edit_as_single_steps() {
+    let p = FakeProvider::start(vec![Reply::text("ok")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.type_text("日本語abc");
+    t.wait_for("the text", |_| t.cursor_line() == "> 日本語abc");
+    t.keys(&["Left", "Left", "Left", "BSpace"]);
+    t.wait_for("one wide character gone", |_| {
+        t.cursor_line() == "> 日本abc"
+    });
+    // The cursor sits after 本: prompt (2) + two wide characters (4).
+    let x = t.tmux_cmd(&["display-message", "-p", "-t", "buddy-test", "#{cursor_x}"]);
+    assert_eq!(x.trim(), "6");
+    t.type_text("é");
+    t.keys(&["Enter"]);
+    t.wait_text("\nok");
+    assert_eq!(last_user(&p.chat_requests()[0]), "日本éabc");
 }

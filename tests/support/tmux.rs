@@ -49,7 +49,8 @@ impl Tmux {
             script.push(' ');
             script.push_str(&quote(a));
         }
-        script.push_str("\necho $? > exit-code.tmp && mv exit-code.tmp exit-code\nstty -a > tty-after\nexec sleep 600\n");
+        // The exit code is written last: its file appearing means all is recorded.
+        script.push_str("\ncode=$?\nstty -a > tty-after\necho $code > exit-code.tmp && mv exit-code.tmp exit-code\nexec sleep 600\n");
         let path = dir.join("run.sh");
         std::fs::write(&path, script).expect("write tmux script");
         let t = Tmux { dir, socket };
