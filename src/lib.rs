@@ -1,7 +1,8 @@
 //! buddy: a terminal AI agent for any OpenAI-compatible model.
 //!
 //! Layers, lowest first: `wire` (protocol types and decoders), `provider` (HTTP
-//! client), `tools` (registry and built-in tools), `agent` (the loop, history,
+//! client), `target` (where commands run: local, SSH, container), `tools`
+//! (registry and built-in tools), `agent` (the loop, history,
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events).
 //! `cli` defines the command line; `main.rs` only wires these together.
@@ -13,6 +14,7 @@ pub mod clock;
 pub mod config;
 pub mod provider;
 pub mod session;
+pub mod target;
 pub mod tools;
 pub mod ui;
 pub mod wire;

@@ -288,7 +288,8 @@ fn a_long_line_wraps_and_keeps_its_cursor() {
     let long: String = (0..15).map(|i| format!("word{i:02}xxxx ")).collect();
     t.type_text(long.trim_end());
     // 2 + 164 characters on a 100-column screen: two rows, cursor on the second.
-    let screen = t.wait_for("the wrap", |_| t.cursor_line().ends_with("word14xxxx"));
+    t.wait_for("the wrap", |_| t.cursor_line().ends_with("word14xxxx"));
+    let screen = t.screen();
     assert!(screen.contains(&format!("> {}", &long[..98])), "{screen}");
     t.keys(&["C-a"]);
     t.wait_for("the cursor at the start", |_| {

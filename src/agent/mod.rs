@@ -116,7 +116,7 @@ impl Agent {
         Agent {
             client,
             tools: Arc::new(tools),
-            tool_ctx: ToolContext { cwd, approver },
+            tool_ctx: ToolContext::local(cwd, approver),
             tracker: TokenTracker::new(options.context_limit),
             options,
             messages,
@@ -132,6 +132,11 @@ impl Agent {
     pub fn set_client(&mut self, client: Arc<dyn ModelClient>, context_limit: u64) {
         self.client = client;
         self.tracker.context_limit = context_limit;
+    }
+
+    /// Runs tools on `target` from now on (SSH, a container).
+    pub fn set_target(&mut self, target: Arc<dyn crate::target::Target>) {
+        self.tool_ctx.target = target;
     }
 
     /// Tells the history sink which model the next turns use.

@@ -395,14 +395,28 @@ fn parse_error(path: &Path, e: journal::ParseError) -> SessionError {
 }
 
 /// Takes the advisory lock that keeps a second process from writing the session.
+/// A lock held only for a moment (a child forked by this very process holds
+/// a copy of the descriptor until it execs) is waited out, briefly; a lock
+/// another buddy holds for its whole run is not.
 fn lock(file: &File, id: &str, path: &Path) -> Result<(), SessionError> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => Err(SessionError::Locked {
-            id: id.to_string(),
-            path: path.to_path_buf(),
-        }),
-        Err(TryLockError::Error(e)) => Err(SessionError::io("lock session file", path, e)),
+    let mut attempt = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if attempt < 10 => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(SessionError::Locked {
+                    id: id.to_string(),
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(SessionError::io("lock session file", path, e))
+            }
+        }
     }
 }
 

@@ -288,10 +288,7 @@ mod tests {
     }
 
     fn ctx() -> ToolContext {
-        ToolContext {
-            cwd: std::env::temp_dir(),
-            approver: Arc::new(AlwaysApprove),
-        }
+        ToolContext::local(std::env::temp_dir(), Arc::new(AlwaysApprove))
     }
 
     fn tool(max_bytes: usize) -> FetchTool {

@@ -3,6 +3,7 @@
 //! file in the same directory, synced, then renamed over the target).
 
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
+use crate::target::{run_script, shell_quote};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -76,33 +77,95 @@ impl Tool for ReadFileTool {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadArgs = parse_args(args)?;
         let path = ctx.resolve(&args.path);
-        let meta = tokio::fs::metadata(&path)
-            .await
-            .map_err(|e| io_error("read", &path, e))?;
-        if meta.is_dir() {
-            return Err(ToolError::Failed(format!(
-                "{} is a directory; use run_shell with `ls` to list it",
-                path.display()
-            )));
-        }
-        let file = tokio::fs::File::open(&path)
-            .await
-            .map_err(|e| io_error("open", &path, e))?;
         // Enough bytes for the character limit plus one, whatever the encoding width.
         let cap = self.max_output_chars.saturating_mul(4) + 4;
-        let mut buf = Vec::with_capacity(cap.min(meta.len() as usize + 1));
-        file.take(cap as u64)
-            .read_to_end(&mut buf)
-            .await
-            .map_err(|e| io_error("read", &path, e))?;
+        let (buf, size) = if ctx.target.is_local() {
+            read_local(&path, cap).await?
+        } else {
+            read_remote(ctx, &path, cap).await?
+        };
+        self.present(&path, buf, size, cap)
+    }
+}
+
+async fn read_local(path: &Path, cap: usize) -> Result<(Vec<u8>, u64), ToolError> {
+    let meta = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| io_error("read", path, e))?;
+    if meta.is_dir() {
+        return Err(is_a_directory(path));
+    }
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| io_error("open", path, e))?;
+    let mut buf = Vec::with_capacity(cap.min(meta.len() as usize + 1));
+    file.take(cap as u64)
+        .read_to_end(&mut buf)
+        .await
+        .map_err(|e| io_error("read", path, e))?;
+    Ok((buf, meta.len()))
+}
+
+fn is_a_directory(path: &Path) -> ToolError {
+    ToolError::Failed(format!(
+        "{} is a directory; use run_shell with `ls` to list it",
+        path.display()
+    ))
+}
+
+/// Reads through the target with `head -c`, bytes exact: the size comes first
+/// on its own line, then the content.
+async fn read_remote(
+    ctx: &ToolContext,
+    path: &Path,
+    cap: usize,
+) -> Result<(Vec<u8>, u64), ToolError> {
+    let p = shell_quote(&path.to_string_lossy());
+    let script = format!(
+        "if [ -d {p} ]; then exit 21; fi; if [ ! -r {p} ]; then cat -- {p} >/dev/null; exit 22; fi; wc -c < {p}; exec head -c {cap} -- {p}"
+    );
+    let (code, out, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+    match code {
+        Some(0) => {}
+        Some(21) => return Err(is_a_directory(path)),
+        _ => {
+            return Err(ToolError::Failed(format!(
+                "cannot read {} on {}: {}",
+                path.display(),
+                ctx.target.actor(),
+                String::from_utf8_lossy(&err).trim()
+            )))
+        }
+    }
+    let nl = out.iter().position(|&b| b == b'\n').unwrap_or(out.len());
+    let size = String::from_utf8_lossy(&out[..nl])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let body = out.get(nl + 1..).unwrap_or_default().to_vec();
+    Ok((body, size))
+}
+
+impl ReadFileTool {
+    /// The text of what was read; a file longer than the cap keeps its start
+    /// and says how to read on.
+    fn present(
+        &self,
+        path: &Path,
+        buf: Vec<u8>,
+        size: u64,
+        cap: usize,
+    ) -> Result<ToolOutput, ToolError> {
         // A short read reached the end; `/proc` files report a length of zero.
-        let complete = buf.len() < cap || buf.len() as u64 >= meta.len();
+        let complete = buf.len() < cap || buf.len() as u64 >= size;
         let text = decode_text(&buf, complete).ok_or_else(|| {
             ToolError::Failed(format!(
                 "{} looks like a binary file ({} bytes: NUL bytes or invalid UTF-8 near the start); \
                  read_file returns text only; use run_shell (e.g. `file`, `xxd | head`) to inspect it",
                 path.display(),
-                meta.len()
+                size
             ))
         })?;
         if complete {
@@ -110,7 +173,7 @@ impl Tool for ReadFileTool {
         }
         // The file is longer than what we read: keep the start, say so, and report
         // the file's full size in bytes (the best count available without reading it all).
-        let total = meta.len().max(buf.len() as u64);
+        let total = size.max(buf.len() as u64);
         let note_room = 160;
         let (kept_text, _) = super::truncate(
             &text,
@@ -188,6 +251,14 @@ impl Tool for WriteFileTool {
         let path = ctx.resolve(&args.path);
         let bytes = args.content.into_bytes();
         let len = bytes.len();
+        if !ctx.target.is_local() {
+            write_remote(ctx, &path, &bytes).await?;
+            return Ok(ToolOutput::text(format!(
+                "wrote {len} bytes to {} on {}",
+                path.display(),
+                ctx.target.actor()
+            )));
+        }
         let target = path.clone();
         tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
             .await
@@ -201,6 +272,38 @@ impl Tool for WriteFileTool {
 
 /// Distinguishes temp files of concurrent writes from this process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Streams the content through the target's stdin into a temporary file next
+/// to the destination, keeps the old file's mode, and renames it into place.
+async fn write_remote(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    let text = path.to_string_lossy();
+    let dir = match text.rfind('/') {
+        Some(0) => "/".to_string(),
+        Some(i) => text[..i].to_string(),
+        None => ".".to_string(),
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = format!("{dir}/.buddy-write-{}-{nanos:x}", std::process::id());
+    let (p, d, t) = (shell_quote(&text), shell_quote(&dir), shell_quote(&tmp));
+    let script = format!(
+        "trap 'rm -f -- {t}' EXIT; mkdir -p -- {d} && cat > {t} && \
+         {{ [ ! -e {p} ] || chmod \"$(stat -c %a -- {p})\" {t} 2>/dev/null || true; }} && mv -f -- {t} {p}"
+    );
+    let (code, _, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, Some(bytes))
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+    if code != Some(0) {
+        return Err(ToolError::Failed(format!(
+            "cannot write {} on {}: {}",
+            path.display(),
+            ctx.target.actor(),
+            String::from_utf8_lossy(&err).trim()
+        )));
+    }
+    Ok(())
+}
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     use std::io::Write;
@@ -270,10 +373,7 @@ mod tests {
     use std::sync::Arc;
 
     fn ctx(dir: &Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            approver: Arc::new(AlwaysApprove),
-        }
+        ToolContext::local(dir.to_path_buf(), Arc::new(AlwaysApprove))
     }
 
     fn tempdir(label: &str) -> std::path::PathBuf {

@@ -10,6 +10,7 @@ pub mod search;
 pub mod shell;
 pub mod time;
 
+use crate::target::{LocalTarget, Target};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -69,12 +70,25 @@ pub struct ToolContext {
     pub cwd: PathBuf,
     /// Asked before anything that needs the user's consent.
     pub approver: Arc<dyn Approver>,
+    /// Where commands run and files live.
+    pub target: Arc<dyn Target>,
 }
 
 impl ToolContext {
+    /// On this host, in `cwd`.
+    pub fn local(cwd: PathBuf, approver: Arc<dyn Approver>) -> ToolContext {
+        ToolContext {
+            cwd,
+            approver,
+            target: Arc::new(LocalTarget),
+        }
+    }
+
+    /// A path as the target sees it: relative paths start from the working
+    /// directory here, and from the login directory on a remote target.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let p = std::path::Path::new(path);
-        if p.is_absolute() {
+        if p.is_absolute() || !self.target.is_local() {
             p.to_path_buf()
         } else {
             self.cwd.join(p)

@@ -515,10 +515,10 @@ mod tests {
             base_url: format!("http://{addr}"),
             ..Default::default()
         });
-        let ctx = ToolContext {
-            cwd: std::env::temp_dir(),
-            approver: std::sync::Arc::new(crate::tools::approval::AlwaysApprove),
-        };
+        let ctx = ToolContext::local(
+            std::env::temp_dir(),
+            std::sync::Arc::new(crate::tools::approval::AlwaysApprove),
+        );
         let out = tool
             .execute(json!({"query": "rust lang"}), &ctx)
             .await

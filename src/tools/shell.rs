@@ -2,7 +2,7 @@
 //! and (when configured) the user's approval. Output is captured with fixed-size
 //! buffers; a timeout or a cancelled call kills the command's whole process group.
 
-use super::approval::{local_actor, Approval, ApprovalRequest};
+use super::approval::{Approval, ApprovalRequest};
 use super::capture::BoundedCapture;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
 use crate::wire::ToolDefinition;
@@ -177,7 +177,7 @@ impl Tool for ShellTool {
         if self.opts.confirm {
             let request = ApprovalRequest {
                 tool: "run_shell".into(),
-                actor: local_actor(),
+                actor: ctx.target.actor(),
                 command: args.command.clone(),
             };
             if let Approval::Denied { reason } = ctx.approver.approve(request).await {
@@ -194,17 +194,16 @@ async fn run(
     timeout: Duration,
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(&ctx.cwd)
+    let mut child = ctx
+        .target
+        .command(command, &ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| ToolError::Failed(format!("cannot start sh: {e}")))?;
+        .map_err(|e| ToolError::Failed(format!("cannot start the command: {e}")))?;
     // Kills the whole group if this future is dropped (cancellation) or times out.
     let group = child.id().map(|pid| GroupKiller(pid as i32));
     let mut stdout = child.stdout.take();
@@ -390,10 +389,7 @@ mod tests {
     }
 
     fn ctx(approver: Arc<dyn Approver>) -> ToolContext {
-        ToolContext {
-            cwd: std::env::temp_dir(),
-            approver,
-        }
+        ToolContext::local(std::env::temp_dir(), approver)
     }
 
     async fn run_cmd(t: &ShellTool, args: Value) -> Result<ToolOutput, ToolError> {
@@ -471,10 +467,7 @@ mod tests {
     async fn denied_approval_is_reported_and_nothing_runs() {
         let dir = std::env::temp_dir().join(format!("buddy-shell-deny-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let c = ToolContext {
-            cwd: dir.clone(),
-            approver: Arc::new(Deny),
-        };
+        let c = ToolContext::local(dir.clone(), Arc::new(Deny));
         let out = tool(true, 1000)
             .execute(json!({"command": "touch x"}), &c)
             .await
@@ -538,10 +531,7 @@ mod tests {
     async fn dropping_the_call_kills_the_command() {
         let dir = std::env::temp_dir().join(format!("buddy-shell-cancel-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let c = ToolContext {
-            cwd: dir.clone(),
-            approver: Arc::new(crate::tools::approval::AlwaysApprove),
-        };
+        let c = ToolContext::local(dir.clone(), Arc::new(crate::tools::approval::AlwaysApprove));
         let t = tool(false, 1000);
         let call = t.execute(
             json!({"command": "sleep 30 & echo $! > bg.pid; sleep 30"}),

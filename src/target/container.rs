@@ -1,0 +1,92 @@
+//! A running container, reached with `podman exec` or `docker exec` (whichever
+//! is installed, or the engine the user names).
+
+use super::Target;
+use std::path::Path;
+use std::process::Stdio;
+use tokio::process::Command;
+
+pub struct ContainerTarget {
+    engine: String,
+    name: String,
+    user: String,
+}
+
+/// The first of `podman` and `docker` found on `PATH`.
+fn find_engine() -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    ["podman", "docker"]
+        .into_iter()
+        .find(|e| std::env::split_paths(&path).any(|d| d.join(e).is_file()))
+        .map(str::to_string)
+}
+
+impl ContainerTarget {
+    /// Checks that the engine runs and the container answers; learns the user.
+    pub async fn connect(name: &str, engine: Option<String>) -> Result<ContainerTarget, String> {
+        let engine = match engine {
+            Some(e) => e,
+            None => find_engine().ok_or(
+                "--container needs podman or docker, and neither is installed (or name one with --container-engine)",
+            )?,
+        };
+        let mut target = ContainerTarget {
+            engine,
+            name: name.to_string(),
+            user: String::new(),
+        };
+        let out = target
+            .command("id -un 2>/dev/null || echo root", Path::new("."))
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {}: {e}", target.engine))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim();
+            return Err(format!(
+                "container {name} is not running or does not exist ({} says: {last})",
+                target.engine
+            ));
+        }
+        target.user = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Ok(target)
+    }
+}
+
+impl Target for ContainerTarget {
+    fn command(&self, script: &str, _cwd: &Path) -> Command {
+        let mut c = Command::new(&self.engine);
+        c.arg("exec")
+            .arg("-i")
+            .arg(&self.name)
+            .arg("sh")
+            .arg("-c")
+            .arg(script);
+        c
+    }
+
+    fn actor(&self) -> String {
+        format!("{}@{}", self.user, self.name)
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "the container {} (via {} exec, as {}); commands and files are inside it, not on the user's host",
+            self.name, self.engine, self.user
+        )
+    }
+
+    fn is_local(&self) -> bool {
+        false
+    }
+
+    fn prompt_label(&self) -> Option<String> {
+        Some(format!("{} {}", self.engine, self.name))
+    }
+}
