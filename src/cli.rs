@@ -32,6 +32,37 @@ pub struct GlobalArgs {
     /// Never use colour
     #[arg(long, global = true)]
     pub no_color: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Where shell and file tools run.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TargetArgs {
+    /// Run tools on a server over SSH (the system `ssh` client, multiplexed)
+    #[arg(long, global = true, value_name = "USER@HOST[:PORT]")]
+    pub ssh: Option<String>,
+    /// Extra option for ssh, as for `ssh -o` (repeatable)
+    #[arg(
+        long = "ssh-option",
+        global = true,
+        value_name = "OPTION",
+        requires = "ssh"
+    )]
+    pub ssh_options: Vec<String>,
+    /// Run tools inside a running container (podman or docker exec)
+    #[arg(long, global = true, value_name = "NAME", conflicts_with = "ssh")]
+    pub container: Option<String>,
+    /// Container engine to use instead of the first of podman and docker found
+    #[arg(long, global = true, value_name = "ENGINE", requires = "container")]
+    pub container_engine: Option<String>,
+    /// Run shell commands in a shared tmux pane (the default in the REPL when
+    /// tmux is installed), optionally in the named session
+    #[arg(long, global = true, value_name = "SESSION", num_args = 0..=1, default_missing_value = "")]
+    pub tmux: Option<String>,
+    /// Run shell commands directly, never in tmux
+    #[arg(long, global = true, conflicts_with = "tmux")]
+    pub no_tmux: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,10 @@ pub struct PromptContext<'a> {
     pub target: &'a str,
     pub cwd: &'a str,
     pub tools: &'a [&'a str],
+    /// Commands and files are on another machine or in a container.
+    pub remote: bool,
+    /// Shell commands go to a shared tmux pane.
+    pub tmux: bool,
     /// Operator instructions from config, appended verbatim.
     pub instructions: Option<&'a str>,
 }
@@ -22,7 +26,21 @@ pub fn render(ctx: &PromptContext<'_>) -> String {
         Some(text) => format!("\nOperator instructions:\n{text}\n"),
         None => String::new(),
     };
+    let mut execution = String::new();
+    if ctx.tmux {
+        execution.push_str("- Shell commands run in a shared tmux pane the user may be watching. Start long-running\n  commands with `wait: false` (or a duration) and follow them with capture-pane; drive\n  interactive programs with send-keys. Each command runs in a fresh subshell.\n");
+    } else {
+        execution.push_str(
+            "- Shell commands run non-interactively with `sh -c`; they must not wait for input.\n",
+        );
+    }
+    if ctx.remote {
+        execution.push_str("- The target is remote: commands and paths refer to that machine, not the user's. Relative\n  paths start in the login directory there; the local working directory is not available.\n");
+    } else {
+        execution.push_str(&format!("- The working directory is {}.\n", ctx.cwd));
+    }
     TEMPLATE
+        .replace("{{execution}}", execution.trim_end())
         .replace("{{target}}", ctx.target)
         .replace("{{cwd}}", ctx.cwd)
         .replace("{{tools}}", &tools)
@@ -41,11 +59,25 @@ mod tests {
             target: "the local host",
             cwd: "/srv",
             tools: &["run_shell", "time"],
+            remote: false,
+            tmux: false,
             instructions: Some("Be terse."),
         });
         assert!(!p.contains("{{"), "{p}");
         assert!(p.contains("run_shell, time"));
         assert!(p.contains("Operator instructions:\nBe terse."));
         assert!(p.contains("/srv"));
+        let remote = render(&PromptContext {
+            target: "the remote host db1 over SSH",
+            cwd: "/home/me",
+            tools: &["run_shell"],
+            remote: true,
+            tmux: true,
+            instructions: None,
+        });
+        assert!(remote.contains("db1 over SSH"));
+        assert!(remote.contains("The target is remote"));
+        assert!(remote.contains("capture-pane"));
+        assert!(!remote.contains("{{"));
     }
 }

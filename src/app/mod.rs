@@ -4,7 +4,7 @@
 
 use crate::agent::prompt::{render, PromptContext};
 use crate::agent::{tokens, Agent, AgentOptions, Cancel};
-use crate::cli::{Cli, Command, ExecArgs, ResumeArgs};
+use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
 use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::provider::completions::{CompletionsClient, CompletionsSettings};
 use crate::session::{self, SessionInfo, Store};
@@ -17,6 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod repl;
+mod target;
+
+use target::Execution;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -35,10 +38,10 @@ pub async fn run(cli: Cli) -> i32 {
         no_color: cli.global.no_color,
     };
     match cli.command {
-        Some(Command::Exec(args)) => exec(args, &overrides).await,
-        Some(Command::Resume(args)) => resume(args, &overrides).await,
+        Some(Command::Exec(args)) => exec(args, &overrides, cli.global.target).await,
+        Some(Command::Resume(args)) => resume(args, &overrides, &cli.global.target).await,
         Some(Command::Sessions) => list_sessions(&overrides),
-        None => interactive(&overrides, None).await,
+        None => interactive(&overrides, None, &cli.global.target).await,
     }
 }
 
@@ -116,20 +119,26 @@ fn client_for(settings: &Settings) -> Result<CompletionsClient, String> {
     .map_err(|e| e.to_string())
 }
 
-fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, String> {
+fn wire(
+    settings: &Settings,
+    auto_approve: bool,
+    style: Style,
+    execution: &Execution,
+) -> Result<Wired, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let api = &settings.api;
     let client = client_for(settings)?;
-    let registry = build_tools(settings);
-    let actor = tools::approval::local_actor();
-    let target = format!("the local host ({actor})");
+    let registry = build_tools(settings, execution.tmux());
+    let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
     let system = render(&PromptContext {
         target: &target,
         cwd: &cwd_text,
         tools: &names,
+        remote: !execution.target.is_local(),
+        tmux: execution.tmux(),
         instructions: settings.agent.system_prompt.as_deref(),
     });
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -138,7 +147,8 @@ fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, 
         parallel_tools: settings.agent.parallel_tools,
         context_limit: tokens::context_limit(api.context_limit, &api.model),
     };
-    let agent = Agent::new(Arc::new(client), registry, options, Some(system), cwd, tx);
+    let mut agent = Agent::new(Arc::new(client), registry, options, Some(system), cwd, tx);
+    agent.set_target(execution.target.clone());
     Ok(Wired {
         agent,
         events: rx,
@@ -153,7 +163,7 @@ fn wire(settings: &Settings, auto_approve: bool, style: Style) -> Result<Wired, 
 
 /// The registry for the enabled tools, each capped by its own limit, else the
 /// global one, else the tool's default.
-pub fn build_tools(settings: &Settings) -> ToolRegistry {
+pub fn build_tools(settings: &Settings, tmux: bool) -> ToolRegistry {
     let t = &settings.tools;
     let cap =
         |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
@@ -171,8 +181,21 @@ pub fn build_tools(settings: &Settings) -> ToolRegistry {
                     t.shell_max_output_chars,
                     tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
                 ),
+                tmux,
             },
         )));
+        if tmux {
+            reg.register(Arc::new(tools::pane::CapturePaneTool::new(cap(
+                t.shell_max_output_chars,
+                tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+            ))));
+            reg.register(Arc::new(tools::pane::SendKeysTool::new(
+                t.shell_confirm,
+                t.shell_denylist
+                    .clone()
+                    .unwrap_or_else(tools::shell::default_denylist),
+            )));
+        }
     }
     if t.files_enabled {
         let max = cap(
@@ -210,7 +233,7 @@ pub fn build_tools(settings: &Settings) -> ToolRegistry {
     reg
 }
 
-async fn exec(args: ExecArgs, overrides: &CliOverrides) -> i32 {
+async fn exec(args: ExecArgs, overrides: &CliOverrides, target_args: TargetArgs) -> i32 {
     let early_style = Style::detect(!overrides.no_color);
     let prompt = match read_prompt(&args) {
         Ok(p) => p,
@@ -221,11 +244,18 @@ async fn exec(args: ExecArgs, overrides: &CliOverrides) -> i32 {
         Err(code) => return code,
     };
     let style = Style::detect(settings.display.color);
+    let execution = match target::open(&target_args, &settings, false).await {
+        Ok(e) => e,
+        Err(m) => return usage_error(style, &m),
+    };
+    if let Some(a) = &execution.attach {
+        eprintln!("{}", style.dim(a));
+    }
     let Wired {
         mut agent,
         mut events,
         front,
-    } = match wire(&settings, args.dangerously_auto_approve, style) {
+    } = match wire(&settings, args.dangerously_auto_approve, style, &execution) {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };
@@ -466,7 +496,7 @@ fn session_table(list: &[session::Summary]) -> String {
 }
 
 /// `buddy resume`: the session's history, then the line conversation on it.
-async fn resume(args: ResumeArgs, overrides: &CliOverrides) -> i32 {
+async fn resume(args: ResumeArgs, overrides: &CliOverrides, target_args: &TargetArgs) -> i32 {
     let query = match (args.last, args.id) {
         (true, _) => "last".to_string(),
         (false, Some(id)) => id,
@@ -477,14 +507,18 @@ async fn resume(args: ResumeArgs, overrides: &CliOverrides) -> i32 {
             )
         }
     };
-    interactive(overrides, Some(query)).await
+    interactive(overrides, Some(query), target_args).await
 }
 
 /// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
 /// when input or output is redirected.
-async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
+async fn interactive(
+    overrides: &CliOverrides,
+    resume: Option<String>,
+    target_args: &TargetArgs,
+) -> i32 {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return line_session(overrides, resume).await;
+        return line_session(overrides, resume, target_args).await;
     }
     let early_style = Style::detect(!overrides.no_color);
     let settings = match load_settings(overrides, early_style) {
@@ -492,11 +526,15 @@ async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
         Err(code) => return code,
     };
     let style = Style::detect(settings.display.color);
+    let execution = match target::open(target_args, &settings, true).await {
+        Ok(e) => e,
+        Err(m) => return usage_error(style, &m),
+    };
     let Wired {
         mut agent,
         events,
         front,
-    } = match wire(&settings, false, style) {
+    } = match wire(&settings, false, style, &execution) {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };
@@ -506,6 +544,15 @@ async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
         settings.api.model,
         settings.api.base_url
     );
+    if !execution.target.is_local() {
+        banner.push_str(&format!(
+            "\n{}",
+            style.dim(&format!("tools run on {}", execution.target.actor()))
+        ));
+    }
+    if let Some(a) = &execution.attach {
+        banner.push_str(&format!("\n{}", style.dim(a)));
+    }
     let mut session = None;
     if let Some(query) = &resume {
         match resume_into(&mut agent, &settings, query, style) {
@@ -523,7 +570,7 @@ async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
         }
     }
     let mut host = repl::Host {
-        tools: build_tools(&settings)
+        tools: build_tools(&settings, execution.tmux())
             .names()
             .into_iter()
             .map(String::from)
@@ -536,7 +583,10 @@ async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
     };
     let opts = crate::ui::repl::ReplOptions {
         style,
-        prompt: "> ".into(),
+        prompt: match execution.target.prompt_label() {
+            Some(label) => format!("({label})> "),
+            None => "> ".into(),
+        },
         show_tool_calls: front.show_tool_calls,
         show_tokens: front.show_tokens,
         history_file: config::global_dir(&env).map(|d| d.join("history")),
@@ -549,7 +599,11 @@ async fn interactive(overrides: &CliOverrides, resume: Option<String>) -> i32 {
 
 /// A plain line-by-line conversation for bare `buddy`, until the full-screen
 /// REPL takes its place: one prompt per line, Ctrl-D to quit.
-async fn line_session(overrides: &CliOverrides, resume: Option<String>) -> i32 {
+async fn line_session(
+    overrides: &CliOverrides,
+    resume: Option<String>,
+    target_args: &TargetArgs,
+) -> i32 {
     use tokio::io::AsyncBufReadExt;
     let early_style = Style::detect(!overrides.no_color);
     let settings = match load_settings(overrides, early_style) {
@@ -557,11 +611,18 @@ async fn line_session(overrides: &CliOverrides, resume: Option<String>) -> i32 {
         Err(code) => return code,
     };
     let style = Style::detect(settings.display.color);
+    let execution = match target::open(target_args, &settings, false).await {
+        Ok(e) => e,
+        Err(m) => return usage_error(style, &m),
+    };
+    if let Some(a) = &execution.attach {
+        eprintln!("{}", style.dim(a));
+    }
     let Wired {
         mut agent,
         mut events,
         front,
-    } = match wire(&settings, false, style) {
+    } = match wire(&settings, false, style, &execution) {
         Ok(w) => w,
         Err(m) => return usage_error(style, &m),
     };

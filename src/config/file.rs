@@ -17,6 +17,8 @@ pub struct ConfigFile {
     pub network: NetworkSection,
     #[serde(default)]
     pub display: DisplaySection,
+    #[serde(default)]
+    pub execution: ExecutionSection,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -165,6 +167,27 @@ impl Default for DisplaySection {
             color: true,
             show_tokens: false,
             show_tool_calls: true,
+        }
+    }
+}
+
+/// Where and how shell work runs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionSection {
+    /// Interactive sessions run shell commands in a shared tmux pane when tmux
+    /// is installed on the target.
+    #[serde(default = "yes")]
+    pub tmux: bool,
+    /// The managed tmux session's name; by default `buddy-<directory name>`.
+    pub tmux_session: Option<String>,
+}
+
+impl Default for ExecutionSection {
+    fn default() -> Self {
+        ExecutionSection {
+            tmux: true,
+            tmux_session: None,
         }
     }
 }

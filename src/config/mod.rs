@@ -58,6 +58,7 @@ pub struct Settings {
     pub tools: ToolsSection,
     pub network: NetworkSection,
     pub display: DisplaySection,
+    pub execution: ExecutionSection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
 }
@@ -288,6 +289,7 @@ pub fn resolve(
         tools: file.tools,
         network: file.network,
         display: file.display,
+        execution: file.execution,
         profiles,
     })
 }

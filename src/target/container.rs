@@ -89,4 +89,12 @@ impl Target for ContainerTarget {
     fn prompt_label(&self) -> Option<String> {
         Some(format!("{} {}", self.engine, self.name))
     }
+
+    fn interactive_command(&self, command: &str) -> String {
+        format!(
+            "{} exec -it {} {command}",
+            self.engine,
+            super::shell_quote(&self.name)
+        )
+    }
 }

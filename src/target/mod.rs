@@ -5,6 +5,7 @@
 
 pub mod container;
 pub mod ssh;
+pub mod tmux;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -12,11 +13,18 @@ use tokio::process::Command;
 
 pub use container::ContainerTarget;
 pub use ssh::SshTarget;
+pub use tmux::TmuxTarget;
 
 pub trait Target: Send + Sync {
     /// A process that runs `script` with `sh -c` on the target; `cwd` applies
     /// to the local host only (remote commands start in the remote home).
     fn command(&self, script: &str, cwd: &Path) -> Command;
+    /// A process that runs one program with arguments on the target (no shell
+    /// on this side; remote targets quote it for theirs).
+    fn exec(&self, argv: &[&str]) -> Command {
+        let line: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
+        self.command(&line.join(" "), Path::new("/"))
+    }
     /// Who runs commands, `user@host`, for approval prompts.
     fn actor(&self) -> String;
     /// One sentence for the system prompt.
@@ -24,6 +32,15 @@ pub trait Target: Send + Sync {
     fn is_local(&self) -> bool;
     /// How the REPL prompt names the target (`ssh user@host`), when not local.
     fn prompt_label(&self) -> Option<String> {
+        None
+    }
+    /// What a person types in their own terminal to run `command`
+    /// interactively on the target (for attach instructions).
+    fn interactive_command(&self, command: &str) -> String {
+        command.to_string()
+    }
+    /// The shared tmux pane shell work goes through, when there is one.
+    fn tmux(&self) -> Option<&TmuxTarget> {
         None
     }
 }
@@ -35,6 +52,12 @@ impl Target for LocalTarget {
     fn command(&self, script: &str, cwd: &Path) -> Command {
         let mut c = Command::new("sh");
         c.arg("-c").arg(script).current_dir(cwd);
+        c
+    }
+
+    fn exec(&self, argv: &[&str]) -> Command {
+        let mut c = Command::new(argv.first().copied().unwrap_or("true"));
+        c.args(argv.iter().skip(1));
         c
     }
 

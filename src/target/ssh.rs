@@ -184,6 +184,17 @@ impl Target for SshTarget {
     fn prompt_label(&self) -> Option<String> {
         Some(format!("ssh {}", self.actor()))
     }
+
+    fn interactive_command(&self, command: &str) -> String {
+        let mut line = String::from("ssh -t");
+        if let Some(p) = self.port {
+            line.push_str(&format!(" -p {p}"));
+        }
+        for o in &self.options {
+            line.push_str(&format!(" -o {}", shell_quote(o)));
+        }
+        format!("{line} {} {command}", shell_quote(&self.destination()))
+    }
 }
 
 impl Drop for SshTarget {

@@ -6,6 +6,7 @@ pub mod approval;
 pub mod capture;
 pub mod fetch;
 pub mod files;
+pub mod pane;
 pub mod search;
 pub mod shell;
 pub mod time;

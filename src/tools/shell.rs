@@ -5,6 +5,7 @@
 use super::approval::{Approval, ApprovalRequest};
 use super::capture::BoundedCapture;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
+use crate::target::tmux::{Stream, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -25,6 +26,8 @@ pub struct ShellOptions {
     pub denylist: Vec<String>,
     pub default_timeout: Duration,
     pub max_output_chars: usize,
+    /// Commands go to a shared tmux pane, and the `wait` argument is offered.
+    pub tmux: bool,
 }
 
 /// Patterns refused out of the box: commands that destroy a machine.
@@ -56,6 +59,31 @@ struct Args {
     command: String,
     #[serde(default)]
     timeout: Option<Value>,
+    #[serde(default)]
+    wait: Option<Value>,
+}
+
+/// How long a tmux-backed call waits for its command.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wait {
+    /// Until it ends, bounded by the timeout.
+    Finish,
+    /// Not at all: dispatch and return.
+    Dispatch,
+    /// At most this long, then report what is there and leave it running.
+    For(Duration),
+}
+
+fn parse_wait(value: Option<&Value>) -> Result<Wait, String> {
+    match value {
+        None | Some(Value::Bool(true)) | Some(Value::Null) => Ok(Wait::Finish),
+        Some(Value::Bool(false)) => Ok(Wait::Dispatch),
+        Some(Value::String(s)) if s == "true" => Ok(Wait::Finish),
+        Some(Value::String(s)) if s == "false" => Ok(Wait::Dispatch),
+        Some(v) => parse_duration(v).map(Wait::For).map_err(|_| {
+            format!("invalid wait {v}: use true, false or a duration such as \"30s\"")
+        }),
+    }
 }
 
 impl ShellTool {
@@ -63,29 +91,33 @@ impl ShellTool {
         ShellTool { opts }
     }
 
-    /// The first denylist pattern the command matches, comparing with whitespace
-    /// runs collapsed and a trailing space, so `rm -rf / ` matches `rm -rf /` at
-    /// the end of a command but not `rm -rf /tmp/x`.
+    /// The first denylist pattern the command matches.
     pub fn denied_by(&self, command: &str) -> Option<&str> {
-        let normalised = format!(
-            "{} ",
-            command.split_whitespace().collect::<Vec<_>>().join(" ")
-        );
-        self.opts
-            .denylist
-            .iter()
-            .map(String::as_str)
-            .filter(|p| !p.trim().is_empty())
-            .find(|p| {
-                let pat = p.split_whitespace().collect::<Vec<_>>().join(" ");
-                let pat = if p.ends_with(' ') {
-                    format!("{pat} ")
-                } else {
-                    pat
-                };
-                normalised.contains(&pat)
-            })
+        denied_by(&self.opts.denylist, command)
     }
+}
+
+/// The first pattern of `denylist` that `command` matches, comparing with
+/// whitespace runs collapsed and a trailing space, so `rm -rf / ` matches
+/// `rm -rf /` at the end of a command but not `rm -rf /tmp/x`.
+pub fn denied_by<'a>(denylist: &'a [String], command: &str) -> Option<&'a str> {
+    let normalised = format!(
+        "{} ",
+        command.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    denylist
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !p.trim().is_empty())
+        .find(|p| {
+            let pat = p.split_whitespace().collect::<Vec<_>>().join(" ");
+            let pat = if p.ends_with(' ') {
+                format!("{pat} ")
+            } else {
+                pat
+            };
+            normalised.contains(&pat)
+        })
 }
 
 /// Longest time limit a call may ask for; longer requests are held to it.
@@ -137,16 +169,36 @@ impl Tool for ShellTool {
     }
 
     fn definition(&self) -> ToolDefinition {
+        let timeout = json!({
+            "type": ["number", "string"],
+            "description": "Time limit in seconds, or a duration such as \"30s\" or \"10m\". Default 120 s."
+        });
+        if !self.opts.tmux {
+            return ToolDefinition::function(
+                "run_shell",
+                "Run a shell command (sh -c) in the working directory and return its exit code, stdout and stderr. Commands run non-interactively with no stdin; long output is truncated.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "description": "The shell command to run."},
+                        "timeout": timeout
+                    },
+                    "required": ["command"],
+                    "additionalProperties": false
+                }),
+            );
+        }
         ToolDefinition::function(
             "run_shell",
-            "Run a shell command (sh -c) in the working directory and return its exit code, stdout and stderr. Commands run non-interactively with no stdin; long output is truncated.",
+            "Run a shell command in the shared tmux pane, where the user can watch, and return its exact exit code, stdout and stderr. Each command runs in a subshell of the pane's shell (cd and export do not carry over; chain with &&). One command at a time: a new one is refused while the last still runs. For full-screen or interactive programs use send-keys, and capture-pane to read the screen. Long output is truncated.",
             json!({
                 "type": "object",
                 "properties": {
                     "command": {"type": "string", "description": "The shell command to run."},
-                    "timeout": {
-                        "type": ["number", "string"],
-                        "description": "Time limit in seconds, or a duration such as \"30s\" or \"10m\". Default 120 s."
+                    "timeout": timeout,
+                    "wait": {
+                        "type": ["boolean", "string"],
+                        "description": "true (default): wait until it finishes, up to the timeout, then interrupt it. false: start it and return at once (follow up with capture-pane). A duration such as \"30s\": wait at most that long, then return the output so far and leave it running."
                     }
                 },
                 "required": ["command"],
@@ -168,6 +220,13 @@ impl Tool for ShellTool {
             Some(v) => parse_duration(v).map_err(ToolError::InvalidArguments)?,
             None => self.opts.default_timeout,
         };
+        let wait = parse_wait(args.wait.as_ref()).map_err(ToolError::InvalidArguments)?;
+        let pane = ctx.target.tmux();
+        if pane.is_none() && wait != Wait::Finish {
+            return Err(ToolError::InvalidArguments(
+                "`wait` needs tmux-backed execution, which is off; leave it out".into(),
+            ));
+        }
         if let Some(pattern) = self.denied_by(&args.command) {
             return Err(ToolError::Failed(format!(
                 "command refused: it matches the denylist pattern `{}`; do not try to work around it",
@@ -184,8 +243,79 @@ impl Tool for ShellTool {
                 return Ok(ToolOutput::text(format!("command not run: {reason}")));
             }
         }
-        run(&args.command, ctx, timeout, self.opts.max_output_chars).await
+        match pane {
+            Some(pane) => {
+                run_in_pane(
+                    pane,
+                    &args.command,
+                    wait,
+                    timeout,
+                    self.opts.max_output_chars,
+                )
+                .await
+            }
+            None => run(&args.command, ctx, timeout, self.opts.max_output_chars).await,
+        }
     }
+}
+
+/// Runs `command` in the shared tmux pane and reports its exact output and exit
+/// code, or what there is so far when the wait ends first.
+async fn run_in_pane(
+    pane: &TmuxTarget,
+    command: &str,
+    wait: Wait,
+    timeout: Duration,
+    limit: usize,
+) -> Result<ToolOutput, ToolError> {
+    let job = pane.start(command).await.map_err(ToolError::Failed)?;
+    // A cancelled call (Ctrl-C, /kill) interrupts what it typed.
+    let mut guard = pane.interrupt_on_drop();
+    let where_ = format!("tmux pane {} (session {})", pane.pane(), pane.session());
+    let limit_wait = match wait {
+        Wait::Dispatch => {
+            guard.disarm();
+            return Ok(ToolOutput::text(format!(
+                "started in {where_}; it is running in the background. Use capture-pane to see its output (with `delay` to poll), send-keys C-c to stop it. run_shell refuses new commands until it finishes."
+            )));
+        }
+        Wait::Finish => timeout,
+        Wait::For(d) => d.min(timeout),
+    };
+    let mut finished = pane.wait(&job, limit_wait).await;
+    let mut header = None;
+    if !finished {
+        if wait == Wait::Finish || limit_wait == timeout {
+            pane.interrupt().await;
+            finished = pane.wait(&job, Duration::from_secs(2)).await;
+            header = Some(format!(
+                "timed out after {} s; interrupted with Ctrl-C",
+                fmt_secs(timeout)
+            ));
+        } else {
+            header = Some(format!(
+                "still running after {} s in {where_}; output so far is below. Check on it with capture-pane, stop it with send-keys C-c; run_shell refuses new commands until it finishes.",
+                fmt_secs(limit_wait)
+            ));
+        }
+    }
+    guard.disarm();
+    let mut out = BoundedCapture::new(limit);
+    let mut err = BoundedCapture::new(limit);
+    let code = pane
+        .collect(&job, finished, &mut |stream, bytes| match stream {
+            Stream::Stdout => out.push(bytes),
+            Stream::Stderr => err.push(bytes),
+        })
+        .await
+        .map_err(ToolError::Failed)?;
+    let header = match (header, code) {
+        (Some(h), Some(c)) if finished => format!("{h}\nexit code: {c}"),
+        (Some(h), _) => h,
+        (None, Some(c)) => format!("exit code: {c}"),
+        (None, None) => "exit code: unknown (the command's status was not recorded)".to_string(),
+    };
+    Ok(render_result(&header, &out, &err, limit))
 }
 
 async fn run(
@@ -385,6 +515,7 @@ mod tests {
             denylist: default_denylist(),
             default_timeout: Duration::from_secs(10),
             max_output_chars: limit,
+            tmux: false,
         })
     }
 

@@ -1,0 +1,813 @@
+//! Shell work in a shared tmux pane on any base target (this host, SSH, a
+//! container). A person attached to the managed session sees each command typed
+//! and running; buddy still gets the exact output and exit code, because the
+//! typed line tees stdout and stderr into files and records `$?` in a private
+//! directory on the target, then signals a `tmux wait-for` channel. Nothing is
+//! scraped from the screen except by `capture-pane`, which asks for exactly that.
+
+use super::{shell_quote, Target};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+/// The one window buddy manages in its session.
+pub const WINDOW: &str = "buddy-shared";
+
+/// Interactive shells whose syntax the typed wrapper is written in.
+const POSIX_SHELLS: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox", "yash", "loksh", "oksh",
+];
+/// Shells that need the wrapper handed to `sh -c`.
+const OTHER_SHELLS: &[&str] = &["fish", "tcsh", "csh", "nu", "elvish", "xonsh", "pwsh"];
+
+pub struct TmuxTarget {
+    base: Arc<dyn Target>,
+    session: String,
+    pane: String,
+    /// Private directory on the target for command output and exit codes.
+    dir: String,
+    /// Makes wait-for channel names unique to this buddy process.
+    tag: String,
+    next: AtomicU64,
+    running: Mutex<Option<Job>>,
+}
+
+/// Why a tmux-backed target could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    /// The target has no tmux; direct execution still works.
+    NotInstalled(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::NotInstalled(m) | OpenError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// A command typed into the pane.
+#[derive(Debug, Clone)]
+pub struct Job {
+    n: u64,
+    command: String,
+    started: Instant,
+}
+
+/// Which stream a chunk of captured output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What to capture from a pane.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureOptions {
+    pub pane: Option<String>,
+    /// First and last line (0 is the top of the visible screen, negative lines
+    /// are scrollback, `-` means its start or end).
+    pub start: Option<String>,
+    pub end: Option<String>,
+    pub join_wrapped: bool,
+    pub alternate: bool,
+    pub delay: Option<Duration>,
+}
+
+/// A `buddy-<name>` session name from a directory name, as tmux accepts it.
+pub fn default_session_name(cwd: &Path) -> String {
+    let base = cwd
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let clean: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    let clean = clean.trim_matches('-');
+    if clean.is_empty() {
+        "buddy-main".to_string()
+    } else {
+        format!("buddy-{clean}")
+    }
+}
+
+/// Session names tmux would misread (`:` and `.` separate targets).
+pub fn check_session_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.starts_with('-')
+        || name.contains([':', '.', '\n', '\''])
+        || name.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "invalid tmux session name {name:?}: use letters, digits, `-` and `_`"
+        ));
+    }
+    Ok(())
+}
+
+/// Pane names the tools accept: tmux target syntax, never an option.
+pub fn check_pane_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "%@$=:._-".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid pane {name:?}: use a tmux target such as %3, session:window.pane or session:window"
+        ))
+    }
+}
+
+/// Checks a `send-keys` key name: tmux's named keys and modifier forms such as
+/// `C-c`, `M-x`, `C-M-Left`, or one character.
+pub fn check_key(key: &str) -> Result<(), String> {
+    const NAMED: &[&str] = &[
+        "Enter", "Escape", "Tab", "BTab", "Space", "BSpace", "Up", "Down", "Left", "Right", "Home",
+        "End", "PageUp", "PageDown", "PPage", "NPage", "PgUp", "PgDn", "Insert", "Delete", "IC",
+        "DC", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12", "KP0",
+        "KP1", "KP2", "KP3", "KP4", "KP5", "KP6", "KP7", "KP8", "KP9", "KPEnter",
+    ];
+    let mut rest = key;
+    while let Some(r) = ["C-", "M-", "S-"].iter().find_map(|p| rest.strip_prefix(p)) {
+        if r.is_empty() {
+            break;
+        }
+        rest = r;
+    }
+    let single = rest.chars().count() == 1 && !rest.chars().any(char::is_control);
+    if single || NAMED.iter().any(|n| n.eq_ignore_ascii_case(rest)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown key {key:?}: use names such as Enter, Escape, Tab, Up, C-c, C-d, M-x, F1, or send text with `text`"
+        ))
+    }
+}
+
+impl TmuxTarget {
+    /// Finds or creates `session` with its `buddy-shared` window on `base`, and
+    /// a private directory for command results. Refuses to run from inside the
+    /// managed pane itself, where typing commands would type into buddy.
+    pub async fn open(base: Arc<dyn Target>, session: &str) -> Result<TmuxTarget, OpenError> {
+        check_session_name(session).map_err(OpenError::Failed)?;
+        let s = shell_quote(&format!("={session}"));
+        let w = shell_quote(&format!("={session}:{WINDOW}"));
+        let here = if base.is_local() {
+            std::env::var("TMUX_PANE").ok().filter(|p| !p.is_empty())
+        } else {
+            None
+        };
+        let here_check = match &here {
+            Some(p) => format!(
+                "here=$(tmux display-message -p -t {} '#{{session_name}}:#{{window_name}}' 2>/dev/null) || here=\n\
+                 if [ \"$here\" = {} ]; then echo inside; exit 0; fi\n",
+                shell_quote(p),
+                shell_quote(&format!("{session}:{WINDOW}"))
+            ),
+            None => String::new(),
+        };
+        let script = format!(
+            "command -v tmux >/dev/null 2>&1 || {{ echo no-tmux; exit 0; }}\n\
+             {here_check}\
+             if ! tmux has-session -t {s} 2>/dev/null; then\n\
+               tmux new-session -d -s {name} -n {WINDOW} -x 200 -y 50 || exit 1\n\
+               echo created\n\
+             elif ! tmux list-windows -t {s} -F '#{{window_name}}' | grep -qx {WINDOW}; then\n\
+               tmux new-window -d -t {s} -n {WINDOW} || exit 1\n\
+               echo created\n\
+             fi\n\
+             tmux display-message -p -t {w} 'pane #{{pane_id}}' || exit 1\n\
+             d=$(mktemp -d \"${{TMPDIR:-/tmp}}/buddy-tmux.XXXXXX\") || exit 1\n\
+             echo \"dir $d\"\n",
+            name = shell_quote(session),
+        );
+        let (code, out, err) = super::run_script(base.as_ref(), &script, Path::new("/"), None)
+            .await
+            .map_err(|e| {
+                OpenError::Failed(format!("cannot start tmux on {}: {e}", base.actor()))
+            })?;
+        let out = String::from_utf8_lossy(&out);
+        if out.lines().any(|l| l == "no-tmux") {
+            return Err(OpenError::NotInstalled(format!(
+                "tmux is not installed on {}",
+                base.actor()
+            )));
+        }
+        if out.lines().any(|l| l == "inside") {
+            return Err(OpenError::Failed(format!(
+                "buddy is running inside its own managed tmux pane ({session}:{WINDOW}), where it would type commands into itself; start it from another terminal or pane, or use --tmux OTHER-SESSION or --no-tmux"
+            )));
+        }
+        let field = |key: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(key).map(str::to_string))
+        };
+        let (Some(pane), Some(dir), Some(0)) = (field("pane "), field("dir "), code) else {
+            let err = String::from_utf8_lossy(&err);
+            let why = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no reason given");
+            return Err(OpenError::Failed(format!(
+                "cannot set up tmux session {session} on {}: {}",
+                base.actor(),
+                why.trim()
+            )));
+        };
+        let target = TmuxTarget {
+            base,
+            session: session.to_string(),
+            pane,
+            dir,
+            tag: format!(
+                "buddy-{}-{:x}",
+                std::process::id(),
+                crate::clock::now_unix() & 0xffff
+            ),
+            next: AtomicU64::new(1),
+            running: Mutex::new(None),
+        };
+        if out.lines().any(|l| l == "created") {
+            target.await_prompt().await;
+        }
+        Ok(target)
+    }
+
+    /// Keys sent before a new shell draws its prompt can land before it; wait
+    /// (briefly) until the pane shows something.
+    async fn await_prompt(&self) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            let out = self
+                .tmux(&["capture-pane", "-p", "-t", &self.pane])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .await;
+            if matches!(&out, Ok(o) if o.stdout.iter().any(|b| !b.is_ascii_whitespace())) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    pub fn pane(&self) -> &str {
+        &self.pane
+    }
+
+    pub fn base(&self) -> &Arc<dyn Target> {
+        &self.base
+    }
+
+    /// How a person attaches to the managed session, right for the target.
+    pub fn attach_hint(&self) -> String {
+        self.base
+            .interactive_command(&format!("tmux attach -t {}", shell_quote(&self.session)))
+    }
+
+    fn tmux(&self, args: &[&str]) -> Command {
+        let mut argv = vec!["tmux"];
+        argv.extend_from_slice(args);
+        self.base.exec(&argv)
+    }
+
+    fn channel(&self, n: u64) -> String {
+        format!("{}-{n}", self.tag)
+    }
+
+    fn file(&self, n: u64, ext: &str) -> String {
+        format!("{}/{n}.{ext}", self.dir)
+    }
+
+    /// The command typed into the pane: `command` in a subshell, its stdout and
+    /// stderr each teed to the screen and to a file, its status written once it
+    /// ends, then the channel signalled. The tees and the recording shell
+    /// survive Ctrl-C, so an interrupted command still reports (code 130).
+    fn wrapper(&self, n: u64, command: &str) -> String {
+        let q = |ext: &str| shell_quote(&self.file(n, ext));
+        format!(
+            " {{ {{ trap : INT; ( {command}\n); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); tmux wait-for -S {chan}",
+            c = q("c"),
+            e = q("e"),
+            o = q("o"),
+            chan = self.channel(n),
+        )
+    }
+
+    /// Types `command` into the pane. Refuses, with a message for the model,
+    /// when an earlier command is still running or another program holds the
+    /// pane.
+    pub async fn start(&self, command: &str) -> Result<Job, String> {
+        let previous = self.running_job();
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let prev_check = match &previous {
+            Some(job) => format!(
+                "if [ ! -e {} ]; then echo running; exit 0; fi\n",
+                shell_quote(&self.file(job.n, "c"))
+            ),
+            None => String::new(),
+        };
+        let posix = POSIX_SHELLS.join("|");
+        let other = OTHER_SHELLS.join("|");
+        let pane = shell_quote(&self.pane);
+        // What the shell would rewrite or the line editor would act on (Tab,
+        // control keys, `!` history expansion) is not typed: the command goes
+        // to a file on the target and the pane sources it.
+        let body = if typeable(command) {
+            command.to_string()
+        } else {
+            let file = self.file(n, "sh");
+            let (code, _, err) = super::run_script(
+                self.base.as_ref(),
+                &format!("umask 077; cat > {}", shell_quote(&file)),
+                Path::new("/"),
+                Some(command.as_bytes()),
+            )
+            .await
+            .map_err(|e| format!("cannot reach tmux: {e}"))?;
+            if code != Some(0) {
+                return Err(format!(
+                    "cannot write the command to the target: {}",
+                    String::from_utf8_lossy(&err).trim()
+                ));
+            }
+            format!(". {}", shell_quote(&file))
+        };
+        let wrapper = self.wrapper(n, &body);
+        let direct = type_lines(&pane, &wrapper);
+        // A shell with another syntax gets the wrapper handed to sh.
+        let via_sh = type_lines(
+            &pane,
+            &format!(" sh -c {}", shell_quote(wrapper.trim_start())),
+        );
+        let script = format!(
+            "{prev_check}\
+             i=0\n\
+             while :; do\n\
+               info=$(tmux display-message -p -t {pane} '#{{pane_in_mode}} #{{pane_current_command}}') || exit 1\n\
+               mode=${{info%% *}}; cur=${{info#* }}; cur=${{cur#-}}; cur=${{cur##*/}}\n\
+               case \"$cur\" in\n\
+                 {posix}) direct=1; break ;;\n\
+                 {other}) direct=0; break ;;\n\
+               esac\n\
+               i=$((i+1)); [ $i -ge 10 ] && {{ echo \"busy $cur\"; exit 0; }}\n\
+               sleep 0.05 2>/dev/null || sleep 1\n\
+             done\n\
+             [ \"$mode\" = 1 ] && tmux send-keys -t {pane} -X cancel\n\
+             if [ $direct = 1 ]; then\n{direct}else\n{via_sh}fi\n\
+             tmux send-keys -t {pane} Enter || exit 1\n\
+             echo typed\n"
+        );
+        let (code, out, err) = super::run_script(self.base.as_ref(), &script, Path::new("/"), None)
+            .await
+            .map_err(|e| format!("cannot reach tmux: {e}"))?;
+        let out = String::from_utf8_lossy(&out);
+        let out = out.trim();
+        if out == "running" {
+            let (what, age) = previous
+                .map(|j| (one_line(&j.command), j.started.elapsed().as_secs()))
+                .unwrap_or_default();
+            return Err(format!(
+                "not run: the previous command (`{what}`, started {age} s ago) is still running in tmux pane {}. Wait for it (capture-pane shows its progress), or stop it with send-keys C-c, then try again.",
+                self.pane
+            ));
+        }
+        if let Some(program) = out.strip_prefix("busy ") {
+            return Err(format!(
+                "not run: tmux pane {} is busy with `{program}` (not a shell prompt). Use capture-pane to see it and send-keys to drive or quit it (for example C-c or q), then try again.",
+                self.pane
+            ));
+        }
+        if code != Some(0) || out != "typed" {
+            let err = String::from_utf8_lossy(&err);
+            return Err(format!(
+                "cannot type into tmux pane {}: {}",
+                self.pane,
+                err.lines().last().unwrap_or("tmux failed").trim()
+            ));
+        }
+        let job = Job {
+            n,
+            command: command.to_string(),
+            started: Instant::now(),
+        };
+        if let Ok(mut r) = self.running.lock() {
+            *r = Some(job.clone());
+        }
+        Ok(job)
+    }
+
+    fn running_job(&self) -> Option<Job> {
+        self.running.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// Waits until `job` ends or `limit` passes; true when it ended.
+    pub async fn wait(&self, job: &Job, limit: Duration) -> bool {
+        let mut waiter = self.tmux(&["wait-for", &self.channel(job.n)]);
+        waiter
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let Ok(mut child) = waiter.spawn() else {
+            return false;
+        };
+        tokio::select! {
+            status = child.wait() => status.is_ok_and(|s| s.success()),
+            _ = tokio::time::sleep(limit) => false,
+        }
+    }
+
+    /// Sends Ctrl-C to the pane.
+    pub async fn interrupt(&self) {
+        let _ = self
+            .tmux(&["send-keys", "-t", &self.pane, "C-c"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+    }
+
+    /// A guard that interrupts the pane if dropped before `disarm` (the call was
+    /// cancelled while the command ran).
+    pub fn interrupt_on_drop(&self) -> InterruptGuard {
+        InterruptGuard {
+            command: Some(self.tmux(&["send-keys", "-t", &self.pane, "C-c"])),
+        }
+    }
+
+    /// Streams what `job` has written so far into `sink` (stdout, then stderr)
+    /// and returns its exit code once it has one. With `finished`, the job's
+    /// files are removed and the pane is free again.
+    pub async fn collect(
+        &self,
+        job: &Job,
+        finished: bool,
+        sink: &mut (dyn FnMut(Stream, &[u8]) + Send),
+    ) -> Result<Option<i32>, String> {
+        let (c, o, e) = (
+            shell_quote(&self.file(job.n, "c")),
+            shell_quote(&self.file(job.n, "o")),
+            shell_quote(&self.file(job.n, "e")),
+        );
+        // One round trip: a header line with the sizes, then both files.
+        let cleanup = if finished {
+            format!(
+                "rm -f {c} {o} {e} {}\n",
+                shell_quote(&self.file(job.n, "sh"))
+            )
+        } else {
+            String::new()
+        };
+        let script = format!(
+            "code=$(cat {c} 2>/dev/null)\n\
+             no=$(wc -c <{o} 2>/dev/null || echo 0); ne=$(wc -c <{e} 2>/dev/null || echo 0)\n\
+             echo \"${{code:--}} $no $ne\"\n\
+             head -c \"$no\" {o} 2>/dev/null; head -c \"$ne\" {e} 2>/dev/null\n\
+             {cleanup}"
+        );
+        let mut child = self
+            .base
+            .command(&script, Path::new("/"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot read the command's output: {e}"))?;
+        let mut pipe = child
+            .stdout
+            .take()
+            .ok_or("cannot read the command's output")?;
+        let mut header = Vec::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut code = None;
+        let mut left: [u64; 2] = [0, 0];
+        let mut pending: Vec<u8> = Vec::new();
+        let mut have_header = false;
+        loop {
+            let n = pipe
+                .read(&mut buf)
+                .await
+                .map_err(|e| format!("cannot read the command's output: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            let mut chunk = &buf[..n];
+            if !have_header {
+                match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        header.extend_from_slice(&chunk[..i]);
+                        chunk = &chunk[i + 1..];
+                        have_header = true;
+                        let text = String::from_utf8_lossy(&header).to_string();
+                        let mut parts = text.split_whitespace();
+                        code = parts.next().and_then(|c| c.parse::<i32>().ok());
+                        left[0] = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        left[1] = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+                    }
+                    None => {
+                        header.extend_from_slice(chunk);
+                        if header.len() > 200 {
+                            return Err("cannot read the command's output: bad header".into());
+                        }
+                        continue;
+                    }
+                }
+            }
+            pending.clear();
+            pending.extend_from_slice(chunk);
+            let mut rest = &pending[..];
+            for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+                let take = (left[i] as usize).min(rest.len());
+                if take > 0 {
+                    sink(stream, &rest[..take]);
+                    left[i] -= take as u64;
+                    rest = &rest[take..];
+                }
+            }
+        }
+        let _ = child.wait().await;
+        if finished {
+            if let Ok(mut r) = self.running.lock() {
+                if r.as_ref().is_some_and(|j| j.n == job.n) {
+                    *r = None;
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    /// The pane's contents as text, per `opts`, and a note when the alternate
+    /// screen was asked for but the pane is not using one.
+    pub async fn capture(&self, opts: &CaptureOptions) -> Result<(String, Option<String>), String> {
+        if let Some(d) = opts.delay {
+            tokio::time::sleep(d).await;
+        }
+        let pane = opts.pane.clone().unwrap_or_else(|| self.pane.clone());
+        check_pane_name(&pane)?;
+        let mut args: Vec<String> = vec!["capture-pane".into(), "-p".into()];
+        if opts.join_wrapped {
+            args.push("-J".into());
+        }
+        if let Some(s) = &opts.start {
+            args.push("-S".into());
+            args.push(s.clone());
+        }
+        if let Some(e) = &opts.end {
+            args.push("-E".into());
+            args.push(e.clone());
+        }
+        args.push("-t".into());
+        args.push(pane.clone());
+        let run = |alternate: bool| {
+            let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+            if alternate {
+                a.insert(2, "-a");
+            }
+            let mut c = self.tmux(&a);
+            c.stdin(Stdio::null()).kill_on_drop(true);
+            c
+        };
+        let mut note = None;
+        let mut out = run(opts.alternate)
+            .output()
+            .await
+            .map_err(|e| format!("cannot run tmux: {e}"))?;
+        if opts.alternate && !out.status.success() {
+            note = Some(
+                "the pane is not showing an alternate screen; captured the normal screen instead"
+                    .to_string(),
+            );
+            out = run(false)
+                .output()
+                .await
+                .map_err(|e| format!("cannot run tmux: {e}"))?;
+        }
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!(
+                "cannot capture pane {pane}: {}",
+                err.lines().last().unwrap_or("tmux failed").trim()
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok((text.trim_end().to_string(), note))
+    }
+
+    /// Sends named keys (`keys`) or literal text into a pane.
+    pub async fn send(&self, pane: Option<&str>, keys: &[SendItem]) -> Result<String, String> {
+        let pane = pane.unwrap_or(&self.pane).to_string();
+        check_pane_name(&pane)?;
+        let mut script = String::new();
+        for item in keys {
+            match item {
+                SendItem::Key(k) => {
+                    check_key(k)?;
+                    script.push_str(&format!(
+                        "tmux send-keys -t {} {} || exit 1\n",
+                        shell_quote(&pane),
+                        shell_quote(k)
+                    ));
+                }
+                SendItem::Text(t) => {
+                    script.push_str(&format!(
+                        "tmux send-keys -t {} -l -- {} || exit 1\n",
+                        shell_quote(&pane),
+                        shell_quote(t)
+                    ));
+                }
+            }
+        }
+        let (code, _, err) = super::run_script(self.base.as_ref(), &script, Path::new("/"), None)
+            .await
+            .map_err(|e| format!("cannot run tmux: {e}"))?;
+        if code != Some(0) {
+            let err = String::from_utf8_lossy(&err);
+            return Err(format!(
+                "cannot send keys to pane {pane}: {}",
+                err.lines().last().unwrap_or("tmux failed").trim()
+            ));
+        }
+        Ok(pane)
+    }
+}
+
+fn type_lines(pane: &str, text: &str) -> String {
+    let mut typing = String::new();
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            typing.push_str(&format!("tmux send-keys -t {pane} Enter\n"));
+        }
+        if !line.is_empty() {
+            typing.push_str(&format!(
+                "tmux send-keys -t {pane} -l -- {} || exit 1\n",
+                shell_quote(line)
+            ));
+        }
+    }
+    typing
+}
+
+/// Whether `command` survives being typed at an interactive shell unchanged.
+fn typeable(command: &str) -> bool {
+    command.len() <= 1000
+        && !command.contains('!')
+        && !command.chars().any(|c| c.is_control() && c != '\n')
+}
+
+fn one_line(s: &str) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.chars().count() > 60 || s.lines().nth(1).is_some() {
+        format!("{}…", first.chars().take(60).collect::<String>())
+    } else {
+        first.to_string()
+    }
+}
+
+/// One thing `send-keys` types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendItem {
+    Key(String),
+    Text(String),
+}
+
+pub struct InterruptGuard {
+    command: Option<Command>,
+}
+
+impl InterruptGuard {
+    pub fn disarm(&mut self) {
+        self.command = None;
+    }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        if let Some(cmd) = self.command.take() {
+            let mut cmd = cmd.into_std();
+            let _ = cmd
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Drop for TmuxTarget {
+    fn drop(&mut self) {
+        // The session stays for the person attached; only our scratch files go.
+        let cmd = self.base.command(
+            &format!("rm -rf {}", shell_quote(&self.dir)),
+            Path::new("/"),
+        );
+        let _ = cmd
+            .into_std()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Target for TmuxTarget {
+    fn command(&self, script: &str, cwd: &Path) -> Command {
+        self.base.command(script, cwd)
+    }
+
+    fn exec(&self, argv: &[&str]) -> Command {
+        self.base.exec(argv)
+    }
+
+    fn actor(&self) -> String {
+        self.base.actor()
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "{}; shell commands run in the shared tmux pane {} (session {}, window {WINDOW}) where the user can watch",
+            self.base.description(),
+            self.pane,
+            self.session
+        )
+    }
+
+    fn is_local(&self) -> bool {
+        self.base.is_local()
+    }
+
+    fn prompt_label(&self) -> Option<String> {
+        self.base.prompt_label()
+    }
+
+    fn interactive_command(&self, command: &str) -> String {
+        self.base.interactive_command(command)
+    }
+
+    fn tmux(&self) -> Option<&TmuxTarget> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_names_come_from_the_directory() {
+        assert_eq!(
+            default_session_name(Path::new("/home/me/my.project")),
+            "buddy-my-project"
+        );
+        assert_eq!(default_session_name(Path::new("/")), "buddy-main");
+        assert!(check_session_name("buddy-x").is_ok());
+        assert!(check_session_name("a:b").is_err());
+        assert!(check_session_name("-t").is_err());
+    }
+
+    #[test]
+    fn only_plain_commands_are_typed() {
+        assert!(typeable("ls -la | grep x && echo 'a b'\ncat f"));
+        assert!(!typeable("echo hi!"));
+        assert!(!typeable("printf 'a\tb'"));
+        assert!(!typeable(&"x".repeat(2000)));
+    }
+
+    #[test]
+    fn keys_and_panes_are_checked() {
+        for k in ["Enter", "C-c", "C-M-Left", "M-x", "q", "F5", "escape"] {
+            assert!(check_key(k).is_ok(), "{k}");
+        }
+        for k in ["-t", "Ctrl-C", "hello", ""] {
+            assert!(check_key(k).is_err(), "{k}");
+        }
+        assert!(check_pane_name("%3").is_ok());
+        assert!(check_pane_name("buddy-x:buddy-shared.0").is_ok());
+        assert!(check_pane_name("-t").is_err());
+        assert!(check_pane_name("a;b").is_err());
+    }
+}

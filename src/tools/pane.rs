@@ -1,0 +1,227 @@
+//! The tmux pane tools: `capture-pane` reads what a pane shows, `send-keys`
+//! types keys and text into it, for driving interactive programs that
+//! `run_shell` cannot. Both are registered only when shell work is
+//! tmux-backed; text typed with `send-keys` reaches a shell, so it goes
+//! through the same denylist and approval as `run_shell`.
+
+use super::approval::{Approval, ApprovalRequest};
+use super::shell::{denied_by, parse_duration};
+use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
+use crate::target::tmux::{CaptureOptions, SendItem, TmuxTarget};
+use crate::wire::ToolDefinition;
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+fn pane_of(ctx: &ToolContext) -> Result<&TmuxTarget, ToolError> {
+    ctx.target.tmux().ok_or_else(|| {
+        ToolError::Failed("tmux-backed execution is off, so there is no pane to use".into())
+    })
+}
+
+pub struct CapturePaneTool {
+    max_output_chars: usize,
+}
+
+impl CapturePaneTool {
+    pub fn new(max_output_chars: usize) -> Self {
+        CapturePaneTool { max_output_chars }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaptureArgs {
+    #[serde(default)]
+    pane: Option<String>,
+    #[serde(default)]
+    start: Option<Value>,
+    #[serde(default)]
+    end: Option<Value>,
+    #[serde(default)]
+    join_wrapped: bool,
+    #[serde(default)]
+    alternate_screen: bool,
+    #[serde(default)]
+    delay: Option<Value>,
+}
+
+/// A capture line bound: an integer, or `-` for the very start or end.
+fn line_bound(name: &str, v: Option<Value>) -> Result<Option<String>, ToolError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.is_i64() => Ok(Some(n.to_string())),
+        Some(Value::String(s)) if s == "-" || s.trim().parse::<i64>().is_ok() => {
+            Ok(Some(s.trim().to_string()))
+        }
+        Some(other) => Err(ToolError::InvalidArguments(format!(
+            "invalid {name} {other}: use a line number (negative for scrollback) or \"-\""
+        ))),
+    }
+}
+
+#[async_trait]
+impl Tool for CapturePaneTool {
+    fn name(&self) -> &'static str {
+        "capture-pane"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function(
+            "capture-pane",
+            "Show the text of a tmux pane (by default the shared pane's visible screen), to follow a command started with wait=false or an interactive program.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pane": {"type": "string", "description": "tmux target pane (e.g. %3 or session:window.pane); default the shared pane."},
+                    "start": {"type": ["integer", "string"], "description": "First line: 0 is the top of the screen, negative numbers reach into scrollback, \"-\" is the start of history."},
+                    "end": {"type": ["integer", "string"], "description": "Last line; \"-\" is the bottom of the screen."},
+                    "join_wrapped": {"type": "boolean", "description": "Join lines the terminal wrapped."},
+                    "alternate_screen": {"type": "boolean", "description": "Capture the alternate screen (full-screen programs); falls back to the normal screen when there is none."},
+                    "delay": {"type": ["number", "string"], "description": "Wait this long first (seconds or \"2s\"), for polling."}
+                },
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn max_output_chars(&self) -> usize {
+        self.max_output_chars
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: CaptureArgs = parse_args(args)?;
+        let pane = pane_of(ctx)?;
+        let delay = match &args.delay {
+            Some(v) => Some(parse_duration(v).map_err(ToolError::InvalidArguments)?),
+            None => None,
+        };
+        // Polling is for seconds, not hours.
+        let delay = delay.map(|d| d.min(std::time::Duration::from_secs(300)));
+        let opts = CaptureOptions {
+            pane: args.pane,
+            start: line_bound("start", args.start)?,
+            end: line_bound("end", args.end)?,
+            join_wrapped: args.join_wrapped,
+            alternate: args.alternate_screen,
+            delay,
+        };
+        let (text, note) = pane.capture(&opts).await.map_err(ToolError::Failed)?;
+        let text = if text.trim().is_empty() {
+            "(the pane is blank)".to_string()
+        } else {
+            text
+        };
+        Ok(ToolOutput::text(match note {
+            Some(n) => format!("note: {n}\n{text}"),
+            None => text,
+        }))
+    }
+}
+
+pub struct SendKeysTool {
+    confirm: bool,
+    denylist: Vec<String>,
+}
+
+impl SendKeysTool {
+    pub fn new(confirm: bool, denylist: Vec<String>) -> Self {
+        SendKeysTool { confirm, denylist }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendArgs {
+    #[serde(default)]
+    pane: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    keys: Vec<String>,
+    #[serde(default)]
+    enter: bool,
+}
+
+#[async_trait]
+impl Tool for SendKeysTool {
+    fn name(&self) -> &'static str {
+        "send-keys"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function(
+            "send-keys",
+            "Type into a tmux pane (default the shared pane) to drive interactive programs: first `text` literally, then the named `keys` in order, then Enter if `enter` is true. Read the result with capture-pane.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pane": {"type": "string", "description": "tmux target pane; default the shared pane."},
+                    "text": {"type": "string", "description": "Literal text to type."},
+                    "keys": {"type": "array", "items": {"type": "string"}, "description": "Named keys: Enter, Escape, Tab, BSpace, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1..F12, C-c, C-d, C-z, M-x, or a single character."},
+                    "enter": {"type": "boolean", "description": "Press Enter at the end."}
+                },
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn max_output_chars(&self) -> usize {
+        1000
+    }
+
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let args: SendArgs = parse_args(args)?;
+        let pane = pane_of(ctx)?;
+        let mut items = Vec::new();
+        if let Some(t) = args.text.as_ref().filter(|t| !t.is_empty()) {
+            items.push(SendItem::Text(t.clone()));
+        }
+        for k in &args.keys {
+            crate::target::tmux::check_key(k).map_err(ToolError::InvalidArguments)?;
+            items.push(SendItem::Key(k.clone()));
+        }
+        if args.enter {
+            items.push(SendItem::Key("Enter".into()));
+        }
+        if items.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "nothing to send: give `text`, `keys` or `enter`".into(),
+            ));
+        }
+        if let Some(text) = &args.text {
+            // Typed text can run anything a shell command can.
+            if let Some(p) = denied_by(&self.denylist, text) {
+                return Err(ToolError::Failed(format!(
+                    "text refused: it matches the denylist pattern `{}`; do not try to work around it",
+                    p.trim()
+                )));
+            }
+            if self.confirm {
+                let request = ApprovalRequest {
+                    tool: "send-keys".into(),
+                    actor: ctx.target.actor(),
+                    command: text.clone(),
+                };
+                if let Approval::Denied { reason } = ctx.approver.approve(request).await {
+                    return Ok(ToolOutput::text(format!("text not sent: {reason}")));
+                }
+            }
+        }
+        let sent = pane
+            .send(args.pane.as_deref(), &items)
+            .await
+            .map_err(ToolError::Failed)?;
+        let what: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                SendItem::Text(t) => format!("text {t:?}"),
+                SendItem::Key(k) => k.clone(),
+            })
+            .collect();
+        Ok(ToolOutput::text(format!(
+            "sent to pane {sent}: {}; use capture-pane to see the effect",
+            what.join(", ")
+        )))
+    }
+}
