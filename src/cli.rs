@@ -57,8 +57,15 @@ pub struct TargetArgs {
     #[arg(long, global = true, value_name = "ENGINE", requires = "container")]
     pub container_engine: Option<String>,
     /// Run shell commands in a shared tmux pane (the default in the REPL when
-    /// tmux is installed), optionally in the named session
-    #[arg(long, global = true, value_name = "SESSION", num_args = 0..=1, default_missing_value = "")]
+    /// tmux is installed); `--tmux=NAME` picks the session
+    #[arg(
+        long,
+        global = true,
+        value_name = "SESSION",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = ""
+    )]
     pub tmux: Option<String>,
     /// Run shell commands directly, never in tmux
     #[arg(long, global = true, conflicts_with = "tmux")]

@@ -303,13 +303,15 @@ impl TmuxTarget {
 
     /// The command typed into the pane: `command` in a subshell, its stdout and
     /// stderr each teed to the screen and to a file, its status written once it
-    /// ends, then the channel signalled. The tees and the recording shell
+    /// ends, a done marker once the tees have flushed, then the channel
+    /// signalled. The tees and the recording shell
     /// survive Ctrl-C, so an interrupted command still reports (code 130).
     fn wrapper(&self, n: u64, command: &str) -> String {
         let q = |ext: &str| shell_quote(&self.file(n, ext));
         format!(
-            " {{ {{ trap : INT; ( {command}\n); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); tmux wait-for -S {chan}",
+            " {{ {{ trap : INT; ( {command}\n); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); : >{d}; tmux wait-for -S {chan}",
             c = q("c"),
+            d = q("d"),
             e = q("e"),
             o = q("o"),
             chan = self.channel(n),
@@ -318,14 +320,18 @@ impl TmuxTarget {
 
     /// Types `command` into the pane. Refuses, with a message for the model,
     /// when an earlier command is still running or another program holds the
-    /// pane.
+    /// pane (after a second's grace: one just interrupted takes a moment to
+    /// finish).
     pub async fn start(&self, command: &str) -> Result<Job, String> {
         let previous = self.running_job();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let prev_check = match &previous {
             Some(job) => format!(
-                "if [ ! -e {} ]; then echo running; exit 0; fi\n",
-                shell_quote(&self.file(job.n, "c"))
+                "j=0\nwhile [ ! -e {} ]; do\n\
+                   j=$((j+1)); [ $j -ge 20 ] && {{ echo running; exit 0; }}\n\
+                   sleep 0.05 2>/dev/null || sleep 1\n\
+                 done\n",
+                shell_quote(&self.file(job.n, "d"))
             ),
             None => String::new(),
         };
@@ -432,11 +438,42 @@ impl TmuxTarget {
             .stderr(Stdio::null())
             .kill_on_drop(true);
         let Ok(mut child) = waiter.spawn() else {
-            return false;
+            return self.poll_done(job, limit).await;
         };
         tokio::select! {
             status = child.wait() => status.is_ok_and(|s| s.success()),
             _ = tokio::time::sleep(limit) => false,
+        }
+    }
+
+    /// Waits for the job's done marker. For a second wait on the same job: the
+    /// channel's one signal may have gone to an earlier waiter that was killed
+    /// but not yet noticed by the tmux server.
+    pub async fn poll_done(&self, job: &Job, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let marker = self.file(job.n, "d");
+        loop {
+            let done = if self.base.is_local() {
+                Path::new(&marker).exists()
+            } else {
+                matches!(
+                    super::run_script(
+                        self.base.as_ref(),
+                        &format!("test -e {}", shell_quote(&marker)),
+                        Path::new("/"),
+                        None
+                    )
+                    .await,
+                    Ok((Some(0), _, _))
+                )
+            };
+            if done {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -476,8 +513,9 @@ impl TmuxTarget {
         // One round trip: a header line with the sizes, then both files.
         let cleanup = if finished {
             format!(
-                "rm -f {c} {o} {e} {}\n",
-                shell_quote(&self.file(job.n, "sh"))
+                "rm -f {c} {o} {e} {} {}\n",
+                shell_quote(&self.file(job.n, "sh")),
+                shell_quote(&self.file(job.n, "d"))
             )
         } else {
             String::new()

@@ -287,7 +287,7 @@ async fn run_in_pane(
     if !finished {
         if wait == Wait::Finish || limit_wait == timeout {
             pane.interrupt().await;
-            finished = pane.wait(&job, Duration::from_secs(2)).await;
+            finished = pane.poll_done(&job, Duration::from_secs(3)).await;
             header = Some(format!(
                 "timed out after {} s; interrupted with Ctrl-C",
                 fmt_secs(timeout)

@@ -136,6 +136,16 @@ impl Default for BuddyCmd {
     }
 }
 
+impl Drop for BuddyCmd {
+    fn drop(&mut self) {
+        // A managed tmux session outlives buddy by design; the test's must not.
+        let used = std::fs::read_dir(self.tmux_dir()).is_ok_and(|mut d| d.next().is_some());
+        if used {
+            let _ = self.tmux(&["kill-server"]);
+        }
+    }
+}
+
 impl BuddyCmd {
     pub fn new() -> BuddyCmd {
         let root = TempDir::new("buddy");
@@ -146,6 +156,7 @@ impl BuddyCmd {
             "xdg-state",
             "xdg-cache",
             "work",
+            "tmux",
         ] {
             let path = root.join(dir);
             std::fs::create_dir(&path)
@@ -220,6 +231,22 @@ impl BuddyCmd {
         self.root.join("home")
     }
 
+    /// `$TMUX_TMPDIR`: where buddy's tmux server (if it starts one) has its socket.
+    pub fn tmux_dir(&self) -> PathBuf {
+        self.root.join("tmux")
+    }
+
+    /// Runs `tmux ARGS` against buddy's private tmux server.
+    pub fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(args)
+            .env("TMUX_TMPDIR", self.tmux_dir())
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .output()
+            .expect("run tmux")
+    }
+
     /// The fake `$XDG_CONFIG_HOME`.
     pub fn config_home(&self) -> PathBuf {
         self.root.join("xdg-config")
@@ -254,6 +281,10 @@ impl BuddyCmd {
             .env("XDG_STATE_HOME", self.root.join("xdg-state"))
             .env("XDG_CACHE_HOME", self.root.join("xdg-cache"))
             .env("NO_COLOR", "1")
+            // A tmux server of its own: never the developer's, never another test's.
+            .env("TMUX_TMPDIR", self.tmux_dir())
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
             .current_dir(self.work_dir())
             .args(args);
         for (key, value) in &self.envs {

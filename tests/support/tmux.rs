@@ -15,6 +15,8 @@ pub const WAIT: Duration = Duration::from_secs(15);
 pub struct Tmux {
     dir: TempDir,
     socket: PathBuf,
+    /// The session buddy runs in.
+    session: String,
 }
 
 fn quote(s: &std::ffi::OsStr) -> String {
@@ -27,6 +29,11 @@ impl Tmux {
     /// buddy's exit code (in `tty-before`, `tty-after` and `exit-code` in the
     /// work dir), then keeps the pane open.
     pub fn start(cmd: &BuddyCmd, args: &[&str]) -> Tmux {
+        Tmux::start_in(cmd, args, "buddy-test", None)
+    }
+
+    /// Like [`Tmux::start`], in a session and window of the given names.
+    pub fn start_in(cmd: &BuddyCmd, args: &[&str], session: &str, window: Option<&str>) -> Tmux {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         let command = cmd.command_with(&args);
         let dir = TempDir::new("tmux");
@@ -40,6 +47,8 @@ impl Tmux {
                 Some(v) => {
                     script.push_str(&format!("export {}={}\n", key.to_string_lossy(), quote(v)))
                 }
+                // Inside the pane, buddy is inside this test's tmux server.
+                None if key == "TMUX" || key == "TMUX_PANE" => {}
                 None => script.push_str(&format!("unset {}\n", key.to_string_lossy())),
             }
         }
@@ -53,19 +62,25 @@ impl Tmux {
         script.push_str("\ncode=$?\nstty -a > tty-after\necho $code > exit-code.tmp && mv exit-code.tmp exit-code\nexec sleep 600\n");
         let path = dir.join("run.sh");
         std::fs::write(&path, script).expect("write tmux script");
-        let t = Tmux { dir, socket };
-        t.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "buddy-test",
+        let t = Tmux {
+            dir,
+            socket,
+            session: session.to_string(),
+        };
+        let mut new = vec!["new-session", "-d", "-s", session];
+        if let Some(w) = window {
+            new.extend_from_slice(&["-n", w]);
+        }
+        let (width, height) = (WIDTH.to_string(), HEIGHT.to_string());
+        new.extend_from_slice(&[
             "-x",
-            &WIDTH.to_string(),
+            &width,
             "-y",
-            &HEIGHT.to_string(),
+            &height,
             "sh",
             path.to_str().expect("utf-8 path"),
         ]);
+        t.tmux(&new);
         t
     }
 
@@ -92,14 +107,14 @@ impl Tmux {
 
     /// Sends tmux key names (`Enter`, `C-c`, `M-Enter`, `Up`, `Tab`…).
     pub fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "buddy-test"];
+        let mut args = vec!["send-keys", "-t", self.session.as_str()];
         args.extend_from_slice(keys);
         self.tmux(&args);
     }
 
     /// Types `text` literally.
     pub fn type_text(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "buddy-test", "-l", text]);
+        self.tmux(&["send-keys", "-t", &self.session, "-l", text]);
     }
 
     /// Types `text` and presses Enter.
@@ -110,7 +125,7 @@ impl Tmux {
 
     /// The visible screen.
     pub fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "buddy-test"])
+        self.tmux(&["capture-pane", "-p", "-t", &self.session])
     }
 
     /// Waits until the screen satisfies `check`, returning it; fails the test
@@ -138,7 +153,7 @@ impl Tmux {
     /// The line the cursor is on.
     pub fn cursor_line(&self) -> String {
         let y: usize = self
-            .tmux(&["display-message", "-p", "-t", "buddy-test", "#{cursor_y}"])
+            .tmux(&["display-message", "-p", "-t", &self.session, "#{cursor_y}"])
             .trim()
             .parse()
             .expect("cursor_y");
