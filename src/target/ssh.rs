@@ -117,32 +117,34 @@ impl SshTarget {
 
     fn ssh(&self) -> Command {
         let mut c = Command::new("ssh");
+        // ssh keeps the first value it sees for an option, so the user's go
+        // first: `--ssh-option ControlMaster=no` really turns sharing off.
+        for o in &self.options {
+            c.arg("-o").arg(o);
+        }
         c.arg("-o")
             .arg("BatchMode=yes")
             .arg("-o")
             .arg("ControlMaster=auto")
             .arg("-o")
-            .arg(format!("ControlPath={}/cm-%C", self.control_dir.display()))
+            .arg(format!("ControlPath={}/cm", self.control_dir.display()))
             .arg("-o")
             .arg("ControlPersist=60");
         if let Some(p) = self.port {
             c.arg("-p").arg(p.to_string());
-        }
-        for o in &self.options {
-            c.arg("-o").arg(o);
         }
         c.arg(self.destination());
         c
     }
 }
 
-/// A fresh 0700 directory for the control socket (short path: sockets have a
-/// ~100-byte limit).
+/// A fresh 0700 directory for the control socket. Socket paths have a limit
+/// of about 100 bytes, so a long `XDG_RUNTIME_DIR` gives way to `/tmp`.
 fn private_dir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && p.as_os_str().len() <= 60)
         .unwrap_or_else(|| PathBuf::from("/tmp"));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -202,7 +204,7 @@ impl Drop for SshTarget {
         // Stop the control master (if one is up) and remove its directory.
         let mut c = std::process::Command::new("ssh");
         c.arg("-o")
-            .arg(format!("ControlPath={}/cm-%C", self.control_dir.display()))
+            .arg(format!("ControlPath={}/cm", self.control_dir.display()))
             .arg("-O")
             .arg("exit");
         if let Some(p) = self.port {

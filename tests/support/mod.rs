@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod fake_provider;
+pub mod sshd;
 pub mod tmux;
 
 use std::ffi::{OsStr, OsString};

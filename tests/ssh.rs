@@ -1,0 +1,342 @@
+//! End-to-end tests of `--ssh`: the real binary and the system ssh client
+//! against a real sshd on a loopback port (one per test), logging in as the
+//! second local user `buddytest`, so what the tools report provably happened
+//! on the far side of an SSH connection.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::sshd::{Sshd, USER};
+use support::tmux::Tmux;
+use support::{fake_config, BuddyCmd, TempDir};
+
+fn config_no_confirm(p: &FakeProvider) -> String {
+    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
+}
+
+fn call(id: &str, name: &str, args: Value) -> Reply {
+    Reply::tool_calls(vec![ToolCallSpec::new(id, name, args.to_string())])
+}
+
+fn result_of(reqs: &[RecordedRequest], id: &str) -> String {
+    reqs.iter()
+        .rev()
+        .find_map(|r| {
+            r.json()["messages"].as_array()?.iter().find_map(|m| {
+                (m["role"] == "tool" && m["tool_call_id"] == id)
+                    .then(|| m["content"].as_str().unwrap_or_default().to_string())
+            })
+        })
+        .unwrap_or_else(|| panic!("no tool result for {id}"))
+}
+
+fn system_prompt(req: &RecordedRequest) -> String {
+    req.json()["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn uid_of(user: &str) -> u32 {
+    let out = std::process::Command::new("id")
+        .args(["-u", user])
+        .output()
+        .expect("id");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("uid")
+}
+
+/// A directory under buddytest's home, unique to this test, removed after.
+struct RemoteDir(String);
+
+impl RemoteDir {
+    fn new(label: &str) -> RemoteDir {
+        RemoteDir(format!(
+            "/home/{USER}/buddy-{label}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ))
+    }
+}
+
+impl Drop for RemoteDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn exec_over_ssh_runs_commands_and_moves_files_as_the_remote_user() {
+    let sshd = Sshd::start();
+    let dir = RemoteDir::new("files");
+    let file = format!("{}/nested/data.txt", dir.0);
+    // Quotes, `$`, backslashes, unicode, a tab, no final newline.
+    let content = "line 'one' \"two\" $HOME `date` \\n\\\\\n\tüñï 😀 ✓\nlast line without newline";
+    let big: String = (0..20_000).map(|i| format!("row {i:05}\n")).collect();
+    let big_file = format!("{}/big.txt", dir.0);
+    let p = FakeProvider::start(vec![
+        call("who", "run_shell", json!({"command": "id -un; pwd"})),
+        call("w", "write_file", json!({"path": file, "content": content})),
+        call("r", "read_file", json!({"path": file})),
+        call(
+            "wb",
+            "write_file",
+            json!({"path": big_file, "content": big}),
+        ),
+        call(
+            "sum",
+            "run_shell",
+            json!({"command": format!("wc -c < {big_file}; stat -c %U {file}; echo oops >&2; exit 5")}),
+        ),
+        Reply::text("done"),
+    ]);
+    let runtime = TempDir::new("xdg-runtime");
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg("check the server");
+    let out = cmd.run();
+    out.assert_success();
+    assert_eq!(out.stdout, "done\n");
+    let reqs = p.chat_requests();
+    assert_eq!(
+        result_of(&reqs, "who"),
+        format!("exit code: 0\nstdout:\n{USER}\n/home/{USER}")
+    );
+    assert!(
+        result_of(&reqs, "w").contains(&format!("to {file} on {USER}@127.0.0.1")),
+        "{}",
+        result_of(&reqs, "w")
+    );
+    assert_eq!(result_of(&reqs, "r"), content);
+    assert_eq!(
+        result_of(&reqs, "sum"),
+        format!(
+            "exit code: 5\nstdout:\n{}\n{USER}\nstderr:\noops",
+            big.len()
+        )
+    );
+    // The bytes on disk are exact, and the file belongs to the remote user.
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("written file"),
+        content
+    );
+    assert_eq!(std::fs::read_to_string(&big_file).expect("big file"), big);
+    let meta = std::fs::metadata(&file).expect("metadata");
+    assert_eq!(
+        meta.uid(),
+        uid_of(USER),
+        "the file was not written over SSH"
+    );
+    // No temporary files left next to it.
+    let names: Vec<String> = std::fs::read_dir(format!("{}/nested", dir.0))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["data.txt".to_string()]);
+    // The model was told where it works.
+    let system = system_prompt(&reqs[0]);
+    assert!(
+        system.contains("over SSH") && system.contains(&format!("{USER}@127.0.0.1")),
+        "{system}"
+    );
+    // Five tool calls and the start-up check shared one TCP connection.
+    assert_eq!(sshd.connections(), 1, "{}", sshd.log());
+    // The control socket's private directory is gone.
+    let left: Vec<_> = std::fs::read_dir(runtime.path())
+        .expect("runtime")
+        .collect();
+    assert!(left.is_empty(), "control directory left behind: {left:?}");
+}
+
+#[test]
+fn without_multiplexing_each_command_connects_again() {
+    let sshd = Sshd::start();
+    let p = FakeProvider::start(vec![
+        call("a", "run_shell", json!({"command": "echo one"})),
+        call("b", "run_shell", json!({"command": "echo two"})),
+        call("c", "run_shell", json!({"command": "echo three"})),
+        Reply::text("done"),
+    ]);
+    // The user's options come before buddy's, so they win.
+    let mut options = sshd.client_options(&sshd.client_key());
+    options.push("ControlMaster=no".into());
+    options.push("ControlPath=none".into());
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .arg("exec")
+        .args(sshd.buddy_args_with(&options))
+        .arg("go")
+        .run();
+    out.assert_success();
+    assert_eq!(
+        result_of(&p.chat_requests(), "c"),
+        "exit code: 0\nstdout:\nthree"
+    );
+    assert_eq!(sshd.connections(), 4, "{}", sshd.log());
+}
+
+/// Runs `exec --ssh … hi` with these ssh options; asserts exit 2, one line on
+/// stderr, and no model request; returns the line.
+fn failure(sshd_args: Vec<String>) -> String {
+    let p = FakeProvider::start(vec![Reply::text("never")]);
+    let out = BuddyCmd::new()
+        .config_for(&p)
+        .arg("exec")
+        .args(sshd_args)
+        .arg("hi")
+        .timeout(Duration::from_secs(30))
+        .run();
+    out.assert_code(2);
+    assert_eq!(out.stdout, "");
+    // A first run also notes the user config it created; that is not the error.
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("created a default config"))
+        .collect();
+    assert_eq!(lines.len(), 1, "not one line: {}", out.stderr);
+    assert_eq!(p.request_count(), 0, "the model was asked anyway");
+    lines[0].to_string()
+}
+
+#[test]
+fn ssh_failures_are_one_line_and_exit_2() {
+    let sshd = Sshd::start();
+
+    // Nothing listens on this port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut args = sshd.buddy_args();
+    args[1] = format!("{USER}@127.0.0.1:{closed}");
+    let line = failure(args);
+    assert!(
+        line.contains("cannot reach") && line.contains("Connection refused"),
+        "{line}"
+    );
+
+    // A key the server does not accept.
+    let line = failure(sshd.buddy_args_with(&sshd.client_options(&sshd.stranger_key())));
+    assert!(
+        line.contains("authentication") && line.contains("refused"),
+        "{line}"
+    );
+
+    // Strict checking with no known key for the host, then with a wrong one.
+    let known = sshd.dir().join("known_hosts");
+    std::fs::write(&known, "").expect("known_hosts");
+    let strict = |known: &std::path::Path| {
+        vec![
+            format!("IdentityFile={}", sshd.client_key().display()),
+            "IdentitiesOnly=yes".to_string(),
+            "StrictHostKeyChecking=yes".to_string(),
+            format!("UserKnownHostsFile={}", known.display()),
+        ]
+    };
+    let line = failure(sshd.buddy_args_with(&strict(&known)));
+    assert!(line.contains("host key"), "{line}");
+    let stranger = std::fs::read_to_string(sshd.dir().join("stranger_key.pub")).expect("key");
+    std::fs::write(&known, format!("[127.0.0.1]:{} {stranger}", sshd.port)).expect("known_hosts");
+    let line = failure(sshd.buddy_args_with(&strict(&known)));
+    assert!(line.contains("host key"), "{line}");
+
+    // A malformed destination is refused before any connection.
+    let line = failure(vec!["--ssh".into(), format!("{USER}@127.0.0.1:port")]);
+    assert!(line.contains("expected user@host"), "{line}");
+    assert_eq!(sshd.connections(), 3, "{}", sshd.log());
+}
+
+#[test]
+fn exec_over_ssh_in_a_remote_tmux_pane() {
+    let sshd = Sshd::start();
+    let session = format!("buddy-ssh-test-{}", std::process::id());
+    struct KillSession(String);
+    impl Drop for KillSession {
+        fn drop(&mut self) {
+            let _ = Sshd::as_user(&format!("tmux kill-session -t ={}", self.0));
+        }
+    }
+    let _cleanup = KillSession(session.clone());
+    let p = FakeProvider::start(vec![
+        call(
+            "a",
+            "run_shell",
+            json!({"command": "id -un; echo err >&2; exit 7"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg(format!("--tmux={session}"))
+        .arg("go")
+        .run();
+    out.assert_success();
+    assert_eq!(
+        result_of(&p.chat_requests(), "a"),
+        format!("exit code: 7\nstdout:\n{USER}\nstderr:\nerr")
+    );
+    // The attach line runs tmux on the server, through ssh.
+    let attach = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("watch with:"))
+        .unwrap_or_else(|| panic!("no attach line: {}", out.stderr));
+    assert!(
+        attach.contains(&format!("ssh -t -p {}", sshd.port))
+            && attach.ends_with(&format!("{USER}@127.0.0.1 tmux attach -t {session}")),
+        "{attach}"
+    );
+    // The pane lives in buddytest's own tmux server on the far side.
+    let pane = Sshd::as_user(&format!(
+        "tmux capture-pane -p -J -S - -t ={session}:buddy-shared"
+    ));
+    let text = String::from_utf8_lossy(&pane.stdout);
+    assert!(text.contains("id -un") && text.contains(USER), "{text}");
+}
+
+#[test]
+fn the_repl_names_the_remote_actor_in_its_prompt_and_approvals() {
+    let sshd = Sshd::start();
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "one",
+            "run_shell",
+            json!({"command": "id -un"}).to_string(),
+        )]),
+        Reply::text("all finished"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let mut args: Vec<String> = sshd.buddy_args();
+    args.push("--no-tmux".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Tmux::start(&cmd, &args);
+    // (capture-pane drops the prompt's trailing space)
+    let prompt = format!("(ssh {USER}@127.0.0.1)>");
+    t.wait_for("the ssh prompt", |_| t.cursor_line().starts_with(&prompt));
+    let banner = t.screen();
+    assert!(banner.contains("127.0.0.1"), "{banner}");
+    t.line("who are you there?");
+    let question = format!("{USER}@127.0.0.1$ id -un -- approve?");
+    t.wait_for("the approval prompt", |_| {
+        t.cursor_line().contains(&question)
+    });
+    t.line("y");
+    t.wait_text("all finished");
+    assert_eq!(
+        result_of(&p.chat_requests(), "one"),
+        format!("exit code: 0\nstdout:\n{USER}")
+    );
+}
