@@ -2,7 +2,9 @@
 # Reproduces every figure in docs/PERFORMANCE.md. Needs hyperfine
 # (apt-get install -y hyperfine) and GNU time (/usr/bin/time).
 # Usage: bench/run.sh            (prints a table of min / median per benchmark)
+#        bench/run.sh targets    (only the execution-target round trips)
 set -eu
+ONLY=${1:-}
 cd "$(dirname "$0")/.."
 OLDPWD_REPO=$PWD
 REAL_HOME=$HOME
@@ -10,11 +12,13 @@ cargo build --release --quiet --bin buddy --example fake_provider
 BUDDY="$PWD/target/release/buddy"
 FAKE="$PWD/target/release/examples/fake_provider"
 WORK=$(mktemp -d)
-trap 'kill $(cat "$WORK"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(cat "$WORK"/*.pid 2>/dev/null) 2>/dev/null || true; TMUX_TMPDIR="$WORK/tmux" tmux kill-server 2>/dev/null || true; rm -rf "$WORK"' EXIT
 # Session store figures (library level); it also leaves 201 sessions, one of
 # 5,000 messages (~20 MB), in $WORK/sessions for timing the binary below.
 # Run before HOME changes, since cargo finds its toolchain through HOME.
+if [ -z "$ONLY" ]; then
 cargo bench --quiet --bench sessions -- --keep "$WORK/sessions" > "$WORK/sessions.txt" 2>/dev/null
+fi
 export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" NO_COLOR=1
 mkdir -p "$XDG_CONFIG_HOME/buddy"
 # An existing global config keeps buddy from writing one during the runs.
@@ -74,15 +78,19 @@ PY
 
 echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"
 
+if [ -z "$ONLY" ]; then
 hyperfine -N --warmup 50 --runs 1000 --export-json "$WORK/version.json" "$BUDDY --version" > /dev/null
 stats "buddy --version" "$WORK/version.json"
+fi
 
 start_fake plain '[{"text":"hello from the fake model"}]'
 config "$WORK/plain" 
 cd "$WORK/plain"
+if [ -z "$ONLY" ]; then
 hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/plain.json" "$BUDDY exec hi" > /dev/null
 stats "buddy exec (plain answer)" "$WORK/plain.json"
 rss "buddy exec peak RSS (plain answer)" 50 "$BUDDY" exec hi
+fi
 cd - > /dev/null
 
 # 20 model calls asking for run_shell "true", then an answer.
@@ -90,9 +98,12 @@ calls=$(python3 -c 'import json; print(json.dumps([{"tool_calls":[{"id":f"c{i}",
 start_fake loop "$calls"
 config "$WORK/loop"
 cd "$WORK/loop"
+if [ -z "$ONLY" ]; then
 hyperfine -N --warmup 3 --runs 40 --export-json "$WORK/loop.json" "$BUDDY exec loop" > /dev/null
 stats "buddy exec (20 x run_shell true)" "$WORK/loop.json"
+fi
 cd - > /dev/null
+if [ -z "$ONLY" ]; then
 hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/child.json" "sh -c true" > /dev/null
 stats "sh -c true (the child alone)" "$WORK/child.json"
 python3 - "$WORK/plain.json" "$WORK/loop.json" "$WORK/child.json" <<'PY'
@@ -105,6 +116,8 @@ for name, f in (("min", mn), ("median", med)):
     print(f"{'buddy time per tool iteration (' + name + ')':<44} {per:8.2f} ms beyond the child process")
 PY
 
+fi
+if [ -z "$ONLY" ]; then
 big=$(python3 -c 'import json; print(json.dumps([{"tool_calls":[{"id":"big","name":"run_shell","arguments":json.dumps({"command":"head -c 200000000 /dev/zero | tr \"\\\\0\" a"})}]},{"text":"done"}]))')
 start_fake big "$big"
 config "$WORK/big"
@@ -153,3 +166,62 @@ for label, cmd in (("tmux + printf '> ' (baseline)", "printf '> '; sleep 30"), (
     print(f"{label:<44} min {t[0]:8.2f} ms   median {statistics.median(t):8.2f} ms   (30 runs)")
 PY
 cd - > /dev/null
+fi
+
+# Execution targets: for each, `exec` with a plain answer and `exec` with the
+# 20 x run_shell "true" loop; (loop - plain) / 20 is one tool round trip
+# through that target, setup (connection check, tmux session) excluded.
+per_call() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import json, statistics, sys
+label, plain, loop = sys.argv[1:4]
+t = lambda p: json.load(open(p))["results"][0]["times"]
+for name, f in (("min", min), ("median", statistics.median)):
+    print(f"{label + ' (' + name + ')':<44} {(f(t(loop)) - f(t(plain))) / 20 * 1000:8.2f} ms per call")
+PY
+}
+# target LABEL RUNS ARGS...: times plain and loop with these extra arguments.
+target() {
+    label=$1; runs=$2; shift 2
+    (cd "$WORK/plain" && hyperfine -N --warmup 2 --runs "$runs" --export-json "$WORK/t-plain.json" "$BUDDY exec $* hi" > /dev/null)
+    (cd "$WORK/loop" && hyperfine -N --warmup 2 --runs "$runs" --export-json "$WORK/t-loop.json" "$BUDDY exec $* loop" > /dev/null)
+    per_call "$label" "$WORK/t-plain.json" "$WORK/t-loop.json"
+}
+target "run_shell true, direct" 40
+export TMUX_TMPDIR="$WORK/tmux"
+mkdir -p "$TMUX_TMPDIR"
+target "run_shell true, tmux-backed" 20 --tmux=bench
+tmux kill-server 2>/dev/null || true
+unset TMUX_TMPDIR
+
+# SSH: a private sshd on loopback, logging in as the tests' second user,
+# whose login shell starts plainly (root's .bashrc here costs ~0.4 s per
+# command, which is not buddy's). sshd needs root, as in the tests.
+if [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ]; then
+    id buddytest >/dev/null 2>&1 || useradd -m -s /bin/bash buddytest
+    usermod -p '*' buddytest
+    mkdir -p /run/sshd "$WORK/sshd"
+    chmod 755 "$WORK"   # sshd reads the key file as buddytest
+    ssh-keygen -q -t ed25519 -N '' -f "$WORK/sshd/host"
+    ssh-keygen -q -t ed25519 -N '' -f "$WORK/sshd/client"
+    cp "$WORK/sshd/client.pub" "$WORK/sshd/authorized"
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    cat > "$WORK/sshd/config" <<CONF
+ListenAddress 127.0.0.1:$PORT
+HostKey $WORK/sshd/host
+PidFile $WORK/sshd.pid
+AuthorizedKeysFile $WORK/sshd/authorized
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PermitRootLogin no
+CONF
+    /usr/sbin/sshd -f "$WORK/sshd/config"
+    sleep 0.5
+    SSH="--ssh buddytest@127.0.0.1:$PORT --ssh-option IdentityFile=$WORK/sshd/client --ssh-option StrictHostKeyChecking=no --ssh-option UserKnownHostsFile=/dev/null --ssh-option LogLevel=ERROR"
+    target "run_shell true, SSH multiplexed" 20 $SSH
+    target "run_shell true, SSH without multiplexing" 10 $SSH --ssh-option ControlMaster=no --ssh-option ControlPath=none
+else
+    echo "SSH figures skipped: sshd needs root"
+fi

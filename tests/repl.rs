@@ -422,3 +422,44 @@ fn wide_characters_edit_as_single_steps() {
     t.wait_text("\nok");
     assert_eq!(last_user(&p.chat_requests()[0]), "日本éabc");
 }
+
+#[test]
+fn the_banner_says_where_shell_commands_run_and_how_to_watch() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("one", "echo seen-in-the-pane")]),
+        Reply::text("ran it"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &[]);
+    // Joined, since the attach line is wider than the pane.
+    let joined = |t: &Tmux, target: &str| t.tmux_cmd(&["capture-pane", "-p", "-J", "-t", target]);
+    let banner = joined(&t, "buddy-test");
+    assert!(
+        banner.contains("shell commands run in tmux session buddy-work (window buddy-shared); watch with: tmux attach -t buddy-work"),
+        "{banner}"
+    );
+    t.line("run it");
+    t.wait_text("ran it");
+    let pane = joined(&t, "=buddy-work:buddy-shared");
+    assert!(pane.contains("echo seen-in-the-pane"), "{pane}");
+    assert!(tool_result(&p.chat_requests()[1], "one").ends_with("stdout:\nseen-in-the-pane"));
+
+    // With --no-tmux, commands run directly and there is nothing to attach to.
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("two", "echo direct")]),
+        Reply::text("ran directly"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &["--no-tmux"]);
+    t.line("run it");
+    t.wait_text("ran directly");
+    let screen = joined(&t, "buddy-test");
+    assert!(!screen.contains("tmux attach"), "{screen}");
+    let sessions = t.tmux_cmd(&["list-sessions", "-F", "#{session_name}"]);
+    assert_eq!(
+        sessions.trim(),
+        "buddy-test",
+        "a managed session was created"
+    );
+    assert!(tool_result(&p.chat_requests()[1], "two").ends_with("stdout:\ndirect"));
+}

@@ -340,3 +340,95 @@ fn the_repl_names_the_remote_actor_in_its_prompt_and_approvals() {
         format!("exit code: 0\nstdout:\n{USER}")
     );
 }
+
+/// Whether `buddytest` runs a process whose command line is `pattern`.
+fn remote_running(pattern: &str) -> bool {
+    std::process::Command::new("pgrep")
+        .args(["-u", USER, "-f", &format!("^{pattern}$")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("pgrep")
+        .success()
+}
+
+#[test]
+fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
+    let sshd = Sshd::start();
+    // A timeout: the result says the command was killed, and it is gone.
+    let p = FakeProvider::start(vec![
+        call(
+            "a",
+            "run_shell",
+            json!({"command": "sleep 33.125", "timeout": 1}),
+        ),
+        Reply::text("done"),
+    ]);
+    BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg("go")
+        .run()
+        .assert_success();
+    let a = result_of(&p.chat_requests(), "a");
+    assert!(
+        a.starts_with("timed out after 1 s; the command was killed"),
+        "{a}"
+    );
+    assert!(
+        !remote_running("sleep 33.125"),
+        "the timed-out command still runs"
+    );
+
+    // Ctrl-C while the command runs: buddy exits 130 and the command stops.
+    let dir = RemoteDir::new("ctrl-c");
+    std::fs::create_dir(&dir.0).expect("dir");
+    let started = format!("{}/started", dir.0);
+    std::process::Command::new("chown")
+        .args([USER, &dir.0])
+        .status()
+        .expect("chown");
+    let p = FakeProvider::start(vec![
+        call(
+            "b",
+            "run_shell",
+            json!({"command": format!("touch {started}; sleep 34.375")}),
+        ),
+        Reply::text("never"),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg("go");
+    let child = cmd
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::path::Path::new(&started).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    // The stop is a separate short command; give it a moment to land.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while remote_running("sleep 34.375") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled command still runs on the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -278,3 +278,31 @@ fn starting_inside_the_managed_pane_is_refused() {
     );
     assert_eq!(p.chat_requests().len(), 0);
 }
+
+#[test]
+fn huge_output_in_the_pane_is_cut_with_a_marker() {
+    // ~5.9 MB through the pane; the result keeps the head and the tail.
+    let p = FakeProvider::start(vec![
+        call("a", "run_shell", json!({"command": "seq 1 800000"})),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .args(["exec", "--tmux", "go"])
+        .timeout(std::time::Duration::from_secs(120));
+    let out = cmd.run();
+    out.assert_success();
+    let a = result_of(&p.chat_requests(), "a");
+    assert!(
+        a.starts_with("exit code: 0\nstdout:\n1\n2\n3\n"),
+        "{}",
+        &a[..200]
+    );
+    assert!(a.contains("characters omitted"), "no truncation marker");
+    assert!(
+        a.contains("799999\n800000\n[output truncated: kept "),
+        "tail lost: {}",
+        &a[a.len() - 300..]
+    );
+    assert!(a.len() < 100_000, "result not bounded: {} bytes", a.len());
+}

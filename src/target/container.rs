@@ -62,8 +62,10 @@ impl ContainerTarget {
 impl Target for ContainerTarget {
     fn command(&self, script: &str, _cwd: &Path) -> Command {
         let mut c = Command::new(&self.engine);
+        // `--`: a name starting with `-` is a container name, not an option.
         c.arg("exec")
             .arg("-i")
+            .arg("--")
             .arg(&self.name)
             .arg("sh")
             .arg("-c")
@@ -92,7 +94,7 @@ impl Target for ContainerTarget {
 
     fn interactive_command(&self, command: &str) -> String {
         format!(
-            "{} exec -it {} {command}",
+            "{} exec -it -- {} {command}",
             self.engine,
             super::shell_quote(&self.name)
         )

@@ -4,6 +4,7 @@
 //! not capture output or enforce timeouts; the tools do.
 
 pub mod container;
+pub mod remote_job;
 pub mod ssh;
 pub mod tmux;
 

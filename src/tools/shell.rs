@@ -1,10 +1,11 @@
-//! `run_shell`: runs a command with `sh -c` on the local host, after the denylist
+//! `run_shell`: runs a command with `sh -c` on the target, after the denylist
 //! and (when configured) the user's approval. Output is captured with fixed-size
 //! buffers; a timeout or a cancelled call kills the command's whole process group.
 
 use super::approval::{Approval, ApprovalRequest};
 use super::capture::BoundedCapture;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
+use crate::target::remote_job::RemoteJob;
 use crate::target::tmux::{Stream, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
@@ -324,9 +325,15 @@ async fn run(
     timeout: Duration,
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
+    // A remote command outlives its local client unless stopped on the far side.
+    let mut remote = (!ctx.target.is_local()).then(|| RemoteJob::new(ctx.target.clone()));
+    let script = match &remote {
+        Some(job) => job.wrap(command),
+        None => command.to_string(),
+    };
     let mut child = ctx
         .target
-        .command(command, &ctx.cwd)
+        .command(&script, &ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -374,6 +381,13 @@ async fn run(
                 timed_out = true;
                 break;
             }
+        }
+    }
+    if let Some(job) = &mut remote {
+        if timed_out {
+            job.stop(Duration::from_secs(3)).await;
+        } else {
+            job.finished();
         }
     }
     if let Some(g) = &group {

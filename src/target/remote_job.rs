@@ -1,0 +1,175 @@
+//! Stopping a command on a remote target. Killing the local `ssh` or
+//! `podman exec` client does not stop what it started on the far side, so a
+//! remote command runs in a session of its own (`setsid`, where there is one)
+//! with its process id in a file there; stopping it signals that process group
+//! through a second, short command.
+
+use super::{shell_quote, Target};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+pub struct RemoteJob {
+    target: Arc<dyn Target>,
+    pid_file: String,
+    /// Set once the command has ended or been stopped: nothing left to kill.
+    done: bool,
+}
+
+impl RemoteJob {
+    pub fn new(target: Arc<dyn Target>) -> RemoteJob {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        RemoteJob {
+            target,
+            // Expanded on the far side, where TMPDIR may differ from ours.
+            pid_file: format!(
+                "\"${{TMPDIR:-/tmp}}\"/.buddy-job-{}-{n}-{nanos:x}",
+                std::process::id()
+            ),
+            done: false,
+        }
+    }
+
+    /// The script that runs `command` so that [`RemoteJob::stop`] can reach it;
+    /// it exits with the command's status.
+    pub fn wrap(&self, command: &str) -> String {
+        let f = &self.pid_file;
+        let q = shell_quote(command);
+        format!(
+            "if command -v setsid >/dev/null 2>&1; then setsid sh -c {q} & else sh -c {q} & fi\n\
+             p=$!; echo $p >{f} 2>/dev/null; wait $p; s=$?; rm -f {f}; exit $s"
+        )
+    }
+
+    /// The command ended by itself.
+    pub fn finished(&mut self) {
+        self.done = true;
+    }
+
+    fn stop_script(&self) -> String {
+        let f = &self.pid_file;
+        // `kill -SIG -PGID` is a builtin in bash and ash; dash needs the
+        // external kill for a group; without a group, the process alone.
+        format!(
+            "p=$(cat {f} 2>/dev/null) || exit 0; rm -f {f}\n\
+             sig() {{ kill -$1 -$p 2>/dev/null || env kill -$1 -- -$p 2>/dev/null || kill -$1 $p 2>/dev/null; }}\n\
+             sig TERM || exit 0\n\
+             i=0; while [ $i -lt 10 ] && kill -0 $p 2>/dev/null; do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done\n\
+             sig KILL; exit 0"
+        )
+    }
+
+    /// Stops the command and waits (at most `limit`) until that is done.
+    pub async fn stop(&mut self, limit: Duration) {
+        self.done = true;
+        let child = self
+            .target
+            .command(&self.stop_script(), Path::new("/"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(false)
+            .spawn();
+        if let Ok(mut child) = child {
+            let _ = tokio::time::timeout(limit, child.wait()).await;
+        }
+    }
+}
+
+impl Drop for RemoteJob {
+    /// A call dropped mid-run (cancelled) stops the command without waiting:
+    /// the stopper is its own process and outlives this one if need be.
+    fn drop(&mut self) {
+        if self.done || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let _ = self
+            .target
+            .command(&self.stop_script(), Path::new("/"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(false)
+            .spawn();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::LocalTarget;
+
+    /// A stand-in for a remote target: the local shell, but the wrapper and
+    /// stopper are what a remote one would run.
+    fn local() -> Arc<dyn Target> {
+        Arc::new(LocalTarget)
+    }
+
+    #[tokio::test]
+    async fn the_wrapped_command_keeps_its_output_and_status() {
+        let job = RemoteJob::new(local());
+        let out = job
+            .target
+            .command(
+                &job.wrap("echo 'it''s'; echo err >&2; exit 7"),
+                Path::new("/"),
+            )
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(7));
+        assert_eq!(out.stdout, b"its\n");
+        assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[tokio::test]
+    async fn stop_ends_the_command_and_its_children() {
+        let dir = std::env::temp_dir().join(format!("buddy-remote-job-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join("alive");
+        let mut job = RemoteJob::new(local());
+        // A child in the background that would touch the marker later.
+        let script = job.wrap(&format!("(sleep 1; touch {}) & sleep 30", marker.display()));
+        let mut child = job
+            .target
+            .command(&script, Path::new("/"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the pid file exists, then stop.
+        let started = std::time::Instant::now();
+        loop {
+            let found = std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .flatten()
+                .any(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!(".buddy-job-{}-", std::process::id()))
+                });
+            if found {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "no pid file");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        job.stop(Duration::from_secs(5)).await;
+        let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .expect("the wrapper ended")
+            .unwrap();
+        assert_eq!(status.code(), Some(143));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "a child survived the stop");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
