@@ -469,3 +469,51 @@ fn run_detached(cmd: &BuddyCmd, args: &[&str]) -> Output {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+#[test]
+fn a_shared_tmux_pane_inside_the_container() {
+    let ctr = Container::start();
+    ctr.install_tmux();
+    let p = FakeProvider::start(vec![
+        call(
+            "a",
+            "run_shell",
+            json!({"command": "hostname; echo err >&2; exit 6"}),
+        ),
+        call(
+            "b",
+            "run_shell",
+            json!({"command": "echo waiting; read x; echo \"got $x\"", "wait": false}),
+        ),
+        call(
+            "c",
+            "send-keys",
+            json!({"text": "hello-pane", "enter": true}),
+        ),
+        call("d", "run_shell", json!({"command": "echo after"})),
+        Reply::text("done"),
+    ]);
+    let out = buddy()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "--container", ctr.name(), "--tmux=ctr-work", "go"])
+        .run();
+    out.assert_success();
+    let reqs = p.chat_requests();
+    assert_eq!(
+        result_of(&reqs, "a"),
+        format!("exit code: 6\nstdout:\n{}\nstderr:\nerr", ctr.hostname())
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "watch with: podman exec -it -- {} tmux attach -t ctr-work",
+            ctr.name()
+        )),
+        "{}",
+        out.stderr
+    );
+    // The pane in the container ran the interactive command to its end.
+    assert_eq!(result_of(&reqs, "d"), "exit code: 0\nstdout:\nafter");
+    let pane = ctr.exec("tmux capture-pane -p -J -S - -t =ctr-work:buddy-shared");
+    let pane = String::from_utf8_lossy(&pane.stdout);
+    assert!(pane.contains("got hello-pane"), "{pane}");
+}

@@ -304,12 +304,13 @@ impl TmuxTarget {
     /// The command typed into the pane: `command` in a subshell, its stdout and
     /// stderr each teed to the screen and to a file, its status written once it
     /// ends, a done marker once the tees have flushed, then the channel
-    /// signalled. The tees and the recording shell
+    /// signalled (by a tmux client off the terminal: on one, it would need
+    /// terminfo, which bare containers lack). The tees and the recording shell
     /// survive Ctrl-C, so an interrupted command still reports (code 130).
     fn wrapper(&self, n: u64, command: &str) -> String {
         let q = |ext: &str| shell_quote(&self.file(n, ext));
         format!(
-            " {{ {{ trap : INT; ( {command}\n); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); : >{d}; tmux wait-for -S {chan}",
+            " {{ {{ trap : INT; ( {command}\n); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); : >{d}; tmux wait-for -S {chan} </dev/null",
             c = q("c"),
             d = q("d"),
             e = q("e"),
@@ -438,10 +439,24 @@ impl TmuxTarget {
             .stderr(Stdio::null())
             .kill_on_drop(true);
         let Ok(mut child) = waiter.spawn() else {
-            return self.poll_done(job, limit).await;
+            return self.poll_done(job, limit, Duration::from_millis(50)).await;
+        };
+        let deadline = Instant::now() + limit;
+        // The signal is the fast path; should it never come (the tmux client
+        // in the pane failed), the done marker still ends the wait, checked
+        // every half second from a second after the start.
+        let fallback = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.poll_done(job, left, Duration::from_millis(500)).await
         };
         tokio::select! {
-            status = child.wait() => status.is_ok_and(|s| s.success()),
+            status = child.wait() => match status {
+                Ok(s) if s.success() => true,
+                // The waiter itself failed: only the marker can tell.
+                _ => self.poll_done(job, deadline.saturating_duration_since(Instant::now()), Duration::from_millis(50)).await,
+            },
+            done = fallback => done,
             _ = tokio::time::sleep(limit) => false,
         }
     }
@@ -449,32 +464,43 @@ impl TmuxTarget {
     /// Waits for the job's done marker. For a second wait on the same job: the
     /// channel's one signal may have gone to an earlier waiter that was killed
     /// but not yet noticed by the tmux server.
-    pub async fn poll_done(&self, job: &Job, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
+    pub async fn poll_done(&self, job: &Job, limit: Duration, every: Duration) -> bool {
         let marker = self.file(job.n, "d");
-        loop {
-            let done = if self.base.is_local() {
-                Path::new(&marker).exists()
-            } else {
-                matches!(
-                    super::run_script(
-                        self.base.as_ref(),
-                        &format!("test -e {}", shell_quote(&marker)),
-                        Path::new("/"),
-                        None
-                    )
-                    .await,
-                    Ok((Some(0), _, _))
-                )
-            };
-            if done {
-                return true;
+        if self.base.is_local() {
+            let deadline = Instant::now() + limit;
+            loop {
+                if Path::new(&marker).exists() {
+                    return true;
+                }
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                tokio::time::sleep(every).await;
             }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // Remote: one loop on the far side rather than a process per check,
+        // bounded there too, since killing our client would not stop it.
+        let rounds = (limit.as_millis() / every.as_millis().max(1)).max(1);
+        let script = format!(
+            "i=0; while [ ! -e {m} ]; do i=$((i+1)); [ $i -gt {rounds} ] && exit 1; sleep {s} 2>/dev/null || sleep 1; done",
+            m = shell_quote(&marker),
+            s = format_args!("{:.2}", every.as_secs_f64()),
+        );
+        let child = self
+            .base
+            .command(&script, Path::new("/"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn();
+        let Ok(mut child) = child else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout(limit + every, child.wait()).await,
+            Ok(Ok(status)) if status.success()
+        )
     }
 
     /// Sends Ctrl-C to the pane.

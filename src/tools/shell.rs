@@ -288,7 +288,9 @@ async fn run_in_pane(
     if !finished {
         if wait == Wait::Finish || limit_wait == timeout {
             pane.interrupt().await;
-            finished = pane.poll_done(&job, Duration::from_secs(3)).await;
+            finished = pane
+                .poll_done(&job, Duration::from_secs(3), Duration::from_millis(50))
+                .await;
             header = Some(format!(
                 "timed out after {} s; interrupted with Ctrl-C",
                 fmt_secs(timeout)

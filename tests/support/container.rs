@@ -311,6 +311,33 @@ impl Container {
         .stdout
     }
 
+    /// Copies this host's tmux, the libraries it links and the C.UTF-8
+    /// locale (tmux refuses to start without a UTF-8 one) into the container,
+    /// so it can host a shared pane. No terminfo: bare images have none.
+    pub fn install_tmux(&self) {
+        let tmux = Path::new("/usr/bin/tmux");
+        assert!(tmux.exists(), "tmux is missing: apt-get install -y tmux");
+        let ldd = checked(Command::new("ldd").arg(tmux), "ldd /usr/bin/tmux");
+        let mut files = vec![tmux.to_path_buf(), PathBuf::from("/usr/lib/locale/C.utf8")];
+        for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
+            if word.starts_with('/') {
+                files.push(PathBuf::from(word));
+            }
+        }
+        for f in files {
+            let dest = f.display().to_string();
+            let parent = f.parent().map_or("/".into(), |d| d.display().to_string());
+            checked(
+                podman().args(["exec", &self.name, "mkdir", "-p", &parent]),
+                "mkdir in the container",
+            );
+            checked(
+                podman().args(["cp", &dest, &format!("{}:{dest}", self.name)]),
+                &format!("podman cp {dest}"),
+            );
+        }
+    }
+
     /// Whether `path` exists in the container.
     pub fn exists(&self, path: &str) -> bool {
         podman()
