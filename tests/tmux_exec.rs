@@ -306,3 +306,55 @@ fn huge_output_in_the_pane_is_cut_with_a_marker() {
     );
     assert!(a.len() < 100_000, "result not bounded: {} bytes", a.len());
 }
+
+#[test]
+fn capture_pane_reads_scrollback_ranges_and_other_panes() {
+    // A second pane for the model to drive by name.
+    let p = FakeProvider::start(vec![
+        call(
+            "a",
+            "run_shell",
+            json!({"command": "seq 1 300 | sed 's/^/row-/'"}),
+        ),
+        call("b", "capture-pane", json!({"start": "-", "end": 5})),
+        call("c", "capture-pane", json!({})),
+        call(
+            "d",
+            "run_shell",
+            json!({"command": "tmux new-window -d -n side -t buddy-work 'echo side-ready; cat'"}),
+        ),
+        call(
+            "e",
+            "send-keys",
+            json!({"text": "typed-into-side", "enter": true, "pane": "buddy-work:side"}),
+        ),
+        call(
+            "f",
+            "capture-pane",
+            json!({"pane": "buddy-work:side", "delay": "1s"}),
+        ),
+        call("g", "capture-pane", json!({"pane": "nosuch:pane"})),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .args(["exec", "--tmux", "go"]);
+    cmd.run().assert_success();
+    let reqs = p.chat_requests();
+    // From the start of history: the first rows, long scrolled off the screen.
+    let b = result_of(&reqs, "b");
+    assert!(b.contains("row-1\n") && b.contains("row-2\n"), "{b}");
+    assert!(!b.contains("row-300"), "{b}");
+    // The visible screen by default: the last rows, not the first.
+    let c = result_of(&reqs, "c");
+    assert!(c.contains("row-300") && !c.contains("row-1\n"), "{c}");
+    let f = result_of(&reqs, "f");
+    assert!(
+        f.contains("side-ready") && f.contains("typed-into-side"),
+        "{f}"
+    );
+    // cat echoed the typed line back: the keys reached the named pane.
+    assert_eq!(f.matches("typed-into-side").count(), 2, "{f}");
+    let g = result_of(&reqs, "g");
+    assert!(g.to_lowercase().contains("nosuch"), "{g}");
+}
