@@ -5,8 +5,10 @@
 use crate::agent::prompt::{render, PromptContext};
 use crate::agent::{tokens, Agent, AgentOptions, Cancel};
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
+use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
-use crate::provider::completions::{CompletionsClient, CompletionsSettings};
+use crate::provider::completions::Completions;
+use crate::provider::http::{ClientSettings, HttpClient, Protocol};
 use crate::session::{self, SessionInfo, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
@@ -104,18 +106,33 @@ struct Wired {
 }
 
 /// The model client for the active profile of `settings`.
-fn client_for(settings: &Settings) -> Result<CompletionsClient, String> {
+fn client_for(settings: &Settings) -> Result<HttpClient, String> {
     let api = &settings.api;
-    CompletionsClient::new(CompletionsSettings {
-        base_url: api.base_url.clone(),
-        api_key: api.api_key.clone(),
-        model: api.model.clone(),
-        stream: api.stream,
-        temperature: settings.agent.temperature,
-        top_p: settings.agent.top_p,
-        timeout: Duration::from_secs(settings.network.api_timeout_secs.max(1)),
-        max_retries: settings.network.max_retries,
-    })
+    let protocol: Box<dyn Protocol> = match api.protocol {
+        ApiProtocol::Completions => Box::new(Completions),
+        other => {
+            return Err(format!(
+                "profile `{}`: api = \"{}\" is not supported by this build yet",
+                api.profile,
+                format!("{other:?}").to_lowercase()
+            ))
+        }
+    };
+    HttpClient::new(
+        ClientSettings {
+            base_url: api.base_url.clone(),
+            api_key: api.api_key.clone(),
+            model: api.model.clone(),
+            stream: api.stream,
+            temperature: settings.agent.temperature,
+            top_p: settings.agent.top_p,
+            max_tokens: api.max_tokens,
+            prompt_cache: api.prompt_cache,
+            timeout: Duration::from_secs(settings.network.api_timeout_secs.max(1)),
+            max_retries: settings.network.max_retries,
+        },
+        protocol,
+    )
     .map_err(|e| e.to_string())
 }
 

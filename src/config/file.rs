@@ -24,8 +24,13 @@ pub struct ConfigFile {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApiProtocol {
+    /// OpenAI Chat Completions (`/chat/completions`), spoken by most servers.
     #[default]
     Completions,
+    /// OpenAI Responses (`/responses`).
+    Responses,
+    /// Anthropic Messages (`/messages`).
+    Messages,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -51,6 +56,8 @@ pub struct ModelProfile {
     /// Streaming is the default; turn off for servers that lack it.
     #[serde(default = "yes")]
     pub stream: bool,
+    pub max_tokens: Option<u64>,
+    pub prompt_cache: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

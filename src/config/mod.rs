@@ -23,6 +23,9 @@ pub struct CliOverrides {
     pub no_color: bool,
 }
 
+/// Output cap sent to Anthropic Messages when the profile sets none.
+pub const DEFAULT_MESSAGES_MAX_TOKENS: u64 = 8192;
+
 /// The active profile, fully resolved.
 #[derive(Clone)]
 pub struct ApiSettings {
@@ -33,6 +36,10 @@ pub struct ApiSettings {
     pub protocol: ApiProtocol,
     pub stream: bool,
     pub context_limit: Option<u64>,
+    /// Output cap per response; Anthropic Messages needs one (default 8192).
+    pub max_tokens: Option<u64>,
+    /// Prompt-cache breakpoints (Anthropic Messages; on by default there).
+    pub prompt_cache: bool,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -45,6 +52,8 @@ impl std::fmt::Debug for ApiSettings {
             .field("protocol", &self.protocol)
             .field("stream", &self.stream)
             .field("context_limit", &self.context_limit)
+            .field("max_tokens", &self.max_tokens)
+            .field("prompt_cache", &self.prompt_cache)
             .finish()
     }
 }
@@ -284,6 +293,13 @@ pub fn resolve(
             protocol: profile.api,
             stream: profile.stream,
             context_limit: profile.context_limit,
+            max_tokens: profile.max_tokens.or(match profile.api {
+                ApiProtocol::Messages => Some(DEFAULT_MESSAGES_MAX_TOKENS),
+                _ => None,
+            }),
+            prompt_cache: profile
+                .prompt_cache
+                .unwrap_or(profile.api == ApiProtocol::Messages),
         },
         agent: file.agent,
         tools: file.tools,

@@ -4,6 +4,7 @@
 
 pub mod completions;
 pub mod error;
+pub mod http;
 pub mod retry;
 
 pub use error::ApiError;
