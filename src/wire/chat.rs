@@ -87,6 +87,10 @@ impl Message {
 }
 
 pub fn is_reasoning_key(key: &str) -> bool {
+    // Another protocol's round-trip data (`buddy_*`) is not a trace to show.
+    if key.starts_with("buddy_") {
+        return false;
+    }
     let k = key.to_ascii_lowercase();
     k.contains("reasoning") || k.contains("thinking") || k.contains("thought")
 }
@@ -228,6 +232,19 @@ pub struct Usage {
     pub completion_tokens: u64,
     #[serde(default)]
     pub total_tokens: u64,
+    /// Prompt tokens served from the provider's prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `cached_tokens`); part of
+    /// `prompt_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the cache (Anthropic
+    /// `cache_creation_input_tokens`); part of `prompt_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One `data:` payload of a streamed completion.

@@ -27,6 +27,20 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
+// The Responses and Anthropic Messages shapes of a scripted answer.
+#[path = "fake_provider/messages.rs"]
+mod messages;
+#[path = "fake_provider/responses.rs"]
+mod responses;
+
+/// Which wire protocol a request speaks, from its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Completions,
+    Responses,
+    Messages,
+}
+
 /// The message of the 500 answered once the script has run out.
 pub const EXHAUSTED_MESSAGE: &str = "fake provider: script exhausted";
 
@@ -1193,12 +1207,29 @@ async fn respond(
             return write_sse(stream, &reply.headers, &chunks, keep_alive).await;
         }
         ReplyKind::Completion(c) => {
+            // The same scripted answer in the shape of the protocol asked for.
+            let path = request.map_or("", |r| r.path.split('?').next().unwrap_or(""));
+            let protocol = if path.ends_with("/responses") {
+                Protocol::Responses
+            } else if path.ends_with("/messages") {
+                Protocol::Messages
+            } else {
+                Protocol::Completions
+            };
             if request.is_some_and(RecordedRequest::wants_stream) {
-                let chunks = c.stream_chunks(model, &id, body_len);
+                let chunks = match protocol {
+                    Protocol::Completions => c.stream_chunks(model, &id, body_len),
+                    Protocol::Responses => responses::stream_chunks(&c, model, &id, body_len),
+                    Protocol::Messages => messages::stream_chunks(&c, model, &id, body_len),
+                };
                 return write_sse(stream, &reply.headers, &chunks, keep_alive).await;
             }
-            let body = c.response_json(model, &id, body_len).to_string();
-            (200, "application/json", body)
+            let body = match protocol {
+                Protocol::Completions => c.response_json(model, &id, body_len),
+                Protocol::Responses => responses::response_json(&c, model, &id, body_len),
+                Protocol::Messages => messages::response_json(&c, model, &id, body_len),
+            };
+            (200, "application/json", body.to_string())
         }
     };
     let defaults = [
