@@ -38,6 +38,10 @@ pub enum AgentEvent {
     Usage {
         prompt_tokens: u64,
         completion_tokens: u64,
+        /// Of the prompt tokens, how many came from or went into the
+        /// provider's prompt cache.
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
         session_total: u64,
         estimated: bool,
     },

@@ -14,7 +14,7 @@ pub use tokens::TokenTracker;
 
 use crate::provider::{ApiError, ModelClient, ModelRequest, StreamEvent};
 use crate::tools::{Approval, ApprovalRequest, Approver, CallResult, ToolContext, ToolRegistry};
-use crate::wire::{Message, Role, ToolCall};
+use crate::wire::{Message, Role, ToolCall, Usage};
 use async_trait::async_trait;
 use std::fmt;
 use std::path::PathBuf;
@@ -276,12 +276,7 @@ impl Agent {
                 _ = cancel.cancelled() => return Err(AgentError::Cancelled),
                 r = self.client.complete(request, &sink) => r?,
             };
-            self.record_usage(
-                response
-                    .usage
-                    .map(|u| (u.prompt_tokens, u.completion_tokens)),
-                &response.message,
-            );
+            self.record_usage(response.usage.as_ref(), &response.message);
             let mut message = response.message;
             message.role = Role::Assistant;
             let calls = message.calls().to_vec();
@@ -324,19 +319,23 @@ impl Agent {
         false
     }
 
-    fn record_usage(&mut self, usage: Option<(u64, u64)>, reply: &Message) {
+    fn record_usage(&mut self, usage: Option<&Usage>, reply: &Message) {
         let (prompt, completion, estimated) = match usage {
-            Some((p, c)) => (p, c, false),
+            Some(u) => (u.prompt_tokens, u.completion_tokens, false),
             None => {
                 let p = tokens::estimate_messages(&self.messages);
                 let c = tokens::estimate_messages(std::slice::from_ref(reply));
                 (p, c, true)
             }
         };
+        let (read, write) = usage.map_or((0, 0), |u| (u.cache_read_tokens, u.cache_write_tokens));
         self.tracker.record(prompt, completion);
+        self.tracker.record_cache(read, write);
         self.emit(AgentEvent::Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
             session_total: self.tracker.session_total(),
             estimated,
         });

@@ -18,6 +18,10 @@ pub struct TokenTracker {
     pub total_completion_tokens: u64,
     pub last_prompt_tokens: u64,
     pub last_completion_tokens: u64,
+    /// Prompt tokens the provider served from, or wrote to, its prompt cache
+    /// (already counted in the prompt totals).
+    pub total_cache_read_tokens: u64,
+    pub total_cache_write_tokens: u64,
 }
 
 impl TokenTracker {
@@ -33,6 +37,16 @@ impl TokenTracker {
         self.last_completion_tokens = completion;
         self.total_prompt_tokens += prompt;
         self.total_completion_tokens += completion;
+    }
+
+    pub fn record_cache(&mut self, read: u64, write: u64) {
+        self.total_cache_read_tokens += read;
+        self.total_cache_write_tokens += write;
+    }
+
+    /// ", cache: N read, M written" when the provider reported any, else "".
+    pub fn cache_note(&self) -> String {
+        cache_note(self.total_cache_read_tokens, self.total_cache_write_tokens)
     }
 
     pub fn session_total(&self) -> u64 {
@@ -62,6 +76,15 @@ pub fn estimate_messages(messages: &[Message]) -> u64 {
         })
         .sum();
     chars.div_ceil(4) as u64
+}
+
+/// ", cache: N read, M written" when either is non-zero, else "".
+pub fn cache_note(read: u64, write: u64) -> String {
+    if read == 0 && write == 0 {
+        String::new()
+    } else {
+        format!(", cache: {read} read, {write} written")
+    }
 }
 
 pub fn estimate_text(text: &str) -> u64 {
@@ -112,6 +135,21 @@ pub fn context_limit(configured: Option<u64>, model: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_counts_add_up_and_show_only_when_reported() {
+        let mut t = TokenTracker::new(1000);
+        t.record(100, 10);
+        t.record_cache(0, 0);
+        assert_eq!(t.cache_note(), "");
+        t.record(120, 5);
+        t.record_cache(90, 30);
+        t.record_cache(10, 0);
+        assert_eq!(t.total_cache_read_tokens, 100);
+        assert_eq!(t.total_cache_write_tokens, 30);
+        assert_eq!(t.cache_note(), ", cache: 100 read, 30 written");
+        assert_eq!(t.session_total(), 235);
+    }
 
     #[test]
     fn catalog_parses_and_matches_in_order() {

@@ -29,7 +29,7 @@ impl ReplHost for Host {
         let t = agent.tracker();
         let api = &self.settings.api;
         format!(
-            "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}",
+            "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}",
             api.model,
             api.profile,
             api.base_url,
@@ -39,7 +39,8 @@ impl ReplHost for Host {
             t.total_completion_tokens,
             t.session_total(),
             t.last_prompt_tokens,
-            t.last_completion_tokens
+            t.last_completion_tokens,
+            t.cache_note()
         )
     }
 
@@ -48,12 +49,13 @@ impl ReplHost for Host {
         let estimate = tokens::estimate_messages(agent.messages());
         let used = estimate.max(t.last_prompt_tokens + t.last_completion_tokens);
         format!(
-            "context    ~{used} of {} tokens ({:.0}%) in {} messages\ntotals     {} prompt + {} completion tokens this session",
+            "context    ~{used} of {} tokens ({:.0}%) in {} messages\ntotals     {} prompt + {} completion tokens this session{}",
             t.context_limit,
             t.fill(used) * 100.0,
             agent.messages().len(),
             t.total_prompt_tokens,
-            t.total_completion_tokens
+            t.total_completion_tokens,
+            t.cache_note()
         )
     }
 

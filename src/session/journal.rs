@@ -53,6 +53,15 @@ pub struct SavedTokens {
     pub completion_total: u64,
     pub last_prompt: u64,
     pub last_completion: u64,
+    /// Absent in sessions saved before prompt caching was tracked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_total: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_total: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SavedTokens {
@@ -62,6 +71,8 @@ impl SavedTokens {
             completion_total: t.total_completion_tokens,
             last_prompt: t.last_prompt_tokens,
             last_completion: t.last_completion_tokens,
+            cache_read_total: t.total_cache_read_tokens,
+            cache_write_total: t.total_cache_write_tokens,
         }
     }
 
@@ -73,6 +84,8 @@ impl SavedTokens {
             total_completion_tokens: self.completion_total,
             last_prompt_tokens: self.last_prompt,
             last_completion_tokens: self.last_completion,
+            total_cache_read_tokens: self.cache_read_total,
+            total_cache_write_tokens: self.cache_write_total,
         }
     }
 }
@@ -296,4 +309,29 @@ pub fn summarize_tail(tail: &[u8], starts_at_file_start: bool) -> Option<(TurnMa
         }
     }
     None
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    #[test]
+    fn cache_totals_survive_a_save_and_old_records_still_load() {
+        let mut t = TokenTracker::default();
+        t.record(50, 5);
+        t.record_cache(40, 8);
+        let saved = serde_json::to_string(&SavedTokens::of(&t)).unwrap();
+        let back: SavedTokens = serde_json::from_str(&saved).unwrap();
+        assert_eq!(back.tracker().total_cache_read_tokens, 40);
+        assert_eq!(back.tracker().total_cache_write_tokens, 8);
+        // Written before caching was tracked: no cache fields at all.
+        let old: SavedTokens = serde_json::from_str(
+            r#"{"prompt_total":1,"completion_total":2,"last_prompt":1,"last_completion":2}"#,
+        )
+        .unwrap();
+        assert_eq!(old.tracker().total_cache_read_tokens, 0);
+        // And a session without cache use writes none.
+        let plain = serde_json::to_string(&SavedTokens::of(&TokenTracker::default())).unwrap();
+        assert!(!plain.contains("cache"), "{plain}");
+    }
 }

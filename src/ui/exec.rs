@@ -174,16 +174,20 @@ impl ExecFrontEnd {
             AgentEvent::Usage {
                 prompt_tokens,
                 completion_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
                 session_total,
                 estimated,
             } => {
                 if self.opts.show_tokens {
                     self.clear_spinner();
                     let approx = if estimated { "~" } else { "" };
+                    let cache =
+                        crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
                     eprintln!(
                         "{}",
                         st.dim(&format!(
-                            "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}"
+                            "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}"
                         ))
                     );
                 }

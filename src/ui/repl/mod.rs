@@ -642,13 +642,17 @@ impl<'h> Repl<'h> {
             AgentEvent::Usage {
                 prompt_tokens,
                 completion_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
                 session_total,
                 estimated,
             } => {
                 if self.opts.show_tokens {
                     let approx = if estimated { "~" } else { "" };
+                    let cache =
+                        crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
                     self.say(&st.dim(&format!(
-                        "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total})"
+                        "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total}{cache})"
                     )));
                 }
             }
