@@ -80,6 +80,24 @@ pub enum Command {
     Resume(ResumeArgs),
     /// List this directory's saved sessions, most recently used first
     Sessions,
+    /// Log in to a provider (device code flow); tokens go to auth.json
+    Login(LoginArgs),
+    /// Remove a provider's stored login
+    Logout(LogoutArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoginArgs {
+    /// A provider (e.g. openai) or a profile whose provider to log in to
+    #[arg(value_name = "PROVIDER|PROFILE")]
+    pub target: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LogoutArgs {
+    /// The provider to log out of (default openai)
+    #[arg(value_name = "PROVIDER")]
+    pub provider: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod config;

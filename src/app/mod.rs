@@ -4,6 +4,8 @@
 
 use crate::agent::prompt::{render, PromptContext};
 use crate::agent::{tokens, Agent, AgentOptions, Cancel};
+use crate::auth::store::AuthStore;
+use crate::auth::LoginCredentials;
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
 use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
@@ -43,7 +45,91 @@ pub async fn run(cli: Cli) -> i32 {
         Some(Command::Exec(args)) => exec(args, &overrides, cli.global.target).await,
         Some(Command::Resume(args)) => resume(args, &overrides, &cli.global.target).await,
         Some(Command::Sessions) => list_sessions(&overrides),
+        Some(Command::Login(args)) => login(args.target.as_deref(), &overrides).await,
+        Some(Command::Logout(args)) => logout(args.provider.as_deref(), &overrides),
         None => interactive(&overrides, None, &cli.global.target).await,
+    }
+}
+
+/// Which provider `buddy login [provider|profile]` means, and its issuer: a
+/// profile name picks its provider; anything else names a provider; nothing
+/// means the active profile's provider, or `openai`.
+fn login_issuer(
+    target: Option<&str>,
+    overrides: &CliOverrides,
+    style: Style,
+) -> Result<crate::auth::Issuer, i32> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let (file, _) =
+        config::load_file(&cwd, &env, overrides).map_err(|e| usage_error(style, &e.to_string()))?;
+    let provider = match target {
+        Some(name) => match file.models.get(name) {
+            Some(profile) => profile.provider.clone().unwrap_or_else(|| "openai".into()),
+            None => name.to_string(),
+        },
+        None => {
+            let active = overrides
+                .model
+                .clone()
+                .or_else(|| file.agent.model.clone())
+                .unwrap_or_default();
+            file.models
+                .get(&active)
+                .filter(|p| p.auth == config::AuthMode::Login)
+                .and_then(|p| p.provider.clone())
+                .unwrap_or_else(|| "openai".into())
+        }
+    };
+    Ok(config::issuer_for(&file.auth, &provider))
+}
+
+async fn login(target: Option<&str>, overrides: &CliOverrides) -> i32 {
+    let style = Style::detect(!overrides.no_color);
+    let issuer = match login_issuer(target, overrides, style) {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
+    let store = match auth_store() {
+        Ok(s) => s,
+        Err(e) => return usage_error(style, &e),
+    };
+    let say = |line: &str| eprintln!("{line}");
+    let cancelled = tokio::signal::ctrl_c();
+    tokio::select! {
+        r = crate::auth::login(&issuer, &store, &say) => match r {
+            Ok(()) => {
+                eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
+                EXIT_OK
+            }
+            Err(e) => {
+                eprintln!("{} {e}", style.error("error:"));
+                EXIT_FAILURE
+            }
+        },
+        _ = cancelled => {
+            eprintln!("login cancelled");
+            EXIT_INTERRUPTED
+        }
+    }
+}
+
+fn logout(provider: Option<&str>, overrides: &CliOverrides) -> i32 {
+    let style = Style::detect(!overrides.no_color);
+    let provider = provider.unwrap_or("openai");
+    let store = match auth_store() {
+        Ok(s) => s,
+        Err(e) => return usage_error(style, &e),
+    };
+    match store.remove(provider) {
+        Ok(true) => {
+            eprintln!("logged out of {provider}");
+            EXIT_OK
+        }
+        Ok(false) => {
+            eprintln!("not logged in to {provider}");
+            EXIT_OK
+        }
+        Err(e) => usage_error(style, &e),
     }
 }
 
@@ -118,7 +204,7 @@ fn client_for(settings: &Settings) -> Result<HttpClient, String> {
             ))
         }
     };
-    HttpClient::new(
+    let client = HttpClient::new(
         ClientSettings {
             base_url: api.base_url.clone(),
             api_key: api.api_key.clone(),
@@ -133,7 +219,21 @@ fn client_for(settings: &Settings) -> Result<HttpClient, String> {
         },
         protocol,
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    match &api.login {
+        Some(issuer) => {
+            let store = auth_store()?;
+            Ok(client.with_login(LoginCredentials::open(issuer.clone(), store)?))
+        }
+        None => Ok(client),
+    }
+}
+
+/// The auth.json of this user.
+fn auth_store() -> Result<AuthStore, String> {
+    AuthStore::default_path()
+        .map(AuthStore::new)
+        .ok_or_else(|| "cannot find the config directory: set HOME or XDG_CONFIG_HOME".to_string())
 }
 
 fn wire(

@@ -19,6 +19,8 @@ pub struct ConfigFile {
     pub display: DisplaySection,
     #[serde(default)]
     pub execution: ExecutionSection,
+    #[serde(default)]
+    pub auth: BTreeMap<String, AuthProvider>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -38,6 +40,17 @@ pub enum AuthMode {
     #[default]
     #[serde(rename = "api-key")]
     ApiKey,
+    /// Tokens from `buddy login`, kept in auth.json.
+    #[serde(rename = "login")]
+    Login,
+}
+
+/// `[auth.<provider>]`: where that provider's logins happen.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthProvider {
+    pub issuer: Option<String>,
+    pub client_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -48,6 +61,8 @@ pub struct ModelProfile {
     pub api: ApiProtocol,
     #[serde(default)]
     pub auth: AuthMode,
+    /// Whose login `auth = "login"` uses (default `openai`).
+    pub provider: Option<String>,
     pub api_key: Option<String>,
     pub api_key_env: Option<String>,
     pub api_key_file: Option<String>,

@@ -40,6 +40,8 @@ pub struct ApiSettings {
     pub max_tokens: Option<u64>,
     /// Prompt-cache breakpoints (Anthropic Messages; on by default there).
     pub prompt_cache: bool,
+    /// Set for `auth = "login"`: the issuer whose stored tokens are used.
+    pub login: Option<crate::auth::Issuer>,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for ApiSettings {
             .field("context_limit", &self.context_limit)
             .field("max_tokens", &self.max_tokens)
             .field("prompt_cache", &self.prompt_cache)
+            .field("login", &self.login)
             .finish()
     }
 }
@@ -128,6 +131,17 @@ pub fn load(
     env: &dyn Fn(&str) -> Option<String>,
     cli: &CliOverrides,
 ) -> Result<Settings, ConfigError> {
+    let (file, source) = load_file(cwd, env, cli)?;
+    resolve(file, source, env, cli)
+}
+
+/// Finds and parses the configuration file (or the built-in template) without
+/// resolving a profile; for commands that need no model, such as `login`.
+pub fn load_file(
+    cwd: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    cli: &CliOverrides,
+) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
     let (source, text) = match &cli.config {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) => (Some(p.clone()), t),
@@ -159,7 +173,7 @@ pub fn load(
         }
     };
     let file = parse(&text, source.as_deref())?;
-    resolve(file, source, env, cli)
+    Ok((file, source))
 }
 
 /// Parses TOML text; errors name the file, line and column.
@@ -249,9 +263,15 @@ pub fn resolve(
         });
     }
 
-    let api_key = match env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]) {
-        Some(k) => Some(k.trim().to_string()),
-        None => resolve_profile_key(&profile_name, &profile, env)?,
+    let login = (profile.auth == AuthMode::Login).then(|| {
+        let provider = profile.provider.clone().unwrap_or_else(|| "openai".into());
+        issuer_for(&file.auth, &provider)
+    });
+    let api_key = match (&login, env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"])) {
+        // A login-backed profile uses its tokens, never a stray key.
+        (Some(_), _) => None,
+        (None, Some(k)) => Some(k.trim().to_string()),
+        (None, None) => resolve_profile_key(&profile_name, &profile, env)?,
     };
 
     let base_url = cli
@@ -291,7 +311,8 @@ pub fn resolve(
             api_key,
             model,
             protocol: profile.api,
-            stream: profile.stream,
+            // The login-backed OpenAI backend only streams.
+            stream: profile.stream || login.is_some(),
             context_limit: profile.context_limit,
             max_tokens: profile.max_tokens.or(match profile.api {
                 ApiProtocol::Messages => Some(DEFAULT_MESSAGES_MAX_TOKENS),
@@ -300,6 +321,7 @@ pub fn resolve(
             prompt_cache: profile
                 .prompt_cache
                 .unwrap_or(profile.api == ApiProtocol::Messages),
+            login,
         },
         agent: file.agent,
         tools: file.tools,
@@ -329,6 +351,23 @@ fn active_profile_name(
                 profiles.join(", ")
             ),
         }),
+    }
+}
+
+/// The issuer for `provider`: `[auth.<provider>]`, else OpenAI's for `openai`.
+pub fn issuer_for(
+    auth: &std::collections::BTreeMap<String, file::AuthProvider>,
+    provider: &str,
+) -> crate::auth::Issuer {
+    let section = auth.get(provider).cloned().unwrap_or_default();
+    crate::auth::Issuer {
+        provider: provider.to_string(),
+        base_url: section
+            .issuer
+            .unwrap_or_else(|| crate::auth::OPENAI_ISSUER.to_string()),
+        client_id: section
+            .client_id
+            .unwrap_or_else(|| crate::auth::OPENAI_CLIENT_ID.to_string()),
     }
 }
 

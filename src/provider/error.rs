@@ -14,6 +14,8 @@ pub enum ApiError {
     InvalidResponse(String),
     /// The stream broke off before the completion was finished.
     StreamInterrupted(String),
+    /// No usable login: not logged in, or the refresh failed.
+    Auth(String),
 }
 
 impl ApiError {
@@ -25,7 +27,9 @@ impl ApiError {
             ApiError::Status { status, .. } => {
                 matches!(status, 408 | 409 | 429) || (500..600).contains(status)
             }
-            ApiError::InvalidResponse(_) | ApiError::StreamInterrupted(_) => false,
+            ApiError::InvalidResponse(_) | ApiError::StreamInterrupted(_) | ApiError::Auth(_) => {
+                false
+            }
         }
     }
 }
@@ -49,6 +53,7 @@ impl fmt::Display for ApiError {
             }
             ApiError::InvalidResponse(m) => write!(f, "invalid response from model server: {m}"),
             ApiError::StreamInterrupted(m) => write!(f, "model stream interrupted: {m}"),
+            ApiError::Auth(m) => write!(f, "{m}"),
         }
     }
 }

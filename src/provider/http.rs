@@ -5,11 +5,13 @@
 
 use super::retry::{backoff, parse_retry_after};
 use super::{ApiError, EventSink, ModelClient, ModelRequest, ModelResponse, StreamEvent};
+use crate::auth::LoginCredentials;
 use crate::provider::error::error_message_from_body;
 use crate::wire::sse::{SseDecoder, SseEvent};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Error bodies larger than this are not read further; the message is in the start.
@@ -97,6 +99,8 @@ pub struct HttpClient {
     protocol: Box<dyn Protocol>,
     url: String,
     http: reqwest::Client,
+    /// Bearer tokens from `buddy login`, for login-backed profiles.
+    login: Option<Arc<LoginCredentials>>,
 }
 
 impl HttpClient {
@@ -119,7 +123,14 @@ impl HttpClient {
             protocol,
             url,
             http,
+            login: None,
         })
+    }
+
+    /// Authenticates with login tokens (refreshed as needed) instead of a key.
+    pub fn with_login(mut self, login: Arc<LoginCredentials>) -> Self {
+        self.login = Some(login);
+        self
     }
 
     /// One HTTP exchange. The flag says whether anything was already shown to the
@@ -127,6 +138,7 @@ impl HttpClient {
     async fn attempt(
         &self,
         body: &[u8],
+        token: Option<&str>,
         on_event: EventSink<'_>,
     ) -> Result<ModelResponse, (ApiError, Option<Duration>, bool)> {
         let mut req = self
@@ -135,6 +147,9 @@ impl HttpClient {
             .header("content-type", "application/json")
             .body(body.to_vec());
         req = self.protocol.headers(req, &self.settings);
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
         if self.settings.stream {
             req = req.header("accept", "text/event-stream");
         }
@@ -259,9 +274,28 @@ impl ModelClient for HttpClient {
         let body = self.protocol.body(request, &self.settings)?;
         let max = self.settings.max_retries;
         let mut attempt = 0;
+        let mut token = match &self.login {
+            Some(login) => Some(login.token().await.map_err(ApiError::Auth)?),
+            None => None,
+        };
+        let mut refreshed = false;
         loop {
-            match self.attempt(&body, on_event).await {
+            match self.attempt(&body, token.as_deref(), on_event).await {
                 Ok(r) => return Ok(r),
+                // A rejected login token is refreshed once, then tried again.
+                Err((ApiError::Status { status: 401, .. }, _, false))
+                    if !refreshed && self.login.is_some() =>
+                {
+                    refreshed = true;
+                    if let (Some(login), Some(stale)) = (&self.login, token.as_deref()) {
+                        token = Some(
+                            login
+                                .refresh_after_unauthorized(stale)
+                                .await
+                                .map_err(ApiError::Auth)?,
+                        );
+                    }
+                }
                 Err((err, retry_after, shown)) => {
                     let transient = err.is_retryable()
                         || matches!(err, ApiError::StreamInterrupted(_)) && !shown;

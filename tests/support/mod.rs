@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod fake_issuer;
 pub mod fake_provider;
 pub mod sshd;
 pub mod tmux;

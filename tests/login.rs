@@ -1,0 +1,177 @@
+//! `buddy login` / `logout` and login-backed profiles, against a fake OAuth
+//! issuer and the fake model server, both on loopback.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use support::fake_issuer::{FakeIssuer, USER_CODE};
+use support::fake_provider::{FakeProvider, Reply};
+use support::BuddyCmd;
+
+fn login_config(p: &FakeProvider, issuer: &FakeIssuer) -> String {
+    format!(
+        "[agent]\nmodel = \"chat\"\n\n[models.chat]\napi_base_url = \"{}\"\nmodel = \"fake-model\"\nauth = \"login\"\nstream = false\n\n{}",
+        p.base_url(),
+        issuer.config()
+    )
+}
+
+fn auth_path(cmd: &BuddyCmd) -> std::path::PathBuf {
+    cmd.config_home().join("buddy/auth.json")
+}
+
+fn write_auth(cmd: &BuddyCmd, json: &str) {
+    let path = auth_path(cmd);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, json).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn assert_no_tokens(what: &str, text: &str) {
+    for t in ["at-1", "at-2", "rt-1", "rt-2", "dev-code-1"] {
+        assert!(!text.contains(t), "{what} shows a token ({t}):\n{text}");
+    }
+}
+
+#[test]
+fn the_device_flow_logs_in_and_stores_tokens_privately() {
+    let issuer = FakeIssuer::start(1);
+    let p = FakeProvider::start(vec![Reply::text("hello via login")]);
+    let cmd = BuddyCmd::new().config(login_config(&p, &issuer));
+    let out = cmd.rerun(["login", "openai"]);
+    out.assert_success();
+    // Where to go and what to type, on stderr.
+    assert!(out.stderr.contains(&format!("{}/device", issuer.url())), "{}", out.stderr);
+    assert!(out.stderr.contains(USER_CODE), "{}", out.stderr);
+    assert!(out.stderr.contains("logged in to openai"), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+    assert_no_tokens("login output", &out.stderr);
+    // One code request, then polls until the user approved (one pending).
+    let forms = issuer.forms();
+    assert_eq!(forms[0].0, "/oauth/device/code");
+    assert_eq!(forms[0].1["client_id"], "buddy-test-client");
+    let polls: Vec<_> = forms.iter().filter(|(p, _)| p == "/oauth/token").collect();
+    assert_eq!(polls.len(), issuer.pending_polls() + 1);
+    // Stored 0600, for the provider.
+    let path = auth_path(&cmd);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let stored = std::fs::read_to_string(&path).unwrap();
+    assert!(stored.contains("\"openai\"") && stored.contains("at-1"), "{stored}");
+
+    // The login serves the profile: a bearer token, no key needed.
+    let out = cmd.rerun(["exec", "hi"]);
+    out.assert_success();
+    assert_eq!(out.stdout, "hello via login\n");
+    assert_no_tokens("exec stderr", &out.stderr);
+    let req = &p.chat_requests()[0];
+    assert_eq!(req.header("authorization").as_deref(), Some("Bearer at-1"));
+    // Login-backed requests stream, whatever the profile says.
+    assert_eq!(req.json()["stream"], true);
+    // Never in the session files.
+    let sessions = cmd.work_dir().join(".buddyx/sessions");
+    for entry in std::fs::read_dir(&sessions).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+        assert_no_tokens("a session file", &text);
+    }
+}
+
+#[test]
+fn an_expiring_token_is_refreshed_before_the_request() {
+    let issuer = FakeIssuer::start(0);
+    let p = FakeProvider::start(vec![Reply::text("fresh")]);
+    let cmd = BuddyCmd::new().config(login_config(&p, &issuer));
+    write_auth(
+        &cmd,
+        &format!(
+            r#"{{"providers":{{"openai":{{"access_token":"at-1","refresh_token":"rt-1","expires_at":{}}}}}}}"#,
+            now() + 10
+        ),
+    );
+    let out = cmd.rerun(["exec", "hi"]);
+    out.assert_success();
+    assert_eq!(issuer.refreshes(), 1);
+    assert_eq!(
+        p.chat_requests()[0].header("authorization").as_deref(),
+        Some("Bearer at-2")
+    );
+    let stored = std::fs::read_to_string(auth_path(&cmd)).unwrap();
+    assert!(stored.contains("at-2") && stored.contains("rt-2"), "{stored}");
+    let mode = std::fs::metadata(auth_path(&cmd)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn a_401_refreshes_once_and_retries() {
+    let issuer = FakeIssuer::start(0);
+    let p = FakeProvider::start(vec![
+        Reply::json(401, serde_json::json!({"error": {"message": "token expired"}})),
+        Reply::text("after refresh"),
+    ]);
+    let cmd = BuddyCmd::new().config(login_config(&p, &issuer));
+    write_auth(
+        &cmd,
+        &format!(
+            r#"{{"providers":{{"openai":{{"access_token":"at-1","refresh_token":"rt-1","expires_at":{}}}}}}}"#,
+            now() + 3600
+        ),
+    );
+    let out = cmd.rerun(["exec", "hi"]);
+    out.assert_success();
+    assert_eq!(out.stdout, "after refresh\n");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs[0].header("authorization").as_deref(), Some("Bearer at-1"));
+    assert_eq!(reqs[1].header("authorization").as_deref(), Some("Bearer at-2"));
+    assert_eq!(issuer.refreshes(), 1);
+
+    // A second 401 right after a refresh is an error, not a loop.
+    let p = FakeProvider::start(vec![
+        Reply::json(401, serde_json::json!({"error": {"message": "nope"}})),
+        Reply::json(401, serde_json::json!({"error": {"message": "still nope"}})),
+        Reply::text("never"),
+    ]);
+    let cmd2 = BuddyCmd::new().config(login_config(&p, &issuer));
+    write_auth(
+        &cmd2,
+        &format!(
+            r#"{{"providers":{{"openai":{{"access_token":"at-5","refresh_token":"rt-5","expires_at":{}}}}}}}"#,
+            now() + 3600
+        ),
+    );
+    let out = cmd2.rerun(["exec", "hi"]);
+    out.assert_code(1);
+    assert!(out.stderr.contains("401"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 2);
+}
+
+#[test]
+fn logout_removes_the_login_and_a_missing_login_is_one_line() {
+    let issuer = FakeIssuer::start(0);
+    let p = FakeProvider::start(vec![Reply::text("never")]);
+    let cmd = BuddyCmd::new().config(login_config(&p, &issuer));
+    write_auth(
+        &cmd,
+        r#"{"providers":{"openai":{"access_token":"at-1","refresh_token":"rt-1"}}}"#,
+    );
+    let out = cmd.rerun(["logout", "openai"]);
+    out.assert_success();
+    assert!(out.stderr.contains("logged out of openai"), "{}", out.stderr);
+    assert!(!auth_path(&cmd).exists());
+    let out = cmd.rerun(["exec", "hi"]);
+    out.assert_code(2);
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("created a default config"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(lines[0].contains("run `buddy login openai`"), "{}", lines[0]);
+    assert_eq!(p.request_count(), 0);
+}

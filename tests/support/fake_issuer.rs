@@ -1,0 +1,184 @@
+//! A fake OAuth issuer on 127.0.0.1 for login tests: the device authorization
+//! endpoint and the token endpoint (device-code and refresh grants), with
+//! every form it received recorded.
+//!
+//! Device flow: the first `pending_polls` polls answer `authorization_pending`,
+//! then tokens `at-1`/`rt-1`. Each refresh answers `at-<n+1>`/`rt-<n+1>`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+pub const USER_CODE: &str = "WXYZ-2468";
+
+#[derive(Default)]
+struct State {
+    forms: Vec<(String, BTreeMap<String, String>)>,
+    polls: usize,
+    issued: usize,
+}
+
+pub struct FakeIssuer {
+    port: u16,
+    state: Arc<Mutex<State>>,
+    pending_polls: usize,
+}
+
+fn parse_form(body: &str) -> BTreeMap<String, String> {
+    body.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.replace('+', " ").into_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&String::from_utf8_lossy(&bytes[i + 1..i + 3]), 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl FakeIssuer {
+    pub fn start(pending_polls: usize) -> FakeIssuer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let state = shared.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &state, pending_polls, port);
+                });
+            }
+        });
+        FakeIssuer {
+            port,
+            state,
+            pending_polls,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `[auth.openai]` pointing here.
+    pub fn config(&self) -> String {
+        format!(
+            "[auth.openai]\nissuer = \"{}\"\nclient_id = \"buddy-test-client\"\n",
+            self.url()
+        )
+    }
+
+    /// Every form posted, with the path it went to.
+    pub fn forms(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        self.state.lock().expect("lock").forms.clone()
+    }
+
+    /// How many refresh grants were made.
+    pub fn refreshes(&self) -> usize {
+        self.forms()
+            .iter()
+            .filter(|(_, f)| f.get("grant_type").map(String::as_str) == Some("refresh_token"))
+            .count()
+    }
+
+    pub fn pending_polls(&self) -> usize {
+        self.pending_polls
+    }
+}
+
+fn serve(
+    stream: TcpStream,
+    state: &Mutex<State>,
+    pending_polls: usize,
+    port: u16,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h)?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body)?;
+    let form = parse_form(&String::from_utf8_lossy(&body));
+    let (status, reply) = {
+        let mut st = state.lock().expect("lock");
+        st.forms.push((path.clone(), form.clone()));
+        match (path.as_str(), form.get("grant_type").map(String::as_str)) {
+            ("/oauth/device/code", _) => (
+                200,
+                format!(
+                    r#"{{"device_code":"dev-code-1","user_code":"{USER_CODE}","verification_uri":"http://127.0.0.1:{port}/device","expires_in":60,"interval":1}}"#
+                ),
+            ),
+            ("/oauth/token", Some("urn:ietf:params:oauth:grant-type:device_code")) => {
+                st.polls += 1;
+                if form.get("device_code").map(String::as_str) != Some("dev-code-1") {
+                    (400, r#"{"error":"invalid_grant"}"#.to_string())
+                } else if st.polls <= pending_polls {
+                    (400, r#"{"error":"authorization_pending"}"#.to_string())
+                } else {
+                    st.issued = 1;
+                    (
+                        200,
+                        r#"{"access_token":"at-1","refresh_token":"rt-1","expires_in":3600,"token_type":"Bearer"}"#
+                            .to_string(),
+                    )
+                }
+            }
+            ("/oauth/token", Some("refresh_token")) => {
+                let n: usize = form
+                    .get("refresh_token")
+                    .and_then(|t| t.strip_prefix("rt-"))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                if n == 0 {
+                    (400, r#"{"error":"invalid_grant"}"#.to_string())
+                } else {
+                    (
+                        200,
+                        format!(
+                            r#"{{"access_token":"at-{m}","refresh_token":"rt-{m}","expires_in":3600}}"#,
+                            m = n + 1
+                        ),
+                    )
+                }
+            }
+            _ => (404, r#"{"error":"not_found"}"#.to_string()),
+        }
+    };
+    let mut out = stream;
+    write!(
+        out,
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        reply.len()
+    )?;
+    out.flush()
+}
