@@ -48,7 +48,11 @@ fn the_device_flow_logs_in_and_stores_tokens_privately() {
     let out = cmd.rerun(["login", "openai"]);
     out.assert_success();
     // Where to go and what to type, on stderr.
-    assert!(out.stderr.contains(&format!("{}/device", issuer.url())), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("{}/device", issuer.url())),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains(USER_CODE), "{}", out.stderr);
     assert!(out.stderr.contains("logged in to openai"), "{}", out.stderr);
     assert_eq!(out.stdout, "");
@@ -64,7 +68,10 @@ fn the_device_flow_logs_in_and_stores_tokens_privately() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let stored = std::fs::read_to_string(&path).unwrap();
-    assert!(stored.contains("\"openai\"") && stored.contains("at-1"), "{stored}");
+    assert!(
+        stored.contains("\"openai\"") && stored.contains("at-1"),
+        "{stored}"
+    );
 
     // The login serves the profile: a bearer token, no key needed.
     let out = cmd.rerun(["exec", "hi"]);
@@ -103,8 +110,15 @@ fn an_expiring_token_is_refreshed_before_the_request() {
         Some("Bearer at-2")
     );
     let stored = std::fs::read_to_string(auth_path(&cmd)).unwrap();
-    assert!(stored.contains("at-2") && stored.contains("rt-2"), "{stored}");
-    let mode = std::fs::metadata(auth_path(&cmd)).unwrap().permissions().mode() & 0o777;
+    assert!(
+        stored.contains("at-2") && stored.contains("rt-2"),
+        "{stored}"
+    );
+    let mode = std::fs::metadata(auth_path(&cmd))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
 }
 
@@ -112,7 +126,10 @@ fn an_expiring_token_is_refreshed_before_the_request() {
 fn a_401_refreshes_once_and_retries() {
     let issuer = FakeIssuer::start(0);
     let p = FakeProvider::start(vec![
-        Reply::json(401, serde_json::json!({"error": {"message": "token expired"}})),
+        Reply::json(
+            401,
+            serde_json::json!({"error": {"message": "token expired"}}),
+        ),
         Reply::text("after refresh"),
     ]);
     let cmd = BuddyCmd::new().config(login_config(&p, &issuer));
@@ -127,8 +144,14 @@ fn a_401_refreshes_once_and_retries() {
     out.assert_success();
     assert_eq!(out.stdout, "after refresh\n");
     let reqs = p.chat_requests();
-    assert_eq!(reqs[0].header("authorization").as_deref(), Some("Bearer at-1"));
-    assert_eq!(reqs[1].header("authorization").as_deref(), Some("Bearer at-2"));
+    assert_eq!(
+        reqs[0].header("authorization").as_deref(),
+        Some("Bearer at-1")
+    );
+    assert_eq!(
+        reqs[1].header("authorization").as_deref(),
+        Some("Bearer at-2")
+    );
     assert_eq!(issuer.refreshes(), 1);
 
     // A second 401 right after a refresh is an error, not a loop.
@@ -162,7 +185,11 @@ fn logout_removes_the_login_and_a_missing_login_is_one_line() {
     );
     let out = cmd.rerun(["logout", "openai"]);
     out.assert_success();
-    assert!(out.stderr.contains("logged out of openai"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("logged out of openai"),
+        "{}",
+        out.stderr
+    );
     assert!(!auth_path(&cmd).exists());
     let out = cmd.rerun(["exec", "hi"]);
     out.assert_code(2);
@@ -172,6 +199,33 @@ fn logout_removes_the_login_and_a_missing_login_is_one_line() {
         .filter(|l| !l.starts_with("created a default config"))
         .collect();
     assert_eq!(lines.len(), 1, "{}", out.stderr);
-    assert!(lines[0].contains("run `buddy login openai`"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("run `buddy login openai`"),
+        "{}",
+        lines[0]
+    );
     assert_eq!(p.request_count(), 0);
+}
+
+#[test]
+fn a_login_backed_responses_request_streams_and_stores_nothing() {
+    let issuer = FakeIssuer::start(0);
+    let p = FakeProvider::start(vec![Reply::text("codex says hi")]);
+    let cmd = BuddyCmd::new().config(format!(
+        "[agent]\nmodel = \"codex\"\n\n[models.codex]\napi_base_url = \"{}\"\napi = \"responses\"\nauth = \"login\"\nmodel = \"fake-codex\"\nstream = false\n\n{}",
+        p.base_url(),
+        issuer.config()
+    ));
+    write_auth(
+        &cmd,
+        r#"{"providers":{"openai":{"access_token":"at-1","refresh_token":"rt-1"}}}"#,
+    );
+    let out = cmd.rerun(["exec", "hi"]);
+    out.assert_success();
+    assert_eq!(out.stdout, "codex says hi\n");
+    let req = &p.requests()[0];
+    assert!(req.path.ends_with("/responses"), "{}", req.path);
+    assert_eq!(req.header("authorization").as_deref(), Some("Bearer at-1"));
+    assert_eq!(req.json()["store"], false);
+    assert_eq!(req.json()["stream"], true);
 }

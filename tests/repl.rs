@@ -463,3 +463,63 @@ fn the_banner_says_where_shell_commands_run_and_how_to_watch() {
     );
     assert!(tool_result(&p.chat_requests()[1], "two").ends_with("stdout:\ndirect"));
 }
+
+#[test]
+fn model_switch_from_completions_to_messages_keeps_the_tool_history() {
+    // One fake server answers both protocols (it replies in the shape of the
+    // path asked for).
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("call-1", "echo from-the-tool")]),
+        Reply::text("first answer done"),
+        Reply::text("claude carries on"),
+    ]);
+    let config = format!(
+        "[agent]\nmodel = \"chat\"\n\n\
+         [models.chat]\napi_base_url = \"{url}\"\nmodel = \"fake-model\"\napi_key = \"sk-fake\"\n\n\
+         [models.claude]\napi_base_url = \"{url}\"\napi = \"messages\"\nmodel = \"fake-claude\"\napi_key = \"sk-ant\"\n\n\
+         [tools]\nshell_confirm = false\n",
+        url = p.base_url()
+    );
+    let cmd = BuddyCmd::new().config(config);
+    let t = repl(&cmd, &["--no-tmux"]);
+    t.line("run the tool");
+    t.wait_text("first answer done");
+    t.line("/model claude");
+    t.wait_text("now using fake-claude (profile claude)");
+    t.line("and now?");
+    t.wait_text("claude carries on");
+    let reqs = p.requests();
+    assert!(
+        reqs[1].path.ends_with("/chat/completions"),
+        "{}",
+        reqs[1].path
+    );
+    let last = &reqs[2];
+    assert!(last.path.ends_with("/messages"), "{}", last.path);
+    assert_eq!(last.json()["model"], "fake-claude");
+    assert!(
+        last.json()["system"].to_string().contains("buddy"),
+        "system prompt moved to the top level"
+    );
+    let messages = last.json()["messages"].as_array().expect("messages");
+    // user, assistant tool_use, user tool_result, assistant text, user.
+    let use_block = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_use")
+        .expect("the tool call carried over");
+    assert_eq!(use_block["id"], "call-1");
+    assert_eq!(use_block["input"]["command"], "echo from-the-tool");
+    let result = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result")
+        .expect("the tool result carried over");
+    assert_eq!(result["tool_use_id"], "call-1");
+    assert!(
+        result["content"].to_string().contains("from-the-tool"),
+        "{result}"
+    );
+    assert_eq!(messages.last().unwrap()["role"], "user");
+    assert!(messages.last().unwrap().to_string().contains("and now?"));
+}

@@ -196,13 +196,8 @@ fn client_for(settings: &Settings) -> Result<HttpClient, String> {
     let api = &settings.api;
     let protocol: Box<dyn Protocol> = match api.protocol {
         ApiProtocol::Completions => Box::new(Completions),
-        other => {
-            return Err(format!(
-                "profile `{}`: api = \"{}\" is not supported by this build yet",
-                api.profile,
-                format!("{other:?}").to_lowercase()
-            ))
-        }
+        ApiProtocol::Messages => Box::new(crate::provider::messages::Messages),
+        ApiProtocol::Responses => Box::new(crate::provider::responses::Responses),
     };
     let client = HttpClient::new(
         ClientSettings {

@@ -139,11 +139,55 @@ impl ReplHost for Host {
         let limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
         agent.set_client(Arc::new(client), limit);
         agent.note_model(&settings.api.model, &settings.api.profile);
-        let text = format!(
+        let mut text = format!(
             "now using {} (profile {}) at {}",
             settings.api.model, settings.api.profile, settings.api.base_url
         );
+        if let Some(note) = foreign_items_note(agent.messages(), settings.api.protocol) {
+            text.push('\n');
+            text.push_str(&note);
+        }
         self.settings = settings;
         Ok(text)
+    }
+}
+
+/// The one-time note for a switch of protocol: reasoning another protocol
+/// keeps for its own round trips (`buddy_<protocol>_…` fields) stays in the
+/// history but is not sent to this one.
+fn foreign_items_note(
+    messages: &[crate::wire::Message],
+    now: config::ApiProtocol,
+) -> Option<String> {
+    let own = match now {
+        config::ApiProtocol::Completions => "",
+        config::ApiProtocol::Responses => "buddy_responses_",
+        config::ApiProtocol::Messages => "buddy_anthropic_",
+    };
+    let foreign = messages.iter().any(|m| {
+        m.extra
+            .keys()
+            .any(|k| k.starts_with("buddy_") && (own.is_empty() || !k.starts_with(own)))
+    });
+    foreign.then(|| {
+        "note: reasoning kept from the previous model's protocol is not sent to this one; the conversation and tool results carry over".to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Message;
+
+    #[test]
+    fn a_switch_notes_foreign_reasoning_once_per_switch() {
+        let mut m = Message::assistant("hi");
+        m.extra
+            .insert("buddy_anthropic_thinking".into(), serde_json::json!([]));
+        let history = vec![Message::user("q"), m];
+        assert!(foreign_items_note(&history, config::ApiProtocol::Completions).is_some());
+        assert!(foreign_items_note(&history, config::ApiProtocol::Responses).is_some());
+        assert!(foreign_items_note(&history, config::ApiProtocol::Messages).is_none());
+        assert!(foreign_items_note(&history[..1], config::ApiProtocol::Completions).is_none());
     }
 }

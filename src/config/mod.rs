@@ -23,9 +23,6 @@ pub struct CliOverrides {
     pub no_color: bool,
 }
 
-/// Output cap sent to Anthropic Messages when the profile sets none.
-pub const DEFAULT_MESSAGES_MAX_TOKENS: u64 = 8192;
-
 /// The active profile, fully resolved.
 #[derive(Clone)]
 pub struct ApiSettings {
@@ -36,7 +33,8 @@ pub struct ApiSettings {
     pub protocol: ApiProtocol,
     pub stream: bool,
     pub context_limit: Option<u64>,
-    /// Output cap per response; Anthropic Messages needs one (default 8192).
+    /// Output cap per response; the Messages protocol sends its own default
+    /// when unset, since Anthropic requires one.
     pub max_tokens: Option<u64>,
     /// Prompt-cache breakpoints (Anthropic Messages; on by default there).
     pub prompt_cache: bool,
@@ -314,10 +312,7 @@ pub fn resolve(
             // The login-backed OpenAI backend only streams.
             stream: profile.stream || login.is_some(),
             context_limit: profile.context_limit,
-            max_tokens: profile.max_tokens.or(match profile.api {
-                ApiProtocol::Messages => Some(DEFAULT_MESSAGES_MAX_TOKENS),
-                _ => None,
-            }),
+            max_tokens: profile.max_tokens,
             prompt_cache: profile
                 .prompt_cache
                 .unwrap_or(profile.api == ApiProtocol::Messages),

@@ -5,6 +5,8 @@
 pub mod completions;
 pub mod error;
 pub mod http;
+pub mod messages;
+pub mod responses;
 pub mod retry;
 
 pub use error::ApiError;

@@ -143,6 +143,34 @@ impl FakeProvider {
             .collect()
     }
 
+    /// The received `POST …/responses` requests, in arrival order.
+    pub fn responses_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| {
+                r.method == "POST"
+                    && r.path
+                        .split('?')
+                        .next()
+                        .is_some_and(|p| p.ends_with("/responses"))
+            })
+            .collect()
+    }
+
+    /// The received `POST …/messages` requests, in arrival order.
+    pub fn messages_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| {
+                r.method == "POST"
+                    && r.path
+                        .split('?')
+                        .next()
+                        .is_some_and(|p| p.ends_with("/messages"))
+            })
+            .collect()
+    }
+
     /// How many requests have been received so far.
     pub fn request_count(&self) -> usize {
         self.shared.lock().requests.len()
@@ -359,6 +387,8 @@ struct Completion {
     tool_calls: Vec<ToolCallSpec>,
     reasoning: Vec<(String, String)>,
     usage: Option<(u64, u64)>,
+    /// Prompt-cache (read, write) tokens, for protocols that report them.
+    cache_tokens: Option<(u64, u64)>,
     send_usage: bool,
     send_done: bool,
     finish_reason: Option<String>,
@@ -638,6 +668,7 @@ impl Completion {
             tool_calls: Vec::new(),
             reasoning: Vec::new(),
             usage: None,
+            cache_tokens: None,
             send_usage: true,
             send_done: true,
             finish_reason: None,
