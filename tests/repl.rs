@@ -523,3 +523,27 @@ fn model_switch_from_completions_to_messages_keeps_the_tool_history() {
     assert_eq!(messages.last().unwrap()["role"], "user");
     assert!(messages.last().unwrap().to_string().contains("and now?"));
 }
+
+#[test]
+fn login_from_the_repl_runs_the_device_flow() {
+    let issuer = support::fake_issuer::FakeIssuer::start(1);
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config(format!("{}\n{}", fake_config(&p), issuer.config()));
+    let t = repl(&cmd, &["--no-tmux"]);
+    t.line("/login openai");
+    t.wait_text(&format!(
+        "enter the code {}",
+        support::fake_issuer::USER_CODE
+    ));
+    // The prompt stays usable while the login waits.
+    t.line("/status");
+    t.wait_text("endpoint");
+    t.wait_text("logged in to openai");
+    let auth = cmd.config_home().join("buddy/auth.json");
+    let stored = std::fs::read_to_string(&auth).expect("auth.json");
+    assert!(stored.contains("at-1"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&auth).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(!t.screen().contains("at-1"), "a token reached the screen");
+}

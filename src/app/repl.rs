@@ -122,6 +122,24 @@ impl ReplHost for Host {
         Some(self.settings.api.profile.clone())
     }
 
+    fn login_target(
+        &self,
+        target: Option<&str>,
+    ) -> Result<(crate::auth::Issuer, crate::auth::store::AuthStore), String> {
+        let issuer = super::login_issuer(target, &self.overrides, Style::plain())
+            .map_err(|_| "cannot read the configuration for the login".to_string())?;
+        Ok((issuer, super::auth_store()?))
+    }
+
+    fn after_login(&mut self, agent: &mut Agent) -> Option<String> {
+        self.settings.api.login.as_ref()?;
+        let current = self.settings.api.profile.clone();
+        match self.switch_model(agent, &current) {
+            Ok(_) => Some(format!("profile {current} now uses the new login")),
+            Err(e) => Some(e),
+        }
+    }
+
     fn switch_model(&mut self, agent: &mut Agent, choice: &str) -> Result<String, String> {
         let profiles = self.profiles();
         let name = match choice.parse::<usize>() {

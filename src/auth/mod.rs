@@ -108,7 +108,11 @@ async fn token_request(
 
 /// Runs the device flow: asks for a code, tells the user (through `say`)
 /// where to enter it, polls at the issuer's interval, stores the tokens.
-pub async fn login(issuer: &Issuer, store: &AuthStore, say: &dyn Fn(&str)) -> Result<(), String> {
+pub async fn login(
+    issuer: &Issuer,
+    store: &AuthStore,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<(), String> {
     let client = http()?;
     let url = format!(
         "{}/oauth/device/code",

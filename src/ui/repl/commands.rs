@@ -6,8 +6,8 @@ use std::time::Duration;
 
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
-    "/status", "/context", "/ps", "/kill", "/timeout", "/approve", "/model", "/session", "/help",
-    "/quit", "/exit", "/q",
+    "/status", "/context", "/ps", "/kill", "/timeout", "/approve", "/model", "/session", "/login",
+    "/help", "/quit", "/exit", "/q",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,9 +24,14 @@ pub enum Slash {
     Context,
     Ps,
     Kill(u64),
-    Timeout { after: Duration, task: Option<u64> },
+    Timeout {
+        after: Duration,
+        task: Option<u64>,
+    },
     Approve(Option<ApproveArg>),
     Model(Option<String>),
+    /// `/login [provider|profile]`
+    Login(Option<String>),
     SessionList,
     SessionResume(String),
     SessionNew,
@@ -106,6 +111,11 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, String> {
             [] => Ok(Slash::Model(None)),
             [m] => Ok(Slash::Model(Some(m.to_string()))),
             _ => Err("usage: /model [name|index]".into()),
+        },
+        "/login" => match args {
+            [] => Ok(Slash::Login(None)),
+            [t] => Ok(Slash::Login(Some(t.to_string()))),
+            _ => Err("usage: /login [provider|profile]".into()),
         },
         "/session" => match args {
             [] => Ok(Slash::SessionList),
@@ -194,6 +204,7 @@ pub const HELP: &str = "\
                          shell approvals: ask each time, approve all, deny all,
                          or approve all for a while (e.g. /approve 10m)
 /model [name|index]      switch model profile (no argument: pick from a list)
+/login [provider]         log in to a provider (device code; default: this profile's)
 /session                 list this directory's sessions
 /session resume <id|last>
                          switch to a saved session

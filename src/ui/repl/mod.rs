@@ -13,6 +13,8 @@ pub mod history;
 
 use crate::agent::cancel::CancelHandle;
 use crate::agent::{Agent, AgentError, AgentEvent, Cancel};
+use crate::auth::store::AuthStore;
+use crate::auth::Issuer;
 use crate::tools::{Approval, ApprovalRequest};
 use crate::ui::style::{preview, Style};
 use approval::{short_duration, Policy};
@@ -45,6 +47,21 @@ pub trait ReplHost {
     fn current_profile(&self) -> Option<String>;
     /// `/model NAME|INDEX`.
     fn switch_model(&mut self, agent: &mut Agent, choice: &str) -> Result<String, String>;
+    /// `/login [provider|profile]`: where to log in and where to keep the tokens.
+    fn login_target(&self, target: Option<&str>) -> Result<(Issuer, AuthStore), String>;
+    /// After a login: picks up the new tokens if the active profile uses them.
+    fn after_login(&mut self, agent: &mut Agent) -> Option<String>;
+}
+
+enum LoginEvent {
+    Line(String),
+    Done(Result<Result<String, String>, tokio::task::JoinError>),
+}
+
+/// A `/login` in progress: the issuer's instructions as they come, then the end.
+struct LoginRun {
+    lines: mpsc::UnboundedReceiver<String>,
+    handle: tokio::task::JoinHandle<Result<String, String>>,
 }
 
 pub struct ReplOptions {
@@ -141,6 +158,7 @@ pub struct Repl<'h> {
     policy: Policy,
     approval: Option<PendingApproval>,
     picker: Option<Picker>,
+    login: Option<LoginRun>,
     /// Streamed text not yet ending in a newline.
     partial: String,
     reasoning: String,
@@ -167,6 +185,7 @@ impl<'h> Repl<'h> {
             policy: Policy::Ask,
             approval: None,
             picker: None,
+            login: None,
             partial: String::new(),
             reasoning: String::new(),
             out: std::io::stderr(),
@@ -236,8 +255,21 @@ impl<'h> Repl<'h> {
                 agent = async { (&mut self.task.as_mut().expect("guarded").handle).await }, if self.task.is_some() => {
                     self.on_task_done(agent);
                 }
+                ev = async {
+                    let run = self.login.as_mut().expect("guarded");
+                    tokio::select! {
+                        Some(line) = run.lines.recv() => LoginEvent::Line(line),
+                        done = &mut run.handle => LoginEvent::Done(done),
+                    }
+                }, if self.login.is_some() => match ev {
+                    LoginEvent::Line(line) => self.say(&line),
+                    LoginEvent::Done(done) => self.on_login_done(done),
+                },
                 _ = tick.tick() => self.on_tick(),
             }
+        }
+        if let Some(l) = self.login.take() {
+            l.handle.abort();
         }
         if let Some(t) = self.task.take() {
             t.cancel.cancel();
@@ -381,6 +413,62 @@ impl<'h> Repl<'h> {
         false
     }
 
+    /// Starts the device flow in the background; the code and link appear
+    /// above the prompt, which stays usable.
+    fn start_login(&mut self, target: Option<&str>) {
+        if self.login.is_some() {
+            self.say("a login is already in progress");
+            return;
+        }
+        let (issuer, store) = match self.host.login_target(target) {
+            Ok(t) => t,
+            Err(e) => {
+                let e = self.opts.style.error(&e);
+                self.say(&e);
+                return;
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = tokio::spawn(async move {
+            let say = move |line: &str| {
+                let _ = tx.send(line.to_string());
+            };
+            crate::auth::login(&issuer, &store, &say).await?;
+            Ok(format!(
+                "logged in to {}; tokens saved in {}",
+                issuer.provider,
+                store.path().display()
+            ))
+        });
+        self.login = Some(LoginRun { lines: rx, handle });
+    }
+
+    fn on_login_done(&mut self, done: Result<Result<String, String>, tokio::task::JoinError>) {
+        // Lines sent just before the end are still queued.
+        if let Some(mut run) = self.login.take() {
+            while let Ok(line) = run.lines.try_recv() {
+                self.say(&line);
+            }
+        }
+        match done {
+            Ok(Ok(text)) => {
+                self.say(&text);
+                if let Some(mut agent) = self.agent.take() {
+                    let note = self.host.after_login(&mut agent);
+                    self.agent = Some(agent);
+                    if let Some(note) = note {
+                        self.say(&note);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                let e = self.opts.style.error(&format!("login failed: {e}"));
+                self.say(&e);
+            }
+            Err(_) => self.say("login stopped"),
+        }
+    }
+
     fn on_command(&mut self, cmd: Slash) -> bool {
         let busy = self.task.is_some();
         if busy && !cmd.allowed_while_busy() {
@@ -460,6 +548,7 @@ impl<'h> Repl<'h> {
                     }
                 }
             }
+            Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
                     let items = self.host.profiles();
