@@ -35,7 +35,7 @@ fn now() -> u64 {
 }
 
 fn assert_no_tokens(what: &str, text: &str) {
-    for t in ["at-1", "at-2", "rt-1", "rt-2", "dev-code-1"] {
+    for t in ["at-1", "at-2", "rt-1", "rt-2", "auth-code-1", "verifier-1"] {
         assert!(!text.contains(t), "{what} shows a token ({t}):\n{text}");
     }
 }
@@ -49,7 +49,8 @@ fn the_device_flow_logs_in_and_stores_tokens_privately() {
     out.assert_success();
     // Where to go and what to type, on stderr.
     assert!(
-        out.stderr.contains(&format!("{}/device", issuer.url())),
+        out.stderr
+            .contains(&format!("{}/codex/device", issuer.url())),
         "{}",
         out.stderr
     );
@@ -57,12 +58,20 @@ fn the_device_flow_logs_in_and_stores_tokens_privately() {
     assert!(out.stderr.contains("logged in to openai"), "{}", out.stderr);
     assert_eq!(out.stdout, "");
     assert_no_tokens("login output", &out.stderr);
-    // One code request, then polls until the user approved (one pending).
+    // One code request, polls until the user approved (one pending), then
+    // the exchange of the grant for tokens.
     let forms = issuer.forms();
-    assert_eq!(forms[0].0, "/oauth/device/code");
+    assert_eq!(forms[0].0, "/api/accounts/deviceauth/usercode");
     assert_eq!(forms[0].1["client_id"], "buddy-test-client");
-    let polls: Vec<_> = forms.iter().filter(|(p, _)| p == "/oauth/token").collect();
-    assert_eq!(polls.len(), issuer.pending_polls() + 1);
+    let polls = forms
+        .iter()
+        .filter(|(p, _)| p == "/api/accounts/deviceauth/token")
+        .count();
+    assert_eq!(polls, issuer.pending_polls() + 1);
+    let exchange = forms.last().unwrap();
+    assert_eq!(exchange.0, "/oauth/token");
+    assert_eq!(exchange.1["grant_type"], "authorization_code");
+    assert_eq!(exchange.1["client_id"], "buddy-test-client");
     // Stored 0600, for the provider.
     let path = auth_path(&cmd);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
@@ -80,6 +89,8 @@ fn the_device_flow_logs_in_and_stores_tokens_privately() {
     assert_no_tokens("exec stderr", &out.stderr);
     let req = &p.chat_requests()[0];
     assert_eq!(req.header("authorization").as_deref(), Some("Bearer at-1"));
+    // The account named in the ID token goes along.
+    assert_eq!(req.header("chatgpt-account-id").as_deref(), Some("acct-42"));
     // Login-backed requests stream, whatever the profile says.
     assert_eq!(req.json()["stream"], true);
     // Never in the session files.

@@ -1,10 +1,12 @@
-//! Logging in to a provider instead of using an API key: the OAuth device
-//! authorization flow (RFC 8628) against the provider's issuer, tokens kept in
-//! `auth.json`, refreshed shortly before they expire and once after a 401.
+//! Logging in to a provider instead of using an API key: OpenAI's device
+//! authorization flow against the provider's issuer (a code the user enters in
+//! a browser, polled until approved, then exchanged for tokens), tokens kept
+//! in `auth.json`, refreshed shortly before they expire and once after a 401.
 
 pub mod store;
 
 use serde::Deserialize;
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use store::{AuthStore, Tokens};
@@ -30,17 +32,22 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The issuer's answer to a device-code request.
 #[derive(Deserialize)]
-struct DeviceCode {
-    device_code: String,
+struct UserCode {
+    device_auth_id: String,
+    #[serde(alias = "usercode")]
     user_code: String,
-    verification_uri: String,
+    /// Seconds between polls; some issuers send it as a string.
     #[serde(default)]
-    verification_uri_complete: Option<String>,
-    #[serde(default)]
-    expires_in: Option<u64>,
-    #[serde(default)]
-    interval: Option<u64>,
+    interval: Option<Value>,
+}
+
+/// What a successful poll hands over: a code to exchange for tokens.
+#[derive(Deserialize)]
+struct Grant {
+    authorization_code: String,
+    code_verifier: String,
 }
 
 #[derive(Deserialize)]
@@ -48,6 +55,8 @@ struct TokenReply {
     access_token: String,
     #[serde(default)]
     refresh_token: Option<String>,
+    #[serde(default)]
+    id_token: Option<String>,
     #[serde(default)]
     expires_in: Option<u64>,
 }
@@ -68,12 +77,69 @@ fn http() -> Result<reqwest::Client, String> {
         .map_err(|e| format!("cannot build HTTP client: {e}"))
 }
 
-fn tokens_from(reply: TokenReply, old_refresh: Option<String>) -> Tokens {
+fn tokens_from(reply: TokenReply, old: Option<&Tokens>) -> Tokens {
+    // Without a stated lifetime, the access token's own `exp` claim says it.
+    let expires_at = reply
+        .expires_in
+        .map(|s| now() + s)
+        .or_else(|| jwt_claims(&reply.access_token)?.get("exp")?.as_u64());
+    let account_id = reply
+        .id_token
+        .as_deref()
+        .and_then(account_id_of)
+        .or_else(|| old.and_then(|t| t.account_id.clone()));
     Tokens {
         access_token: reply.access_token,
-        refresh_token: reply.refresh_token.or(old_refresh),
-        expires_at: reply.expires_in.map(|s| now() + s),
+        refresh_token: reply
+            .refresh_token
+            .or_else(|| old.and_then(|t| t.refresh_token.clone())),
+        expires_at,
+        account_id,
     }
+}
+
+/// The claims of a JWT, unverified: only read to learn an expiry and the
+/// ChatGPT account a token belongs to, never to trust anything.
+fn jwt_claims(token: &str) -> Option<serde_json::Map<String, Value>> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64url_decode(payload)?;
+    match serde_json::from_slice(&bytes).ok()? {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+fn account_id_of(id_token: &str) -> Option<String> {
+    let claims = jwt_claims(id_token)?;
+    claims
+        .get("https://api.openai.com/auth")?
+        .get("chatgpt_account_id")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Base64url without padding (as in JWTs).
+fn base64url_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes().filter(|&c| c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
 }
 
 /// POSTs a form to the issuer's token endpoint: the tokens, or the OAuth
@@ -106,24 +172,21 @@ async fn token_request(
     }
 }
 
-/// Runs the device flow: asks for a code, tells the user (through `say`)
-/// where to enter it, polls at the issuer's interval, stores the tokens.
+/// Runs the device flow: asks the issuer for a code, tells the user (through
+/// `say`) where to enter it, polls at the interval the issuer gives until the
+/// user approved, exchanges the grant for tokens and stores them.
 pub async fn login(
     issuer: &Issuer,
     store: &AuthStore,
     say: &(dyn Fn(&str) + Sync),
 ) -> Result<(), String> {
     let client = http()?;
-    let url = format!(
-        "{}/oauth/device/code",
-        issuer.base_url.trim_end_matches('/')
-    );
+    let base = issuer.base_url.trim_end_matches('/');
+    let url = format!("{base}/api/accounts/deviceauth/usercode");
     let response = client
         .post(&url)
-        .form(&[
-            ("client_id", issuer.client_id.as_str()),
-            ("scope", "openid profile email offline_access"),
-        ])
+        .header("content-type", "application/json")
+        .body(serde_json::json!({ "client_id": issuer.client_id }).to_string())
         .send()
         .await
         .map_err(|e| format!("cannot reach {url}: {e}"))?;
@@ -137,50 +200,72 @@ pub async fn login(
         .bytes()
         .await
         .map_err(|e| format!("cannot read the answer of {url}: {e}"))?;
-    let code: DeviceCode = serde_json::from_slice(&body)
+    let code: UserCode = serde_json::from_slice(&body)
         .map_err(|e| format!("{url} sent no usable device code ({e})"))?;
-    let link = code
-        .verification_uri_complete
-        .clone()
-        .unwrap_or_else(|| code.verification_uri.clone());
     say(&format!(
-        "To log in to {}, open {link} and enter the code {}",
+        "To log in to {}, open {base}/codex/device and enter the code {}",
         issuer.provider, code.user_code
     ));
-    let mut interval = code.interval.unwrap_or(5).max(1);
-    let deadline = now() + code.expires_in.unwrap_or(900);
-    loop {
+    let interval = code
+        .interval
+        .as_ref()
+        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
+        .unwrap_or(5)
+        .max(1);
+    let poll_url = format!("{base}/api/accounts/deviceauth/token");
+    let deadline = now() + 15 * 60;
+    let grant = loop {
         tokio::time::sleep(Duration::from_secs(interval)).await;
-        let reply = token_request(
-            &client,
-            issuer,
-            &[
-                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
-                ("device_code", code.device_code.as_str()),
-                ("client_id", issuer.client_id.as_str()),
-            ],
-        )
-        .await?;
-        match reply {
-            Ok(tokens) => {
-                store.put(&issuer.provider, tokens_from(tokens, None))?;
-                return Ok(());
-            }
-            Err((error, _)) if error == "authorization_pending" => {}
-            Err((error, _)) if error == "slow_down" => interval += 5,
-            Err((error, _)) if error == "expired_token" => {
-                return Err("the login code expired before it was used; run the login again".into())
-            }
-            Err((error, _)) if error == "access_denied" => {
-                return Err("the login was declined".into())
-            }
-            Err((error, detail)) => {
-                return Err(format!("login failed: {error} {detail}").trim().to_string())
-            }
+        let response = client
+            .post(&poll_url)
+            .header("content-type", "application/json")
+            .body(
+                serde_json::json!({
+                    "device_auth_id": code.device_auth_id,
+                    "user_code": code.user_code,
+                })
+                .to_string(),
+            )
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach {poll_url}: {e}"))?;
+        let status = response.status().as_u16();
+        if status == 200 {
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| format!("cannot read the answer of {poll_url}: {e}"))?;
+            break serde_json::from_slice::<Grant>(&body)
+                .map_err(|e| format!("{poll_url} sent no usable grant ({e})"))?;
+        }
+        // 403 and 404 mean the code has not been entered yet.
+        if status != 403 && status != 404 {
+            return Err(format!(
+                "the login failed: {poll_url} answered HTTP {status}"
+            ));
         }
         if now() > deadline {
             return Err("the login code expired before it was used; run the login again".into());
         }
+    };
+    let redirect = format!("{base}/deviceauth/callback");
+    let reply = token_request(
+        &client,
+        issuer,
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", grant.authorization_code.as_str()),
+            ("redirect_uri", redirect.as_str()),
+            ("client_id", issuer.client_id.as_str()),
+            ("code_verifier", grant.code_verifier.as_str()),
+        ],
+    )
+    .await?;
+    match reply {
+        Ok(tokens) => store.put(&issuer.provider, tokens_from(tokens, None)),
+        Err((error, detail)) => Err(format!("the login failed: {error} {detail}")
+            .trim()
+            .to_string()),
     }
 }
 
@@ -224,6 +309,11 @@ impl LoginCredentials {
         Ok(tokens.access_token)
     }
 
+    /// The ChatGPT account the login belongs to, when the issuer said.
+    pub async fn account_id(&self) -> Option<String> {
+        self.current.lock().await.as_ref()?.account_id.clone()
+    }
+
     /// After a 401: refresh unless another request already did since `stale`
     /// was handed out.
     pub async fn refresh_after_unauthorized(&self, stale: &str) -> Result<String, String> {
@@ -259,11 +349,29 @@ impl LoginCredentials {
         .await?;
         match reply {
             Ok(t) => {
-                let fresh = tokens_from(t, Some(refresh));
+                let fresh = tokens_from(t, Some(tokens));
                 self.store.put(&self.issuer.provider, fresh.clone())?;
                 Ok(fresh)
             }
             Err(_) => Err(relogin()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jwt_claims_give_expiry_and_account() {
+        // {"exp":1700000000,"https://api.openai.com/auth":{"chatgpt_account_id":"a-1"}}
+        let payload = "eyJleHAiOjE3MDAwMDAwMDAsImh0dHBzOi8vYXBpLm9wZW5haS5jb20vYXV0aCI6eyJjaGF0Z3B0X2FjY291bnRfaWQiOiJhLTEifX0";
+        let token = format!("e30.{payload}.sig");
+        let claims = jwt_claims(&token).expect("claims");
+        assert_eq!(claims["exp"], 1_700_000_000);
+        assert_eq!(account_id_of(&token).as_deref(), Some("a-1"));
+        assert!(jwt_claims("not-a-jwt").is_none());
+        assert!(jwt_claims("a.!!!.b").is_none());
+        assert_eq!(base64url_decode("aGk").unwrap(), b"hi");
     }
 }

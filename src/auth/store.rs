@@ -15,6 +15,9 @@ pub struct Tokens {
     /// Unix seconds; absent when the issuer gave no lifetime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// The ChatGPT account (from the ID token), sent as `chatgpt-account-id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
 }
 
 // Hand-written so a token can never reach a log or a trace.
@@ -27,6 +30,7 @@ impl fmt::Debug for Tokens {
                 &self.refresh_token.as_ref().map(|_| "<redacted>"),
             )
             .field("expires_at", &self.expires_at)
+            .field("account_id", &self.account_id)
             .finish()
     }
 }
@@ -135,6 +139,7 @@ mod tests {
             access_token: "at-1".into(),
             refresh_token: Some("rt-1".into()),
             expires_at: Some(42),
+            account_id: None,
         };
         store.put("openai", t.clone()).unwrap();
         store

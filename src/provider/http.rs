@@ -150,6 +150,12 @@ impl HttpClient {
         if let Some(token) = token {
             req = req.bearer_auth(token);
         }
+        // ChatGPT-backed logins name their account on every request.
+        if let Some(login) = &self.login {
+            if let Some(account) = login.account_id().await {
+                req = req.header("chatgpt-account-id", account);
+            }
+        }
         if self.settings.stream {
             req = req.header("accept", "text/event-stream");
         }

@@ -1,9 +1,12 @@
-//! A fake OAuth issuer on 127.0.0.1 for login tests: the device authorization
-//! endpoint and the token endpoint (device-code and refresh grants), with
-//! every form it received recorded.
+//! A fake issuer on 127.0.0.1 for login tests, shaped like OpenAI's: a
+//! device-code endpoint, a poll endpoint that answers 403 until the user
+//! "approved" and then hands over an authorization code, and the OAuth token
+//! endpoint (authorization-code and refresh grants). Every request body is
+//! recorded (JSON bodies flattened into the same map as forms).
 //!
-//! Device flow: the first `pending_polls` polls answer `authorization_pending`,
-//! then tokens `at-1`/`rt-1`. Each refresh answers `at-<n+1>`/`rt-<n+1>`.
+//! The first `pending_polls` polls are pending; the exchange then gives
+//! `at-1`/`rt-1` and an ID token naming account `acct-42`. Each refresh
+//! answers `at-<n+1>`/`rt-<n+1>`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -127,30 +130,66 @@ fn serve(
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
-    let form = parse_form(&String::from_utf8_lossy(&body));
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let form = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(m)) => m
+            .into_iter()
+            .map(|(k, v)| (k, v.as_str().map_or(v.to_string(), str::to_string)))
+            .collect(),
+        _ => parse_form(&text),
+    };
     let (status, reply) = {
         let mut st = state.lock().expect("lock");
         st.forms.push((path.clone(), form.clone()));
         match (path.as_str(), form.get("grant_type").map(String::as_str)) {
-            ("/oauth/device/code", _) => (
+            ("/api/accounts/deviceauth/usercode", _) => (
                 200,
                 format!(
-                    r#"{{"device_code":"dev-code-1","user_code":"{USER_CODE}","verification_uri":"http://127.0.0.1:{port}/device","expires_in":60,"interval":1}}"#
+                    r#"{{"device_auth_id":"dev-auth-1","user_code":"{USER_CODE}","interval":"1"}}"#
                 ),
             ),
-            ("/oauth/token", Some("urn:ietf:params:oauth:grant-type:device_code")) => {
+            ("/api/accounts/deviceauth/token", _) => {
                 st.polls += 1;
-                if form.get("device_code").map(String::as_str) != Some("dev-code-1") {
-                    (400, r#"{"error":"invalid_grant"}"#.to_string())
+                if form.get("device_auth_id").map(String::as_str) != Some("dev-auth-1")
+                    || form.get("user_code").map(String::as_str) != Some(USER_CODE)
+                {
+                    (400, r#"{"error":"bad_request"}"#.to_string())
                 } else if st.polls <= pending_polls {
-                    (400, r#"{"error":"authorization_pending"}"#.to_string())
+                    (
+                        403,
+                        r#"{"error":"deviceauth_authorization_pending"}"#.to_string(),
+                    )
                 } else {
-                    st.issued = 1;
                     (
                         200,
-                        r#"{"access_token":"at-1","refresh_token":"rt-1","expires_in":3600,"token_type":"Bearer"}"#
+                        r#"{"authorization_code":"auth-code-1","code_verifier":"verifier-1","code_challenge":"x"}"#
                             .to_string(),
                     )
+                }
+            }
+            ("/oauth/token", Some("authorization_code")) => {
+                let ok = form.get("code").map(String::as_str) == Some("auth-code-1")
+                    && form.get("code_verifier").map(String::as_str) == Some("verifier-1")
+                    && form
+                        .get("redirect_uri")
+                        .is_some_and(|r| r.ends_with("/deviceauth/callback"));
+                if ok {
+                    st.issued = 1;
+                    // An unsigned ID token: header.payload.signature, base64url.
+                    let id_token = format!(
+                        "e30.{}.sig",
+                        b64url(
+                            r#"{"https://api.openai.com/auth":{"chatgpt_account_id":"acct-42"}}"#
+                        )
+                    );
+                    (
+                        200,
+                        format!(
+                            r#"{{"access_token":"at-1","refresh_token":"rt-1","id_token":"{id_token}","expires_in":3600}}"#
+                        ),
+                    )
+                } else {
+                    (400, r#"{"error":"invalid_grant"}"#.to_string())
                 }
             }
             ("/oauth/token", Some("refresh_token")) => {
@@ -181,4 +220,21 @@ fn serve(
         reply.len()
     )?;
     out.flush()
+}
+
+fn b64url(text: &str) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in text.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(ABC[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
 }
