@@ -63,7 +63,7 @@ impl FakeIssuer {
             for stream in listener.incoming().flatten() {
                 let state = shared.clone();
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &state, pending_polls, port);
+                    let _ = serve(stream, &state, pending_polls);
                 });
             }
         });
@@ -104,12 +104,7 @@ impl FakeIssuer {
     }
 }
 
-fn serve(
-    stream: TcpStream,
-    state: &Mutex<State>,
-    pending_polls: usize,
-    port: u16,
-) -> std::io::Result<()> {
+fn serve(stream: TcpStream, state: &Mutex<State>, pending_polls: usize) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
