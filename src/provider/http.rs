@@ -378,3 +378,35 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
         None => head,
     }
 }
+
+/// For protocol tests: feeds JSON events (named by their `type` field) to a
+/// fresh parser, stopping at `Flow::Done`; returns what it reported and the
+/// result of `finish`. `ended_cleanly` overrides whether the end marker counts
+/// as seen (default: whether `Flow::Done` came).
+#[cfg(test)]
+pub(crate) fn run_parser(
+    protocol: &dyn Protocol,
+    events: &[serde_json::Value],
+    ended_cleanly: Option<bool>,
+) -> (Vec<StreamEvent>, Result<ModelResponse, ApiError>) {
+    let seen = std::sync::Mutex::new(Vec::new());
+    let sink = |e: StreamEvent| seen.lock().expect("lock").push(e);
+    let mut parser = protocol.stream_parser();
+    let mut done = false;
+    for v in events {
+        let ev = SseEvent {
+            event: v["type"].as_str().map(str::to_string),
+            data: v.to_string(),
+        };
+        match parser.event(&ev, &sink) {
+            Ok(Flow::Done) => {
+                done = true;
+                break;
+            }
+            Ok(Flow::More) => {}
+            Err(e) => return (seen.into_inner().expect("lock"), Err(e)),
+        }
+    }
+    let result = parser.finish(ended_cleanly.unwrap_or(done));
+    (seen.into_inner().expect("lock"), result)
+}

@@ -584,32 +584,13 @@ mod tests {
         m
     }
 
-    /// Feeds `events` (type, payload) to a fresh parser; returns what it reported
-    /// and the finished turn.
+    /// Feeds `events` to a fresh parser; `clean_end: false` as if the stream
+    /// had closed without its end marker.
     fn run_stream(
         events: &[Value],
         clean_end: bool,
     ) -> (Vec<StreamEvent>, Result<ModelResponse, ApiError>) {
-        let seen = Mutex::new(Vec::new());
-        let sink = |e: StreamEvent| seen.lock().unwrap().push(e);
-        let mut parser = Messages.stream_parser();
-        let mut done = false;
-        for v in events {
-            let ev = SseEvent {
-                event: v["type"].as_str().map(str::to_string),
-                data: v.to_string(),
-            };
-            match parser.event(&ev, &sink) {
-                Ok(Flow::Done) => {
-                    done = true;
-                    break;
-                }
-                Ok(Flow::More) => {}
-                Err(e) => return (seen.into_inner().unwrap(), Err(e)),
-            }
-        }
-        let result = parser.finish(done && clean_end);
-        (seen.into_inner().unwrap(), result)
+        crate::provider::http::run_parser(&Messages, events, (!clean_end).then_some(false))
     }
 
     fn start(usage: Value) -> Value {

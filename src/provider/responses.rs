@@ -521,32 +521,11 @@ mod tests {
         })
     }
 
-    /// Feeds `events` (type, data) to a fresh parser; returns what was shown and
-    /// the result of `finish`.
     fn run_stream(
         events: &[Value],
         ended_cleanly: Option<bool>,
     ) -> (Vec<StreamEvent>, Result<ModelResponse, ApiError>) {
-        let shown = Mutex::new(Vec::new());
-        let sink = |e: StreamEvent| shown.lock().expect("lock").push(e);
-        let mut parser = Responses.stream_parser();
-        let mut done = false;
-        for e in events {
-            let ev = SseEvent {
-                event: e["type"].as_str().map(str::to_string),
-                data: e.to_string(),
-            };
-            match parser.event(&ev, &sink) {
-                Ok(Flow::Done) => {
-                    done = true;
-                    break;
-                }
-                Ok(Flow::More) => {}
-                Err(err) => return (shown.into_inner().expect("lock"), Err(err)),
-            }
-        }
-        let result = parser.finish(ended_cleanly.unwrap_or(done));
-        (shown.into_inner().expect("lock"), result)
+        crate::provider::http::run_parser(&Responses, events, ended_cleanly)
     }
 
     #[test]
