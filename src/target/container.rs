@@ -59,6 +59,13 @@ impl ContainerTarget {
     }
 }
 
+impl Drop for ContainerTarget {
+    fn drop(&mut self) {
+        // Let the stoppers of cancelled commands finish before buddy exits.
+        super::remote_job::wait_for_stops(std::time::Duration::from_secs(3));
+    }
+}
+
 impl Target for ContainerTarget {
     fn command(&self, script: &str, _cwd: &Path) -> Command {
         let mut c = Command::new(&self.engine);

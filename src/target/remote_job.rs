@@ -5,10 +5,11 @@
 //! through a second, short command.
 
 use super::{shell_quote, Target};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -84,22 +85,52 @@ impl RemoteJob {
     }
 }
 
+/// Stoppers started by dropped (cancelled) calls, still to be waited for.
+static PENDING: Mutex<Vec<std::process::Child>> = Mutex::new(Vec::new());
+
+/// Waits (at most `limit`) for the stoppers of cancelled calls. A target
+/// calls this before it goes away: an SSH stopper rides the shared
+/// connection, which must outlive it.
+pub fn wait_for_stops(limit: Duration) {
+    let Ok(mut pending) = PENDING.lock() else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + limit;
+    pending.retain_mut(|child| loop {
+        match child.try_wait() {
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            _ => return false,
+        }
+    });
+}
+
 impl Drop for RemoteJob {
-    /// A call dropped mid-run (cancelled) stops the command without waiting:
-    /// the stopper is its own process and outlives this one if need be.
+    /// A call dropped mid-run (cancelled) cannot wait: it starts the stopper
+    /// as a plain process and leaves it to [`wait_for_stops`].
     fn drop(&mut self) {
-        if self.done || tokio::runtime::Handle::try_current().is_err() {
+        if self.done {
             return;
         }
-        let _ = self
+        let mut cmd = self
             .target
             .command(&self.stop_script(), Path::new("/"))
-            .stdin(Stdio::null())
+            .into_std();
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(0)
-            .kill_on_drop(false)
-            .spawn();
+            .process_group(0);
+        if let Ok(child) = cmd.spawn() {
+            if let Ok(mut pending) = PENDING.lock() {
+                pending.push(child);
+            }
+        }
     }
 }
 

@@ -201,6 +201,8 @@ impl Target for SshTarget {
 
 impl Drop for SshTarget {
     fn drop(&mut self) {
+        // Stoppers of cancelled commands ride the shared connection: first them.
+        super::remote_job::wait_for_stops(std::time::Duration::from_secs(3));
         // Stop the control master (if one is up) and remove its directory.
         let mut c = std::process::Command::new("ssh");
         c.arg("-o")
