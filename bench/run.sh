@@ -3,6 +3,7 @@
 # (apt-get install -y hyperfine) and GNU time (/usr/bin/time).
 # Usage: bench/run.sh            (prints a table of min / median per benchmark)
 #        bench/run.sh targets    (only the execution-target round trips)
+#        bench/run.sh protocols  (only the plain answer through each wire protocol)
 set -eu
 ONLY=${1:-}
 cd "$(dirname "$0")/.."
@@ -167,6 +168,18 @@ for label, cmd in (("tmux + printf '> ' (baseline)", "printf '> '; sleep 30"), (
 PY
 cd - > /dev/null
 fi
+
+# Wire protocols: the same plain answer through each protocol's profile.
+if [ -z "$ONLY" ] || [ "$ONLY" = protocols ]; then
+    for api in completions responses messages; do
+        mkdir -p "$WORK/proto-$api"
+        printf '[agent]\nmodel = "p"\n[models.p]\napi_base_url = "%s"\napi = "%s"\nmodel = "fake-model"\n' \
+            "$(head -n1 "$WORK/plain.url")" "$api" > "$WORK/proto-$api/buddy.toml"
+        (cd "$WORK/proto-$api" && hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/proto-$api.json" "$BUDDY exec hi" > /dev/null)
+        stats "buddy exec (plain answer, api = $api)" "$WORK/proto-$api.json"
+    done
+fi
+[ "$ONLY" = protocols ] && exit 0
 
 # Execution targets: for each, `exec` with a plain answer and `exec` with the
 # 20 x run_shell "true" loop; (loop - plain) / 20 is one tool round trip
