@@ -372,8 +372,10 @@ fn session_commands_list_start_and_resume() {
     t.line(&format!("/session resume {}", &id[..id.len() - 1]));
     t.wait_text("you: remember the blue door");
     t.line("which door?");
-    t.wait_for("the third answer", |s| s.matches("noted").count() >= 3);
-    let req = &p.chat_requests()[2];
+    // The resumed exchange on screen already shows "noted" again, so wait for
+    // the request itself, not for the screen.
+    let reqs = p.wait_for_requests(3, std::time::Duration::from_secs(15));
+    let req = &reqs[2];
     assert_eq!(messages(req)[1]["content"], "remember the blue door");
     assert_eq!(last_user(req), "which door?");
 }
