@@ -779,3 +779,35 @@ fn malformed_model_output_is_a_one_line_error() {
     out.assert_code(1);
     assert!(out.stderr.contains("no choices"), "{}", out.stderr);
 }
+
+#[test]
+fn an_answer_cut_at_the_output_limit_is_kept_with_a_warning_in_every_protocol() {
+    for (api, reason) in [
+        ("completions", "finish_reason: length"),
+        ("responses", "incomplete: max_output_tokens"),
+        ("messages", "stop_reason: max_tokens"),
+    ] {
+        for stream in [true, false] {
+            let p = FakeProvider::start(vec![
+                Reply::text("the first half of").with_finish_reason("length")
+            ]);
+            let config = format!(
+                "[agent]\nmodel = \"p\"\n\n[models.p]\napi_base_url = \"{}\"\napi = \"{api}\"\nmodel = \"fake-model\"\nstream = {stream}\n",
+                p.base_url()
+            );
+            let out = BuddyCmd::new().config(config).args(["exec", "go"]).run();
+            out.assert_success();
+            assert_eq!(out.stdout, "the first half of\n", "{api} stream={stream}");
+            assert!(
+                out.stderr.contains("stopped at its output limit") && out.stderr.contains(reason),
+                "{api} stream={stream}: {}",
+                out.stderr
+            );
+        }
+    }
+    // A normal end warns of nothing.
+    let p = FakeProvider::start(vec![Reply::text("complete")]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "go"]).run();
+    out.assert_success();
+    assert!(!out.stderr.contains("output limit"), "{}", out.stderr);
+}

@@ -277,6 +277,11 @@ impl Agent {
                 r = self.client.complete(request, &sink) => r?,
             };
             self.record_usage(response.usage.as_ref(), &response.message);
+            if let Some(reason) = &response.cut_off {
+                self.emit(AgentEvent::Warning(format!(
+                    "the model stopped at its output limit ({reason}); the answer may be cut short (raise max_tokens in the profile)"
+                )));
+            }
             let mut message = response.message;
             message.role = Role::Assistant;
             let calls = message.calls().to_vec();

@@ -26,6 +26,7 @@ impl ModelClient for Scripted {
         Ok(ModelResponse {
             message: replies.remove(0),
             usage: None,
+            cut_off: None,
         })
     }
     fn model(&self) -> &str {

@@ -89,6 +89,8 @@ impl Protocol for Completions {
         Ok(ModelResponse {
             message: choice.message,
             usage: parsed.usage,
+            cut_off: (choice.finish_reason.as_deref() == Some("length"))
+                .then(|| "finish_reason: length".to_string()),
         })
     }
 }
@@ -134,9 +136,12 @@ impl StreamParser for ChunkParser {
             ));
         }
         let usage = self.acc.usage();
+        let cut_off = (self.acc.finish_reason() == Some("length"))
+            .then(|| "finish_reason: length".to_string());
         Ok(ModelResponse {
             message: self.acc.finish(),
             usage,
+            cut_off,
         })
     }
 }

@@ -92,7 +92,11 @@ impl Protocol for Messages {
         if let Some(u) = value.get("usage") {
             usage.update(u);
         }
-        Ok(assemble(blocks, usage.to_usage()))
+        Ok(assemble(
+            blocks,
+            usage.to_usage(),
+            value.get("stop_reason").and_then(Value::as_str),
+        ))
     }
 
     fn error_message(&self, body: &str) -> String {
@@ -322,7 +326,7 @@ impl Block {
 }
 
 /// Turns the blocks of one answer into an assistant message.
-fn assemble(blocks: Vec<Block>, usage: Option<Usage>) -> ModelResponse {
+fn assemble(blocks: Vec<Block>, usage: Option<Usage>, stop_reason: Option<&str>) -> ModelResponse {
     let mut text = String::new();
     let mut calls = Vec::new();
     let mut thinking = Vec::new();
@@ -365,7 +369,11 @@ fn assemble(blocks: Vec<Block>, usage: Option<Usage>) -> ModelResponse {
             .extra
             .insert(THINKING_KEY.into(), Value::Array(thinking));
     }
-    ModelResponse { message, usage }
+    ModelResponse {
+        message,
+        usage,
+        cut_off: (stop_reason == Some("max_tokens")).then(|| "stop_reason: max_tokens".to_string()),
+    }
 }
 
 /// Token counts as the API reports them.
@@ -490,7 +498,12 @@ impl StreamParser for EventParser {
             ));
         }
         let usage = self.usage.to_usage();
-        Ok(assemble(self.blocks.into_values().collect(), usage))
+        let stop = self.stop_reason.clone();
+        Ok(assemble(
+            self.blocks.into_values().collect(),
+            usage,
+            stop.as_deref(),
+        ))
     }
 }
 

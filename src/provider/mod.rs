@@ -27,6 +27,10 @@ pub struct ModelRequest<'a> {
 pub struct ModelResponse {
     pub message: Message,
     pub usage: Option<Usage>,
+    /// Set when the model stopped at its output limit rather than finishing
+    /// (`finish_reason: length`, `stop_reason: max_tokens`, an incomplete
+    /// response): the server's reason, for a warning.
+    pub cut_off: Option<String>,
 }
 
 /// Things worth showing while a response is being produced.

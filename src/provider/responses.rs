@@ -81,6 +81,8 @@ impl Protocol for Responses {
         Ok(ModelResponse {
             message,
             usage: value.get("usage").and_then(usage_from),
+            cut_off: (value["status"] == "incomplete")
+                .then(|| format!("incomplete: {}", incomplete_reason(&value))),
         })
     }
 }
@@ -469,7 +471,7 @@ impl StreamParser for EventParser {
             None => this.items.into_values().collect(),
         };
         let message = message_from_items(&items, Some(&this.text));
-        if let Some(reason) = this.incomplete {
+        if let Some(reason) = &this.incomplete {
             if is_empty_turn(&message) {
                 return Err(ApiError::StreamInterrupted(format!(
                     "the response is incomplete ({reason}) and has no output"
@@ -479,6 +481,7 @@ impl StreamParser for EventParser {
         Ok(ModelResponse {
             message,
             usage: this.usage,
+            cut_off: this.incomplete.map(|r| format!("incomplete: {r}")),
         })
     }
 }
