@@ -57,11 +57,9 @@ pub async fn run(cli: Cli) -> i32 {
 fn login_issuer(
     target: Option<&str>,
     overrides: &CliOverrides,
-    style: Style,
-) -> Result<crate::auth::Issuer, i32> {
+) -> Result<crate::auth::Issuer, String> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let (file, _) =
-        config::load_file(&cwd, &env, overrides).map_err(|e| usage_error(style, &e.to_string()))?;
+    let (file, _) = config::load_file(&cwd, &env, overrides).map_err(|e| e.to_string())?;
     let provider = match target {
         Some(name) => match file.models.get(name) {
             Some(profile) => profile.provider.clone().unwrap_or_else(|| "openai".into()),
@@ -85,9 +83,9 @@ fn login_issuer(
 
 async fn login(target: Option<&str>, overrides: &CliOverrides) -> i32 {
     let style = Style::detect(!overrides.no_color);
-    let issuer = match login_issuer(target, overrides, style) {
+    let issuer = match login_issuer(target, overrides) {
         Ok(i) => i,
-        Err(code) => return code,
+        Err(e) => return usage_error(style, &e),
     };
     let store = match auth_store() {
         Ok(s) => s,

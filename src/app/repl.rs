@@ -126,8 +126,7 @@ impl ReplHost for Host {
         &self,
         target: Option<&str>,
     ) -> Result<(crate::auth::Issuer, crate::auth::store::AuthStore), String> {
-        let issuer = super::login_issuer(target, &self.overrides, Style::plain())
-            .map_err(|_| "cannot read the configuration for the login".to_string())?;
+        let issuer = super::login_issuer(target, &self.overrides)?;
         Ok((issuer, super::auth_store()?))
     }
 
