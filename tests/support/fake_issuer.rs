@@ -171,6 +171,8 @@ fn serve(stream: TcpStream, state: &Mutex<State>, pending_polls: usize) -> std::
                 if ok {
                     st.issued = 1;
                     // An unsigned ID token: header.payload.signature, base64url.
+                    // The URL-shaped key is only the name of OpenAI's claim
+                    // namespace inside the token; nothing ever connects to it.
                     let id_token = format!(
                         "e30.{}.sig",
                         b64url(
