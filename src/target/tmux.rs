@@ -448,7 +448,12 @@ impl TmuxTarget {
         let fallback = async {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let left = deadline.saturating_duration_since(Instant::now());
-            self.poll_done(job, left, Duration::from_millis(500)).await
+            // Only a seen marker ends the wait; otherwise the signal or the
+            // limit still can.
+            if !self.poll_done(job, left, Duration::from_millis(500)).await {
+                std::future::pending::<()>().await;
+            }
+            true
         };
         tokio::select! {
             status = child.wait() => match status {
@@ -482,8 +487,11 @@ impl TmuxTarget {
         // bounded there too, since killing our client would not stop it.
         let rounds = (limit.as_millis() / every.as_millis().max(1)).max(1);
         let script = format!(
-            "i=0; while [ ! -e {m} ]; do i=$((i+1)); [ $i -gt {rounds} ] && exit 1; sleep {s} 2>/dev/null || sleep 1; done",
+            // Also gone once the output file is: the job was collected (or
+            // the pane's directory removed), and nobody waits any more.
+            "i=0; while [ ! -e {m} ]; do [ -e {o} ] || exit 1; i=$((i+1)); [ $i -gt {rounds} ] && exit 1; sleep {s} 2>/dev/null || sleep 1; done",
             m = shell_quote(&marker),
+            o = shell_quote(&self.file(job.n, "o")),
             s = format_args!("{:.2}", every.as_secs_f64()),
         );
         let child = self
