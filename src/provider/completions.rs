@@ -3,7 +3,7 @@
 //! streaming. The history is already in this protocol's shape; only fields other
 //! protocols keep for themselves (`buddy_*`) are left out.
 
-use super::http::{ClientSettings, Flow, Protocol, StreamParser};
+use super::http::{decode_body, encode_body, ClientSettings, Flow, Protocol, StreamParser};
 use super::{ApiError, EventSink, ModelRequest, ModelResponse, StreamEvent};
 use crate::provider::error::error_message_from_body;
 use crate::wire::sse::SseEvent;
@@ -63,8 +63,7 @@ impl Protocol for Completions {
                 include_usage: true,
             }),
         };
-        serde_json::to_vec(&body)
-            .map_err(|e| ApiError::InvalidResponse(format!("cannot encode request: {e}")))
+        encode_body(&body)
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
@@ -74,10 +73,7 @@ impl Protocol for Completions {
     }
 
     fn parse_json(&self, body: &[u8], on_event: EventSink<'_>) -> Result<ModelResponse, ApiError> {
-        let parsed: ChatResponse = serde_json::from_slice(body).map_err(|e| {
-            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            ApiError::InvalidResponse(format!("not a chat completion ({e}): {}", text.trim()))
-        })?;
+        let parsed: ChatResponse = decode_body(body, "a chat completion")?;
         let Some(choice) = parsed.choices.into_iter().next() else {
             return Err(ApiError::InvalidResponse(
                 "the response has no choices".into(),

@@ -94,6 +94,21 @@ pub trait Protocol: Send + Sync {
     }
 }
 
+/// A request body as JSON bytes.
+pub fn encode_body<T: serde::Serialize>(body: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(body)
+        .map_err(|e| ApiError::InvalidResponse(format!("cannot encode request: {e}")))
+}
+
+/// A complete response body parsed as `T`; the error names what was expected
+/// (`what`) and quotes the start of what came instead.
+pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        ApiError::InvalidResponse(format!("not {what} ({e}): {}", text.trim()))
+    })
+}
+
 pub struct HttpClient {
     settings: ClientSettings,
     protocol: Box<dyn Protocol>,

@@ -13,7 +13,7 @@
 //! - with prompt caching on, a cache breakpoint is put on the system prompt and
 //!   on the last block of the latest turn.
 
-use super::http::{ClientSettings, Flow, Protocol, StreamParser};
+use super::http::{decode_body, encode_body, ClientSettings, Flow, Protocol, StreamParser};
 use super::{ApiError, EventSink, ModelRequest, ModelResponse, StreamEvent};
 use crate::provider::error::error_message_from_body;
 use crate::wire::sse::SseEvent;
@@ -52,9 +52,7 @@ impl Protocol for Messages {
     }
 
     fn body(&self, request: ModelRequest<'_>, s: &ClientSettings) -> Result<Vec<u8>, ApiError> {
-        let body = request_body(request, s);
-        serde_json::to_vec(&body)
-            .map_err(|e| ApiError::InvalidResponse(format!("cannot encode request: {e}")))
+        encode_body(&request_body(request, s))
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
@@ -62,10 +60,7 @@ impl Protocol for Messages {
     }
 
     fn parse_json(&self, body: &[u8], on_event: EventSink<'_>) -> Result<ModelResponse, ApiError> {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            ApiError::InvalidResponse(format!("not a Messages response ({e}): {}", text.trim()))
-        })?;
+        let value: Value = decode_body(body, "a Messages response")?;
         if value.get("type").and_then(Value::as_str) == Some("error") {
             return Err(ApiError::InvalidResponse(format!(
                 "server reported an error: {}",

@@ -8,7 +8,7 @@
 //! assistant message (under [`REASONING_KEY`]) and sent back in front of that
 //! turn's other items, which lets a reasoning model pick up where it left off.
 
-use super::http::{ClientSettings, Flow, Protocol, StreamParser};
+use super::http::{decode_body, encode_body, ClientSettings, Flow, Protocol, StreamParser};
 use super::{ApiError, EventSink, ModelRequest, ModelResponse, StreamEvent};
 use crate::wire::sse::SseEvent;
 use crate::wire::{Message, Role, ToolCall, Usage};
@@ -41,8 +41,7 @@ impl Protocol for Responses {
     }
 
     fn body(&self, request: ModelRequest<'_>, s: &ClientSettings) -> Result<Vec<u8>, ApiError> {
-        serde_json::to_vec(&request_body(request, s))
-            .map_err(|e| ApiError::InvalidResponse(format!("cannot encode request: {e}")))
+        encode_body(&request_body(request, s))
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
@@ -50,10 +49,7 @@ impl Protocol for Responses {
     }
 
     fn parse_json(&self, body: &[u8], on_event: EventSink<'_>) -> Result<ModelResponse, ApiError> {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            ApiError::InvalidResponse(format!("not a response object ({e}): {}", text.trim()))
-        })?;
+        let value: Value = decode_body(body, "a response object")?;
         if let Some(msg) = response_error(&value) {
             return Err(ApiError::InvalidResponse(format!(
                 "server reported an error: {msg}"
