@@ -125,4 +125,13 @@ pub struct ExecArgs {
     /// Continue a saved session (an id, a unique prefix, or `last`) and add this turn to it
     #[arg(long, value_name = "ID|last")]
     pub resume: Option<String>,
+    /// Stop after this many model requests (default: agent.max_turns)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+    /// Stop once the run has used this many tokens (prompt + completion)
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Stop the run after this long (e.g. 90s, 10m, 1h)
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
 }

@@ -2,13 +2,20 @@
 //! tool, session ids and listings): calendar maths and compact formats, kept
 //! here so none of them depends on another for it and no date crate is needed.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch (0 if the clock is set before it).
 pub fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is set before it).
+pub fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// (year, month, day) of a count of days since 1970-01-01, proleptic Gregorian.
@@ -49,6 +56,40 @@ pub fn age(then: u64, now: u64) -> String {
         3600..=86_399 => format!("{}h ago", s / 3600),
         _ => format!("{}d ago", s / 86_400),
     }
+}
+
+/// `90`, `90s`, `500ms`, `10m`, `1h`, `1h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("\"{s}\" is not a duration (try 30s, 10m or 1h)");
+    if let Ok(secs) = s.parse::<u64>() {
+        return (secs > 0)
+            .then(|| Duration::from_secs(secs))
+            .ok_or_else(bad);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let part = match &rest[..unit] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return Err(bad()),
+        };
+        total += part;
+        rest = &rest[unit..];
+    }
+    if total.is_zero() {
+        return Err(bad());
+    }
+    Ok(total)
 }
 
 #[cfg(test)]

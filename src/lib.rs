@@ -1,7 +1,7 @@
 //! buddy: a terminal AI agent for any OpenAI-compatible model.
 //!
 //! Layers, lowest first: `wire` (protocol types and decoders), `provider` (HTTP
-//! client), `target` (where commands run: local, SSH, container), `tools`
+//! client), `host` (where commands run: local, SSH, container), `tools`
 //! (registry and built-in tools), `agent` (the loop, history,
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events).
@@ -13,9 +13,9 @@ pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod host;
 pub mod provider;
 pub mod session;
-pub mod target;
 pub mod tools;
 pub mod ui;
 pub mod wire;

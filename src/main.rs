@@ -1,5 +1,6 @@
 //! The `buddy` binary: parse arguments, start a small runtime, hand over to the
-//! library, exit with its code.
+//! library, and turn what it returns into an exit code (errors as one line
+//! on stderr).
 
 use clap::Parser;
 
@@ -17,7 +18,18 @@ fn main() {
             std::process::exit(buddy::app::EXIT_FAILURE);
         }
     };
-    let code = runtime.block_on(buddy::app::run(cli));
+    let no_color = cli.global.no_color;
+    let code = match runtime.block_on(buddy::app::run(cli)) {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            let style = buddy::ui::style::Style::detect(!no_color);
+            eprintln!("{} {e}", style.error("error:"));
+            for hint in e.hints() {
+                eprintln!("{hint}");
+            }
+            e.exit_code()
+        }
+    };
     // Do not wait for blocking tasks (a pending terminal read, say) on the way out.
     runtime.shutdown_background();
     std::process::exit(code);

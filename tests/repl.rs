@@ -130,16 +130,9 @@ fn a_long_task_shows_in_ps_and_kill_cancels_it_with_a_valid_history() {
     t.wait_text("[task 1] running run_shell");
     t.line("/ps");
     t.wait_text("task 1  running run_shell");
-    t.line("what now?");
-    t.wait_text("a task is running");
+    // Help and status work while a task runs.
     t.line("/help");
-    t.wait_for("/help refused", |s| {
-        s.matches("a task is running").count() >= 2
-    });
-    assert!(
-        !t.screen().contains("/session new"),
-        "help ran during a task"
-    );
+    t.wait_text("/session new");
     t.line("/kill 1");
     t.wait_text("task 1 cancelled");
     t.line("are you back?");

@@ -474,10 +474,13 @@ fn token_totals_carry_over_and_the_context_warning_counts_the_resumed_history() 
     out.assert_success();
     assert!(!out.stderr.contains("context is"), "{}", out.stderr);
     // The same model with a window the saved history alone fills past 80%.
-    let small = fake_config(&p).replace(
-        "model = \"fake-model\"",
-        "model = \"fake-model\"\ncontext_limit = 1500",
-    );
+    // Compaction off: this is about the warning a full context gives then.
+    let small = fake_config(&p)
+        .replace(
+            "model = \"fake-model\"",
+            "model = \"fake-model\"\ncontext_limit = 1500",
+        )
+        .replace("[agent]\n", "[agent]\nauto_compact = false\n");
     let small_path = cmd.work_dir().join("small.toml");
     fs::write(&small_path, small).unwrap();
     let out = cmd.rerun([

@@ -22,8 +22,9 @@ fn call(id: &str, name: &str, args: Value) -> Reply {
 }
 
 fn result_of(reqs: &[RecordedRequest], id: &str) -> String {
+    // The first request that carries it: what the model saw right after the
+    // call (later ones may hold it shortened by context compaction).
     reqs.iter()
-        .rev()
         .find_map(|r| {
             r.json()["messages"].as_array()?.iter().find_map(|m| {
                 (m["role"] == "tool" && m["tool_call_id"] == id)

@@ -1,72 +1,104 @@
-//! The agent loop: owns the conversation history and drives it: ask the model,
-//! run the tools it asks for, feed the results back, until it answers. It talks
-//! to the model through `ModelClient` and to tools through `ToolRegistry`, reports
-//! everything as `AgentEvent`s, and keeps the history valid however a turn ends.
+//! The agent: owns the conversation history and drives it: ask the model, run
+//! the tools it asks for, feed the results back, until it answers. It runs as
+//! a task of its own (`service::spawn`); front ends send it `Op`s and read its
+//! `Event`s (`protocol`), so none of them holds the agent or its history.
+//!
+//! This file is the loop. It talks to the model through `ModelClient` and to
+//! tools through `ToolRegistry`, takes steering and follow-up messages from
+//! `control`, enforces the run's limits, compacts the context when it fills,
+//! journals every change through a `HistorySink`, and keeps the history valid
+//! (every tool call answered) however a run ends.
 
 pub mod cancel;
-pub mod events;
+pub mod compact;
+pub mod control;
+pub mod emitter;
 pub mod prompt;
+pub mod protocol;
+pub mod service;
 pub mod tokens;
 
 pub use cancel::Cancel;
-pub use events::AgentEvent;
+pub use protocol::{Event, EventKind, Op, RunOutcome};
+pub use service::{spawn, AgentHandle, AgentSetup};
 pub use tokens::TokenTracker;
 
-use crate::provider::{ApiError, ModelClient, ModelRequest, StreamEvent};
-use crate::tools::{Approval, ApprovalRequest, Approver, CallResult, ToolContext, ToolRegistry};
+use crate::provider::{ModelClient, ModelRequest, StreamEvent};
+use crate::tools::{CallResult, ToolContext, ToolRegistry};
 use crate::wire::{Message, Role, ToolCall, Usage};
-use async_trait::async_trait;
-use std::fmt;
-use std::path::PathBuf;
+use control::{Control, SKIPPED_FOR_STEER};
+use emitter::Emitter;
+use protocol::{StatusReport, UserVia};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Text of every tool result that never ran because the user cancelled.
 pub const CANCELLED: &str = "operation cancelled by user";
+/// Text of the tool results a run's time limit cut off.
+pub const TIME_LIMIT_RESULT: &str = "stopped: the run reached its time limit";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentError {
-    Api(ApiError),
-    /// The model kept calling tools past the iteration cap.
-    MaxIterations(u32),
-    Cancelled,
+/// How the tool calls of one reply are run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStrategy {
+    /// All at once (the default).
+    Parallel,
+    /// One after another.
+    Sequential,
+    /// N at a time.
+    Batched(usize),
 }
 
-impl fmt::Display for AgentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AgentError::Api(e) => write!(f, "{e}"),
-            AgentError::MaxIterations(n) => write!(
-                f,
-                "stopped after {n} model calls without a final answer (raise agent.max_iterations to allow more)"
-            ),
-            AgentError::Cancelled => write!(f, "{CANCELLED}"),
+/// What may end a run early. `max_turns` counts model requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_turns: u32,
+    pub max_total_tokens: Option<u64>,
+    pub max_duration: Option<Duration>,
+}
+
+/// When and how the history is compacted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionOptions {
+    /// Compact on its own when the context passes `threshold`.
+    pub auto: bool,
+    /// Fraction of the context window.
+    pub threshold: f64,
+    /// User turns kept verbatim when older ones are summarised.
+    pub keep_turns: usize,
+}
+
+impl Default for CompactionOptions {
+    fn default() -> Self {
+        CompactionOptions {
+            auto: true,
+            threshold: tokens::WARN_FRACTION,
+            keep_turns: 2,
         }
-    }
-}
-
-impl std::error::Error for AgentError {}
-
-impl From<ApiError> for AgentError {
-    fn from(e: ApiError) -> Self {
-        AgentError::Api(e)
     }
 }
 
 #[derive(Debug, Clone, Copy)]
 pub struct AgentOptions {
-    pub max_iterations: u32,
-    pub parallel_tools: bool,
+    pub limits: Limits,
+    pub strategy: ToolStrategy,
     pub context_limit: u64,
+    pub compaction: CompactionOptions,
 }
 
-pub type EventSender = mpsc::UnboundedSender<AgentEvent>;
+/// The model in use, as the user knows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub model: String,
+    pub profile: String,
+    pub base_url: String,
+}
 
 /// Where the agent hands its history for safe keeping (a session journal). It
 /// is called whenever messages were added: after the prompt, after each model
-/// reply, after each batch of tool results, and once more when the turn ends
+/// reply, after each batch of tool results, and once more when the run ends
 /// (`turn_end`), which is when the sink should make everything durable.
-pub trait HistorySink: Send {
+pub trait HistorySink: Send + Sync {
     /// `new` holds the messages added since the last successful call, oldest first.
     fn save(
         &mut self,
@@ -77,6 +109,32 @@ pub trait HistorySink: Send {
 
     /// The model the next turns run on (after a switch), for the record.
     fn set_model(&mut self, _model: &str, _profile: &str) {}
+
+    /// The first `replaces` saved messages of the history (system prompt not
+    /// counted) were replaced by `with` (a compaction). The sink keeps the
+    /// full transcript and records the replacement for the next load.
+    fn compacted(
+        &mut self,
+        replaces: usize,
+        with: &[Message],
+        tokens: &TokenTracker,
+    ) -> Result<(), String> {
+        let _ = (replaces, with, tokens);
+        Ok(())
+    }
+}
+
+/// Why a wait was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Interrupted,
+    TimeLimit,
+}
+
+/// How a batch of tool calls ended.
+enum ToolsEnd {
+    Done,
+    Stopped(Stop),
 }
 
 pub struct Agent {
@@ -86,27 +144,31 @@ pub struct Agent {
     options: AgentOptions,
     messages: Vec<Message>,
     tracker: TokenTracker,
-    events: EventSender,
+    emitter: Emitter,
+    control: Arc<Control>,
     sink: Option<Box<dyn HistorySink>>,
     /// Messages before this index have reached the sink (or never go to it).
     saved: usize,
     /// Saving failed and the user was told; later failures stay quiet.
     save_failing: bool,
+    model: ModelInfo,
+    session: Option<String>,
+    /// The context-full warning was given (compaction off or impossible).
+    warned_full: bool,
 }
 
 impl Agent {
-    pub fn new(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
         client: Arc<dyn ModelClient>,
         tools: ToolRegistry,
+        tool_ctx: ToolContext,
         options: AgentOptions,
         system_prompt: Option<String>,
-        cwd: PathBuf,
-        events: EventSender,
+        model: ModelInfo,
+        emitter: Emitter,
+        control: Arc<Control>,
     ) -> Self {
-        let approver = Arc::new(EventApprover {
-            events: events.clone(),
-            one_at_a_time: Mutex::new(()),
-        });
         let mut messages = Vec::new();
         if let Some(p) = system_prompt.filter(|p| !p.trim().is_empty()) {
             messages.push(Message::system(p));
@@ -116,52 +178,73 @@ impl Agent {
         Agent {
             client,
             tools: Arc::new(tools),
-            tool_ctx: ToolContext::local(cwd, approver),
+            tool_ctx,
             tracker: TokenTracker::new(options.context_limit),
             options,
             messages,
-            events,
+            emitter,
+            control,
             sink: None,
             saved,
             save_failing: false,
+            model,
+            session: None,
+            warned_full: false,
         }
     }
 
-    /// Talks to another model from the next request on (a `/model` switch);
-    /// the history carries over.
-    pub fn set_client(&mut self, client: Arc<dyn ModelClient>, context_limit: u64) {
+    /// Talks to another model from the next request on; the history carries over.
+    pub fn set_client(
+        &mut self,
+        client: Arc<dyn ModelClient>,
+        context_limit: u64,
+        model: ModelInfo,
+    ) {
         self.client = client;
         self.tracker.context_limit = context_limit;
-    }
-
-    /// Runs tools on `target` from now on (SSH, a container).
-    pub fn set_target(&mut self, target: Arc<dyn crate::target::Target>) {
-        self.tool_ctx.target = target;
-    }
-
-    /// Tells the history sink which model the next turns use.
-    pub fn note_model(&mut self, model: &str, profile: &str) {
+        self.options.context_limit = context_limit;
         if let Some(sink) = self.sink.as_mut() {
-            sink.set_model(model, profile);
+            sink.set_model(&model.model, &model.profile);
         }
+        self.model = model;
+    }
+
+    pub fn model(&self) -> &ModelInfo {
+        &self.model
+    }
+
+    fn base(&self) -> usize {
+        usize::from(
+            self.messages
+                .first()
+                .is_some_and(|m| m.role == Role::System),
+        )
     }
 
     /// Drops the conversation (a new session); the system prompt stays.
     pub fn reset(&mut self) {
-        let base = usize::from(
-            self.messages
-                .first()
-                .is_some_and(|m| m.role == Role::System),
-        );
+        let base = self.base();
         self.messages.truncate(base);
         self.saved = base;
         self.tracker = TokenTracker::new(self.tracker.context_limit);
         self.sink = None;
+        self.session = None;
+        self.save_failing = false;
+        self.warned_full = false;
     }
 
-    /// Sends every message added from now on to `sink`.
-    pub fn set_history_sink(&mut self, sink: Box<dyn HistorySink>) {
+    /// Sends every message added from now on to `sink`, a session called `id`.
+    pub fn set_history_sink(&mut self, id: String, sink: Box<dyn HistorySink>) {
         self.sink = Some(sink);
+        self.session = Some(id);
+    }
+
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    pub fn has_sink(&self) -> bool {
+        self.sink.is_some()
     }
 
     /// Continues an earlier conversation: `history` follows the current system
@@ -169,11 +252,7 @@ impl Agent {
     /// messages came from the sink's own store; any after them (repairs made on
     /// load) are saved with the next turn.
     pub fn restore(&mut self, history: Vec<Message>, tokens: TokenTracker, already_saved: usize) {
-        let base = usize::from(
-            self.messages
-                .first()
-                .is_some_and(|m| m.role == Role::System),
-        );
+        let base = self.base();
         self.messages.truncate(base);
         self.messages.extend(history);
         self.saved = base + already_saved.min(self.messages.len() - base);
@@ -183,9 +262,55 @@ impl Agent {
         };
     }
 
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn tracker(&self) -> &TokenTracker {
+        &self.tracker
+    }
+
+    /// The context in use: the larger of the estimate and the server's count
+    /// of the last request.
+    pub fn context_estimate(&self) -> u64 {
+        let estimate = tokens::estimate_messages(&self.messages)
+            + self
+                .tools
+                .definitions()
+                .iter()
+                .map(|d| tokens::estimate_text(&d.function.description) + 32)
+                .sum::<u64>();
+        let reported = self.tracker.last_prompt_tokens + self.tracker.last_completion_tokens;
+        estimate.max(reported)
+    }
+
+    pub fn status(&self, running: Option<u64>) -> StatusReport {
+        let t = &self.tracker;
+        let (steering, follow_ups) = self.control.queues();
+        StatusReport {
+            model: self.model.model.clone(),
+            profile: self.model.profile.clone(),
+            base_url: self.model.base_url.clone(),
+            session: self.session.clone(),
+            messages: self.messages.len(),
+            context_limit: t.context_limit,
+            context_estimate: self.context_estimate(),
+            total_prompt_tokens: t.total_prompt_tokens,
+            total_completion_tokens: t.total_completion_tokens,
+            last_prompt_tokens: t.last_prompt_tokens,
+            last_completion_tokens: t.last_completion_tokens,
+            cache_read_tokens: t.total_cache_read_tokens,
+            cache_write_tokens: t.total_cache_write_tokens,
+            policy: self.control.policy(),
+            running,
+            steering,
+            follow_ups,
+        }
+    }
+
     /// Hands unsaved messages to the sink. A failure is reported once and the
     /// messages stay pending, so a later save (the disk has room again) catches up.
-    fn persist(&mut self, turn_end: bool) {
+    async fn persist(&mut self, turn_end: bool) {
         let Some(sink) = self.sink.as_mut() else {
             return;
         };
@@ -200,131 +325,305 @@ impl Agent {
             Err(e) => {
                 if !self.save_failing {
                     self.save_failing = true;
-                    let _ = self
-                        .events
-                        .send(AgentEvent::Warning(format!("session not saved: {e}")));
+                    self.warn(format!("session not saved: {e}")).await;
                 }
             }
         }
+        self.control.publish(self.status(Some(self.emitter.run())));
     }
 
-    pub fn messages(&self) -> &[Message] {
-        &self.messages
+    async fn emit(&self, kind: EventKind) {
+        self.emitter.emit(kind).await;
     }
 
-    pub fn tracker(&self) -> &TokenTracker {
-        &self.tracker
+    async fn warn(&self, message: String) {
+        self.emit(EventKind::Warning { message }).await;
     }
 
-    fn emit(&self, event: AgentEvent) {
-        // A front end that stopped listening must not stop the loop.
-        let _ = self.events.send(event);
+    async fn push_user(&mut self, text: String, via: UserVia) {
+        self.messages.push(Message::user(text.clone()));
+        self.emit(EventKind::UserMessage { text, via }).await;
     }
 
-    /// Runs one user turn to its end and reports it as `Finished` on the event
-    /// stream, returning the same outcome.
-    pub async fn run_turn(&mut self, prompt: &str, cancel: Cancel) -> Result<String, AgentError> {
-        let outcome = self.send(prompt, cancel).await;
-        self.emit(AgentEvent::Finished(outcome.clone()));
-        outcome
+    async fn announce_queues(&self) {
+        let (steering, follow_ups) = self.control.queues();
+        self.emit(EventKind::Queues {
+            steering,
+            follow_ups,
+        })
+        .await;
     }
 
-    /// Pushes `prompt` and loops until the model answers without tool calls.
-    /// However the turn ends, what it added is handed to the history sink.
-    pub async fn send(&mut self, prompt: &str, cancel: Cancel) -> Result<String, AgentError> {
+    /// Runs the conversation from `prompt` until the model answers with no
+    /// steering or follow-up left, a limit is hit, or `cancel` fires. However
+    /// it ends, what it added is handed to the history sink and the history
+    /// stays valid.
+    pub async fn run(&mut self, prompt: String, cancel: Cancel) -> RunOutcome {
         let outcome = self.converse(prompt, cancel).await;
-        self.persist(true);
+        self.persist(true).await;
         outcome
     }
 
-    async fn converse(&mut self, prompt: &str, mut cancel: Cancel) -> Result<String, AgentError> {
+    async fn converse(&mut self, prompt: String, mut cancel: Cancel) -> RunOutcome {
         if cancel.is_cancelled() {
-            return Err(AgentError::Cancelled);
+            return RunOutcome::Interrupted;
         }
-        self.messages.push(Message::user(prompt));
-        self.persist(false);
-        let mut warned = false;
-        for iteration in 1..=self.options.max_iterations {
-            if !warned {
-                warned = self.warn_if_context_full();
+        let started = Instant::now();
+        let deadline = self.options.limits.max_duration.map(|d| started + d);
+        self.push_user(prompt, UserVia::Prompt).await;
+        self.persist(false).await;
+        let mut turns = 0u32;
+        let mut tokens_used = 0u64;
+        loop {
+            let steering = self.control.take_steering();
+            if !steering.is_empty() {
+                self.announce_queues().await;
+                for text in steering {
+                    self.push_user(text, UserVia::Steer).await;
+                }
+                self.persist(false).await;
             }
-            self.emit(AgentEvent::WaitingForModel { iteration });
-            let events = self.events.clone();
-            let sink = move |ev: StreamEvent| {
-                let _ = events.send(match ev {
-                    StreamEvent::Text(t) => AgentEvent::TextDelta(t),
-                    StreamEvent::Reasoning { field, text } => AgentEvent::Reasoning { field, text },
-                    StreamEvent::Retrying {
-                        attempt,
-                        max_retries,
-                        delay,
-                        error,
-                    } => AgentEvent::Retrying {
-                        attempt,
-                        max_retries,
-                        delay,
-                        error,
-                    },
-                });
+            let limits = self.options.limits;
+            if turns >= limits.max_turns {
+                return RunOutcome::LimitReached {
+                    message: format!(
+                        "stopped after {turns} model calls without a final answer (the limit is agent.max_turns = {}; raise it, or --max-turns for exec)",
+                        limits.max_turns
+                    ),
+                };
+            }
+            if let Some(max) = limits.max_total_tokens {
+                if tokens_used >= max {
+                    return RunOutcome::LimitReached {
+                        message: format!(
+                            "stopped after using {tokens_used} tokens (the limit is agent.max_total_tokens = {max}; raise it, or --max-tokens for exec)"
+                        ),
+                    };
+                }
+            }
+            if let Some(stop) = self.compact_if_full(&mut cancel, deadline).await {
+                return self.stopped(stop, started);
+            }
+            turns += 1;
+            self.emit(EventKind::ModelRequest { turn: turns }).await;
+            let response = {
+                let em = self.emitter.clone();
+                let sink = move |ev: StreamEvent| em.delta(stream_event(ev));
+                let request = ModelRequest {
+                    messages: &self.messages,
+                    tools: self.tools.definitions(),
+                };
+                tokio::select! {
+                    biased;
+                    stop = stop_signal(&mut cancel, deadline) => Err(stop),
+                    r = self.client.complete(request, &sink) => Ok(r),
+                }
             };
-            let request = ModelRequest {
-                messages: &self.messages,
-                tools: self.tools.definitions(),
+            self.emitter.flush().await;
+            let response = match response {
+                Err(stop) => return self.stopped(stop, started),
+                Ok(Err(e)) => {
+                    return RunOutcome::Failed {
+                        message: e.to_string(),
+                    }
+                }
+                Ok(Ok(r)) => r,
             };
-            let response = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return Err(AgentError::Cancelled),
-                r = self.client.complete(request, &sink) => r?,
-            };
-            self.record_usage(response.usage.as_ref(), &response.message);
+            tokens_used += self
+                .record_usage(response.usage.as_ref(), &response.message)
+                .await;
             if let Some(reason) = &response.cut_off {
-                self.emit(AgentEvent::Warning(format!(
+                self.warn(format!(
                     "the model stopped at its output limit ({reason}); the answer may be cut short (raise max_tokens in the profile)"
-                )));
+                ))
+                .await;
             }
             let mut message = response.message;
             message.role = Role::Assistant;
             let calls = message.calls().to_vec();
+            let text = message.text().to_string();
             self.messages.push(message);
-            self.persist(false);
+            self.persist(false).await;
             if calls.is_empty() {
-                let text = self
-                    .messages
-                    .last()
-                    .map(|m| m.text().to_string())
-                    .unwrap_or_default();
-                return Ok(text);
+                if self.control.has_steering() {
+                    continue;
+                }
+                let follow_ups = self.control.take_follow_ups();
+                if follow_ups.is_empty() {
+                    return RunOutcome::Answered { text };
+                }
+                self.announce_queues().await;
+                for text in follow_ups {
+                    self.push_user(text, UserVia::FollowUp).await;
+                }
+                self.persist(false).await;
+                continue;
             }
-            self.run_tools(&calls, &mut cancel).await?;
+            if let ToolsEnd::Stopped(stop) = self.run_tools(&calls, &mut cancel, deadline).await {
+                return self.stopped(stop, started);
+            }
         }
-        Err(AgentError::MaxIterations(self.options.max_iterations))
     }
 
-    fn warn_if_context_full(&self) -> bool {
-        let estimate = tokens::estimate_messages(&self.messages)
-            + self
-                .tools
-                .definitions()
-                .iter()
-                .map(|d| tokens::estimate_text(&d.function.description) + 32)
-                .sum::<u64>();
-        // The server's own count of the last request, when known, beats the heuristic.
-        let reported = self.tracker.last_prompt_tokens + self.tracker.last_completion_tokens;
-        let estimate = estimate.max(reported);
-        let fill = self.tracker.fill(estimate);
-        if fill >= tokens::WARN_FRACTION {
-            self.emit(AgentEvent::Warning(format!(
+    fn stopped(&self, stop: Stop, started: Instant) -> RunOutcome {
+        match stop {
+            Stop::Interrupted => RunOutcome::Interrupted,
+            Stop::TimeLimit => RunOutcome::LimitReached {
+                message: format!(
+                    "stopped after {:.0} s, the run's time limit (agent.max_duration; --timeout for exec)",
+                    started.elapsed().as_secs_f64()
+                ),
+            },
+        }
+    }
+
+    /// Compacts when the context passed the threshold (or warns once when it
+    /// cannot). Only a stop during the summary request is reported.
+    async fn compact_if_full(
+        &mut self,
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+    ) -> Option<Stop> {
+        let opts = self.options.compaction;
+        let fill = self.tracker.fill(self.context_estimate());
+        if fill < opts.threshold.min(tokens::WARN_FRACTION) {
+            self.warned_full = false;
+            return None;
+        }
+        if opts.auto && fill >= opts.threshold {
+            match self.compact(cancel, deadline, false).await {
+                Ok(true) => return None,
+                Ok(false) => {}
+                Err(stop) => return Some(stop),
+            }
+        }
+        let fill = self.tracker.fill(self.context_estimate());
+        if fill >= tokens::WARN_FRACTION && !self.warned_full {
+            self.warned_full = true;
+            self.warn(format!(
                 "context is {:.0}% full (~{} of {} tokens); the model may start to lose earlier parts of the conversation",
                 fill * 100.0,
-                estimate,
+                self.context_estimate(),
                 self.tracker.context_limit
-            )));
-            return true;
+            ))
+            .await;
         }
-        false
+        None
     }
 
-    fn record_usage(&mut self, usage: Option<&Usage>, reply: &Message) {
+    /// Shrinks the history on demand (`Op::Compact`): old tool outputs, then
+    /// a summary of the older turns. True when anything changed; false also
+    /// when the run was interrupted meanwhile.
+    pub async fn compact_now(&mut self, mut cancel: Cancel) -> bool {
+        self.compact(&mut cancel, None, true).await.unwrap_or(false)
+    }
+
+    /// Shrinks the history: old tool outputs first, then, if that is not
+    /// enough (or `force`), a summary of the older turns written by the model.
+    /// True when anything changed. Never separates a tool call from its
+    /// result, and journals the replacement so a resume loads the result.
+    async fn compact(
+        &mut self,
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+        force: bool,
+    ) -> Result<bool, Stop> {
+        // Everything must be in the journal before part of it is replaced.
+        self.persist(false).await;
+        let base = self.base();
+        let before_len = self.messages.len();
+        let before_tokens = self.context_estimate();
+        let limit = self.tracker.context_limit.max(1);
+        let target = (limit as f64 * self.options.compaction.threshold * 0.75) as u64;
+        // Step 1: old tool outputs, never the latest exchange's.
+        let keep_from = before_len.saturating_sub(KEEP_RECENT_MESSAGES).max(base);
+        let shrunk =
+            compact::shrink_tool_outputs(&mut self.messages, keep_from, SHRUNK_TOOL_OUTPUT_CHARS);
+        // Old messages up to this index change; the ones after stay as saved.
+        let mut changed_until = if shrunk > 0 { keep_from } else { base };
+        let mut summarized = false;
+        if force || self.context_estimate() > target {
+            if let Some(split) =
+                compact::split_point(&self.messages, self.options.compaction.keep_turns)
+            {
+                let budget = (limit / 2).max(256);
+                let request = compact::summary_request(&self.messages[base..split], budget);
+                if let Some(text) = self.summarize(&request, cancel, deadline).await? {
+                    self.messages = compact::compacted_history(&self.messages, split, &text);
+                    summarized = true;
+                    changed_until = changed_until.max(split);
+                }
+            }
+        }
+        if shrunk == 0 && !summarized {
+            return Ok(false);
+        }
+        let tail = before_len - changed_until;
+        let with_end = self.messages.len() - tail;
+        if let Some(sink) = self.sink.as_mut() {
+            if !self.save_failing && self.saved == before_len {
+                let with = &self.messages[base..with_end];
+                if let Err(e) = sink.compacted(changed_until - base, with, &self.tracker) {
+                    self.save_failing = true;
+                    self.warn(format!("session not saved: {e}")).await;
+                }
+            }
+        }
+        self.saved = self.messages.len();
+        // The server's last count described the old history.
+        self.tracker.last_prompt_tokens = 0;
+        self.tracker.last_completion_tokens = 0;
+        self.warned_full = false;
+        self.emit(EventKind::Compacted {
+            messages_before: before_len - base,
+            messages_after: self.messages.len() - base,
+            tokens_before: before_tokens,
+            tokens_after: self.context_estimate(),
+            summarized,
+        })
+        .await;
+        Ok(true)
+    }
+
+    /// Asks the model for a summary; `None` (with a warning) when it fails,
+    /// so the run goes on uncompacted rather than ending.
+    async fn summarize(
+        &mut self,
+        request: &[Message],
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+    ) -> Result<Option<String>, Stop> {
+        let quiet = |_: StreamEvent| {};
+        let result = tokio::select! {
+            biased;
+            stop = stop_signal(cancel, deadline) => Err(stop),
+            r = self.client.complete(ModelRequest { messages: request, tools: &[] }, &quiet) => Ok(r),
+        };
+        match result? {
+            Ok(response) => {
+                if let Some(u) = &response.usage {
+                    self.tracker.record(u.prompt_tokens, u.completion_tokens);
+                }
+                let text = response.message.text().trim().to_string();
+                if text.is_empty() {
+                    self.warn(
+                        "could not compact the context: the model returned an empty summary".into(),
+                    )
+                    .await;
+                    return Ok(None);
+                }
+                Ok(Some(text))
+            }
+            Err(e) => {
+                self.warn(format!("could not compact the context: {e}"))
+                    .await;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Records a reply's usage; returns the tokens it cost.
+    async fn record_usage(&mut self, usage: Option<&Usage>, reply: &Message) -> u64 {
         let (prompt, completion, estimated) = match usage {
             Some(u) => (u.prompt_tokens, u.completion_tokens, false),
             None => {
@@ -336,59 +635,135 @@ impl Agent {
         let (read, write) = usage.map_or((0, 0), |u| (u.cache_read_tokens, u.cache_write_tokens));
         self.tracker.record(prompt, completion);
         self.tracker.record_cache(read, write);
-        self.emit(AgentEvent::Usage {
+        self.emit(EventKind::Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
             cache_read_tokens: read,
             cache_write_tokens: write,
             session_total: self.tracker.session_total(),
             estimated,
-        });
+        })
+        .await;
+        prompt + completion
     }
 
-    /// Runs one batch of tool calls and pushes one result per call, in request
-    /// order, whatever happens, so the history always pairs every call. Results
-    /// are pushed and saved as soon as every earlier call has its own, so a crash
-    /// mid-batch loses only the calls still running.
+    /// Runs one reply's tool calls and pushes one result per call, in request
+    /// order, whatever happens, so the history always pairs every call.
+    /// Results are pushed and saved as soon as every earlier call has its own,
+    /// so a crash mid-batch loses only the calls still running. A steering
+    /// message lets the running calls finish and skips the rest.
     async fn run_tools(
         &mut self,
         calls: &[ToolCall],
         cancel: &mut Cancel,
-    ) -> Result<(), AgentError> {
+        deadline: Option<Instant>,
+    ) -> ToolsEnd {
         for c in calls {
-            self.emit(AgentEvent::ToolCall {
-                id: c.id.clone(),
+            self.emit(EventKind::ToolCall {
+                call_id: c.id.clone(),
                 name: c.function.name.clone(),
                 arguments: c.function.arguments.clone(),
-            });
+            })
+            .await;
         }
         let mut batch = Batch {
             calls,
             results: vec![None; calls.len()],
             pushed: 0,
         };
-        let cancelled = if self.options.parallel_tools && calls.len() > 1 {
-            self.run_parallel(&mut batch, cancel).await
-        } else {
-            self.run_sequential(&mut batch, cancel).await
+        let size = match self.options.strategy {
+            ToolStrategy::Parallel => calls.len(),
+            ToolStrategy::Sequential => 1,
+            ToolStrategy::Batched(n) => n.max(1),
+        }
+        .max(1);
+        let mut start = 0;
+        let mut stopped = None;
+        let mut steered = false;
+        while start < calls.len() && stopped.is_none() && !steered {
+            let end = (start + size).min(calls.len());
+            match self
+                .run_batch(&mut batch, start..end, cancel, deadline)
+                .await
+            {
+                Ok(s) => steered = s,
+                Err(stop) => stopped = Some(stop),
+            }
+            start = end;
+        }
+        // Calls that never finished or never started still get their result.
+        let filler = match stopped {
+            Some(Stop::Interrupted) => CANCELLED,
+            Some(Stop::TimeLimit) => TIME_LIMIT_RESULT,
+            None => SKIPPED_FOR_STEER,
         };
-        // Calls that never finished (cancelled) still get their result.
-        for r in batch.results.iter_mut().skip(batch.pushed) {
-            r.get_or_insert_with(|| CallResult {
-                text: CANCELLED.to_string(),
-                is_error: true,
-                truncated: None,
-            });
+        for (i, call) in calls.iter().enumerate().skip(batch.pushed) {
+            if batch.results[i].is_none() {
+                let r = CallResult {
+                    text: filler.to_string(),
+                    is_error: true,
+                    truncated: None,
+                };
+                self.report(call, &r).await;
+                batch.results[i] = Some(r);
+            }
         }
-        self.push_finished(&mut batch);
-        if cancelled {
-            return Err(AgentError::Cancelled);
+        self.push_finished(&mut batch).await;
+        match stopped {
+            Some(stop) => ToolsEnd::Stopped(stop),
+            None => ToolsEnd::Done,
         }
-        Ok(())
+    }
+
+    /// Runs `range` of the calls at once. `Ok(true)` when a steering message
+    /// arrived meanwhile (the batch still ran to its end).
+    async fn run_batch(
+        &mut self,
+        batch: &mut Batch<'_>,
+        range: std::ops::Range<usize>,
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+    ) -> Result<bool, Stop> {
+        let mut set = tokio::task::JoinSet::new();
+        for i in range {
+            let call = &batch.calls[i];
+            let tools = Arc::clone(&self.tools);
+            let mut ctx = self.tool_ctx.clone();
+            ctx.call_id = call.id.clone();
+            let name = call.function.name.clone();
+            let args = call.function.arguments.clone();
+            set.spawn(async move { (i, tools.call(&name, &args, &ctx).await) });
+        }
+        let mut steered = false;
+        loop {
+            let next = tokio::select! {
+                biased;
+                stop = stop_signal(cancel, deadline) => {
+                    // Aborting the tasks drops their children (kill_on_drop).
+                    set.abort_all();
+                    self.control.drop_waiting();
+                    return Err(stop);
+                }
+                n = set.join_next() => n,
+            };
+            match next {
+                None => return Ok(steered),
+                Some(Ok((i, r))) => {
+                    self.report(&batch.calls[i], &r).await;
+                    batch.results[i] = Some(r);
+                    self.push_finished(batch).await;
+                    steered |= self.control.has_steering();
+                }
+                Some(Err(e)) => {
+                    // A tool panicked: say so; its call gets a result below.
+                    self.warn(format!("a tool task failed: {e}")).await;
+                }
+            }
+        }
     }
 
     /// Pushes the results of the longest run of finished calls not yet pushed.
-    fn push_finished(&mut self, batch: &mut Batch<'_>) {
+    async fn push_finished(&mut self, batch: &mut Batch<'_>) {
         let before = batch.pushed;
         while batch.pushed < batch.calls.len() {
             let Some(r) = batch.results[batch.pushed].take() else {
@@ -399,81 +774,68 @@ impl Agent {
             batch.pushed += 1;
         }
         if batch.pushed > before {
-            self.persist(false);
+            self.persist(false).await;
         }
     }
 
-    async fn run_sequential(&mut self, batch: &mut Batch<'_>, cancel: &mut Cancel) -> bool {
-        for (i, call) in batch.calls.iter().enumerate() {
-            let fut = self.tools.call(
-                &call.function.name,
-                &call.function.arguments,
-                &self.tool_ctx,
-            );
-            let r = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return true,
-                r = fut => r,
-            };
-            self.report(call, &r);
-            batch.results[i] = Some(r);
-            self.push_finished(batch);
-        }
-        false
-    }
-
-    async fn run_parallel(&mut self, batch: &mut Batch<'_>, cancel: &mut Cancel) -> bool {
-        let mut set = tokio::task::JoinSet::new();
-        for (i, call) in batch.calls.iter().enumerate() {
-            let tools = Arc::clone(&self.tools);
-            let ctx = self.tool_ctx.clone();
-            let name = call.function.name.clone();
-            let args = call.function.arguments.clone();
-            set.spawn(async move { (i, tools.call(&name, &args, &ctx).await) });
-        }
-        loop {
-            let next = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => {
-                    // Dropping the set aborts the tasks; their children die with them.
-                    set.abort_all();
-                    return true;
-                }
-                n = set.join_next() => n,
-            };
-            match next {
-                None => return false,
-                Some(Ok((i, r))) => {
-                    self.report(&batch.calls[i], &r);
-                    batch.results[i] = Some(r);
-                    self.push_finished(batch);
-                }
-                Some(Err(e)) => {
-                    // A tool panicked: say so instead of losing the pairing.
-                    self.emit(AgentEvent::Warning(format!("a tool task failed: {e}")));
-                }
-            }
-        }
-    }
-
-    fn report(&self, call: &ToolCall, r: &CallResult) {
+    async fn report(&self, call: &ToolCall, r: &CallResult) {
         if let Some(t) = r.truncated {
-            self.emit(AgentEvent::Warning(format!(
+            self.warn(format!(
                 "{} output truncated: kept {} of {} characters",
                 call.function.name, t.kept, t.total
-            )));
+            ))
+            .await;
         }
-        self.emit(AgentEvent::ToolResult {
-            id: call.id.clone(),
+        self.emit(EventKind::ToolResult {
+            call_id: call.id.clone(),
             name: call.function.name.clone(),
             text: r.text.clone(),
             is_error: r.is_error,
             truncated: r.truncated,
-        });
+        })
+        .await;
     }
 }
 
-/// One batch of tool calls in flight: results by request position, and how
+/// Messages at the end of the history whose tool outputs compaction never shortens.
+const KEEP_RECENT_MESSAGES: usize = 4;
+/// What is left of an old tool output after compaction.
+const SHRUNK_TOOL_OUTPUT_CHARS: usize = 400;
+
+fn stream_event(ev: StreamEvent) -> EventKind {
+    match ev {
+        StreamEvent::Text(text) => EventKind::TextDelta { text },
+        StreamEvent::Reasoning { field, text } => EventKind::Reasoning { field, text },
+        StreamEvent::Retrying {
+            attempt,
+            max_retries,
+            delay,
+            error,
+        } => EventKind::Retrying {
+            attempt,
+            max_retries,
+            delay_ms: delay.as_millis() as u64,
+            error,
+        },
+    }
+}
+
+/// Completes when the run must stop: cancelled, or past its deadline.
+async fn stop_signal(cancel: &mut Cancel, deadline: Option<Instant>) -> Stop {
+    match deadline {
+        Some(d) => tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Stop::Interrupted,
+            _ = tokio::time::sleep_until(d) => Stop::TimeLimit,
+        },
+        None => {
+            cancel.cancelled().await;
+            Stop::Interrupted
+        }
+    }
+}
+
+/// One reply's tool calls in flight: results by request position, and how
 /// many of them are already in the history.
 struct Batch<'a> {
     calls: &'a [ToolCall],
@@ -508,32 +870,6 @@ pub fn repair_history(messages: &mut Vec<Message>) -> usize {
         }
     }
     repaired
-}
-
-/// Asks the front end through the event stream, one request at a time.
-struct EventApprover {
-    events: EventSender,
-    one_at_a_time: Mutex<()>,
-}
-
-#[async_trait]
-impl Approver for EventApprover {
-    async fn approve(&self, request: ApprovalRequest) -> Approval {
-        let _turn = self.one_at_a_time.lock().await;
-        let (reply, answer) = oneshot::channel();
-        if self
-            .events
-            .send(AgentEvent::ApprovalNeeded { request, reply })
-            .is_err()
-        {
-            return Approval::Denied {
-                reason: "no one is available to approve it".into(),
-            };
-        }
-        answer.await.unwrap_or(Approval::Denied {
-            reason: "the approval request was dropped".into(),
-        })
-    }
 }
 
 #[cfg(test)]

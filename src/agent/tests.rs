@@ -2,11 +2,16 @@
 //! real HTTP server; these pin down cancellation and pairing precisely).
 
 use super::*;
-use crate::provider::{EventSink, ModelResponse};
+use crate::provider::{ApiError, EventSink, ModelResponse};
 use crate::tools::{Tool, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
+use async_trait::async_trait;
+use control::ApprovalRules;
+use protocol::QueueMode;
 use serde_json::Value;
+use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
+use tokio::sync::mpsc;
 
 struct Scripted {
     replies: StdMutex<Vec<Message>>,
@@ -64,29 +69,66 @@ fn calls_message(calls: Vec<ToolCall>) -> Message {
     m
 }
 
-fn agent_with(
-    replies: Vec<Message>,
-    parallel: bool,
-) -> (Agent, mpsc::UnboundedReceiver<AgentEvent>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let mut reg = ToolRegistry::new();
-    reg.register(Arc::new(Sleepy));
+fn options(strategy: ToolStrategy) -> AgentOptions {
+    AgentOptions {
+        limits: Limits {
+            max_turns: 5,
+            max_total_tokens: None,
+            max_duration: None,
+        },
+        strategy,
+        context_limit: 8192,
+        compaction: CompactionOptions::default(),
+    }
+}
+
+fn agent_with(replies: Vec<Message>, parallel: bool) -> (Agent, mpsc::Receiver<Event>) {
+    let strategy = if parallel {
+        ToolStrategy::Parallel
+    } else {
+        ToolStrategy::Sequential
+    };
+    agent_opts(replies, options(strategy))
+}
+
+fn agent_opts(replies: Vec<Message>, opts: AgentOptions) -> (Agent, mpsc::Receiver<Event>) {
     let client = Arc::new(Scripted {
         replies: StdMutex::new(replies),
     });
-    let opts = AgentOptions {
-        max_iterations: 5,
-        parallel_tools: parallel,
-        context_limit: 8192,
-    };
+    agent_client(client, opts)
+}
+
+fn agent_client(
+    client: Arc<dyn ModelClient>,
+    opts: AgentOptions,
+) -> (Agent, mpsc::Receiver<Event>) {
+    let (tx, rx) = mpsc::channel(4096);
+    let emitter = Emitter::new(tx);
+    let control = Control::new(
+        emitter.clone(),
+        ApprovalRules {
+            confirm: false,
+            ..ApprovalRules::default()
+        },
+        QueueMode::OneAtATime,
+        QueueMode::OneAtATime,
+    );
+    let mut reg = ToolRegistry::new();
+    reg.register(Arc::new(Sleepy));
+    let gate = Arc::new(control::Gate {
+        control: control.clone(),
+    });
+    let ctx = ToolContext::local(PathBuf::from("/"), gate);
     (
         Agent::new(
             client,
             reg,
+            ctx,
             opts,
             Some("sys".into()),
-            PathBuf::from("/"),
-            tx,
+            ModelInfo::default(),
+            emitter,
+            control,
         ),
         rx,
     )
@@ -102,17 +144,17 @@ async fn cancel_mid_batch(parallel: bool) {
     let (handle, cancel) = Cancel::new();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = rx.recv().await {
-            if let AgentEvent::ToolResult { id, .. } = ev {
-                assert_eq!(id, "a");
+            if let EventKind::ToolResult { call_id, .. } = ev.kind {
+                assert_eq!(call_id, "a");
                 handle.cancel();
                 return handle;
             }
         }
         panic!("no tool result");
     });
-    let out = agent.send("go", cancel).await;
+    let out = agent.run("go".into(), cancel).await;
     let _handle = watcher.await.unwrap();
-    assert_eq!(out, Err(AgentError::Cancelled));
+    assert_eq!(out, RunOutcome::Interrupted);
     let m = agent.messages();
     let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
     assert_eq!(
@@ -151,7 +193,10 @@ async fn cancelled_before_start_touches_nothing() {
     let (mut agent, _rx) = agent_with(vec![Message::assistant("hi")], true);
     let (handle, cancel) = Cancel::new();
     handle.cancel();
-    assert_eq!(agent.send("go", cancel).await, Err(AgentError::Cancelled));
+    assert_eq!(
+        agent.run("go".into(), cancel).await,
+        RunOutcome::Interrupted
+    );
     assert_eq!(agent.messages().len(), 1);
 }
 
@@ -167,8 +212,11 @@ async fn iteration_cap_is_an_error_with_a_valid_history() {
         })
         .collect();
     let (mut agent, _rx) = agent_with(replies, true);
-    let out = agent.send("loop", Cancel::never()).await;
-    assert_eq!(out, Err(AgentError::MaxIterations(5)));
+    let out = agent.run("loop".into(), Cancel::never()).await;
+    assert!(
+        matches!(&out, RunOutcome::LimitReached { message } if message.contains("5 model calls")),
+        "{out:?}"
+    );
     let mut copy = agent.messages().to_vec();
     assert_eq!(
         repair_history(&mut copy),
@@ -224,8 +272,8 @@ async fn history_reaches_the_sink_step_by_step_and_never_the_system_prompt() {
     ];
     let (mut agent, _rx) = agent_with(replies, true);
     let rec = Recorder::default();
-    agent.set_history_sink(Box::new(rec.clone()));
-    agent.send("go", Cancel::never()).await.unwrap();
+    agent.set_history_sink("s".into(), Box::new(rec.clone()));
+    agent.run("go".into(), Cancel::never()).await;
     let calls = rec.calls.lock().unwrap().clone();
     assert_eq!(
         calls,
@@ -244,18 +292,18 @@ async fn a_failed_save_warns_once_and_is_retried_with_the_next_one() {
     let replies = vec![Message::assistant("one"), Message::assistant("two")];
     let (mut agent, mut rx) = agent_with(replies, true);
     let rec = Recorder::default();
-    agent.set_history_sink(Box::new(rec.clone()));
+    agent.set_history_sink("s".into(), Box::new(rec.clone()));
     *rec.fail.lock().unwrap() = true;
-    agent.send("first", Cancel::never()).await.unwrap();
+    agent.run("first".into(), Cancel::never()).await;
     let mut warnings = Vec::new();
     while let Ok(ev) = rx.try_recv() {
-        if let AgentEvent::Warning(w) = ev {
-            warnings.push(w);
+        if let EventKind::Warning { message } = ev.kind {
+            warnings.push(message);
         }
     }
     assert_eq!(warnings, vec!["session not saved: disk full".to_string()]);
     *rec.fail.lock().unwrap() = false;
-    agent.send("second", Cancel::never()).await.unwrap();
+    agent.run("second".into(), Cancel::never()).await;
     let calls = rec.calls.lock().unwrap().clone();
     // Everything the failed saves missed arrives in the first good one.
     assert_eq!(calls[0].0, vec![Role::User, Role::Assistant, Role::User]);
@@ -265,7 +313,7 @@ async fn a_failed_save_warns_once_and_is_retried_with_the_next_one() {
 async fn restored_history_is_sent_after_the_new_system_prompt() {
     let (mut agent, _rx) = agent_with(vec![Message::assistant("again")], true);
     let rec = Recorder::default();
-    agent.set_history_sink(Box::new(rec.clone()));
+    agent.set_history_sink("s".into(), Box::new(rec.clone()));
     let mut tokens = TokenTracker::new(1);
     tokens.record(300, 30);
     let old = vec![
@@ -282,7 +330,7 @@ async fn restored_history_is_sent_after_the_new_system_prompt() {
         8192,
         "the limit stays the model's"
     );
-    agent.send("more", Cancel::never()).await.unwrap();
+    agent.run("more".into(), Cancel::never()).await;
     // The repaired message (not yet in the store) goes out with the new prompt.
     let calls = rec.calls.lock().unwrap().clone();
     assert_eq!(calls[0].0, vec![Role::Tool, Role::User]);
@@ -301,13 +349,13 @@ async fn finished_results_are_saved_in_order_before_the_batch_ends() {
     ];
     let (mut agent, mut rx) = agent_with(vec![calls_message(calls)], true);
     let rec = Recorder::default();
-    agent.set_history_sink(Box::new(rec.clone()));
+    agent.set_history_sink("s".into(), Box::new(rec.clone()));
     let (handle, cancel) = Cancel::new();
     let saved = rec.calls.clone();
     let watcher = tokio::spawn(async move {
         let mut done = 0;
         while let Some(ev) = rx.recv().await {
-            if let AgentEvent::ToolResult { .. } = ev {
+            if let EventKind::ToolResult { .. } = ev.kind {
                 done += 1;
                 if done == 2 {
                     // `a` is saved already; `c` waits for `b`, which never ends.
@@ -319,9 +367,9 @@ async fn finished_results_are_saved_in_order_before_the_batch_ends() {
         }
         panic!("no tool results");
     });
-    let out = agent.send("go", cancel).await;
+    let out = agent.run("go".into(), cancel).await;
     let before_cancel = watcher.await.unwrap();
-    assert_eq!(out, Err(AgentError::Cancelled));
+    assert_eq!(out, RunOutcome::Interrupted);
     assert_eq!(
         before_cancel,
         vec![

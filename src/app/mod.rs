@@ -1,9 +1,15 @@
-//! Wiring: turns parsed arguments and resolved settings into a running agent and
-//! a front end, and maps every outcome to an exit code. The only module that
-//! knows all the others; none of them knows it.
+//! Wiring: turns parsed arguments and resolved settings into a running agent
+//! service and the front end that talks to it. Every command returns an
+//! `Exit` or an `AppError`; `main` alone turns those into exit codes. The only
+//! module that knows all the others; none of them knows it.
 
+use crate::agent::control::ApprovalRules;
 use crate::agent::prompt::{render, PromptContext};
-use crate::agent::{tokens, Agent, AgentOptions, Cancel};
+use crate::agent::protocol::{ApprovalPolicy, EventKind, Op, QueueMode};
+use crate::agent::{
+    self, tokens, AgentHandle, AgentOptions, AgentSetup, CompactionOptions, Limits, ModelInfo,
+    ToolStrategy,
+};
 use crate::auth::store::AuthStore;
 use crate::auth::LoginCredentials;
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
@@ -11,30 +17,117 @@ use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::provider::completions::Completions;
 use crate::provider::http::{ClientSettings, HttpClient, Protocol};
-use crate::session::{self, SessionInfo, Store};
+use crate::session::{self, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
 use crate::ui::style::Style;
+use std::fmt;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod execution;
 mod repl;
-mod target;
+mod sessions;
 
-use target::Execution;
+use execution::Execution;
+
+/// How a command ended when it did what it was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    /// The user interrupted it (Ctrl-C).
+    Interrupted,
+    /// A front end that chose its own code (the REPL after a signal).
+    Code(i32),
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Ok => EXIT_OK,
+            Exit::Interrupted => EXIT_INTERRUPTED,
+            Exit::Code(c) => c,
+        }
+    }
+}
+
+/// Why a command failed, as one line for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppError {
+    /// Bad arguments, config or environment: exit 2.
+    Usage(String),
+    /// No key for the profile: exit 2, with what to do about it.
+    MissingKey {
+        message: String,
+        config_dir: Option<PathBuf>,
+    },
+    /// The work itself failed (the model, a limit): exit 1.
+    Failed(String),
+}
+
+impl AppError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AppError::Usage(_) | AppError::MissingKey { .. } => EXIT_USAGE,
+            AppError::Failed(_) => EXIT_FAILURE,
+        }
+    }
+
+    /// Lines after the error that say how to fix it.
+    pub fn hints(&self) -> Vec<String> {
+        match self {
+            AppError::MissingKey { config_dir, .. } => {
+                let mut out = vec![
+                    "To get going, either:".to_string(),
+                    "  - export OPENAI_API_KEY=sk-...   (or BUDDY_API_KEY, used by any profile)"
+                        .to_string(),
+                    "  - use a local Ollama server:     buddy -m ollama exec \"hello\"".to_string(),
+                ];
+                if let Some(dir) = config_dir {
+                    out.push(format!(
+                        "Profiles live in {}",
+                        dir.join("buddy.toml").display()
+                    ));
+                }
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for AppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppError::Usage(m) | AppError::Failed(m) => f.write_str(m),
+            AppError::MissingKey { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for AppError {}
+
+impl From<execution::OpenFailure> for AppError {
+    fn from(e: execution::OpenFailure) -> Self {
+        AppError::Usage(e.0)
+    }
+}
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// Told to the model when a command needs approval and nobody can be asked.
+const NO_TERMINAL_REASON: &str = "approval is required and there is no terminal to ask; the user can rerun `buddy exec` with --dangerously-auto-approve to allow commands";
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-pub async fn run(cli: Cli) -> i32 {
+pub async fn run(cli: Cli) -> Result<Exit, AppError> {
     let overrides = CliOverrides {
         config: cli.global.config.clone(),
         model: cli.global.model.clone(),
@@ -44,11 +137,539 @@ pub async fn run(cli: Cli) -> i32 {
     match cli.command {
         Some(Command::Exec(args)) => exec(args, &overrides, cli.global.target).await,
         Some(Command::Resume(args)) => resume(args, &overrides, &cli.global.target).await,
-        Some(Command::Sessions) => list_sessions(&overrides),
+        Some(Command::Sessions) => list_sessions(),
         Some(Command::Login(args)) => login(args.target.as_deref(), &overrides).await,
-        Some(Command::Logout(args)) => logout(args.provider.as_deref(), &overrides),
+        Some(Command::Logout(args)) => logout(args.provider.as_deref()),
         None => interactive(&overrides, None, &cli.global.target).await,
     }
+}
+
+async fn login(target: Option<&str>, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let issuer = login_issuer(target, overrides).map_err(AppError::Usage)?;
+    let store = auth_store().map_err(AppError::Usage)?;
+    let say = |line: &str| eprintln!("{line}");
+    let cancelled = tokio::signal::ctrl_c();
+    tokio::select! {
+        r = crate::auth::login(&issuer, &store, &say) => match r {
+            Ok(()) => {
+                eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
+                Ok(Exit::Ok)
+            }
+            Err(e) => Err(AppError::Failed(e.to_string())),
+        },
+        _ = cancelled => {
+            eprintln!("login cancelled");
+            Ok(Exit::Interrupted)
+        }
+    }
+}
+
+fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
+    let provider = provider.unwrap_or("openai");
+    let store = auth_store().map_err(AppError::Usage)?;
+    match store.remove(provider) {
+        Ok(true) => eprintln!("logged out of {provider}"),
+        Ok(false) => eprintln!("not logged in to {provider}"),
+        Err(e) => return Err(AppError::Usage(e.to_string())),
+    }
+    Ok(Exit::Ok)
+}
+
+/// Loads settings, saying so when a first run created the global config.
+fn load_settings(overrides: &CliOverrides) -> Result<Settings, AppError> {
+    let created = config::ensure_global_config(&env);
+    if let Some(path) = &created {
+        let style = Style::detect(!overrides.no_color);
+        eprintln!(
+            "{}",
+            style.dim(&format!("created a default config at {}", path.display()))
+        );
+    }
+    match config::load(&workdir(), &env, overrides) {
+        Ok(s) => Ok(s),
+        Err(e @ ConfigError::MissingKey { .. }) => Err(AppError::MissingKey {
+            message: e.to_string(),
+            config_dir: config::global_dir(&env),
+        }),
+        Err(e) => Err(AppError::Usage(e.to_string())),
+    }
+}
+
+/// The approval rules from config: the denylist and `shell_confirm`.
+fn approval_rules(settings: &Settings) -> ApprovalRules {
+    let t = &settings.tools;
+    ApprovalRules {
+        policy: ApprovalPolicy::Ask,
+        confirm: t.shell_confirm,
+        denylist: t
+            .shell_denylist
+            .clone()
+            .unwrap_or_else(tools::shell::default_denylist),
+        no_approver_reason: None,
+    }
+}
+
+/// Whether a person can be asked on the controlling terminal.
+fn has_tty() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .is_ok()
+}
+
+fn queue_mode(m: config::QueueMode) -> QueueMode {
+    match m {
+        config::QueueMode::OneAtATime => QueueMode::OneAtATime,
+        config::QueueMode::All => QueueMode::All,
+    }
+}
+
+fn agent_options(settings: &Settings) -> AgentOptions {
+    let a = &settings.agent;
+    let strategy = match a.tool_execution {
+        Some(config::ToolExecution::Parallel) => ToolStrategy::Parallel,
+        Some(config::ToolExecution::Sequential) => ToolStrategy::Sequential,
+        Some(config::ToolExecution::Batched) => ToolStrategy::Batched(a.tool_batch_size),
+        None if a.parallel_tools => ToolStrategy::Parallel,
+        None => ToolStrategy::Sequential,
+    };
+    AgentOptions {
+        limits: Limits {
+            max_turns: a.turn_limit(),
+            max_total_tokens: a.max_total_tokens,
+            max_duration: a.duration_limit(),
+        },
+        strategy,
+        context_limit: tokens::context_limit(settings.api.context_limit, &settings.api.model),
+        compaction: CompactionOptions {
+            auto: a.auto_compact,
+            threshold: a.compact_threshold,
+            ..CompactionOptions::default()
+        },
+    }
+}
+
+fn model_info(settings: &Settings) -> ModelInfo {
+    ModelInfo {
+        model: settings.api.model.clone(),
+        profile: settings.api.profile.clone(),
+        base_url: settings.api.base_url.clone(),
+    }
+}
+
+/// Everything the agent needs, for the active profile and target.
+fn agent_setup(
+    settings: &Settings,
+    execution: &Execution,
+    approval: ApprovalRules,
+    options: AgentOptions,
+    models: Option<Box<dyn agent::service::ModelSwitcher>>,
+) -> Result<AgentSetup, AppError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
+    let client = client_for(settings).map_err(AppError::Usage)?;
+    let registry = build_tools(settings, execution.tmux());
+    let target = execution.target.description();
+    let cwd_text = cwd.display().to_string();
+    let names = registry.names();
+    let system = render(&PromptContext {
+        target: &target,
+        cwd: &cwd_text,
+        tools: &names,
+        remote: !execution.target.is_local(),
+        tmux: execution.tmux(),
+        instructions: settings.agent.system_prompt.as_deref(),
+    });
+    Ok(AgentSetup {
+        client: Arc::new(client),
+        tools: registry,
+        cwd,
+        target: execution.target.clone(),
+        pane: execution.pane.clone(),
+        options,
+        system_prompt: Some(system),
+        model: model_info(settings),
+        approval,
+        steering_mode: queue_mode(settings.agent.steering_mode),
+        follow_up_mode: queue_mode(settings.agent.follow_up_mode),
+        sessions: Some(Box::new(sessions::Sessions::new(
+            workdir(),
+            settings.api.api_key.iter().cloned().collect(),
+        ))),
+        models,
+    })
+}
+
+fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
+    ExecOptions {
+        style,
+        show_tool_calls: settings.display.show_tool_calls,
+        show_tokens: settings.display.show_tokens,
+    }
+}
+
+async fn exec(
+    args: ExecArgs,
+    overrides: &CliOverrides,
+    target_args: TargetArgs,
+) -> Result<Exit, AppError> {
+    let prompt = read_prompt(&args).map_err(AppError::Usage)?;
+    let settings = load_settings(overrides)?;
+    let style = Style::detect(settings.display.color);
+    let execution = execution::open(&target_args, &settings, false).await?;
+    if let Some(a) = &execution.attach {
+        eprintln!("{}", style.dim(a));
+    }
+    let mut rules = approval_rules(&settings);
+    if args.dangerously_auto_approve {
+        rules.policy = ApprovalPolicy::All;
+    } else if !has_tty() {
+        rules.no_approver_reason = Some(NO_TERMINAL_REASON.into());
+    }
+    let mut options = agent_options(&settings);
+    if let Some(n) = args.max_turns {
+        options.limits.max_turns = n;
+    }
+    if let Some(n) = args.max_tokens {
+        options.limits.max_total_tokens = Some(n);
+    }
+    if let Some(d) = args.timeout {
+        options.limits.max_duration = Some(d);
+    }
+    let mut agent = agent::spawn(agent_setup(&settings, &execution, rules, options, None)?);
+    if let Some(query) = &args.resume {
+        resume_first(&mut agent, query, style, false).await?;
+    }
+    let _ = agent.ops.send(Op::Prompt { text: prompt }).await;
+    let outcome = ExecFrontEnd::new(exec_options(&settings, style))
+        .run(&mut agent)
+        .await;
+    finish(agent, &outcome).await;
+    match outcome {
+        ExecOutcome::Answered => Ok(Exit::Ok),
+        ExecOutcome::Interrupted => Ok(Exit::Interrupted),
+        ExecOutcome::Failed(m) | ExecOutcome::LimitReached(m) => Err(AppError::Failed(m)),
+    }
+}
+
+/// Stops the agent, saving the session. After a second Ctrl-C the user has
+/// stopped waiting, so the wait is short.
+async fn finish(agent: AgentHandle, outcome: &ExecOutcome) {
+    let wait = match outcome {
+        ExecOutcome::Interrupted => Duration::from_secs(2),
+        _ => Duration::from_secs(30),
+    };
+    let _ = tokio::time::timeout(wait, agent.shutdown()).await;
+}
+
+/// Loads session `query` into the agent before anything else, telling the
+/// user what they should know. `show_last` also prints where it left off.
+async fn resume_first(
+    agent: &mut AgentHandle,
+    query: &str,
+    style: Style,
+    show_last: bool,
+) -> Result<String, AppError> {
+    let _ = agent
+        .ops
+        .send(Op::Resume {
+            query: query.to_string(),
+        })
+        .await;
+    while let Some(ev) = agent.events.recv().await {
+        match &ev.kind {
+            EventKind::SessionResumed { warnings, note, .. } => {
+                let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
+                if show_last {
+                    eprintln!("{text}");
+                } else {
+                    for w in warnings {
+                        eprintln!("{} {w}", style.warning("warning:"));
+                    }
+                    if let Some(n) = note {
+                        eprintln!("{}", style.dim(n));
+                    }
+                }
+                return Ok(text);
+            }
+            EventKind::Error { message } => return Err(AppError::Usage(message.clone())),
+            _ => {}
+        }
+    }
+    Err(AppError::Failed("the agent stopped unexpectedly".into()))
+}
+
+fn workdir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// `buddy sessions`: one line per session on stdout; unreadable files are
+/// named on stderr and do not hide the others.
+fn list_sessions() -> Result<Exit, AppError> {
+    let style = Style::detect(true);
+    let store = Store::for_workdir(&workdir());
+    let (list, errors) = store.list().map_err(|e| AppError::Usage(e.to_string()))?;
+    for e in &errors {
+        eprintln!("{} {e}", style.warning("warning:"));
+    }
+    if list.is_empty() {
+        eprintln!("no saved sessions in {}", store.dir().display());
+        return Ok(Exit::Ok);
+    }
+    let out = session_table(&list);
+    use std::io::Write;
+    // A closed pipe (`buddy sessions | head`) is not an error worth a message.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    Ok(Exit::Ok)
+}
+
+/// `buddy resume`: the session's history, then the conversation on it.
+async fn resume(
+    args: ResumeArgs,
+    overrides: &CliOverrides,
+    target_args: &TargetArgs,
+) -> Result<Exit, AppError> {
+    let query = match (args.last, args.id) {
+        (true, _) => "last".to_string(),
+        (false, Some(id)) => id,
+        (false, None) => return Err(AppError::Usage(
+            "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
+        )),
+    };
+    interactive(overrides, Some(query), target_args).await
+}
+
+/// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
+/// when input or output is redirected.
+async fn interactive(
+    overrides: &CliOverrides,
+    resume: Option<String>,
+    target_args: &TargetArgs,
+) -> Result<Exit, AppError> {
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return line_session(overrides, resume, target_args).await;
+    }
+    let settings = load_settings(overrides)?;
+    let style = Style::detect(settings.display.color);
+    let execution = execution::open(target_args, &settings, true).await?;
+    let switcher = repl::Switcher {
+        settings: settings.clone(),
+        overrides: overrides.clone(),
+    };
+    let mut agent = agent::spawn(agent_setup(
+        &settings,
+        &execution,
+        approval_rules(&settings),
+        agent_options(&settings),
+        Some(Box::new(switcher)),
+    )?);
+    let mut banner = format!(
+        "{} {} via {} — /help for commands, Ctrl-D to quit",
+        style.actor("buddy"),
+        settings.api.model,
+        settings.api.base_url
+    );
+    if !execution.target.is_local() {
+        banner.push_str(&format!(
+            "\n{}",
+            style.dim(&format!("tools run on {}", execution.target.actor()))
+        ));
+    }
+    if let Some(a) = &execution.attach {
+        banner.push_str(&format!("\n{}", style.dim(a)));
+    }
+    if let Some(query) = &resume {
+        let text = match resume_first(&mut agent, query, style, false).await {
+            Ok(t) => t,
+            Err(e) => {
+                agent.shutdown().await;
+                return Err(e);
+            }
+        };
+        banner.push_str(&format!("\n{text}"));
+    }
+    let mut host = repl::Host {
+        tools: build_tools(&settings, execution.tmux())
+            .names()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        settings: settings.clone(),
+        overrides: overrides.clone(),
+    };
+    let opts = crate::ui::repl::ReplOptions {
+        style,
+        prompt: match &execution.label {
+            Some(label) => format!("({label})> "),
+            None => "> ".into(),
+        },
+        show_tool_calls: settings.display.show_tool_calls,
+        show_tokens: settings.display.show_tokens,
+        history_file: config::global_dir(&env).map(|d| d.join("history")),
+        banner,
+        profile: settings.api.profile.clone(),
+    };
+    let code = crate::ui::repl::Repl::new(agent, &mut host, opts)
+        .run()
+        .await;
+    Ok(Exit::Code(code))
+}
+
+/// A plain line-by-line conversation when input or output is redirected: one
+/// prompt per line, Ctrl-D to quit.
+async fn line_session(
+    overrides: &CliOverrides,
+    resume: Option<String>,
+    target_args: &TargetArgs,
+) -> Result<Exit, AppError> {
+    use tokio::io::AsyncBufReadExt;
+    let settings = load_settings(overrides)?;
+    let style = Style::detect(settings.display.color);
+    let execution = execution::open(target_args, &settings, false).await?;
+    if let Some(a) = &execution.attach {
+        eprintln!("{}", style.dim(a));
+    }
+    let mut rules = approval_rules(&settings);
+    if !has_tty() {
+        rules.no_approver_reason = Some(NO_TERMINAL_REASON.into());
+    }
+    let mut agent = agent::spawn(agent_setup(
+        &settings,
+        &execution,
+        rules,
+        agent_options(&settings),
+        None,
+    )?);
+    if let Some(query) = &resume {
+        if let Err(e) = resume_first(&mut agent, query, style, true).await {
+            agent.shutdown().await;
+            return Err(e);
+        }
+    }
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!(
+            "{} {} via {} — one prompt per line, Ctrl-D to quit",
+            style.actor("buddy"),
+            settings.api.model,
+            settings.api.base_url
+        );
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut last = Exit::Ok;
+    let mut failed = None;
+    loop {
+        if interactive {
+            eprint!("{}", style.actor("> "));
+        }
+        let line = match lines.next_line().await {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                failed = Some(AppError::Failed(format!("cannot read input: {e}")));
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if matches!(line.trim(), "/quit" | "/exit" | "/q") {
+            break;
+        }
+        let _ = agent.ops.send(Op::Prompt { text: line }).await;
+        let outcome = ExecFrontEnd::new(exec_options(&settings, style))
+            .run(&mut agent)
+            .await;
+        last = Exit::Ok;
+        match outcome {
+            ExecOutcome::Answered => {}
+            ExecOutcome::Interrupted => {
+                // The user stopped waiting; the run still ends before the next prompt.
+                wait_for_run_end(&mut agent).await;
+            }
+            ExecOutcome::Failed(m) | ExecOutcome::LimitReached(m) => {
+                eprintln!("{} {m}", style.error("error:"));
+                last = Exit::Code(EXIT_FAILURE);
+            }
+        }
+    }
+    agent.shutdown().await;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(last),
+    }
+}
+
+/// Drops events until the current run has finished.
+async fn wait_for_run_end(agent: &mut AgentHandle) {
+    while let Some(ev) = agent.events.recv().await {
+        if matches!(ev.kind, EventKind::RunFinished { .. }) {
+            return;
+        }
+    }
+}
+
+/// The registry for the enabled tools, each capped by its own limit, else the
+/// global one, else the tool's default.
+pub fn build_tools(settings: &Settings, tmux: bool) -> ToolRegistry {
+    let t = &settings.tools;
+    let cap =
+        |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
+    let mut reg = ToolRegistry::new();
+    if t.shell_enabled {
+        reg.register(Arc::new(tools::shell::ShellTool::new(
+            tools::shell::ShellOptions {
+                default_timeout: Duration::from_secs(t.shell_timeout_secs.max(1)),
+                max_output_chars: cap(
+                    t.shell_max_output_chars,
+                    tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+                ),
+                tmux,
+            },
+        )));
+        if tmux {
+            reg.register(Arc::new(tools::pane::CapturePaneTool::new(cap(
+                t.shell_max_output_chars,
+                tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+            ))));
+            reg.register(Arc::new(tools::pane::SendKeysTool));
+        }
+    }
+    if t.files_enabled {
+        let max = cap(
+            t.files_max_output_chars,
+            tools::files::DEFAULT_MAX_OUTPUT_CHARS,
+        );
+        reg.register(Arc::new(tools::files::ReadFileTool::new(max)));
+        reg.register(Arc::new(tools::files::WriteFileTool::new(max)));
+    }
+    let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
+    if t.fetch_enabled {
+        reg.register(Arc::new(tools::fetch::FetchTool::new(
+            tools::fetch::FetchOptions {
+                timeout: net_timeout,
+                max_bytes: tools::fetch::DEFAULT_MAX_BYTES,
+                max_output_chars: cap(
+                    t.fetch_max_output_chars,
+                    tools::fetch::DEFAULT_MAX_OUTPUT_CHARS,
+                ),
+            },
+        )));
+    }
+    if t.search_enabled {
+        let mut opts = tools::search::SearchOptions::default();
+        if let Some(url) = &t.search_base_url {
+            opts.base_url = url.clone();
+        }
+        opts.timeout = net_timeout;
+        opts.max_output_chars = cap(t.search_max_output_chars, opts.max_output_chars);
+        reg.register(Arc::new(tools::search::SearchTool::new(opts)));
+    }
+    if t.time_enabled {
+        reg.register(Arc::new(tools::time::TimeTool));
+    }
+    reg
 }
 
 /// Which provider `buddy login [provider|profile]` means, and its issuer: a
@@ -81,56 +702,6 @@ fn login_issuer(
     Ok(config::issuer_for(&file.auth, &provider))
 }
 
-async fn login(target: Option<&str>, overrides: &CliOverrides) -> i32 {
-    let style = Style::detect(!overrides.no_color);
-    let issuer = match login_issuer(target, overrides) {
-        Ok(i) => i,
-        Err(e) => return usage_error(style, &e),
-    };
-    let store = match auth_store() {
-        Ok(s) => s,
-        Err(e) => return usage_error(style, &e),
-    };
-    let say = |line: &str| eprintln!("{line}");
-    let cancelled = tokio::signal::ctrl_c();
-    tokio::select! {
-        r = crate::auth::login(&issuer, &store, &say) => match r {
-            Ok(()) => {
-                eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
-                EXIT_OK
-            }
-            Err(e) => {
-                eprintln!("{} {e}", style.error("error:"));
-                EXIT_FAILURE
-            }
-        },
-        _ = cancelled => {
-            eprintln!("login cancelled");
-            EXIT_INTERRUPTED
-        }
-    }
-}
-
-fn logout(provider: Option<&str>, overrides: &CliOverrides) -> i32 {
-    let style = Style::detect(!overrides.no_color);
-    let provider = provider.unwrap_or("openai");
-    let store = match auth_store() {
-        Ok(s) => s,
-        Err(e) => return usage_error(style, &e),
-    };
-    match store.remove(provider) {
-        Ok(true) => {
-            eprintln!("logged out of {provider}");
-            EXIT_OK
-        }
-        Ok(false) => {
-            eprintln!("not logged in to {provider}");
-            EXIT_OK
-        }
-        Err(e) => usage_error(style, &e),
-    }
-}
-
 /// Reads the prompt from the arguments or, for `-` or none with piped input, stdin.
 fn read_prompt(args: &ExecArgs) -> Result<String, String> {
     let from_stdin =
@@ -150,43 +721,6 @@ fn read_prompt(args: &ExecArgs) -> Result<String, String> {
         );
     }
     Ok(prompt)
-}
-
-fn usage_error(style: Style, message: &str) -> i32 {
-    eprintln!("{} {message}", style.error("error:"));
-    EXIT_USAGE
-}
-
-/// Loads settings, explaining first-run and config problems in a few lines.
-fn load_settings(overrides: &CliOverrides, style: Style) -> Result<Settings, i32> {
-    let created = config::ensure_global_config(&env);
-    if let Some(path) = &created {
-        eprintln!(
-            "{}",
-            style.dim(&format!("created a default config at {}", path.display()))
-        );
-    }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    match config::load(&cwd, &env, overrides) {
-        Ok(s) => Ok(s),
-        Err(e @ ConfigError::MissingKey { .. }) => {
-            eprintln!("{} {e}", style.error("error:"));
-            eprintln!("To get going, either:");
-            eprintln!("  - export OPENAI_API_KEY=sk-...   (or BUDDY_API_KEY, used by any profile)");
-            eprintln!("  - use a local Ollama server:     buddy -m ollama exec \"hello\"");
-            if let Some(dir) = config::global_dir(&env) {
-                eprintln!("Profiles live in {}", dir.join("buddy.toml").display());
-            }
-            Err(EXIT_USAGE)
-        }
-        Err(e) => Err(usage_error(style, &e.to_string())),
-    }
-}
-
-struct Wired {
-    agent: Agent,
-    events: tokio::sync::mpsc::UnboundedReceiver<crate::agent::AgentEvent>,
-    front: ExecOptions,
 }
 
 /// The model client for the active profile of `settings`.
@@ -229,356 +763,6 @@ fn auth_store() -> Result<AuthStore, String> {
         .ok_or_else(|| "cannot find the config directory: set HOME or XDG_CONFIG_HOME".to_string())
 }
 
-fn wire(
-    settings: &Settings,
-    auto_approve: bool,
-    style: Style,
-    execution: &Execution,
-) -> Result<Wired, String> {
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
-    let api = &settings.api;
-    let client = client_for(settings)?;
-    let registry = build_tools(settings, execution.tmux());
-    let target = execution.target.description();
-    let cwd_text = cwd.display().to_string();
-    let names = registry.names();
-    let system = render(&PromptContext {
-        target: &target,
-        cwd: &cwd_text,
-        tools: &names,
-        remote: !execution.target.is_local(),
-        tmux: execution.tmux(),
-        instructions: settings.agent.system_prompt.as_deref(),
-    });
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let options = AgentOptions {
-        max_iterations: settings.agent.max_iterations,
-        parallel_tools: settings.agent.parallel_tools,
-        context_limit: tokens::context_limit(api.context_limit, &api.model),
-    };
-    let mut agent = Agent::new(Arc::new(client), registry, options, Some(system), cwd, tx);
-    agent.set_target(execution.target.clone());
-    Ok(Wired {
-        agent,
-        events: rx,
-        front: ExecOptions {
-            style,
-            show_tool_calls: settings.display.show_tool_calls,
-            show_tokens: settings.display.show_tokens,
-            auto_approve,
-        },
-    })
-}
-
-/// The registry for the enabled tools, each capped by its own limit, else the
-/// global one, else the tool's default.
-pub fn build_tools(settings: &Settings, tmux: bool) -> ToolRegistry {
-    let t = &settings.tools;
-    let cap =
-        |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
-    let mut reg = ToolRegistry::new();
-    if t.shell_enabled {
-        reg.register(Arc::new(tools::shell::ShellTool::new(
-            tools::shell::ShellOptions {
-                confirm: t.shell_confirm,
-                denylist: t
-                    .shell_denylist
-                    .clone()
-                    .unwrap_or_else(tools::shell::default_denylist),
-                default_timeout: Duration::from_secs(t.shell_timeout_secs.max(1)),
-                max_output_chars: cap(
-                    t.shell_max_output_chars,
-                    tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
-                ),
-                tmux,
-            },
-        )));
-        if tmux {
-            reg.register(Arc::new(tools::pane::CapturePaneTool::new(cap(
-                t.shell_max_output_chars,
-                tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
-            ))));
-            reg.register(Arc::new(tools::pane::SendKeysTool::new(
-                t.shell_confirm,
-                t.shell_denylist
-                    .clone()
-                    .unwrap_or_else(tools::shell::default_denylist),
-            )));
-        }
-    }
-    if t.files_enabled {
-        let max = cap(
-            t.files_max_output_chars,
-            tools::files::DEFAULT_MAX_OUTPUT_CHARS,
-        );
-        reg.register(Arc::new(tools::files::ReadFileTool::new(max)));
-        reg.register(Arc::new(tools::files::WriteFileTool::new(max)));
-    }
-    let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
-    if t.fetch_enabled {
-        reg.register(Arc::new(tools::fetch::FetchTool::new(
-            tools::fetch::FetchOptions {
-                timeout: net_timeout,
-                max_bytes: tools::fetch::DEFAULT_MAX_BYTES,
-                max_output_chars: cap(
-                    t.fetch_max_output_chars,
-                    tools::fetch::DEFAULT_MAX_OUTPUT_CHARS,
-                ),
-            },
-        )));
-    }
-    if t.search_enabled {
-        let mut opts = tools::search::SearchOptions::default();
-        if let Some(url) = &t.search_base_url {
-            opts.base_url = url.clone();
-        }
-        opts.timeout = net_timeout;
-        opts.max_output_chars = cap(t.search_max_output_chars, opts.max_output_chars);
-        reg.register(Arc::new(tools::search::SearchTool::new(opts)));
-    }
-    if t.time_enabled {
-        reg.register(Arc::new(tools::time::TimeTool));
-    }
-    reg
-}
-
-async fn exec(args: ExecArgs, overrides: &CliOverrides, target_args: TargetArgs) -> i32 {
-    let early_style = Style::detect(!overrides.no_color);
-    let prompt = match read_prompt(&args) {
-        Ok(p) => p,
-        Err(m) => return usage_error(early_style, &m),
-    };
-    let settings = match load_settings(overrides, early_style) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let style = Style::detect(settings.display.color);
-    let execution = match target::open(&target_args, &settings, false).await {
-        Ok(e) => e,
-        Err(m) => return usage_error(style, &m),
-    };
-    if let Some(a) = &execution.attach {
-        eprintln!("{}", style.dim(a));
-    }
-    let Wired {
-        mut agent,
-        mut events,
-        front,
-    } = match wire(&settings, args.dangerously_auto_approve, style, &execution) {
-        Ok(w) => w,
-        Err(m) => return usage_error(style, &m),
-    };
-    match &args.resume {
-        Some(query) => {
-            if let Err(code) = continue_session(&mut agent, &settings, query, style, false) {
-                return code;
-            }
-        }
-        None => start_session(&mut agent, &settings, style),
-    }
-    let (handle, cancel) = Cancel::new();
-    let frontend = ExecFrontEnd::new(front);
-    let outcome = drive(
-        agent.run_turn(&prompt, cancel),
-        frontend.run(&mut events, &handle),
-    )
-    .await;
-    outcome_code(outcome, style)
-}
-
-/// Runs the agent's turn and its front end together; the front end decides when
-/// the turn is over (it returns on `Finished`, or at once on a second Ctrl-C).
-async fn drive<T>(
-    turn: impl std::future::Future<Output = T>,
-    front: impl std::future::Future<Output = ExecOutcome>,
-) -> ExecOutcome {
-    tokio::pin!(turn);
-    tokio::pin!(front);
-    let mut turn_done = false;
-    loop {
-        tokio::select! {
-            _ = &mut turn, if !turn_done => turn_done = true,
-            outcome = &mut front => return outcome,
-        }
-    }
-}
-
-fn outcome_code(outcome: ExecOutcome, style: Style) -> i32 {
-    match outcome {
-        ExecOutcome::Answered => EXIT_OK,
-        ExecOutcome::Interrupted => EXIT_INTERRUPTED,
-        ExecOutcome::Failed(m) => {
-            eprintln!("{} {m}", style.error("error:"));
-            EXIT_FAILURE
-        }
-    }
-}
-
-fn workdir() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
-}
-
-fn session_info(settings: &Settings) -> SessionInfo {
-    SessionInfo {
-        model: settings.api.model.clone(),
-        profile: settings.api.profile.clone(),
-        cwd: workdir().display().to_string(),
-        secrets: settings.api.api_key.iter().cloned().collect(),
-    }
-}
-
-fn warn(style: Style, message: &str) {
-    eprintln!("{} {message}", style.warning("warning:"));
-}
-
-/// Starts saving the conversation to a new session. A directory buddy cannot
-/// write to costs the user the session, not the answer.
-fn start_session(agent: &mut Agent, settings: &Settings, style: Style) {
-    match attach_new_session(agent, settings) {
-        Ok((_, warnings)) => {
-            for w in warnings {
-                warn(style, &w);
-            }
-        }
-        Err(e) => warn(style, &e),
-    }
-}
-
-/// Creates a session and makes the agent save to it; returns its id and any
-/// warnings, or why the conversation will not be saved.
-pub(crate) fn attach_new_session(
-    agent: &mut Agent,
-    settings: &Settings,
-) -> Result<(String, Vec<String>), String> {
-    match Store::for_workdir(&workdir()).create(session_info(settings)) {
-        Ok((session, warnings)) => {
-            let id = session.id().to_string();
-            agent.set_history_sink(Box::new(session));
-            Ok((id, warnings))
-        }
-        Err(e) => Err(format!("this conversation will not be saved: {e}")),
-    }
-}
-
-/// A session loaded into the agent: what to tell the user about it.
-pub(crate) struct Resumed {
-    pub id: String,
-    /// Warnings (repairs, permissions) and notes (a different model), one per line.
-    pub warnings: Vec<String>,
-    pub note: Option<String>,
-    /// The header line and the last exchange, ready to print.
-    pub summary: String,
-}
-
-/// Loads session `query` into `agent`, which keeps appending to it.
-pub(crate) fn resume_into(
-    agent: &mut Agent,
-    settings: &Settings,
-    query: &str,
-    style: Style,
-) -> Result<Resumed, session::SessionError> {
-    let store = Store::for_workdir(&workdir());
-    let opened = store
-        .resolve(query)
-        .and_then(|id| store.open(&id, session_info(settings)))?;
-    let note = opened
-        .last_turn
-        .as_ref()
-        .filter(|turn| turn.model != settings.api.model)
-        .map(|turn| {
-            format!(
-                "note: this session last used {} ({}); continuing with {} ({})",
-                turn.model, turn.profile, settings.api.model, settings.api.profile
-            )
-        });
-    let mut summary = format!(
-        "{} session {} ({} messages)",
-        style.accent("resumed"),
-        opened.session.id(),
-        opened.history.len()
-    );
-    summary.push_str(&last_exchange(&opened.history, style));
-    let id = opened.session.id().to_string();
-    agent.reset();
-    agent.restore(opened.history, opened.tokens, opened.saved);
-    agent.set_history_sink(Box::new(opened.session));
-    Ok(Resumed {
-        id,
-        warnings: opened.warnings,
-        note,
-        summary,
-    })
-}
-
-/// Loads session `query` into `agent` for the command line, printing what the
-/// user should know. Returns the exit code to stop with when it cannot.
-fn continue_session(
-    agent: &mut Agent,
-    settings: &Settings,
-    query: &str,
-    style: Style,
-    show_last: bool,
-) -> Result<(), i32> {
-    let resumed = resume_into(agent, settings, query, style)
-        .map_err(|e| usage_error(style, &e.to_string()))?;
-    for w in &resumed.warnings {
-        warn(style, w);
-    }
-    if let Some(n) = &resumed.note {
-        eprintln!("{}", style.dim(n));
-    }
-    if show_last {
-        eprintln!("{}", resumed.summary);
-    }
-    Ok(())
-}
-
-/// The last prompt and the answer to it (each line prefixed with a newline),
-/// so the user sees where they left off.
-fn last_exchange(history: &[crate::wire::Message], style: Style) -> String {
-    use crate::wire::Role;
-    let Some(u) = history.iter().rposition(|m| m.role == Role::User) else {
-        return String::new();
-    };
-    let mut out = format!("\n{} {}", style.dim("you:"), history[u].text().trim_end());
-    if let Some(a) = history[u..]
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
-    {
-        out.push_str(&format!(
-            "\n{} {}",
-            style.dim("buddy:"),
-            a.text().trim_end()
-        ));
-    }
-    out
-}
-
-/// `buddy sessions`: one line per session on stdout; unreadable files are
-/// named on stderr and do not hide the others.
-fn list_sessions(overrides: &CliOverrides) -> i32 {
-    let style = Style::detect(!overrides.no_color);
-    let store = Store::for_workdir(&workdir());
-    let (list, errors) = match store.list() {
-        Ok(l) => l,
-        Err(e) => return usage_error(style, &e.to_string()),
-    };
-    for e in &errors {
-        warn(style, &e.to_string());
-    }
-    if list.is_empty() {
-        eprintln!("no saved sessions in {}", store.dir().display());
-        return EXIT_OK;
-    }
-    let out = session_table(&list);
-    use std::io::Write;
-    // A closed pipe (`buddy sessions | head`) is not an error worth a message.
-    let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    EXIT_OK
-}
-
 /// Sessions as a table: id, age, message count, model, first prompt.
 fn session_table(list: &[session::Summary]) -> String {
     let now = crate::clock::now_unix();
@@ -603,193 +787,4 @@ fn session_table(list: &[session::Summary]) -> String {
         ));
     }
     out
-}
-
-/// `buddy resume`: the session's history, then the line conversation on it.
-async fn resume(args: ResumeArgs, overrides: &CliOverrides, target_args: &TargetArgs) -> i32 {
-    let query = match (args.last, args.id) {
-        (true, _) => "last".to_string(),
-        (false, Some(id)) => id,
-        (false, None) => {
-            return usage_error(
-                Style::detect(!overrides.no_color),
-                "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)",
-            )
-        }
-    };
-    interactive(overrides, Some(query), target_args).await
-}
-
-/// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
-/// when input or output is redirected.
-async fn interactive(
-    overrides: &CliOverrides,
-    resume: Option<String>,
-    target_args: &TargetArgs,
-) -> i32 {
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return line_session(overrides, resume, target_args).await;
-    }
-    let early_style = Style::detect(!overrides.no_color);
-    let settings = match load_settings(overrides, early_style) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let style = Style::detect(settings.display.color);
-    let execution = match target::open(target_args, &settings, true).await {
-        Ok(e) => e,
-        Err(m) => return usage_error(style, &m),
-    };
-    let Wired {
-        mut agent,
-        events,
-        front,
-    } = match wire(&settings, false, style, &execution) {
-        Ok(w) => w,
-        Err(m) => return usage_error(style, &m),
-    };
-    let mut banner = format!(
-        "{} {} via {} — /help for commands, Ctrl-D to quit",
-        style.actor("buddy"),
-        settings.api.model,
-        settings.api.base_url
-    );
-    if !execution.target.is_local() {
-        banner.push_str(&format!(
-            "\n{}",
-            style.dim(&format!("tools run on {}", execution.target.actor()))
-        ));
-    }
-    if let Some(a) = &execution.attach {
-        banner.push_str(&format!("\n{}", style.dim(a)));
-    }
-    let mut session = None;
-    if let Some(query) = &resume {
-        match resume_into(&mut agent, &settings, query, style) {
-            Ok(r) => {
-                for w in &r.warnings {
-                    banner.push_str(&format!("\n{} {w}", style.warning("warning:")));
-                }
-                if let Some(n) = &r.note {
-                    banner.push_str(&format!("\n{}", style.dim(n)));
-                }
-                banner.push_str(&format!("\n{}", r.summary));
-                session = Some(r.id);
-            }
-            Err(e) => return usage_error(style, &e.to_string()),
-        }
-    }
-    let mut host = repl::Host {
-        tools: build_tools(&settings, execution.tmux())
-            .names()
-            .into_iter()
-            .map(String::from)
-            .collect(),
-        settings,
-        overrides: overrides.clone(),
-        style,
-        session,
-        unsaved: false,
-    };
-    let opts = crate::ui::repl::ReplOptions {
-        style,
-        prompt: match execution.target.prompt_label() {
-            Some(label) => format!("({label})> "),
-            None => "> ".into(),
-        },
-        show_tool_calls: front.show_tool_calls,
-        show_tokens: front.show_tokens,
-        history_file: config::global_dir(&env).map(|d| d.join("history")),
-        banner,
-    };
-    crate::ui::repl::Repl::new(agent, events, &mut host, opts)
-        .run()
-        .await
-}
-
-/// A plain line-by-line conversation for bare `buddy`, until the full-screen
-/// REPL takes its place: one prompt per line, Ctrl-D to quit.
-async fn line_session(
-    overrides: &CliOverrides,
-    resume: Option<String>,
-    target_args: &TargetArgs,
-) -> i32 {
-    use tokio::io::AsyncBufReadExt;
-    let early_style = Style::detect(!overrides.no_color);
-    let settings = match load_settings(overrides, early_style) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let style = Style::detect(settings.display.color);
-    let execution = match target::open(target_args, &settings, false).await {
-        Ok(e) => e,
-        Err(m) => return usage_error(style, &m),
-    };
-    if let Some(a) = &execution.attach {
-        eprintln!("{}", style.dim(a));
-    }
-    let Wired {
-        mut agent,
-        mut events,
-        front,
-    } = match wire(&settings, false, style, &execution) {
-        Ok(w) => w,
-        Err(m) => return usage_error(style, &m),
-    };
-    let mut saving = false;
-    if let Some(query) = &resume {
-        if let Err(code) = continue_session(&mut agent, &settings, query, style, true) {
-            return code;
-        }
-        saving = true;
-    }
-    let interactive = std::io::stdin().is_terminal();
-    if interactive {
-        eprintln!(
-            "{} {} via {} — one prompt per line, Ctrl-D to quit",
-            style.actor("buddy"),
-            settings.api.model,
-            settings.api.base_url
-        );
-    }
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut last = EXIT_OK;
-    loop {
-        if interactive {
-            eprint!("{}", style.actor("> "));
-        }
-        let line = match lines.next_line().await {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("{} cannot read input: {e}", style.error("error:"));
-                return EXIT_FAILURE;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        if matches!(line.trim(), "/quit" | "/exit" | "/q") {
-            break;
-        }
-        if !saving {
-            // A session starts with its first prompt, so idle starts leave no files.
-            start_session(&mut agent, &settings, style);
-            saving = true;
-        }
-        let (handle, cancel) = Cancel::new();
-        let frontend = ExecFrontEnd::new(front);
-        let outcome = drive(
-            agent.run_turn(&line, cancel),
-            frontend.run(&mut events, &handle),
-        )
-        .await;
-        last = match outcome {
-            ExecOutcome::Interrupted => EXIT_OK,
-            other => outcome_code(other, style),
-        };
-        // Events of an abandoned turn must not leak into the next one.
-        while events.try_recv().is_ok() {}
-    }
-    last
 }

@@ -1,23 +1,19 @@
 //! Wires the interactive REPL (`ui::repl`) to the rest of buddy: the
-//! `ReplHost` it asks for status, sessions and model switches.
+//! `ReplHost` it asks for sessions, profiles and logins, and the agent's
+//! `ModelSwitcher` for `/model`.
 
-use super::{attach_new_session, client_for, resume_into, session_table, workdir};
-use crate::agent::{tokens, Agent};
+use super::{client_for, session_table, workdir};
+use crate::agent::service::{ModelSwitcher, Switched};
+use crate::agent::tokens;
 use crate::config::{self, CliOverrides, Settings};
 use crate::session::Store;
 use crate::ui::repl::ReplHost;
-use crate::ui::style::Style;
 use std::sync::Arc;
 
 pub(crate) struct Host {
     pub settings: Settings,
     pub overrides: CliOverrides,
-    pub style: Style,
     pub tools: Vec<String>,
-    /// The session being written, once the first prompt started one.
-    pub session: Option<String>,
-    /// Saving failed once; not retried for every prompt.
-    pub unsaved: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -25,38 +21,8 @@ fn env(name: &str) -> Option<String> {
 }
 
 impl ReplHost for Host {
-    fn status(&self, agent: &Agent) -> String {
-        let t = agent.tracker();
-        let api = &self.settings.api;
-        format!(
-            "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}",
-            api.model,
-            api.profile,
-            api.base_url,
-            if self.tools.is_empty() { "none".to_string() } else { self.tools.join(", ") },
-            self.session.as_deref().unwrap_or("(not saved yet)"),
-            t.total_prompt_tokens,
-            t.total_completion_tokens,
-            t.session_total(),
-            t.last_prompt_tokens,
-            t.last_completion_tokens,
-            t.cache_note()
-        )
-    }
-
-    fn context(&self, agent: &Agent) -> String {
-        let t = agent.tracker();
-        let estimate = tokens::estimate_messages(agent.messages());
-        let used = estimate.max(t.last_prompt_tokens + t.last_completion_tokens);
-        format!(
-            "context    ~{used} of {} tokens ({:.0}%) in {} messages\ntotals     {} prompt + {} completion tokens this session{}",
-            t.context_limit,
-            t.fill(used) * 100.0,
-            agent.messages().len(),
-            t.total_prompt_tokens,
-            t.total_completion_tokens,
-            t.cache_note()
-        )
+    fn tools(&self) -> Vec<String> {
+        self.tools.clone()
     }
 
     fn sessions(&self) -> String {
@@ -77,49 +43,18 @@ impl ReplHost for Host {
         }
     }
 
-    fn ensure_session(&mut self, agent: &mut Agent) -> Option<String> {
-        if self.session.is_some() || self.unsaved {
-            return None;
-        }
-        match attach_new_session(agent, &self.settings) {
-            Ok((id, warnings)) => {
-                self.session = Some(id);
-                (!warnings.is_empty()).then(|| warnings.join("; "))
-            }
-            Err(e) => {
-                self.unsaved = true;
-                Some(e)
-            }
-        }
-    }
-
-    fn resume_session(&mut self, agent: &mut Agent, query: &str) -> Result<String, String> {
-        let resumed =
-            resume_into(agent, &self.settings, query, self.style).map_err(|e| e.to_string())?;
-        self.session = Some(resumed.id);
-        let mut out: Vec<String> = resumed
-            .warnings
-            .iter()
-            .map(|w| format!("warning: {w}"))
-            .collect();
-        out.extend(resumed.note);
-        out.push(resumed.summary);
-        Ok(out.join("\n"))
-    }
-
-    fn new_session(&mut self, agent: &mut Agent) -> String {
-        agent.reset();
-        self.session = None;
-        self.unsaved = false;
-        "new session: the conversation starts over and is saved from its first prompt".into()
-    }
-
     fn profiles(&self) -> Vec<String> {
         self.settings.profiles.clone()
     }
 
-    fn current_profile(&self) -> Option<String> {
-        Some(self.settings.api.profile.clone())
+    fn uses_login(&self, profile: &str) -> bool {
+        config::load_file(&workdir(), &env, &self.overrides)
+            .map(|(file, _)| {
+                file.models
+                    .get(profile)
+                    .is_some_and(|p| p.auth == config::AuthMode::Login)
+            })
+            .unwrap_or(false)
     }
 
     fn login_target(
@@ -129,18 +64,21 @@ impl ReplHost for Host {
         let issuer = super::login_issuer(target, &self.overrides)?;
         Ok((issuer, super::auth_store()?))
     }
+}
 
-    fn after_login(&mut self, agent: &mut Agent) -> Option<String> {
-        self.settings.api.login.as_ref()?;
-        let current = self.settings.api.profile.clone();
-        match self.switch_model(agent, &current) {
-            Ok(_) => Some(format!("profile {current} now uses the new login")),
-            Err(e) => Some(e),
-        }
-    }
+/// Builds the client for another profile when the agent is asked to switch.
+pub(crate) struct Switcher {
+    pub settings: Settings,
+    pub overrides: CliOverrides,
+}
 
-    fn switch_model(&mut self, agent: &mut Agent, choice: &str) -> Result<String, String> {
-        let profiles = self.profiles();
+impl ModelSwitcher for Switcher {
+    fn switch(
+        &mut self,
+        choice: &str,
+        history: &[crate::wire::Message],
+    ) -> Result<Switched, String> {
+        let profiles = &self.settings.profiles;
         let name = match choice.parse::<usize>() {
             Ok(i) if (1..=profiles.len()).contains(&i) => profiles[i - 1].clone(),
             Ok(i) => return Err(format!("no profile number {i}; /model lists them")),
@@ -153,19 +91,16 @@ impl ReplHost for Host {
         };
         let settings = config::load(&workdir(), &env, &overrides).map_err(|e| e.to_string())?;
         let client = client_for(&settings)?;
-        let limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
-        agent.set_client(Arc::new(client), limit);
-        agent.note_model(&settings.api.model, &settings.api.profile);
-        let mut text = format!(
-            "now using {} (profile {}) at {}",
-            settings.api.model, settings.api.profile, settings.api.base_url
-        );
-        if let Some(note) = foreign_items_note(agent.messages(), settings.api.protocol) {
-            text.push('\n');
-            text.push_str(&note);
-        }
+        let context_limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
+        let note = foreign_items_note(history, settings.api.protocol);
+        let model = super::model_info(&settings);
         self.settings = settings;
-        Ok(text)
+        Ok(Switched {
+            client: Arc::new(client),
+            context_limit,
+            model,
+            note,
+        })
     }
 }
 

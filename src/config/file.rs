@@ -85,8 +85,29 @@ pub struct AgentSection {
     pub max_iterations: u32,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
+    /// Legacy switch; `tool_execution` says more.
     #[serde(default = "yes")]
     pub parallel_tools: bool,
+    /// "parallel" (default), "sequential" or "batched" (`tool_batch_size` at a time).
+    pub tool_execution: Option<ToolExecution>,
+    #[serde(default = "default_batch_size")]
+    pub tool_batch_size: usize,
+    /// Model requests per run; `max_iterations` is the older name.
+    pub max_turns: Option<u32>,
+    /// Tokens (prompt + completion, summed over requests) per run.
+    pub max_total_tokens: Option<u64>,
+    /// Wall time per run: seconds, or text such as "90s", "10m", "1h".
+    pub max_duration: Option<DurationValue>,
+    #[serde(default)]
+    pub steering_mode: QueueMode,
+    #[serde(default)]
+    pub follow_up_mode: QueueMode,
+    /// Compact the context on its own when it passes `compact_threshold`.
+    #[serde(default = "yes")]
+    pub auto_compact: bool,
+    /// Share of the context window that triggers compaction.
+    #[serde(default = "default_compact_threshold")]
+    pub compact_threshold: f64,
 }
 
 impl Default for AgentSection {
@@ -98,8 +119,58 @@ impl Default for AgentSection {
             temperature: None,
             top_p: None,
             parallel_tools: true,
+            tool_execution: None,
+            tool_batch_size: default_batch_size(),
+            max_turns: None,
+            max_total_tokens: None,
+            max_duration: None,
+            steering_mode: QueueMode::default(),
+            follow_up_mode: QueueMode::default(),
+            auto_compact: true,
+            compact_threshold: default_compact_threshold(),
         }
     }
+}
+
+/// How a queue of user messages hands them over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueMode {
+    #[default]
+    OneAtATime,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolExecution {
+    Parallel,
+    Sequential,
+    Batched,
+}
+
+impl AgentSection {
+    /// Model requests per run: `max_turns`, else the older `max_iterations`.
+    pub fn turn_limit(&self) -> u32 {
+        self.max_turns.unwrap_or(self.max_iterations)
+    }
+
+    /// `max_duration` as a duration (validated when the file was loaded).
+    pub fn duration_limit(&self) -> Option<std::time::Duration> {
+        match &self.max_duration {
+            None => None,
+            Some(DurationValue::Secs(s)) => Some(std::time::Duration::from_secs((*s).max(1))),
+            Some(DurationValue::Text(t)) => crate::clock::parse_duration(t).ok(),
+        }
+    }
+}
+
+/// A duration in config: whole seconds, or text such as "90s" or "1h30m".
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Secs(u64),
+    Text(String),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -219,6 +290,12 @@ fn yes() -> bool {
 }
 fn default_max_iterations() -> u32 {
     20
+}
+fn default_batch_size() -> usize {
+    4
+}
+fn default_compact_threshold() -> f64 {
+    0.8
 }
 fn default_shell_timeout() -> u64 {
     120

@@ -291,11 +291,31 @@ pub fn resolve(
         .or(profile.model.clone())
         .unwrap_or_else(|| profile_name.clone());
 
-    if file.agent.max_iterations == 0 {
+    if file.agent.max_iterations == 0 || file.agent.max_turns == Some(0) {
         return Err(ConfigError::Invalid {
             path: file_src,
-            message: "agent.max_iterations must be at least 1".into(),
+            message: "agent.max_turns (or max_iterations) must be at least 1".into(),
         });
+    }
+    if !(file.agent.compact_threshold > 0.0 && file.agent.compact_threshold <= 1.0) {
+        return Err(ConfigError::Invalid {
+            path: file_src,
+            message: "agent.compact_threshold must be a fraction of the context window, above 0 and at most 1".into(),
+        });
+    }
+    if file.agent.tool_batch_size == 0 {
+        return Err(ConfigError::Invalid {
+            path: file_src,
+            message: "agent.tool_batch_size must be at least 1".into(),
+        });
+    }
+    if let Some(file::DurationValue::Text(t)) = &file.agent.max_duration {
+        if let Err(e) = crate::clock::parse_duration(t) {
+            return Err(ConfigError::Invalid {
+                path: file_src,
+                message: format!("agent.max_duration: {e}"),
+            });
+        }
     }
     if cli.no_color {
         file.display.color = false;

@@ -1,20 +1,26 @@
 //! The session file format and its reader and writer. A session file is a
 //! journal: one JSON record per line, only ever appended to, so saving a turn
-//! costs the size of the turn, not of the history. Three kinds of record:
+//! costs the size of the turn, not of the history. Four kinds of record:
 //!
 //! ```text
 //! {"header":{"version":1,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
 //! {"message":{"role":"user","content":"…"}}
 //! {"turn":{"at":…,"messages":12,"model":"…","profile":"…","title":"…","tokens":{…}}}
+//! {"compaction":{"replaces":9,"messages":[{"role":"user","content":"[Summary…"}]}}
 //! ```
 //!
 //! A `turn` mark closes each turn with the running totals, so a listing reads
-//! only the end of a file. A crash can leave the last record half-written; the
-//! reader drops such a tail and reports it, but a bad record with good ones
-//! after it means the file was damaged some other way, and it is refused whole.
+//! only the end of a file. A `compaction` says that, in the history as loaded
+//! up to it, the first `replaces` messages give way to `messages` (a summary
+//! written when the context filled up). The message records stay, so the file
+//! is still the whole transcript; only what is loaded for continuing shrinks.
+//!
+//! A crash can leave the last record half-written; the reader drops such a
+//! tail and reports it, but a bad record with good ones after it means the
+//! file was damaged some other way, and it is refused whole.
 
 use crate::agent::TokenTracker;
-use crate::wire::Message;
+use crate::wire::{Message, Role};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Write};
@@ -90,6 +96,20 @@ impl SavedTokens {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Compaction {
+    /// How many messages at the start of the loaded history (system prompts
+    /// not counted) are replaced.
+    pub replaces: u64,
+    pub messages: Vec<Message>,
+}
+
+#[derive(Serialize)]
+pub struct CompactionRef<'a> {
+    pub replaces: u64,
+    pub messages: &'a [Message],
+}
+
 /// One line of the journal. Externally tagged (`{"message":{…}}`) so a reader
 /// can tell the kind from the first bytes and serde needs no buffering.
 #[derive(Debug, Deserialize)]
@@ -98,6 +118,7 @@ pub enum Record {
     Header(Header),
     Message(Message),
     Turn(TurnMark),
+    Compaction(Compaction),
 }
 
 /// The borrowed twin of `Record`, so writing never clones a message.
@@ -107,6 +128,7 @@ pub enum RecordRef<'a> {
     Header(&'a Header),
     Message(&'a Message),
     Turn(&'a TurnMark),
+    Compaction(CompactionRef<'a>),
 }
 
 const HEADER_PREFIX: &[u8] = b"{\"header\":";
@@ -143,7 +165,13 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 #[derive(Debug, Default)]
 pub struct Parsed {
     pub header: Option<Header>,
+    /// The history to continue from: every message record, with each
+    /// compaction applied in turn.
     pub messages: Vec<Message>,
+    /// Message records in the file: the whole transcript, compacted or not.
+    pub recorded: u64,
+    /// Text of the first user message record, for a title.
+    pub first_prompt: Option<String>,
     pub last_turn: Option<TurnMark>,
     /// Length of the file up to the end of its last good record.
     pub good_len: u64,
@@ -208,8 +236,24 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                     _ if out.header.is_none() => {
                         return Err(ParseError::NoHeader { line: line_no })
                     }
-                    Record::Message(m) => out.messages.push(m),
+                    Record::Message(m) => {
+                        out.recorded += 1;
+                        if out.first_prompt.is_none() && m.role == Role::User {
+                            out.first_prompt = Some(m.text().to_string());
+                        }
+                        out.messages.push(m);
+                    }
                     Record::Turn(t) => out.last_turn = Some(t),
+                    Record::Compaction(c) => {
+                        // A whole line we wrote that does not fit what precedes
+                        // it is no crash damage: refuse rather than guess.
+                        apply_compaction(&mut out.messages, c).map_err(|reason| {
+                            ParseError::Corrupt {
+                                line: line_no,
+                                reason,
+                            }
+                        })?
+                    }
                 }
                 out.good_len = end as u64;
             }
@@ -233,6 +277,30 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     }
     out.dropped = bytes.len() as u64 - out.good_len;
     Ok(out)
+}
+
+/// Replaces the first `c.replaces` non-system messages of `active` with
+/// `c.messages`; system messages among them stay, ahead of the replacement.
+fn apply_compaction(active: &mut Vec<Message>, c: Compaction) -> Result<(), String> {
+    let present = active.iter().filter(|m| m.role != Role::System).count() as u64;
+    if c.replaces > present {
+        return Err(format!(
+            "a compaction replaces {} messages but only {present} come before it",
+            c.replaces
+        ));
+    }
+    let mut rest = std::mem::take(active).into_iter();
+    let mut removed = 0;
+    while removed < c.replaces {
+        match rest.next() {
+            Some(m) if m.role == Role::System => active.push(m),
+            Some(_) => removed += 1,
+            None => break,
+        }
+    }
+    active.extend(c.messages);
+    active.extend(rest);
+    Ok(())
 }
 
 /// serde's message without its own "at line 1 column N" (each record is one

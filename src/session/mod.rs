@@ -52,9 +52,11 @@ pub struct Store {
 /// A session opened for continuing, with its history ready for the agent.
 pub struct Opened {
     pub session: Session,
-    /// The saved conversation, with results filled in for unanswered tool calls.
+    /// The saved conversation as compacted, with results filled in for
+    /// unanswered tool calls.
     pub history: Vec<Message>,
-    /// How many of `history`'s messages are already in the file.
+    /// How many of `history`'s messages are already in the file (as message
+    /// records or as part of a compaction); only the repairs after them are not.
     pub saved: usize,
     pub tokens: TokenTracker,
     pub last_turn: Option<TurnMark>,
@@ -261,12 +263,13 @@ impl Store {
                 "session {id}: {repaired} tool call(s) never finished; they are recorded as cancelled"
             ));
         }
+        // From the file's first prompt: a compacted history starts with its summary.
         let title = parsed
             .last_turn
             .as_ref()
             .map(|t| t.title.clone())
             .filter(|t| !t.is_empty())
-            .or_else(|| first_prompt_title(&history))
+            .or_else(|| parsed.first_prompt.as_deref().map(title_of))
             .unwrap_or_default();
         let tokens = parsed
             .last_turn
@@ -295,7 +298,7 @@ impl Store {
                 writer,
                 info,
                 title,
-                count: saved as u64,
+                count: parsed.recorded,
             },
             history,
             saved,
@@ -363,14 +366,18 @@ impl Store {
         Ok(Summary {
             id: id.to_string(),
             used,
-            messages: parsed.messages.len() as u64,
+            messages: parsed.recorded,
             model: parsed
                 .last_turn
                 .map(|t| t.model)
                 .or(parsed.header.map(|h| h.model))
                 .filter(|m| !m.is_empty())
                 .unwrap_or_else(|| "-".to_string()),
-            title: first_prompt_title(&parsed.messages).unwrap_or_default(),
+            title: parsed
+                .first_prompt
+                .as_deref()
+                .map(title_of)
+                .unwrap_or_default(),
         })
     }
 }
@@ -495,7 +502,7 @@ impl Session {
         &self.path
     }
 
-    /// Messages in the file.
+    /// Message records in the file: the whole transcript, however compacted.
     pub fn message_count(&self) -> u64 {
         self.count
     }
@@ -533,6 +540,40 @@ impl Session {
         self.title = title;
         Ok(())
     }
+
+    /// Appends a compaction and a turn mark with the running totals (the
+    /// summary cost a model call), and makes both durable: a resume must not
+    /// come back to a history that no longer fits the context.
+    fn write_compaction(
+        &mut self,
+        replaces: usize,
+        with: &[Message],
+        tokens: &TokenTracker,
+    ) -> io::Result<()> {
+        // The system prompt is never stored, here as elsewhere.
+        let with: Vec<Message> = with
+            .iter()
+            .filter(|m| m.role != Role::System)
+            .cloned()
+            .collect();
+        let record = journal::CompactionRef {
+            replaces: replaces as u64,
+            messages: &with,
+        };
+        let mut buf = Vec::new();
+        journal::encode(RecordRef::Compaction(record), &self.info.secrets, &mut buf)?;
+        let mark = TurnMark {
+            at: clock::now_unix(),
+            messages: self.count,
+            model: self.info.model.clone(),
+            profile: self.info.profile.clone(),
+            title: self.title.clone(),
+            tokens: SavedTokens::of(tokens),
+        };
+        journal::encode(RecordRef::Turn(&mark), &self.info.secrets, &mut buf)?;
+        self.writer.append(&buf)?;
+        self.writer.sync()
+    }
 }
 
 impl HistorySink for Session {
@@ -543,6 +584,16 @@ impl HistorySink for Session {
         turn_end: bool,
     ) -> Result<(), String> {
         self.write(new, tokens, turn_end)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+
+    fn compacted(
+        &mut self,
+        replaces: usize,
+        with: &[Message],
+        tokens: &TokenTracker,
+    ) -> Result<(), String> {
+        self.write_compaction(replaces, with, tokens)
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
     }
 

@@ -514,3 +514,275 @@ fn a_cut_at_any_byte_loads_every_record_before_it() {
         drop(opened);
     }
 }
+
+fn summary(text: &str) -> Message {
+    crate::agent::compact::summary_message(text)
+}
+
+/// Every message record in the file, in order: the full transcript.
+fn transcript(path: &Path) -> Vec<Message> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| match serde_json::from_str::<journal::Record>(l) {
+            Ok(journal::Record::Message(m)) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `saved_session`, a second turn, a compaction of the first turn, then a third turn.
+fn compacted_session(store: &Store) -> (String, Vec<Message>) {
+    let id = saved_session(store);
+    let mut opened = store.open(&id, info()).unwrap();
+    let second = [Message::user("second"), Message::assistant("two")];
+    opened.session.save(&second, &tracker(30, 3), true).unwrap();
+    opened
+        .session
+        .compacted(4, &[summary("- listed a and b")], &tracker(35, 4))
+        .unwrap();
+    let third = [Message::user("third"), Message::assistant("three")];
+    opened.session.save(&third, &tracker(50, 5), true).unwrap();
+    let mut all = conversation();
+    all.extend(second);
+    all.extend(third);
+    (id, all)
+}
+
+#[test]
+fn a_compacted_session_resumes_with_the_summary_and_keeps_the_whole_transcript() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (id, all) = compacted_session(&store);
+    let opened = store.open(&id, info()).unwrap();
+    assert_eq!(
+        opened.history,
+        vec![
+            summary("- listed a and b"),
+            Message::user("second"),
+            Message::assistant("two"),
+            Message::user("third"),
+            Message::assistant("three"),
+        ]
+    );
+    assert_eq!(opened.saved, 5);
+    assert!(opened.warnings.is_empty(), "{:?}", opened.warnings);
+    assert_eq!(opened.tokens.total_prompt_tokens, 50);
+    // The file still holds every original message, and counts them.
+    assert_eq!(transcript(&store.path_of(&id)), all);
+    assert_eq!(opened.session.message_count(), 8);
+    let turn = opened.last_turn.unwrap();
+    assert_eq!(
+        (turn.messages, turn.title.as_str()),
+        (8, "list the files please")
+    );
+}
+
+#[test]
+fn the_compaction_is_durable_with_its_tokens_before_the_turn_ends() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let id = saved_session(&store);
+    let mut opened = store.open(&id, info()).unwrap();
+    opened
+        .session
+        .compacted(3, &[summary("s")], &tracker(99, 9))
+        .unwrap();
+    drop(opened);
+    let again = store.open(&id, info()).unwrap();
+    assert_eq!(
+        again.history,
+        vec![summary("s"), Message::assistant("a and b")]
+    );
+    assert_eq!(again.saved, 2);
+    assert_eq!(again.tokens.total_prompt_tokens, 99);
+    assert_eq!(again.last_turn.unwrap().messages, 4);
+}
+
+#[test]
+fn a_second_compaction_applies_to_the_history_the_first_left() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (id, mut all) = compacted_session(&store);
+    // Loaded: [summary, second, two, third, three]; fold the first three.
+    let mut opened = store.open(&id, info()).unwrap();
+    opened
+        .session
+        .compacted(3, &[summary("- listed, then second")], &tracker(60, 6))
+        .unwrap();
+    let fourth = [Message::user("fourth"), Message::assistant("four")];
+    opened.session.save(&fourth, &tracker(70, 7), true).unwrap();
+    assert_eq!(opened.session.message_count(), 10);
+    drop(opened);
+    let again = store.open(&id, info()).unwrap();
+    assert_eq!(
+        again.history,
+        vec![
+            summary("- listed, then second"),
+            Message::user("third"),
+            Message::assistant("three"),
+            Message::user("fourth"),
+            Message::assistant("four"),
+        ]
+    );
+    assert_eq!(again.saved, 5);
+    all.extend(fourth);
+    assert_eq!(transcript(&store.path_of(&id)), all);
+}
+
+#[test]
+fn listing_a_compacted_session_counts_the_transcript_and_keeps_the_first_title() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (id, _) = compacted_session(&store);
+    let (list, errors) = store.list().unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        (
+            list[0].id.as_str(),
+            list[0].messages,
+            list[0].title.as_str()
+        ),
+        (id.as_str(), 8, "list the files please")
+    );
+    // A last turn too big for the tail windows: the whole file is read.
+    let mut opened = store.open(&id, info()).unwrap();
+    let big = "x".repeat(TAIL_WINDOW as usize * 2);
+    opened
+        .session
+        .save(&[Message::user(big)], &tracker(1, 1), false)
+        .unwrap();
+    drop(opened);
+    let (list, _) = store.list().unwrap();
+    assert_eq!(
+        (list[0].messages, list[0].title.as_str()),
+        (9, "list the files please")
+    );
+    // And a session resumed with no turn mark at all takes its title from
+    // the first prompt, not from the summary.
+    let path = store.path_of(&id);
+    let text = fs::read_to_string(&path).unwrap();
+    let unmarked: String = text
+        .lines()
+        .filter(|l| !l.starts_with("{\"turn\":"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&path, unmarked).unwrap();
+    let mut opened = store.open(&id, info()).unwrap();
+    assert!(opened.last_turn.is_none());
+    assert!(crate::agent::compact::is_summary(&opened.history[0]));
+    opened
+        .session
+        .save(&[Message::user("more")], &tracker(1, 1), true)
+        .unwrap();
+    drop(opened);
+    let (list, _) = store.list().unwrap();
+    assert_eq!(list[0].title, "list the files please");
+    assert_eq!(list[0].messages, 10);
+}
+
+#[test]
+fn a_torn_compaction_at_the_end_is_dropped_with_a_warning() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let id = saved_session(&store);
+    let path = store.path_of(&id);
+    let before = fs::read(&path).unwrap();
+    let mut opened = store.open(&id, info()).unwrap();
+    opened
+        .session
+        .compacted(4, &[summary("all done")], &tracker(5, 5))
+        .unwrap();
+    drop(opened);
+    let full = fs::read(&path).unwrap();
+    let start = before.len();
+    let end = start + full[start..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    assert!(full[start..].starts_with(b"{\"compaction\":"));
+    for cut in start + 1..end {
+        fs::write(&path, &full[..cut]).unwrap();
+        let opened = store.open(&id, info()).unwrap();
+        assert_eq!(opened.history, conversation(), "cut at {cut}");
+        assert!(
+            opened
+                .warnings
+                .iter()
+                .any(|w| w.contains("incomplete last record")),
+            "cut at {cut}: {:?}",
+            opened.warnings
+        );
+        drop(opened);
+        assert_eq!(fs::read(&path).unwrap(), before, "cut at {cut}");
+    }
+    // Whole, even without the turn mark after it, it applies.
+    fs::write(&path, &full[..end]).unwrap();
+    let opened = store.open(&id, info()).unwrap();
+    assert_eq!(opened.history, vec![summary("all done")]);
+    assert!(opened.warnings.is_empty(), "{:?}", opened.warnings);
+}
+
+#[test]
+fn a_compaction_of_more_than_was_loaded_is_damage() {
+    let head = "{\"header\":{\"version\":1,\"id\":\"x\",\"created\":0,\"cwd\":\"/\"}}\n\
+                {\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
+    let bad = format!(
+        "{head}{{\"compaction\":{{\"replaces\":2,\"messages\":[{{\"role\":\"user\",\"content\":\"s\"}}]}}}}\n"
+    );
+    let err = journal::parse(bad.as_bytes()).err();
+    assert!(
+        matches!(err, Some(journal::ParseError::Corrupt { line: 3, ref reason }) if reason.contains("replaces 2")),
+        "{err:?}"
+    );
+    // Torn, the same record is only an interrupted write.
+    let torn = &bad[..bad.len() - 5];
+    let p = journal::parse(torn.as_bytes()).unwrap();
+    assert_eq!(p.messages, vec![Message::user("hi")]);
+    assert!(p.dropped > 0);
+}
+
+#[test]
+fn a_compaction_keeps_system_messages_and_counts_past_them() {
+    let text = "{\"header\":{\"version\":1,\"id\":\"x\",\"created\":0,\"cwd\":\"/\"}}\n\
+                {\"message\":{\"role\":\"system\",\"content\":\"sys\"}}\n\
+                {\"message\":{\"role\":\"user\",\"content\":\"a\"}}\n\
+                {\"message\":{\"role\":\"assistant\",\"content\":\"b\"}}\n\
+                {\"compaction\":{\"replaces\":1,\"messages\":[{\"role\":\"user\",\"content\":\"s\"}]}}\n\
+                {\"message\":{\"role\":\"user\",\"content\":\"c\"}}\n";
+    let p = journal::parse(text.as_bytes()).unwrap();
+    assert_eq!(
+        p.messages,
+        vec![
+            Message::system("sys"),
+            Message::user("s"),
+            Message::assistant("b"),
+            Message::user("c"),
+        ]
+    );
+    assert_eq!(p.recorded, 4);
+    assert_eq!(p.first_prompt.as_deref(), Some("a"));
+}
+
+#[test]
+fn secrets_never_reach_a_compaction() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let id = saved_session(&store);
+    let mut opened = store.open(&id, info()).unwrap();
+    opened
+        .session
+        .compacted(
+            2,
+            &[
+                Message::system("never stored"),
+                summary("key sk-secret-123456"),
+            ],
+            &tracker(1, 1),
+        )
+        .unwrap();
+    drop(opened);
+    let text = fs::read_to_string(store.path_of(&id)).unwrap();
+    assert!(!text.contains("sk-secret-123456"), "{text}");
+    assert!(!text.contains("never stored"), "{text}");
+    let opened = store.open(&id, info()).unwrap();
+    assert_eq!(opened.history[0], summary("key [REDACTED]"));
+    assert_eq!(opened.history.len(), 3);
+}

@@ -1,11 +1,14 @@
-//! The approval seam between tools and whoever can say yes: a tool that needs
-//! consent asks an `Approver` and waits. Policy (ask, auto-approve, deny when no
-//! terminal) belongs to the front end that implements it, not to the tools.
+//! The approval seam between tools and whoever can say yes: a tool that may
+//! change the system asks an `Approver` and waits. The policy (the denylist,
+//! ask, approve all, deny when nobody can be asked) belongs to the agent that
+//! implements it, not to the tools.
 
 use async_trait::async_trait;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
+    /// The model's tool call this is for.
+    pub call_id: String,
     /// Tool asking, e.g. `run_shell`.
     pub tool: String,
     /// Who would run it, `user@host`.
@@ -19,6 +22,10 @@ pub enum Approval {
     Approved,
     /// Refused; `reason` is told to the model so it can adapt.
     Denied {
+        reason: String,
+    },
+    /// Never allowed (the denylist); the tool reports it as an error.
+    Refused {
         reason: String,
     },
 }
@@ -38,4 +45,4 @@ impl Approver for AlwaysApprove {
     }
 }
 
-pub use crate::target::local_actor;
+pub use crate::host::local_actor;

@@ -3,7 +3,7 @@
 //! file in the same directory, synced, then renamed over the target).
 
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
-use crate::target::{run_script, shell_quote};
+use crate::host::{run_script, shell_quote};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;

@@ -11,7 +11,7 @@ pub mod search;
 pub mod shell;
 pub mod time;
 
-use crate::target::{LocalTarget, Target};
+use crate::host::{LocalTarget, Target, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub use approval::{Approval, ApprovalRequest, Approver};
 
 /// How much of a result was kept, in characters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Truncation {
     pub kept: usize,
     pub total: usize,
@@ -73,6 +73,10 @@ pub struct ToolContext {
     pub approver: Arc<dyn Approver>,
     /// Where commands run and files live.
     pub target: Arc<dyn Target>,
+    /// The shared tmux pane shell work goes through, when there is one.
+    pub pane: Option<Arc<TmuxTarget>>,
+    /// The id of the model's call being served (for approval requests).
+    pub call_id: String,
 }
 
 impl ToolContext {
@@ -82,6 +86,8 @@ impl ToolContext {
             cwd,
             approver,
             target: Arc::new(LocalTarget),
+            pane: None,
+            call_id: String::new(),
         }
     }
 

@@ -5,16 +5,16 @@
 //! through the same denylist and approval as `run_shell`.
 
 use super::approval::{Approval, ApprovalRequest};
-use super::shell::{denied_by, parse_duration};
+use super::shell::parse_duration;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
-use crate::target::tmux::{CaptureOptions, SendItem, TmuxTarget};
+use crate::host::tmux::{CaptureOptions, SendItem, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 fn pane_of(ctx: &ToolContext) -> Result<&TmuxTarget, ToolError> {
-    ctx.target.tmux().ok_or_else(|| {
+    ctx.pane.as_deref().ok_or_else(|| {
         ToolError::Failed("tmux-backed execution is off, so there is no pane to use".into())
     })
 }
@@ -119,16 +119,9 @@ impl Tool for CapturePaneTool {
     }
 }
 
-pub struct SendKeysTool {
-    confirm: bool,
-    denylist: Vec<String>,
-}
-
-impl SendKeysTool {
-    pub fn new(confirm: bool, denylist: Vec<String>) -> Self {
-        SendKeysTool { confirm, denylist }
-    }
-}
+/// Typed text goes through the same approval (denylist included) as
+/// `run_shell`; named keys alone do not.
+pub struct SendKeysTool;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -178,7 +171,7 @@ impl Tool for SendKeysTool {
             items.push(SendItem::Text(t.clone()));
         }
         for k in &args.keys {
-            crate::target::tmux::check_key(k).map_err(ToolError::InvalidArguments)?;
+            crate::host::tmux::check_key(k).map_err(ToolError::InvalidArguments)?;
             items.push(SendItem::Key(k.clone()));
         }
         if args.enter {
@@ -191,20 +184,19 @@ impl Tool for SendKeysTool {
         }
         if let Some(text) = &args.text {
             // Typed text can run anything a shell command can.
-            if let Some(p) = denied_by(&self.denylist, text) {
-                return Err(ToolError::Failed(format!(
-                    "text refused: it matches the denylist pattern `{}`; do not try to work around it",
-                    p.trim()
-                )));
-            }
-            if self.confirm {
-                let request = ApprovalRequest {
-                    tool: "send-keys".into(),
-                    actor: ctx.target.actor(),
-                    command: text.clone(),
-                };
-                if let Approval::Denied { reason } = ctx.approver.approve(request).await {
-                    return Ok(ToolOutput::text(format!("text not sent: {reason}")));
+            let request = ApprovalRequest {
+                call_id: ctx.call_id.clone(),
+                tool: "send-keys".into(),
+                actor: ctx.target.actor(),
+                command: text.clone(),
+            };
+            match ctx.approver.approve(request).await {
+                Approval::Approved => {}
+                Approval::Denied { reason } => {
+                    return Ok(ToolOutput::text(format!("text not sent: {reason}")))
+                }
+                Approval::Refused { reason } => {
+                    return Err(ToolError::Failed(format!("text refused: {reason}")))
                 }
             }
         }

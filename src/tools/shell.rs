@@ -5,8 +5,8 @@
 use super::approval::{Approval, ApprovalRequest};
 use super::capture::BoundedCapture;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
-use crate::target::remote_job::RemoteJob;
-use crate::target::tmux::{Stream, TmuxTarget};
+use crate::host::remote_job::RemoteJob;
+use crate::host::tmux::{Stream, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -23,8 +23,6 @@ const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone)]
 pub struct ShellOptions {
-    pub confirm: bool,
-    pub denylist: Vec<String>,
     pub default_timeout: Duration,
     pub max_output_chars: usize,
     /// Commands go to a shared tmux pane, and the `wait` argument is offered.
@@ -90,11 +88,6 @@ fn parse_wait(value: Option<&Value>) -> Result<Wait, String> {
 impl ShellTool {
     pub fn new(opts: ShellOptions) -> Self {
         ShellTool { opts }
-    }
-
-    /// The first denylist pattern the command matches.
-    pub fn denied_by(&self, command: &str) -> Option<&str> {
-        denied_by(&self.opts.denylist, command)
     }
 }
 
@@ -222,26 +215,25 @@ impl Tool for ShellTool {
             None => self.opts.default_timeout,
         };
         let wait = parse_wait(args.wait.as_ref()).map_err(ToolError::InvalidArguments)?;
-        let pane = ctx.target.tmux();
+        let pane = ctx.pane.as_deref();
         if pane.is_none() && wait != Wait::Finish {
             return Err(ToolError::InvalidArguments(
                 "`wait` needs tmux-backed execution, which is off; leave it out".into(),
             ));
         }
-        if let Some(pattern) = self.denied_by(&args.command) {
-            return Err(ToolError::Failed(format!(
-                "command refused: it matches the denylist pattern `{}`; do not try to work around it",
-                pattern.trim()
-            )));
-        }
-        if self.opts.confirm {
-            let request = ApprovalRequest {
-                tool: "run_shell".into(),
-                actor: ctx.target.actor(),
-                command: args.command.clone(),
-            };
-            if let Approval::Denied { reason } = ctx.approver.approve(request).await {
-                return Ok(ToolOutput::text(format!("command not run: {reason}")));
+        let request = ApprovalRequest {
+            call_id: ctx.call_id.clone(),
+            tool: "run_shell".into(),
+            actor: ctx.target.actor(),
+            command: args.command.clone(),
+        };
+        match ctx.approver.approve(request).await {
+            Approval::Approved => {}
+            Approval::Denied { reason } => {
+                return Ok(ToolOutput::text(format!("command not run: {reason}")))
+            }
+            Approval::Refused { reason } => {
+                return Err(ToolError::Failed(format!("command refused: {reason}")))
             }
         }
         match pane {
@@ -525,10 +517,8 @@ mod tests {
         }
     }
 
-    fn tool(confirm: bool, limit: usize) -> ShellTool {
+    fn tool(_confirm: bool, limit: usize) -> ShellTool {
         ShellTool::new(ShellOptions {
-            confirm,
-            denylist: default_denylist(),
             default_timeout: Duration::from_secs(10),
             max_output_chars: limit,
             tmux: false,
@@ -600,14 +590,33 @@ mod tests {
         assert!(out.text.starts_with("exit code: 0"), "{}", out.text);
     }
 
-    #[tokio::test]
-    async fn denylist_refuses_even_when_approval_would_pass() {
-        let t = tool(false, 1000);
-        for cmd in ["rm -rf /", "sudo  rm   -rf /  ", "mkfs.ext4 /dev/sda1"] {
-            let err = run_cmd(&t, json!({"command": cmd})).await.unwrap_err();
-            assert!(err.to_string().contains("denylist"), "{cmd}: {err}");
+    struct Refuse;
+    #[async_trait]
+    impl Approver for Refuse {
+        async fn approve(&self, _r: ApprovalRequest) -> Approval {
+            Approval::Refused {
+                reason: "it matches the denylist pattern `rm -rf /`".into(),
+            }
         }
-        assert!(t.denied_by("rm -rf /tmp/scratch").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_an_error_and_nothing_runs() {
+        let err = tool(false, 1000)
+            .execute(json!({"command": "rm -rf /"}), &ctx(Arc::new(Refuse)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("refused"), "{err}");
+        assert!(err.to_string().contains("denylist"), "{err}");
+    }
+
+    #[test]
+    fn denylist_matching() {
+        let list = default_denylist();
+        for cmd in ["rm -rf /", "sudo  rm   -rf /  ", "mkfs.ext4 /dev/sda1"] {
+            assert!(denied_by(&list, cmd).is_some(), "{cmd}");
+        }
+        assert!(denied_by(&list, "rm -rf /tmp/scratch").is_none());
     }
 
     #[tokio::test]

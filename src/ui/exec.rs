@@ -1,20 +1,19 @@
-//! The one-shot front end of `buddy exec`: renders agent events to stderr, asks
-//! for approvals on the terminal (or denies them when there is none), and puts
-//! the final answer alone on stdout.
+//! The one-shot front end of `buddy exec` (and of each line of the plain line
+//! session): renders one run's events to stderr, asks on the terminal when the
+//! agent requests approval, and puts the final answer alone on stdout. Whether
+//! a command needs asking at all is the agent's decision, not this file's.
 
 use super::style::{preview, Style};
-use crate::agent::{cancel::CancelHandle, AgentError, AgentEvent};
-use crate::tools::{Approval, ApprovalRequest};
+use crate::agent::protocol::{DecidedBy, Decision, EventKind, Op, RunOutcome};
+use crate::agent::AgentHandle;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ExecOptions {
     pub style: Style,
     pub show_tool_calls: bool,
     pub show_tokens: bool,
-    pub auto_approve: bool,
 }
 
 /// How the turn ended, for `main` to turn into an exit code.
@@ -23,6 +22,8 @@ pub enum ExecOutcome {
     Answered,
     Failed(String),
     Interrupted,
+    /// An execution limit ended the run (exit 1, like a failure).
+    LimitReached(String),
 }
 
 pub struct ExecFrontEnd {
@@ -55,25 +56,23 @@ impl ExecFrontEnd {
         }
     }
 
-    /// Renders events until the turn finishes. Ctrl-C cancels the turn (a second
-    /// one gives up waiting).
-    pub async fn run(
-        mut self,
-        events: &mut mpsc::UnboundedReceiver<AgentEvent>,
-        cancel: &CancelHandle,
-    ) -> ExecOutcome {
+    /// Renders events until the run finishes. Ctrl-C interrupts the run (a
+    /// second one gives up waiting).
+    pub async fn run(mut self, agent: &mut AgentHandle) -> ExecOutcome {
         let spin = std::io::stderr().is_terminal();
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut interrupted = false;
         loop {
             tokio::select! {
-                ev = events.recv() => match ev {
-                    Some(AgentEvent::Finished(result)) => {
-                        self.clear_spinner();
-                        return self.finish(result, interrupted);
+                ev = agent.events.recv() => match ev {
+                    Some(ev) => {
+                        if let EventKind::RunFinished { outcome } = ev.kind {
+                            self.clear_spinner();
+                            return self.finish(outcome);
+                        }
+                        self.handle(ev.kind, agent).await;
                     }
-                    Some(ev) => self.handle(ev).await,
                     None => {
                         self.clear_spinner();
                         return ExecOutcome::Failed("the agent stopped unexpectedly".into());
@@ -86,24 +85,27 @@ impl ExecFrontEnd {
                     }
                     interrupted = true;
                     eprintln!("{}", self.opts.style.warning("interrupted: cancelling (Ctrl-C again to quit now)"));
-                    cancel.cancel();
+                    let _ = agent.ops.send(Op::Interrupt).await;
                 }
                 _ = tick.tick(), if spin && self.spinner.is_some() => self.draw_spinner(),
             }
         }
     }
 
-    async fn handle(&mut self, ev: AgentEvent) {
+    async fn handle(&mut self, ev: EventKind, agent: &AgentHandle) {
         let st = self.opts.style;
-        if !matches!(ev, AgentEvent::Reasoning { .. } | AgentEvent::TextDelta(_)) {
+        if !matches!(
+            ev,
+            EventKind::Reasoning { .. } | EventKind::TextDelta { .. }
+        ) {
             self.close_reasoning();
         }
         match ev {
-            AgentEvent::WaitingForModel { iteration } => {
-                let label = if iteration == 1 {
+            EventKind::ModelRequest { turn } => {
+                let label = if turn == 1 {
                     "thinking".to_string()
                 } else {
-                    format!("thinking (step {iteration})")
+                    format!("thinking (step {turn})")
                 };
                 self.spinner = Some(Spinner {
                     label,
@@ -111,18 +113,16 @@ impl ExecFrontEnd {
                     frame: 0,
                 });
             }
-            AgentEvent::TextDelta(t) => {
-                if self.stream_stdout {
-                    self.clear_spinner();
-                    self.close_reasoning();
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(t.as_bytes());
-                    let _ = out.flush();
-                    self.streamed_any = true;
-                    self.at_line_start = t.ends_with('\n');
-                }
+            EventKind::TextDelta { text: t } if self.stream_stdout => {
+                self.clear_spinner();
+                self.close_reasoning();
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(t.as_bytes());
+                let _ = out.flush();
+                self.streamed_any = true;
+                self.at_line_start = t.ends_with('\n');
             }
-            AgentEvent::Reasoning { field, text } => {
+            EventKind::Reasoning { field, text } => {
                 self.clear_spinner();
                 let mut err = std::io::stderr().lock();
                 if !self.reasoning_open {
@@ -132,11 +132,10 @@ impl ExecFrontEnd {
                 let _ = write!(err, "{}", st.dim(&text));
                 let _ = err.flush();
             }
-            AgentEvent::ToolCall {
+            EventKind::ToolCall {
                 name, arguments, ..
             } => {
                 self.end_stream_line();
-                self.close_reasoning();
                 if self.opts.show_tool_calls {
                     self.clear_spinner();
                     eprintln!(
@@ -151,111 +150,129 @@ impl ExecFrontEnd {
                     frame: 0,
                 });
             }
-            AgentEvent::ToolResult {
+            EventKind::ToolResult {
                 name,
                 text,
                 is_error,
                 ..
-            } => {
-                if self.opts.show_tool_calls {
-                    self.clear_spinner();
-                    let line = preview(&text, 120);
-                    if is_error {
-                        eprintln!(
-                            "  {} {}",
-                            st.error("✗"),
-                            st.error(&format!("{name}: {line}"))
-                        );
-                    } else {
-                        eprintln!("  {} {}", st.dim("←"), st.dim(&line));
-                    }
+            } if self.opts.show_tool_calls => {
+                self.clear_spinner();
+                let line = preview(&text, 120);
+                if is_error {
+                    eprintln!(
+                        "  {} {}",
+                        st.error("✗"),
+                        st.error(&format!("{name}: {line}"))
+                    );
+                } else {
+                    eprintln!("  {} {}", st.dim("←"), st.dim(&line));
                 }
             }
-            AgentEvent::Usage {
+            EventKind::Usage {
                 prompt_tokens,
                 completion_tokens,
                 cache_read_tokens,
                 cache_write_tokens,
                 session_total,
                 estimated,
-            } => {
-                if self.opts.show_tokens {
-                    self.clear_spinner();
-                    let approx = if estimated { "~" } else { "" };
-                    let cache =
-                        crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                    eprintln!(
-                        "{}",
-                        st.dim(&format!(
-                            "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}"
-                        ))
-                    );
-                }
+            } if self.opts.show_tokens => {
+                self.clear_spinner();
+                let approx = if estimated { "~" } else { "" };
+                let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
+                eprintln!(
+                    "{}",
+                    st.dim(&format!(
+                        "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}"
+                    ))
+                );
             }
-            AgentEvent::Retrying {
+            EventKind::Retrying {
                 attempt,
                 max_retries,
-                delay,
+                delay_ms,
                 error,
             } => {
                 self.clear_spinner();
                 eprintln!(
                     "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
                     st.warning("warning:"),
-                    delay.as_secs_f64()
+                    delay_ms as f64 / 1000.0
                 );
             }
-            AgentEvent::Warning(w) => {
+            EventKind::Warning { message } => {
                 self.clear_spinner();
-                self.close_reasoning();
-                eprintln!("{} {w}", st.warning("warning:"));
+                eprintln!("{} {message}", st.warning("warning:"));
             }
-            AgentEvent::ApprovalNeeded { request, reply } => {
+            EventKind::Error { message } => {
                 self.clear_spinner();
-                self.close_reasoning();
-                let answer = self.approve(request).await;
-                let _ = reply.send(answer);
+                eprintln!("{} {message}", st.error("error:"));
             }
-            AgentEvent::Finished(_) => {}
+            EventKind::Compacted {
+                messages_before,
+                messages_after,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{}",
+                    st.dim(&format!(
+                        "context compacted: {messages_before} messages (~{tokens_before} tokens) -> {messages_after} (~{tokens_after})"
+                    ))
+                );
+            }
+            EventKind::ApprovalRequested {
+                call_id,
+                actor,
+                command,
+                ..
+            } => {
+                self.clear_spinner();
+                let decision = self.ask(&actor, &command).await;
+                let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
+            }
+            EventKind::ApprovalDecided {
+                tool,
+                command,
+                by: DecidedBy::NoApprover,
+                ..
+            } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{} {tool} needs approval but there is no terminal to ask; denied `{}`. Rerun with --dangerously-auto-approve to allow commands, or set tools.shell_confirm = false.",
+                    st.warning("warning:"),
+                    preview(&command, 60)
+                );
+            }
+            _ => {}
         }
     }
 
-    async fn approve(&mut self, request: ApprovalRequest) -> Approval {
+    /// Asks on the controlling terminal; a failure to ask denies.
+    async fn ask(&mut self, actor: &str, command: &str) -> Decision {
         let st = self.opts.style;
-        if self.opts.auto_approve {
-            return Approval::Approved;
-        }
         let prompt = format!(
             "{}{} {} {} ",
-            st.actor(&request.actor),
+            st.actor(actor),
             st.actor("$"),
-            st.accent(&request.command),
+            st.accent(command),
             st.warning("-- approve? [y/N]")
         );
         let asked = tokio::task::spawn_blocking(move || ask_on_tty(&prompt)).await;
         match asked {
-            Ok(Some(true)) => Approval::Approved,
-            Ok(Some(false)) => Approval::Denied {
-                reason: "the user declined to run it".into(),
+            Ok(Some(true)) => Decision::Approve,
+            Ok(Some(false)) => Decision::Deny { reason: None },
+            _ => Decision::Deny {
+                reason: Some("approval is required and the terminal could not be asked".into()),
             },
-            _ => {
-                eprintln!(
-                    "{} {} needs approval but there is no terminal to ask; denied `{}`. Rerun with --dangerously-auto-approve to allow commands, or set tools.shell_confirm = false.",
-                    st.warning("warning:"),
-                    request.tool,
-                    preview(&request.command, 60)
-                );
-                Approval::Denied {
-                    reason: "approval is required and there is no terminal to ask; the user can rerun `buddy exec` with --dangerously-auto-approve to allow commands".into(),
-                }
-            }
         }
     }
 
-    fn finish(&mut self, result: Result<String, AgentError>, interrupted: bool) -> ExecOutcome {
+    fn finish(&mut self, outcome: RunOutcome) -> ExecOutcome {
         self.close_reasoning();
-        match result {
-            Ok(answer) => {
+        match outcome {
+            RunOutcome::Answered { text: answer } => {
                 let mut out = std::io::stdout().lock();
                 let written = if self.stream_stdout && self.streamed_any {
                     if self.at_line_start {
@@ -272,15 +289,18 @@ impl ExecFrontEnd {
                 let _ = written.and_then(|_| out.flush());
                 ExecOutcome::Answered
             }
-            Err(AgentError::Cancelled) => {
+            RunOutcome::Interrupted => {
                 self.end_stream_line();
-                let _ = interrupted;
                 eprintln!("{}", self.opts.style.warning("cancelled"));
                 ExecOutcome::Interrupted
             }
-            Err(e) => {
+            RunOutcome::Failed { message } => {
                 self.end_stream_line();
-                ExecOutcome::Failed(e.to_string())
+                ExecOutcome::Failed(message)
+            }
+            RunOutcome::LimitReached { message } => {
+                self.end_stream_line();
+                ExecOutcome::LimitReached(message)
             }
         }
     }

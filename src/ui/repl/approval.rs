@@ -1,56 +1,36 @@
-//! The REPL's shell-approval policy, set with `/approve`: ask each time,
-//! approve everything, deny everything, or approve everything until a moment
-//! and then ask again.
+//! How the REPL shows and sets the agent's approval policy (`/approve`): ask
+//! each time, approve everything, deny everything, or approve everything
+//! until a moment and then ask again. The policy itself lives in the agent.
 
 use super::commands::ApproveArg;
-use std::time::{Duration, Instant};
+use crate::agent::protocol::ApprovalPolicy;
+use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    Ask,
-    All,
-    None,
-    Until(Instant),
+pub fn policy_from_arg(arg: &ApproveArg, now_unix_ms: u64) -> ApprovalPolicy {
+    match arg {
+        ApproveArg::Ask => ApprovalPolicy::Ask,
+        ApproveArg::All => ApprovalPolicy::All,
+        ApproveArg::None => ApprovalPolicy::None,
+        ApproveArg::For(d) => ApprovalPolicy::Until {
+            unix_ms: now_unix_ms + d.as_millis() as u64,
+        },
+    }
 }
 
-impl Policy {
-    pub fn from_arg(arg: &ApproveArg, now: Instant) -> Policy {
-        match arg {
-            ApproveArg::Ask => Policy::Ask,
-            ApproveArg::All => Policy::All,
-            ApproveArg::None => Policy::None,
-            ApproveArg::For(d) => Policy::Until(now + *d),
-        }
-    }
+pub fn describe(policy: &ApprovalPolicy) -> String {
+    describe_at(policy, crate::clock::now_unix_ms())
+}
 
-    /// `Some(true)` to approve without asking, `Some(false)` to deny, `None` to
-    /// ask. An expired window turns back into asking.
-    pub fn decide(&mut self, now: Instant) -> Option<bool> {
-        match *self {
-            Policy::Ask => None,
-            Policy::All => Some(true),
-            Policy::None => Some(false),
-            Policy::Until(t) if now < t => Some(true),
-            Policy::Until(_) => {
-                *self = Policy::Ask;
-                None
-            }
-        }
-    }
-
-    pub fn describe(&self, now: Instant) -> String {
-        match self {
-            Policy::Ask => "ask before each shell command".into(),
-            Policy::All => "approve every shell command".into(),
-            Policy::None => "deny every shell command".into(),
-            Policy::Until(t) => {
-                let left = t.saturating_duration_since(now);
-                format!(
-                    "approve every shell command for {} more, then ask",
-                    short_duration(left)
-                )
-            }
-        }
+fn describe_at(policy: &ApprovalPolicy, now_unix_ms: u64) -> String {
+    match policy {
+        ApprovalPolicy::Ask => "ask before each shell command".into(),
+        ApprovalPolicy::All => "approve every shell command".into(),
+        ApprovalPolicy::None => "deny every shell command".into(),
+        ApprovalPolicy::Until { unix_ms } if *unix_ms > now_unix_ms => format!(
+            "approve every shell command for {} more, then ask",
+            short_duration(Duration::from_millis(unix_ms - now_unix_ms))
+        ),
+        ApprovalPolicy::Until { .. } => "ask before each shell command".into(),
     }
 }
 
@@ -71,21 +51,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_window_approves_until_it_expires_then_asks() {
-        let t0 = Instant::now();
-        let mut p = Policy::from_arg(&ApproveArg::For(Duration::from_secs(600)), t0);
-        assert_eq!(p.decide(t0 + Duration::from_secs(599)), Some(true));
-        assert_eq!(p.decide(t0 + Duration::from_secs(600)), None);
-        assert_eq!(p, Policy::Ask);
+    fn a_window_describes_its_remaining_time_then_asks() {
+        let p = policy_from_arg(&ApproveArg::For(Duration::from_secs(600)), 1_000);
+        assert_eq!(p, ApprovalPolicy::Until { unix_ms: 601_000 });
+        assert_eq!(
+            describe_at(&p, 1_000),
+            "approve every shell command for 10m00s more, then ask"
+        );
+        assert_eq!(describe_at(&p, 601_000), "ask before each shell command");
     }
 
     #[test]
-    fn fixed_policies() {
-        let now = Instant::now();
-        assert_eq!(Policy::All.decide(now), Some(true));
-        assert_eq!(Policy::None.decide(now), Some(false));
-        assert_eq!(Policy::Ask.decide(now), None);
+    fn durations_read_shortly() {
         assert_eq!(short_duration(Duration::from_secs(3900)), "1h05m");
         assert_eq!(short_duration(Duration::from_secs(250)), "4m10s");
+        assert_eq!(short_duration(Duration::from_secs(12)), "12s");
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
-    "/status", "/context", "/ps", "/kill", "/timeout", "/approve", "/model", "/session", "/login",
-    "/help", "/quit", "/exit", "/q",
+    "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
+    "/session", "/login", "/help", "/quit", "/exit", "/q",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,7 @@ pub enum ApproveArg {
 pub enum Slash {
     Status,
     Context,
+    Compact,
     Ps,
     Kill(u64),
     Timeout {
@@ -40,17 +41,16 @@ pub enum Slash {
 }
 
 impl Slash {
-    /// What may run while a task is busy: inspecting and steering tasks, not
-    /// changing the conversation under them.
+    /// What may run while a task is busy: everything but replacing the
+    /// model or the conversation under it.
     pub fn allowed_while_busy(&self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Slash::Ps
-                | Slash::Kill(_)
-                | Slash::Timeout { .. }
-                | Slash::Approve(_)
-                | Slash::Status
-                | Slash::Context
+            Slash::Model(Some(_))
+                | Slash::SessionNew
+                | Slash::SessionResume(_)
+                | Slash::Compact
+                | Slash::Quit
         )
     }
 }
@@ -79,6 +79,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, String> {
     match name {
         "/status" => no_args(Slash::Status),
         "/context" => no_args(Slash::Context),
+        "/compact" => no_args(Slash::Compact),
         "/ps" => no_args(Slash::Ps),
         "/help" => no_args(Slash::Help),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
@@ -138,36 +139,7 @@ fn task_id(s: &str) -> Result<u64, String> {
 
 /// `90`, `90s`, `500ms`, `10m`, `1h`, `1h30m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("\"{s}\" is not a duration (try 30s, 10m or 1h)");
-    if let Ok(secs) = s.parse::<u64>() {
-        return (secs > 0)
-            .then(|| Duration::from_secs(secs))
-            .ok_or_else(bad);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let part = match &rest[..unit] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => return Err(bad()),
-        };
-        total += part;
-        rest = &rest[unit..];
-    }
-    if total.is_zero() {
-        return Err(bad());
-    }
-    Ok(total)
+    crate::clock::parse_duration(s)
 }
 
 /// The known command closest to `name`, if it is close enough to be a typo.
@@ -197,6 +169,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 pub const HELP: &str = "\
 /status                  model, endpoint, tools, session and token counters
 /context                 estimated context use and token totals
+/compact                 shrink the context now: old tool output, then a
+                         summary of older turns
 /ps                      running tasks
 /kill <id>               cancel a task
 /timeout <dur> [id]      give a task a deadline (e.g. /timeout 5m)
@@ -210,7 +184,11 @@ pub const HELP: &str = "\
                          switch to a saved session
 /session new             start a fresh session
 /help                    this list
-/quit, /exit, /q         leave (Ctrl-D on an empty line too)";
+/quit, /exit, /q         leave (Ctrl-D on an empty line too)
+
+While a task runs: Enter steers it (the message joins as soon as the running
+tool finishes), Tab queues a follow-up for when it is done, Alt-Up takes queued
+messages back, Esc or Ctrl-C interrupts.";
 
 #[cfg(test)]
 mod tests {
@@ -283,7 +261,7 @@ mod tests {
     fn only_task_commands_run_while_busy() {
         assert!(Slash::Ps.allowed_while_busy());
         assert!(Slash::Approve(None).allowed_while_busy());
-        assert!(!Slash::Help.allowed_while_busy());
+        assert!(Slash::Help.allowed_while_busy());
         assert!(!Slash::Quit.allowed_while_busy());
         assert!(!Slash::SessionNew.allowed_while_busy());
     }

@@ -280,8 +280,10 @@ impl Editor {
             }
         }
         if let Some(status) = &self.status {
-            queue!(out, Print(status), Print("\r\n"))?;
-            top += 1;
+            for line in status.split('\n') {
+                queue!(out, Print(line), Print("\r\n"))?;
+                top += visible_width(line).div_ceil(self.width).max(1);
+            }
         }
         queue!(out, Print(&self.prompt))?;
         let chars = self.buffer.chars();

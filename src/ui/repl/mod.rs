@@ -1,9 +1,11 @@
-//! The interactive REPL: a raw-mode line editor whose prompts run as background
-//! tasks. The agent's events are rendered above the input line, so the prompt
-//! stays usable while a task runs; a status line shows the task's state and
-//! elapsed time. Slash commands inspect and steer tasks, approvals, models and
-//! sessions. What the REPL needs from the rest of buddy (status text, sessions,
-//! model switching) it asks of a `ReplHost`, so it knows no config or files.
+//! The interactive REPL: a raw-mode line editor in front of the agent service.
+//! Prompts become runs of the agent (shown as tasks); the agent's events are
+//! rendered above the input line, so the prompt stays usable while a run goes
+//! on. Typing while the agent works is normal: Enter steers the run, Tab
+//! queues a follow-up, Alt-Up takes queued messages back, Esc or Ctrl-C
+//! interrupts. Slash commands become ops (status, approvals, models,
+//! sessions). What the REPL needs beyond the agent (the session list, model
+//! profiles, login) it asks of a `ReplHost`, so it knows no config or files.
 
 pub mod approval;
 pub mod buffer;
@@ -11,46 +13,35 @@ pub mod commands;
 pub mod editor;
 pub mod history;
 
-use crate::agent::cancel::CancelHandle;
-use crate::agent::{Agent, AgentError, AgentEvent, Cancel};
+use crate::agent::protocol::{
+    ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
+    StatusReport,
+};
+use crate::agent::AgentHandle;
 use crate::auth::store::AuthStore;
 use crate::auth::Issuer;
-use crate::tools::{Approval, ApprovalRequest};
 use crate::ui::style::{preview, Style};
-use approval::{short_duration, Policy};
+use approval::{describe, policy_from_arg, short_duration};
 use commands::Slash;
 use crossterm::event::Event;
 use editor::{Editor, Outcome};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
 
 /// What the REPL asks of the application around it.
 pub trait ReplHost {
-    /// `/status` text.
-    fn status(&self, agent: &Agent) -> String;
-    /// `/context` text.
-    fn context(&self, agent: &Agent) -> String;
+    /// The enabled tools, for `/status`.
+    fn tools(&self) -> Vec<String>;
     /// `/session` text.
     fn sessions(&self) -> String;
-    /// Called before each prompt; starts saving if nothing is saved yet.
-    /// Returns a warning to show, if any.
-    fn ensure_session(&mut self, agent: &mut Agent) -> Option<String>;
-    /// `/session resume`: replaces the agent's history. Returns what to show.
-    fn resume_session(&mut self, agent: &mut Agent, query: &str) -> Result<String, String>;
-    /// `/session new`.
-    fn new_session(&mut self, agent: &mut Agent) -> String;
     /// Profile names, in config order (for `/model` and its index form).
     fn profiles(&self) -> Vec<String>;
-    /// The profile in use, if it is one of `profiles`.
-    fn current_profile(&self) -> Option<String>;
-    /// `/model NAME|INDEX`.
-    fn switch_model(&mut self, agent: &mut Agent, choice: &str) -> Result<String, String>;
+    /// Whether `profile` authenticates with a `buddy login`.
+    fn uses_login(&self, profile: &str) -> bool;
     /// `/login [provider|profile]`: where to log in and where to keep the tokens.
     fn login_target(&self, target: Option<&str>) -> Result<(Issuer, AuthStore), String>;
-    /// After a login: picks up the new tokens if the active profile uses them.
-    fn after_login(&mut self, agent: &mut Agent) -> Option<String>;
 }
 
 enum LoginEvent {
@@ -72,15 +63,22 @@ pub struct ReplOptions {
     pub history_file: Option<PathBuf>,
     /// Printed once above the first prompt (e.g. the resumed exchange).
     pub banner: String,
+    /// The model profile in use at start.
+    pub profile: String,
 }
 
+/// The agent's run in progress, as the user sees it.
 struct Task {
     id: u64,
     started: Instant,
     state: String,
-    cancel: CancelHandle,
     deadline: Option<Instant>,
-    handle: JoinHandle<Agent>,
+}
+
+/// What a `Status` reply is for.
+enum Want {
+    Status,
+    Context,
 }
 
 /// The arrow-key list bare `/model` opens.
@@ -101,8 +99,8 @@ impl Picker {
 }
 
 struct PendingApproval {
-    request: ApprovalRequest,
-    reply: oneshot::Sender<Approval>,
+    call_id: String,
+    command: String,
     /// The input that was being typed, given back afterwards.
     stashed: String,
 }
@@ -151,14 +149,21 @@ pub struct Repl<'h> {
     opts: ReplOptions,
     host: &'h mut dyn ReplHost,
     editor: Editor,
-    agent: Option<Agent>,
-    events: mpsc::UnboundedReceiver<AgentEvent>,
+    agent: AgentHandle,
     task: Option<Task>,
-    next_id: u64,
-    policy: Policy,
+    /// A mirror of the agent's approval policy, for `/approve`.
+    policy: ApprovalPolicy,
     approval: Option<PendingApproval>,
     picker: Option<Picker>,
     login: Option<LoginRun>,
+    /// The profile in use, for the picker and after a login.
+    profile: String,
+    /// A switch asked for by a finished login, reported as such.
+    login_switch: bool,
+    /// Status requests in flight, oldest first.
+    wants: VecDeque<Want>,
+    /// Messages waiting in the agent's queues (steering, follow-ups).
+    queued: (Vec<String>, Vec<String>),
     /// Streamed text not yet ending in a newline.
     partial: String,
     reasoning: String,
@@ -166,26 +171,23 @@ pub struct Repl<'h> {
 }
 
 impl<'h> Repl<'h> {
-    pub fn new(
-        agent: Agent,
-        events: mpsc::UnboundedReceiver<AgentEvent>,
-        host: &'h mut dyn ReplHost,
-        opts: ReplOptions,
-    ) -> Repl<'h> {
+    pub fn new(agent: AgentHandle, host: &'h mut dyn ReplHost, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         Repl {
             editor: Editor::new(prompt, history, commands::NAMES),
+            profile: opts.profile.clone(),
             opts,
             host,
-            agent: Some(agent),
-            events,
+            agent,
             task: None,
-            next_id: 1,
-            policy: Policy::Ask,
+            policy: ApprovalPolicy::Ask,
             approval: None,
             picker: None,
             login: None,
+            login_switch: false,
+            wants: VecDeque::new(),
+            queued: (Vec::new(), Vec::new()),
             partial: String::new(),
             reasoning: String::new(),
             out: std::io::stderr(),
@@ -202,9 +204,26 @@ impl<'h> Repl<'h> {
         let _ = self.editor.print_above(&mut self.out, text, dim);
     }
 
+    fn say_error(&mut self, text: &str) {
+        let e = self.opts.style.error(text);
+        self.say(&e);
+    }
+
     fn redraw(&mut self) {
         let dim = self.dim();
         let _ = self.editor.redraw(&mut self.out, dim);
+    }
+
+    /// Hands `op` to the agent. The agent reads ops at once, so a full queue
+    /// means something is badly stuck; say so rather than wait.
+    fn send(&mut self, op: Op) {
+        if let Err(e) = self.agent.ops.try_send(op) {
+            let why = match e {
+                mpsc::error::TrySendError::Full(_) => "the agent is not keeping up; try again",
+                mpsc::error::TrySendError::Closed(_) => "the agent has stopped",
+            };
+            self.say_error(why);
+        }
     }
 
     /// Runs until the user quits; returns the exit code.
@@ -251,12 +270,18 @@ impl<'h> Repl<'h> {
                     }
                     _ => break,
                 },
-                Some(ev) = self.events.recv() => self.on_agent_event(ev),
-                agent = async { (&mut self.task.as_mut().expect("guarded").handle).await }, if self.task.is_some() => {
-                    self.on_task_done(agent);
-                }
+                ev = self.agent.events.recv() => match ev {
+                    Some(ev) => self.on_agent_event(ev),
+                    None => {
+                        self.say_error("the agent stopped unexpectedly");
+                        code = 1;
+                        break;
+                    }
+                },
                 ev = async {
-                    let run = self.login.as_mut().expect("guarded");
+                    let Some(run) = self.login.as_mut() else {
+                        return std::future::pending().await;
+                    };
                     tokio::select! {
                         Some(line) = run.lines.recv() => LoginEvent::Line(line),
                         done = &mut run.handle => LoginEvent::Done(done),
@@ -271,16 +296,15 @@ impl<'h> Repl<'h> {
         if let Some(l) = self.login.take() {
             l.handle.abort();
         }
-        if let Some(t) = self.task.take() {
-            t.cancel.cancel();
-            let _ = t.handle.await;
-        }
         let _ = self.editor.finish(&mut self.out);
+        // The run in progress is interrupted and everything saved before we go.
+        self.agent.shutdown().await;
         code
     }
 
     /// Handles one terminal event; true to quit.
     async fn on_input(&mut self, ev: Event) -> bool {
+        use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
         if let Event::Resize(w, _) = ev {
             self.editor.set_width(w as usize);
             self.redraw();
@@ -290,19 +314,43 @@ impl<'h> Repl<'h> {
             self.on_picker_input(&ev);
             return false;
         }
+        if let Event::Key(key) = &ev {
+            if key.kind != KeyEventKind::Release {
+                let alt = key.modifiers.contains(KeyModifiers::ALT);
+                match key.code {
+                    KeyCode::Esc if self.task.is_some() => {
+                        self.interrupt();
+                        return false;
+                    }
+                    KeyCode::Tab if self.task.is_some() && self.approval.is_none() => {
+                        let text = self.editor.buffer.text();
+                        if !text.trim().is_empty() && !text.starts_with('/') {
+                            self.editor.buffer.clear();
+                            self.editor.history.add(&text);
+                            self.send(Op::FollowUp { text });
+                            self.redraw();
+                            return false;
+                        }
+                    }
+                    KeyCode::Up if alt => {
+                        if !self.queued.0.is_empty() || !self.queued.1.is_empty() {
+                            self.send(Op::ClearQueue {
+                                queue: QueueKind::All,
+                            });
+                        }
+                        return false;
+                    }
+                    _ => {}
+                }
+            }
+        }
         match self.editor.handle(&ev) {
             Outcome::Continue => self.redraw(),
             Outcome::Interrupt => {
-                if let Some(p) = self.approval.take() {
-                    self.answer(p, false);
-                }
-                match &self.task {
-                    Some(t) => {
-                        t.cancel.cancel();
-                        let id = t.id;
-                        self.say(&self.opts.style.warning(&format!("cancelling task {id}…")));
-                    }
-                    None => self.redraw(),
+                if self.task.is_some() {
+                    self.interrupt();
+                } else {
+                    self.redraw();
                 }
             }
             Outcome::Eof => {
@@ -315,6 +363,18 @@ impl<'h> Repl<'h> {
             Outcome::Submit(line) => return self.on_line(line),
         }
         false
+    }
+
+    /// Esc, Ctrl-C: a pending approval is denied and the run interrupted.
+    fn interrupt(&mut self) {
+        if let Some(p) = self.approval.take() {
+            self.answer(p, false);
+        }
+        if let Some(t) = &self.task {
+            let id = t.id;
+            self.send(Op::Interrupt);
+            self.say(&self.opts.style.warning(&format!("cancelling task {id}…")));
+        }
     }
 
     fn on_picker_input(&mut self, ev: &Event) {
@@ -362,24 +422,24 @@ impl<'h> Repl<'h> {
     }
 
     fn answer(&mut self, p: PendingApproval, yes: bool) {
-        let answer = if yes {
-            Approval::Approved
+        let decision = if yes {
+            Decision::Approve
         } else {
-            Approval::Denied {
-                reason: "the user denied it".into(),
-            }
+            Decision::Deny { reason: None }
         };
-        let _ = p.reply.send(answer);
+        self.send(Op::Approve {
+            call_id: p.call_id.clone(),
+            decision,
+        });
+        self.restore_prompt(&p.stashed);
+        let verdict = if yes { "approved" } else { "denied" };
+        self.say(&self.opts.style.dim(&format!("{verdict}: {}", p.command)));
+    }
+
+    fn restore_prompt(&mut self, stashed: &str) {
         let prompt = self.opts.style.actor(&self.opts.prompt);
         self.editor.set_prompt(prompt);
-        self.editor.buffer.set(&p.stashed);
-        let verdict = if yes { "approved" } else { "denied" };
-        self.say(
-            &self
-                .opts
-                .style
-                .dim(&format!("{verdict}: {}", p.request.command)),
-        );
+        self.editor.buffer.set(stashed);
     }
 
     fn on_line(&mut self, line: String) -> bool {
@@ -400,15 +460,14 @@ impl<'h> Repl<'h> {
             return false;
         }
         match commands::parse(trimmed) {
-            Some(Err(e)) => self.say(&self.opts.style.error(&e)),
+            Some(Err(e)) => self.say_error(&e),
             Some(Ok(cmd)) => return self.on_command(cmd),
-            None => {
-                if self.task.is_some() {
-                    self.say("a task is running; only /ps, /kill, /timeout, /approve, /status and /context work until it ends");
-                } else {
-                    self.start_task(line);
-                }
+            None if self.task.is_some() => {
+                // Enter while the agent works steers it; Tab would queue instead.
+                self.send(Op::Steer { text: line });
+                self.redraw();
             }
+            None => self.send(Op::Prompt { text: line }),
         }
         false
     }
@@ -423,8 +482,7 @@ impl<'h> Repl<'h> {
         let (issuer, store) = match self.host.login_target(target) {
             Ok(t) => t,
             Err(e) => {
-                let e = self.opts.style.error(&e);
-                self.say(&e);
+                self.say_error(&e);
                 return;
             }
         };
@@ -453,26 +511,21 @@ impl<'h> Repl<'h> {
         match done {
             Ok(Ok(text)) => {
                 self.say(&text);
-                if let Some(mut agent) = self.agent.take() {
-                    let note = self.host.after_login(&mut agent);
-                    self.agent = Some(agent);
-                    if let Some(note) = note {
-                        self.say(&note);
-                    }
+                // The active profile picks up the new tokens.
+                if self.host.uses_login(&self.profile) && self.task.is_none() {
+                    self.login_switch = true;
+                    let choice = self.profile.clone();
+                    self.send(Op::SwitchModel { choice });
                 }
             }
-            Ok(Err(e)) => {
-                let e = self.opts.style.error(&format!("login failed: {e}"));
-                self.say(&e);
-            }
+            Ok(Err(e)) => self.say_error(&format!("login failed: {e}")),
             Err(_) => self.say("login stopped"),
         }
     }
 
     fn on_command(&mut self, cmd: Slash) -> bool {
-        let busy = self.task.is_some();
-        if busy && !cmd.allowed_while_busy() {
-            self.say("a task is running; only /ps, /kill, /timeout, /approve, /status and /context work until it ends");
+        if self.task.is_some() && !cmd.allowed_while_busy() {
+            self.say("a task is running; /model, /session new|resume, /compact and /quit wait until it ends (or /kill it)");
             return false;
         }
         let now = Instant::now();
@@ -493,7 +546,7 @@ impl<'h> Repl<'h> {
             }
             Slash::Kill(id) => match &self.task {
                 Some(t) if t.id == id => {
-                    t.cancel.cancel();
+                    self.send(Op::Interrupt);
                     self.say(&format!("cancelling task {id}…"));
                 }
                 _ => self.say(&format!("no running task {id} (see /ps)")),
@@ -512,42 +565,31 @@ impl<'h> Repl<'h> {
                     None => "no task is running".into(),
                 }),
             },
-            Slash::Approve(arg) => {
-                if let Some(arg) = arg {
-                    self.policy = Policy::from_arg(&arg, now);
+            Slash::Approve(arg) => match arg {
+                Some(arg) => {
+                    let policy = policy_from_arg(&arg, crate::clock::now_unix_ms());
+                    self.send(Op::SetApprovalPolicy { policy });
                 }
-                let text = format!("approval: {}", self.policy.describe(now));
-                self.say(&text);
+                None => {
+                    let text = format!("approval: {}", describe(&self.policy));
+                    self.say(&text);
+                }
+            },
+            Slash::Status => {
+                self.wants.push_back(Want::Status);
+                self.send(Op::Status);
             }
-            Slash::Status | Slash::Context => {
-                let text = match self.agent.as_ref() {
-                    Some(a) if matches!(cmd, Slash::Status) => self.host.status(a),
-                    Some(a) => self.host.context(a),
-                    None => "the agent is busy with a task; try again when it ends".into(),
-                };
-                self.say(&text);
+            Slash::Context => {
+                self.wants.push_back(Want::Context);
+                self.send(Op::Status);
             }
+            Slash::Compact => self.send(Op::Compact),
             Slash::SessionList => {
                 let text = self.host.sessions();
                 self.say(&text);
             }
-            Slash::SessionNew => {
-                if let Some(mut agent) = self.agent.take() {
-                    let text = self.host.new_session(&mut agent);
-                    self.agent = Some(agent);
-                    self.say(&text);
-                }
-            }
-            Slash::SessionResume(query) => {
-                if let Some(mut agent) = self.agent.take() {
-                    let result = self.host.resume_session(&mut agent, &query);
-                    self.agent = Some(agent);
-                    match result {
-                        Ok(text) => self.say(&text),
-                        Err(e) => self.say(&self.opts.style.error(&e)),
-                    }
-                }
-            }
+            Slash::SessionNew => self.send(Op::NewSession),
+            Slash::SessionResume(query) => self.send(Op::Resume { query }),
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
@@ -555,11 +597,7 @@ impl<'h> Repl<'h> {
                     if items.is_empty() {
                         self.say("no model profiles are configured");
                     } else {
-                        let selected = self
-                            .host
-                            .current_profile()
-                            .and_then(|c| items.iter().position(|p| *p == c))
-                            .unwrap_or(0);
+                        let selected = items.iter().position(|p| *p == self.profile).unwrap_or(0);
                         let picker = Picker { items, selected };
                         self.editor.set_live(Some(picker.render()));
                         self.picker = Some(picker);
@@ -567,83 +605,45 @@ impl<'h> Repl<'h> {
                     }
                 }
                 Some(choice) => {
-                    if let Some(mut agent) = self.agent.take() {
-                        let result = self.host.switch_model(&mut agent, &choice);
-                        self.agent = Some(agent);
-                        match result {
-                            Ok(text) => self.say(&text),
-                            Err(e) => self.say(&self.opts.style.error(&e)),
+                    let profiles = self.host.profiles();
+                    let name = match choice.parse::<usize>() {
+                        Ok(i) if (1..=profiles.len()).contains(&i) => profiles[i - 1].clone(),
+                        Ok(i) => {
+                            self.say_error(&format!("no profile number {i}; /model lists them"));
+                            return false;
                         }
-                    }
+                        Err(_) if profiles.contains(&choice) => choice,
+                        Err(_) => {
+                            self.say_error(&format!(
+                                "no profile named \"{choice}\"; /model lists them"
+                            ));
+                            return false;
+                        }
+                    };
+                    self.send(Op::SwitchModel { choice: name });
                 }
             },
         }
         false
     }
 
-    fn start_task(&mut self, prompt: String) {
-        let Some(mut agent) = self.agent.take() else {
-            return;
-        };
-        if let Some(w) = self.host.ensure_session(&mut agent) {
-            self.say(&format!("{} {w}", self.opts.style.warning("warning:")));
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        let (handle, cancel) = Cancel::new();
-        let echo = format!("{}{}", self.opts.style.dim(&self.opts.prompt), prompt);
-        let join = tokio::spawn(async move {
-            let _ = agent.run_turn(&prompt, cancel).await;
-            agent
-        });
-        self.task = Some(Task {
-            id,
-            started: Instant::now(),
-            state: "waiting for model".into(),
-            cancel: handle,
-            deadline: None,
-            handle: join,
-        });
-        self.update_status();
-        self.say(&echo);
-    }
-
-    fn on_task_done(&mut self, joined: Result<Agent, tokio::task::JoinError>) {
-        // Everything the task sent is queued by now; show it while the task is
-        // still known, so its end is reported under its own id.
-        while let Ok(ev) = self.events.try_recv() {
-            self.on_agent_event(ev);
-        }
-        let task = self.task.take();
-        match joined {
-            Ok(agent) => self.agent = Some(agent),
-            Err(e) => {
-                // The agent is lost with a panicked task; nothing can continue it.
-                self.say(&self.opts.style.error(&format!("task failed: {e}")));
-            }
-        }
-        if let Some(p) = self.approval.take() {
-            self.answer(p, false);
-        }
-        let _ = task;
-        self.editor.set_status(None);
-        self.redraw();
-    }
-
     fn on_tick(&mut self) {
         let now = Instant::now();
+        let mut expired = None;
         if let Some(t) = &mut self.task {
             if t.deadline.is_some_and(|d| now >= d) {
                 t.deadline = None;
-                t.cancel.cancel();
-                let id = t.id;
-                self.say(
-                    &self
-                        .opts
-                        .style
-                        .warning(&format!("task {id} reached its timeout; cancelling")),
-                );
+                expired = Some(t.id);
             }
+        }
+        if let Some(id) = expired {
+            self.send(Op::Interrupt);
+            self.say(
+                &self
+                    .opts
+                    .style
+                    .warning(&format!("task {id} reached its timeout; cancelling")),
+            );
         }
         if self.task.is_some() {
             self.update_status();
@@ -651,21 +651,38 @@ impl<'h> Repl<'h> {
         }
     }
 
+    /// The status area: the task's state, then what waits in the queues.
     fn update_status(&mut self) {
-        let status = self.task.as_ref().map(|t| {
-            self.opts.style.dim(&format!(
+        let st = self.opts.style;
+        let mut lines = Vec::new();
+        if let Some(t) = &self.task {
+            lines.push(st.dim(&format!(
                 "[task {}] {} · {}",
                 t.id,
                 t.state,
                 short_duration(t.started.elapsed())
-            ))
-        });
-        self.editor.set_status(status);
+            )));
+        }
+        for text in &self.queued.0 {
+            lines.push(st.dim(&format!("  ↳ steering: {}", preview(text, 60))));
+        }
+        for text in &self.queued.1 {
+            lines.push(st.dim(&format!("  ↳ queued: {}", preview(text, 60))));
+        }
+        if !self.queued.0.is_empty() || !self.queued.1.is_empty() {
+            lines.push(st.dim("    (Alt-Up takes them back)"));
+        } else if self.task.is_some() {
+            lines[0].push_str(&st.dim(" · Enter steers, Tab queues a follow-up, Esc interrupts"));
+        }
+        self.editor
+            .set_status((!lines.is_empty()).then(|| lines.join("\n")));
     }
 
-    fn set_state(&mut self, state: String) {
+    fn set_state(&mut self, state: &str) {
         if let Some(t) = &mut self.task {
-            t.state = state;
+            if t.state != state {
+                t.state = state.to_string();
+            }
         }
         self.update_status();
     }
@@ -682,34 +699,115 @@ impl<'h> Repl<'h> {
         }
     }
 
+    fn on_run_finished(&mut self, outcome: RunOutcome) {
+        self.flush_partial();
+        let st = self.opts.style;
+        let id = self.task.as_ref().map_or(0, |t| t.id);
+        match outcome {
+            RunOutcome::Answered { .. } => {}
+            RunOutcome::Interrupted => self.say(&st.warning(&format!("task {id} cancelled"))),
+            RunOutcome::Failed { message } => {
+                self.say(&format!("{} {message}", st.error("error:")))
+            }
+            RunOutcome::LimitReached { message } => {
+                self.say(&format!("{} {message}", st.warning("limit:")))
+            }
+        }
+        if let Some(p) = self.approval.take() {
+            self.restore_prompt(&p.stashed);
+        }
+        self.task = None;
+        self.update_status();
+        self.redraw();
+    }
+
+    fn status_text(&self, r: &StatusReport) -> String {
+        let tools = self.host.tools();
+        let cache = crate::agent::tokens::cache_note(r.cache_read_tokens, r.cache_write_tokens);
+        format!(
+            "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}",
+            r.model,
+            r.profile,
+            r.base_url,
+            if tools.is_empty() { "none".to_string() } else { tools.join(", ") },
+            r.session.as_deref().unwrap_or("(not saved yet)"),
+            r.total_prompt_tokens,
+            r.total_completion_tokens,
+            r.total_prompt_tokens + r.total_completion_tokens,
+            r.last_prompt_tokens,
+            r.last_completion_tokens,
+            cache
+        )
+    }
+
+    fn context_text(r: &StatusReport) -> String {
+        let cache = crate::agent::tokens::cache_note(r.cache_read_tokens, r.cache_write_tokens);
+        let fill = if r.context_limit == 0 {
+            0.0
+        } else {
+            r.context_estimate as f64 / r.context_limit as f64
+        };
+        format!(
+            "context    ~{} of {} tokens ({:.0}%) in {} messages\ntotals     {} prompt + {} completion tokens this session{}",
+            r.context_estimate,
+            r.context_limit,
+            fill * 100.0,
+            r.messages,
+            r.total_prompt_tokens,
+            r.total_completion_tokens,
+            cache
+        )
+    }
+
     fn on_agent_event(&mut self, ev: AgentEvent) {
         let st = self.opts.style;
-        match ev {
-            AgentEvent::WaitingForModel { .. } => self.set_state("waiting for model".into()),
-            AgentEvent::TextDelta(t) => {
-                self.partial.push_str(&t);
+        match ev.kind {
+            EventKind::RunStarted { .. } => {
+                self.task = Some(Task {
+                    id: ev.run,
+                    started: Instant::now(),
+                    state: "waiting for model".into(),
+                    deadline: None,
+                });
+                self.update_status();
+                self.redraw();
+            }
+            EventKind::UserMessage { text, .. } => {
+                self.flush_partial();
+                let echo = format!("{}{}", st.dim(&self.opts.prompt), text);
+                self.say(&echo);
+            }
+            EventKind::ModelRequest { .. } => self.set_state("waiting for model"),
+            EventKind::TextDelta { text } => {
+                if !self.reasoning.is_empty() {
+                    let r = std::mem::take(&mut self.reasoning);
+                    self.say(&st.dim(r.trim_end()));
+                }
+                self.set_state("writing the answer");
+                self.partial.push_str(&text);
                 if let Some(i) = self.partial.rfind('\n') {
                     let done: String = self.partial.drain(..=i).collect();
                     self.editor.set_live(Some(self.partial.clone()));
-                    self.say(done.trim_end_matches('\n'));
+                    self.say(&done[..done.len() - 1]);
                 } else {
                     // The unfinished line shows as it grows, above the prompt.
                     self.editor.set_live(Some(self.partial.clone()));
                     self.redraw();
                 }
             }
-            AgentEvent::Reasoning { text, .. } => {
+            EventKind::Reasoning { text, .. } => {
+                self.set_state("thinking");
                 self.reasoning.push_str(&text);
                 if let Some(i) = self.reasoning.rfind('\n') {
                     let done: String = self.reasoning.drain(..=i).collect();
-                    self.say(&st.dim(done.trim_end_matches('\n')));
+                    self.say(&st.dim(&done[..done.len() - 1]));
                 }
             }
-            AgentEvent::ToolCall {
+            EventKind::ToolCall {
                 name, arguments, ..
             } => {
                 self.flush_partial();
-                self.set_state(format!("running {name}"));
+                self.set_state(&format!("running {name}"));
                 if self.opts.show_tool_calls {
                     self.say(&format!(
                         "{} {}",
@@ -718,7 +816,7 @@ impl<'h> Repl<'h> {
                     ));
                 }
             }
-            AgentEvent::ToolResult { text, is_error, .. } => {
+            EventKind::ToolResult { text, is_error, .. } => {
                 if self.opts.show_tool_calls {
                     let line = format!("  ← {}", preview(&text, 100));
                     self.say(&if is_error {
@@ -728,7 +826,7 @@ impl<'h> Repl<'h> {
                     });
                 }
             }
-            AgentEvent::Usage {
+            EventKind::Usage {
                 prompt_tokens,
                 completion_tokens,
                 cache_read_tokens,
@@ -737,6 +835,7 @@ impl<'h> Repl<'h> {
                 estimated,
             } => {
                 if self.opts.show_tokens {
+                    self.flush_partial();
                     let approx = if estimated { "~" } else { "" };
                     let cache =
                         crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
@@ -745,65 +844,151 @@ impl<'h> Repl<'h> {
                     )));
                 }
             }
-            AgentEvent::Retrying {
+            EventKind::Retrying {
                 attempt,
                 max_retries,
-                delay,
+                delay_ms,
                 error,
             } => {
                 self.say(&format!(
                     "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
                     st.warning("warning:"),
-                    delay.as_secs_f64()
+                    delay_ms as f64 / 1000.0
                 ));
             }
-            AgentEvent::Warning(w) => self.say(&format!("{} {w}", st.warning("warning:"))),
-            AgentEvent::ApprovalNeeded { request, reply } => {
-                match self.policy.decide(Instant::now()) {
-                    Some(true) => {
-                        let _ = reply.send(Approval::Approved);
-                        self.say(&st.dim(&format!("auto-approved: {}", request.command)));
-                    }
-                    Some(false) => {
-                        let _ = reply.send(Approval::Denied {
-                            reason: "the user denies all shell commands for now (/approve none)"
-                                .into(),
-                        });
-                        self.say(&st.dim(&format!("denied by /approve none: {}", request.command)));
-                    }
-                    None => {
-                        self.flush_partial();
-                        self.set_state("awaiting approval".into());
-                        let prompt = format!(
-                            "{}{} {} {} ",
-                            st.actor(&request.actor),
-                            st.actor("$"),
-                            st.accent(&request.command),
-                            st.warning("-- approve?")
-                        );
-                        let stashed = self.editor.buffer.text();
-                        self.editor.buffer.clear();
-                        self.editor.set_prompt(prompt);
-                        self.approval = Some(PendingApproval {
-                            request,
-                            reply,
-                            stashed,
-                        });
-                        self.redraw();
-                    }
-                }
+            EventKind::Warning { message } => {
+                self.say(&format!("{} {message}", st.warning("warning:")))
             }
-            AgentEvent::Finished(result) => {
+            EventKind::Error { message } => self.say_error(&message),
+            EventKind::ApprovalRequested {
+                call_id,
+                actor,
+                command,
+                ..
+            } => {
                 self.flush_partial();
-                let id = self.task.as_ref().map_or(0, |t| t.id);
-                match result {
-                    Ok(_) => {}
-                    Err(AgentError::Cancelled) => {
-                        self.say(&st.warning(&format!("task {id} cancelled")))
+                self.set_state("awaiting approval");
+                let prompt = format!(
+                    "{}{} {} {} ",
+                    st.actor(&actor),
+                    st.actor("$"),
+                    st.accent(&command),
+                    st.warning("-- approve?")
+                );
+                let stashed = self.editor.buffer.text();
+                self.editor.buffer.clear();
+                self.editor.set_prompt(prompt);
+                self.approval = Some(PendingApproval {
+                    call_id,
+                    command,
+                    stashed,
+                });
+                self.redraw();
+            }
+            EventKind::ApprovalDecided {
+                call_id,
+                command,
+                approved,
+                by,
+                ..
+            } => match by {
+                DecidedBy::Policy if approved => {
+                    self.say(&st.dim(&format!("auto-approved: {command}")))
+                }
+                DecidedBy::Policy => {
+                    self.say(&st.dim(&format!("denied by /approve none: {command}")))
+                }
+                DecidedBy::Denylist => {
+                    self.say(&st.warning(&format!("refused by the denylist: {command}")))
+                }
+                DecidedBy::Interrupted => {
+                    if self.approval.as_ref().is_some_and(|p| p.call_id == call_id) {
+                        if let Some(p) = self.approval.take() {
+                            self.restore_prompt(&p.stashed);
+                            self.redraw();
+                        }
                     }
-                    Err(e) => self.say(&format!("{} {e}", st.error("error:"))),
+                }
+                DecidedBy::User | DecidedBy::NoApprover => {}
+            },
+            EventKind::Queues {
+                steering,
+                follow_ups,
+            } => {
+                self.queued = (steering, follow_ups);
+                self.update_status();
+                self.redraw();
+            }
+            EventKind::Unqueued { texts } => {
+                if !texts.is_empty() {
+                    // Back into the input, in front of anything typed since.
+                    let mut text = texts.join("\n");
+                    let typed = self.editor.buffer.text();
+                    if !typed.is_empty() {
+                        text.push('\n');
+                        text.push_str(&typed);
+                    }
+                    self.editor.buffer.set(&text);
+                    self.say(&st.dim("queued messages are back in the input"));
                 }
             }
+            EventKind::Compacted {
+                messages_before,
+                messages_after,
+                tokens_before,
+                tokens_after,
+                summarized,
+            } => {
+                let how = if summarized {
+                    "older turns summarised"
+                } else {
+                    "old tool output shortened"
+                };
+                self.say(&st.dim(&format!(
+                    "context compacted ({how}): {messages_before} messages, ~{tokens_before} tokens -> {messages_after}, ~{tokens_after}"
+                )));
+            }
+            EventKind::RunFinished { outcome } => self.on_run_finished(outcome),
+            EventKind::Status(report) => {
+                let text = match self.wants.pop_front() {
+                    Some(Want::Context) => Self::context_text(&report),
+                    _ => self.status_text(&report),
+                };
+                self.say(&text);
+            }
+            EventKind::ApprovalPolicyChanged { policy } => {
+                self.policy = policy;
+                let text = format!("approval: {}", describe(&policy));
+                self.say(&text);
+            }
+            EventKind::ModelSwitched {
+                model,
+                profile,
+                base_url,
+                note,
+            } => {
+                self.profile = profile.clone();
+                let mut text = if std::mem::take(&mut self.login_switch) {
+                    format!("profile {profile} now uses the new login")
+                } else {
+                    format!("now using {model} (profile {profile}) at {base_url}")
+                };
+                if let Some(n) = note {
+                    text.push('\n');
+                    text.push_str(&n);
+                }
+                self.say(&text);
+            }
+            EventKind::SessionStarted { .. } => {}
+            EventKind::SessionResumed { .. } => {
+                if let Some(text) = crate::ui::resumed_text(&ev.kind, st) {
+                    self.say(&text);
+                }
+            }
+            EventKind::SessionCleared => self.say(
+                "new session: the conversation starts over and is saved from its first prompt",
+            ),
+            EventKind::ShutdownComplete => {}
         }
     }
 }

@@ -281,10 +281,10 @@ impl TmuxTarget {
         &self.base
     }
 
-    /// How a person attaches to the managed session, right for the target.
-    pub fn attach_hint(&self) -> String {
-        self.base
-            .interactive_command(&format!("tmux attach -t {}", shell_quote(&self.session)))
+    /// The command that attaches to the managed session, to be run the way
+    /// the target runs interactive commands.
+    pub fn attach_command(&self) -> String {
+        format!("tmux attach -t {}", shell_quote(&self.session))
     }
 
     fn tmux(&self, args: &[&str]) -> Command {
@@ -830,18 +830,6 @@ impl Target for TmuxTarget {
 
     fn is_local(&self) -> bool {
         self.base.is_local()
-    }
-
-    fn prompt_label(&self) -> Option<String> {
-        self.base.prompt_label()
-    }
-
-    fn interactive_command(&self, command: &str) -> String {
-        self.base.interactive_command(command)
-    }
-
-    fn tmux(&self) -> Option<&TmuxTarget> {
-        Some(self)
     }
 }
 

@@ -94,12 +94,17 @@ impl Target for ContainerTarget {
     fn is_local(&self) -> bool {
         false
     }
+}
 
-    fn prompt_label(&self) -> Option<String> {
-        Some(format!("{} {}", self.engine, self.name))
+impl ContainerTarget {
+    /// How the REPL prompt names this target.
+    pub fn prompt_label(&self) -> String {
+        format!("{} {}", self.engine, self.name)
     }
 
-    fn interactive_command(&self, command: &str) -> String {
+    /// What a person types in their own terminal to run `command`
+    /// interactively inside the container.
+    pub fn interactive_command(&self, command: &str) -> String {
         format!(
             "{} exec -it -- {} {command}",
             self.engine,

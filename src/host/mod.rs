@@ -31,19 +31,6 @@ pub trait Target: Send + Sync {
     /// One sentence for the system prompt.
     fn description(&self) -> String;
     fn is_local(&self) -> bool;
-    /// How the REPL prompt names the target (`ssh user@host`), when not local.
-    fn prompt_label(&self) -> Option<String> {
-        None
-    }
-    /// What a person types in their own terminal to run `command`
-    /// interactively on the target (for attach instructions).
-    fn interactive_command(&self, command: &str) -> String {
-        command.to_string()
-    }
-    /// The shared tmux pane shell work goes through, when there is one.
-    fn tmux(&self) -> Option<&TmuxTarget> {
-        None
-    }
 }
 
 /// This host, as the user running buddy.

@@ -137,7 +137,7 @@ impl Drop for RemoteJob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::LocalTarget;
+    use crate::host::LocalTarget;
 
     /// A stand-in for a remote target: the local shell, but the wrapper and
     /// stopper are what a remote one would run.

@@ -182,12 +182,17 @@ impl Target for SshTarget {
     fn is_local(&self) -> bool {
         false
     }
+}
 
-    fn prompt_label(&self) -> Option<String> {
-        Some(format!("ssh {}", self.actor()))
+impl SshTarget {
+    /// How the REPL prompt names this target.
+    pub fn prompt_label(&self) -> String {
+        format!("ssh {}", self.actor())
     }
 
-    fn interactive_command(&self, command: &str) -> String {
+    /// What a person types in their own terminal to run `command`
+    /// interactively there (for attach instructions).
+    pub fn interactive_command(&self, command: &str) -> String {
         let mut line = String::from("ssh -t");
         if let Some(p) = self.port {
             line.push_str(&format!(" -p {p}"));

@@ -1,0 +1,311 @@
+//! What a front end can change while a run is going, shared between the op
+//! loop and the run: the steering and follow-up queues, the approval policy
+//! with the requests waiting on it, and a snapshot for status reports. Every
+//! access is a short critical section that never spans an `.await`.
+//!
+//! The approval policy lives here and nowhere else. A tool that needs consent
+//! asks the `Gate`; the gate applies, in order, the denylist (refused, even
+//! with everything approved), `shell_confirm = false` (approved), the policy
+//! (all, none, a time window) and, when it says ask, a front end through an
+//! `ApprovalRequested` event answered by `Op::Approve`, or, with nobody to ask,
+//! a denial with the reason.
+
+use super::emitter::Emitter;
+use super::protocol::{ApprovalPolicy, DecidedBy, Decision, EventKind, QueueMode, StatusReport};
+use crate::tools::{Approval, ApprovalRequest, Approver};
+use async_trait::async_trait;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// Said to the model when the user sent a message while its tools ran.
+pub const SKIPPED_FOR_STEER: &str = "skipped: the user sent a new message";
+
+/// How commands that need consent are decided.
+#[derive(Debug, Clone)]
+pub struct ApprovalRules {
+    pub policy: ApprovalPolicy,
+    /// `tools.shell_confirm`: false approves everything not denylisted.
+    pub confirm: bool,
+    pub denylist: Vec<String>,
+    /// Someone can answer `ApprovalRequested` (a terminal, a client). When
+    /// not, asking means denying, with this reason for the model.
+    pub no_approver_reason: Option<String>,
+}
+
+impl Default for ApprovalRules {
+    fn default() -> Self {
+        ApprovalRules {
+            policy: ApprovalPolicy::Ask,
+            confirm: true,
+            denylist: Vec::new(),
+            no_approver_reason: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    steering: VecDeque<String>,
+    follow_ups: VecDeque<String>,
+    steering_mode: QueueMode,
+    follow_up_mode: QueueMode,
+    rules: ApprovalRules,
+    waiting: HashMap<String, oneshot::Sender<Decision>>,
+    /// The latest status the running agent published.
+    snapshot: Option<StatusReport>,
+}
+
+pub struct Control {
+    state: Mutex<State>,
+    emitter: Emitter,
+    /// Approvals are asked one at a time, so front ends show one prompt.
+    one_at_a_time: tokio::sync::Mutex<()>,
+}
+
+impl Control {
+    pub fn new(
+        emitter: Emitter,
+        rules: ApprovalRules,
+        steering_mode: QueueMode,
+        follow_up_mode: QueueMode,
+    ) -> Arc<Control> {
+        Arc::new(Control {
+            state: Mutex::new(State {
+                rules,
+                steering_mode,
+                follow_up_mode,
+                ..State::default()
+            }),
+            emitter,
+            one_at_a_time: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn policy(&self) -> ApprovalPolicy {
+        self.lock().rules.policy
+    }
+
+    pub fn set_policy(&self, policy: ApprovalPolicy) {
+        self.lock().rules.policy = policy;
+    }
+
+    /// Queues a steering message; returns the queues after it.
+    pub fn steer(&self, text: String) -> (Vec<String>, Vec<String>) {
+        let mut st = self.lock();
+        st.steering.push_back(text);
+        queues(&st)
+    }
+
+    pub fn follow_up(&self, text: String) -> (Vec<String>, Vec<String>) {
+        let mut st = self.lock();
+        st.follow_ups.push_back(text);
+        queues(&st)
+    }
+
+    pub fn queues(&self) -> (Vec<String>, Vec<String>) {
+        queues(&self.lock())
+    }
+
+    pub fn has_steering(&self) -> bool {
+        !self.lock().steering.is_empty()
+    }
+
+    /// The steering messages due now (one, or all, by the mode).
+    pub fn take_steering(&self) -> Vec<String> {
+        let mut st = self.lock();
+        let mode = st.steering_mode;
+        take(&mut st.steering, mode)
+    }
+
+    pub fn take_follow_ups(&self) -> Vec<String> {
+        let mut st = self.lock();
+        let mode = st.follow_up_mode;
+        take(&mut st.follow_ups, mode)
+    }
+
+    /// Empties the named queues, returning what they held, oldest first.
+    pub fn clear(&self, steering: bool, follow_ups: bool) -> Vec<String> {
+        let mut st = self.lock();
+        let mut out = Vec::new();
+        if steering {
+            out.extend(st.steering.drain(..));
+        }
+        if follow_ups {
+            out.extend(st.follow_ups.drain(..));
+        }
+        out
+    }
+
+    /// Keeps `report` for status requests that come while the agent is busy.
+    pub fn publish(&self, report: StatusReport) {
+        self.lock().snapshot = Some(report);
+    }
+
+    /// The last published status, with the queues and policy as they are now.
+    pub fn snapshot(&self) -> Option<StatusReport> {
+        let st = self.lock();
+        let mut report = st.snapshot.clone()?;
+        report.policy = st.rules.policy;
+        report.steering = st.steering.iter().cloned().collect();
+        report.follow_ups = st.follow_ups.iter().cloned().collect();
+        Some(report)
+    }
+
+    /// Answers a waiting approval; false when nothing waits under that id.
+    pub fn answer(&self, call_id: &str, decision: Decision) -> bool {
+        match self.lock().waiting.remove(call_id) {
+            Some(tx) => tx.send(decision).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Denies every waiting approval (the run is ending).
+    pub fn drop_waiting(&self) {
+        self.lock().waiting.clear();
+    }
+
+    /// Decides without asking, when the rules allow.
+    fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy)> {
+        let mut st = self.lock();
+        let rules = &st.rules;
+        if let Some(pattern) =
+            crate::tools::shell::denied_by(&rules.denylist, &request.command).map(str::to_string)
+        {
+            return Some((
+                Approval::Refused {
+                    reason: format!(
+                        "it matches the denylist pattern `{}`; do not try to work around it",
+                        pattern.trim()
+                    ),
+                },
+                DecidedBy::Denylist,
+            ));
+        }
+        if !rules.confirm {
+            return Some((Approval::Approved, DecidedBy::Policy));
+        }
+        match rules.policy {
+            ApprovalPolicy::All => return Some((Approval::Approved, DecidedBy::Policy)),
+            ApprovalPolicy::None => {
+                return Some((
+                    Approval::Denied {
+                        reason: "the user denies all shell commands for now (/approve none)".into(),
+                    },
+                    DecidedBy::Policy,
+                ))
+            }
+            ApprovalPolicy::Until { unix_ms } if crate::clock::now_unix_ms() < unix_ms => {
+                return Some((Approval::Approved, DecidedBy::Policy))
+            }
+            ApprovalPolicy::Until { .. } => st.rules.policy = ApprovalPolicy::Ask,
+            ApprovalPolicy::Ask => {}
+        }
+        st.rules.no_approver_reason.as_ref().map(|reason| {
+            (
+                Approval::Denied {
+                    reason: reason.clone(),
+                },
+                DecidedBy::NoApprover,
+            )
+        })
+    }
+
+    fn wait_for(&self, call_id: &str) -> oneshot::Receiver<Decision> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().waiting.insert(call_id.to_string(), tx);
+        rx
+    }
+}
+
+fn queues(st: &State) -> (Vec<String>, Vec<String>) {
+    (
+        st.steering.iter().cloned().collect(),
+        st.follow_ups.iter().cloned().collect(),
+    )
+}
+
+fn take(q: &mut VecDeque<String>, mode: QueueMode) -> Vec<String> {
+    match mode {
+        QueueMode::All => q.drain(..).collect(),
+        QueueMode::OneAtATime => q.pop_front().into_iter().collect(),
+    }
+}
+
+/// The agent's `Approver`: the rules above, then the front end.
+pub struct Gate {
+    pub control: Arc<Control>,
+}
+
+#[async_trait]
+impl Approver for Gate {
+    async fn approve(&self, request: ApprovalRequest) -> Approval {
+        let control = &self.control;
+        let _turn = control.one_at_a_time.lock().await;
+        let decided =
+            |approved: bool, by: DecidedBy, reason: Option<String>| EventKind::ApprovalDecided {
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                command: request.command.clone(),
+                approved,
+                by,
+                reason,
+            };
+        if let Some((answer, by)) = control.decide(&request) {
+            let (approved, reason) = match &answer {
+                Approval::Approved => (true, None),
+                Approval::Denied { reason } | Approval::Refused { reason } => {
+                    (false, Some(reason.clone()))
+                }
+            };
+            // `shell_confirm = false` is the quiet default some users choose:
+            // no event per command, as before.
+            if !approved || control.lock().rules.confirm {
+                control.emitter.emit(decided(approved, by, reason)).await;
+            }
+            return answer;
+        }
+        let answer = control.wait_for(&request.call_id);
+        control
+            .emitter
+            .emit(EventKind::ApprovalRequested {
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                actor: request.actor.clone(),
+                command: request.command.clone(),
+            })
+            .await;
+        match answer.await {
+            Ok(Decision::Approve) => {
+                control
+                    .emitter
+                    .emit(decided(true, DecidedBy::User, None))
+                    .await;
+                Approval::Approved
+            }
+            Ok(Decision::Deny { reason }) => {
+                let reason = reason
+                    .filter(|r| !r.trim().is_empty())
+                    .map(|r| format!("the user denied it: {r}"))
+                    .unwrap_or_else(|| "the user denied it".into());
+                control
+                    .emitter
+                    .emit(decided(false, DecidedBy::User, Some(reason.clone())))
+                    .await;
+                Approval::Denied { reason }
+            }
+            Err(_) => {
+                let reason = "the run ended before the user answered".to_string();
+                control
+                    .emitter
+                    .emit(decided(false, DecidedBy::Interrupted, Some(reason.clone())))
+                    .await;
+                Approval::Denied { reason }
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The sending end of the event stream. The channel is bounded so a front end
+//! that falls behind slows the agent down instead of growing a queue without
+//! limit. Text and reasoning deltas come from inside the model stream, where
+//! nothing can wait; when the channel is full they are merged into one pending
+//! delta, sent as soon as there is room and always before any later event, so
+//! order is kept and nothing is lost.
+
+use super::protocol::{Event, EventKind};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// Events the channel holds before senders wait.
+pub const EVENT_CAPACITY: usize = 1024;
+
+#[derive(Clone)]
+pub struct Emitter {
+    tx: mpsc::Sender<Event>,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Default)]
+struct State {
+    seq: u64,
+    run: u64,
+    /// Deltas that found the channel full, oldest first, neighbours of the
+    /// same kind merged (so this stays a handful of entries).
+    pending: Vec<EventKind>,
+}
+
+impl Emitter {
+    pub fn new(tx: mpsc::Sender<Event>) -> Emitter {
+        Emitter {
+            tx,
+            state: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave this state half-changed; keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the events that follow as belonging to run `run` (0: none).
+    pub fn set_run(&self, run: u64) {
+        self.lock().run = run;
+    }
+
+    pub fn run(&self) -> u64 {
+        self.lock().run
+    }
+
+    /// Sends `kind`, waiting for room. A receiver that is gone is ignored: a
+    /// front end that stopped listening must not stop the agent.
+    pub async fn emit(&self, kind: EventKind) {
+        self.flush().await;
+        self.send(kind).await;
+    }
+
+    async fn send(&self, kind: EventKind) {
+        let Ok(permit) = self.tx.reserve().await else {
+            return;
+        };
+        let event = self.stamp(kind);
+        permit.send(event);
+    }
+
+    fn stamp(&self, kind: EventKind) -> Event {
+        let mut st = self.lock();
+        st.seq += 1;
+        Event {
+            run: st.run,
+            seq: st.seq,
+            kind,
+        }
+    }
+
+    /// Sends the deltas still pending, waiting for room.
+    pub async fn flush(&self) {
+        loop {
+            let next = {
+                let mut st = self.lock();
+                if st.pending.is_empty() {
+                    return;
+                }
+                st.pending.remove(0)
+            };
+            self.send(next).await;
+        }
+    }
+
+    /// Sends a text or reasoning delta without waiting (see the module note).
+    pub fn delta(&self, kind: EventKind) {
+        let mut st = self.lock();
+        push_merged(&mut st.pending, kind);
+        drop(st);
+        // Send what fits, oldest first; the rest waits for the next delta or event.
+        loop {
+            let permit = match self.tx.try_reserve() {
+                Ok(p) => p,
+                Err(mpsc::error::TrySendError::Closed(())) => {
+                    self.lock().pending.clear();
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Full(())) => return,
+            };
+            let mut st = self.lock();
+            if st.pending.is_empty() {
+                return;
+            }
+            let kind = st.pending.remove(0);
+            st.seq += 1;
+            let event = Event {
+                run: st.run,
+                seq: st.seq,
+                kind,
+            };
+            drop(st);
+            permit.send(event);
+        }
+    }
+}
+
+fn push_merged(pending: &mut Vec<EventKind>, kind: EventKind) {
+    if let Some(last) = pending.last_mut() {
+        if let Some(kind) = merge_into(last, kind) {
+            pending.push(kind);
+        }
+        return;
+    }
+    pending.push(kind);
+}
+
+/// Appends `next` to `last` when both are deltas of the same stream; gives
+/// `next` back otherwise.
+fn merge_into(last: &mut EventKind, next: EventKind) -> Option<EventKind> {
+    match (last, next) {
+        (EventKind::TextDelta { text: x }, EventKind::TextDelta { text: y }) => {
+            x.push_str(&y);
+            None
+        }
+        (
+            EventKind::Reasoning { field: f1, text: x },
+            EventKind::Reasoning { field: f2, text: y },
+        ) if *f1 == f2 => {
+            x.push_str(&y);
+            None
+        }
+        (_, next) => Some(next),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> EventKind {
+        EventKind::TextDelta { text: t.into() }
+    }
+
+    #[tokio::test]
+    async fn deltas_merge_while_the_channel_is_full_and_keep_their_order() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let em = Emitter::new(tx);
+        for t in ["a", "b", "c", "d", "e"] {
+            em.delta(text(t));
+        }
+        em.delta(EventKind::Reasoning {
+            field: "r".into(),
+            text: "x".into(),
+        });
+        em.delta(text("f"));
+        let sender = em.emit(EventKind::Warning {
+            message: "after".into(),
+        });
+        let receiver = async {
+            let mut got = Vec::new();
+            while got.len() < 6 {
+                got.push(rx.recv().await.unwrap());
+            }
+            got
+        };
+        let ((), got) = tokio::join!(sender, receiver);
+        let texts: Vec<String> = got
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::TextDelta { text } => text.clone(),
+                EventKind::Reasoning { text, .. } => format!("R:{text}"),
+                EventKind::Warning { message } => format!("W:{message}"),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        // Two fit at once; the rest waited, merged by kind, in order.
+        assert_eq!(texts, ["a", "b", "cde", "R:x", "f", "W:after"]);
+        let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+    }
+}

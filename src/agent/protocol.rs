@@ -1,0 +1,338 @@
+//! The agent's protocol: what a front end may ask (`Op`) and what the agent
+//! reports (`Event`). Both are plain serialisable data, so the same stream can
+//! drive the terminal front ends, JSON lines on stdout or a network client.
+//! Nothing here holds a channel or a callback: an approval is an event with a
+//! call id, answered by an `Op::Approve` naming that id.
+
+use crate::tools::Truncation;
+use serde::{Deserialize, Serialize};
+
+/// A request to the agent. Ops that only make sense while a run is going
+/// (`Steer`, `Interrupt`, `Approve`) are harmless otherwise; the reply, if any,
+/// is an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Starts a run with this user message. While a run is going it is
+    /// queued as a follow-up instead, so no message is ever dropped.
+    Prompt {
+        text: String,
+    },
+    /// Joins the running conversation as soon as the running tools finish;
+    /// the rest of that reply's tool calls are skipped. Idle, it starts a run.
+    Steer {
+        text: String,
+    },
+    /// Taken up when the agent would otherwise stop. Idle, it starts a run.
+    FollowUp {
+        text: String,
+    },
+    /// Removes queued messages and hands their text back (`Unqueued`).
+    ClearQueue {
+        queue: QueueKind,
+    },
+    /// Stops the run: running tools are killed and every call gets a result.
+    Interrupt,
+    Approve {
+        call_id: String,
+        decision: Decision,
+    },
+    SetApprovalPolicy {
+        policy: ApprovalPolicy,
+    },
+    /// Talks to another model profile (a name or a 1-based index) from the
+    /// next request on; the history carries over. Refused during a run.
+    SwitchModel {
+        choice: String,
+    },
+    /// Shrinks the history now (old tool outputs, then a summary of older
+    /// turns). Refused during a run.
+    Compact,
+    /// Starts over with an empty conversation, saved from its first prompt.
+    NewSession,
+    /// Continues a saved session (`last`, an id or a unique prefix).
+    Resume {
+        query: String,
+    },
+    /// Reports `Status`.
+    Status,
+    /// Ends a run in progress, saves, reports `ShutdownComplete` and stops.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueKind {
+    Steering,
+    FollowUp,
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    /// `reason` goes to the model with the denial.
+    Deny {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// When a command that needs consent may run without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum ApprovalPolicy {
+    /// Ask the front end each time.
+    Ask,
+    /// Approve everything (the denylist still applies).
+    All,
+    /// Deny everything.
+    None,
+    /// Approve everything until this moment (Unix milliseconds), then ask.
+    Until { unix_ms: u64 },
+}
+
+/// How a queue hands over its messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueMode {
+    /// One message per opportunity (the default).
+    #[default]
+    OneAtATime,
+    /// Everything queued, at once.
+    All,
+}
+
+/// One thing the agent reports. `run` numbers the run it belongs to (0 for
+/// replies outside a run); `seq` increases by one per event, so a consumer can
+/// tell what it missed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub run: u64,
+    pub seq: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A run began with this prompt.
+    RunStarted {
+        prompt: String,
+    },
+    /// A model request is about to go out (1-based within the run).
+    ModelRequest {
+        turn: u32,
+    },
+    TextDelta {
+        text: String,
+    },
+    /// A piece of a reasoning trace (field name as the provider sent it).
+    Reasoning {
+        field: String,
+        text: String,
+    },
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    /// Results arrive in completion order; the history keeps request order.
+    ToolResult {
+        call_id: String,
+        name: String,
+        text: String,
+        is_error: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truncated: Option<Truncation>,
+    },
+    Usage {
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+        session_total: u64,
+        /// True when the server sent no counts and these are estimates.
+        estimated: bool,
+    },
+    Retrying {
+        attempt: u32,
+        max_retries: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    Warning {
+        message: String,
+    },
+    /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
+    ApprovalRequested {
+        call_id: String,
+        tool: String,
+        actor: String,
+        command: String,
+    },
+    /// How a request for consent ended, whoever decided it.
+    ApprovalDecided {
+        call_id: String,
+        tool: String,
+        command: String,
+        approved: bool,
+        by: DecidedBy,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A user message joined the history.
+    UserMessage {
+        text: String,
+        via: UserVia,
+    },
+    /// The queues changed; their full contents, oldest first.
+    Queues {
+        steering: Vec<String>,
+        follow_ups: Vec<String>,
+    },
+    /// Queued messages taken back (`ClearQueue`, or an interrupted run).
+    Unqueued {
+        texts: Vec<String>,
+    },
+    /// The history was compacted.
+    Compacted {
+        messages_before: usize,
+        messages_after: usize,
+        tokens_before: u64,
+        tokens_after: u64,
+        /// Older turns were replaced by a summary (not only shortened).
+        summarized: bool,
+    },
+    RunFinished {
+        outcome: RunOutcome,
+    },
+    Status(Box<StatusReport>),
+    ApprovalPolicyChanged {
+        policy: ApprovalPolicy,
+    },
+    ModelSwitched {
+        model: String,
+        profile: String,
+        base_url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// Saving started in a new session file.
+    SessionStarted {
+        id: String,
+    },
+    SessionResumed {
+        id: String,
+        messages: usize,
+        warnings: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_prompt: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_answer: Option<String>,
+    },
+    /// The conversation was cleared (`NewSession`).
+    SessionCleared,
+    /// An op could not be carried out; the agent is unchanged.
+    Error {
+        message: String,
+    },
+    ShutdownComplete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    User,
+    /// The approval policy (`/approve all`, a window, `--dangerously-auto-approve`).
+    Policy,
+    Denylist,
+    /// Nobody can be asked (exec without a terminal).
+    NoApprover,
+    /// The run ended first.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserVia {
+    Prompt,
+    Steer,
+    FollowUp,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum RunOutcome {
+    Answered {
+        text: String,
+    },
+    Failed {
+        message: String,
+    },
+    Interrupted,
+    /// An execution limit (turns, tokens, time) ended it.
+    LimitReached {
+        message: String,
+    },
+}
+
+/// A snapshot for `/status` and `/context`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub model: String,
+    pub profile: String,
+    pub base_url: String,
+    pub session: Option<String>,
+    pub messages: usize,
+    pub context_limit: u64,
+    pub context_estimate: u64,
+    pub total_prompt_tokens: u64,
+    pub total_completion_tokens: u64,
+    pub last_prompt_tokens: u64,
+    pub last_completion_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub policy: ApprovalPolicy,
+    /// The run in progress, if any.
+    pub running: Option<u64>,
+    pub steering: Vec<String>,
+    pub follow_ups: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_and_events_round_trip_as_tagged_json() {
+        let op = Op::Approve {
+            call_id: "c1".into(),
+            decision: Decision::Deny {
+                reason: Some("no".into()),
+            },
+        };
+        let text = serde_json::to_string(&op).unwrap();
+        assert_eq!(
+            text,
+            r#"{"op":"approve","call_id":"c1","decision":{"decision":"deny","reason":"no"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Op>(&text).unwrap(), op);
+        let ev = Event {
+            run: 3,
+            seq: 9,
+            kind: EventKind::TextDelta { text: "hi".into() },
+        };
+        let text = serde_json::to_string(&ev).unwrap();
+        assert_eq!(text, r#"{"run":3,"seq":9,"type":"text_delta","text":"hi"}"#);
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), ev);
+        let policy: ApprovalPolicy =
+            serde_json::from_str(r#"{"mode":"until","unix_ms":5}"#).unwrap();
+        assert_eq!(policy, ApprovalPolicy::Until { unix_ms: 5 });
+    }
+}
