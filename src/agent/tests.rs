@@ -390,3 +390,521 @@ async fn finished_results_are_saved_in_order_before_the_batch_ends() {
     assert_eq!(ids, ["a", "b", "c"]);
     assert_eq!(agent.messages()[4].text(), CANCELLED);
 }
+
+// ---------------------------------------------------------------------------
+// Steering, follow-ups, limits, strategies and compaction.
+
+/// A tool that does something to the agent's queues while it runs (as a user
+/// typing at that moment would), then answers.
+struct Act {
+    name: &'static str,
+    control: Arc<Control>,
+    act: fn(&Control),
+    delay_ms: u64,
+}
+
+#[async_trait]
+impl Tool for Act {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function(self.name, "test", serde_json::json!({"type":"object"}))
+    }
+    fn max_output_chars(&self) -> usize {
+        1000
+    }
+    async fn execute(&self, _args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_millis(self.delay_ms)).await;
+        (self.act)(&self.control);
+        Ok(ToolOutput::text(format!("{} done", self.name)))
+    }
+}
+
+fn steer_left(c: &Control) {
+    c.steer("turn left".into());
+}
+
+fn follow_twice(c: &Control) {
+    c.follow_up("then this".into());
+    c.follow_up("and that".into());
+}
+
+fn nothing(_: &Control) {}
+
+/// An agent whose registry also holds `Act` tools bound to its control.
+fn agent_acting(
+    replies: Vec<Message>,
+    opts: AgentOptions,
+    acts: &[(&'static str, fn(&Control), u64)],
+    follow_up_mode: QueueMode,
+) -> (Agent, mpsc::Receiver<Event>) {
+    let (tx, rx) = mpsc::channel(4096);
+    let emitter = Emitter::new(tx);
+    let control = Control::new(
+        emitter.clone(),
+        ApprovalRules {
+            confirm: false,
+            ..ApprovalRules::default()
+        },
+        QueueMode::OneAtATime,
+        follow_up_mode,
+    );
+    let mut reg = ToolRegistry::new();
+    reg.register(Arc::new(Sleepy));
+    for &(name, act, delay_ms) in acts {
+        reg.register(Arc::new(Act {
+            name,
+            control: control.clone(),
+            act,
+            delay_ms,
+        }));
+    }
+    let gate = Arc::new(control::Gate {
+        control: control.clone(),
+    });
+    let client = Arc::new(Scripted {
+        replies: StdMutex::new(replies),
+    });
+    let agent = Agent::new(
+        client,
+        reg,
+        ToolContext::local(PathBuf::from("/"), gate),
+        opts,
+        Some("sys".into()),
+        ModelInfo::default(),
+        emitter,
+        control,
+    );
+    (agent, rx)
+}
+
+fn texts(m: &[Message]) -> Vec<(Role, String)> {
+    m.iter().map(|m| (m.role, m.text().to_string())).collect()
+}
+
+/// Every assistant call answered, in order, by the tool messages right after
+/// it; no tool message without its call.
+fn assert_valid(history: &[Message]) {
+    let mut i = 0;
+    while i < history.len() {
+        let m = &history[i];
+        assert_ne!(m.role, Role::Tool, "orphan tool message at {i}: {history:?}");
+        i += 1;
+        if m.role == Role::Assistant {
+            for call in m.calls() {
+                let r = history
+                    .get(i)
+                    .unwrap_or_else(|| panic!("no result for {}: {history:?}", call.id));
+                assert_eq!(r.role, Role::Tool, "{history:?}");
+                assert_eq!(r.tool_call_id.as_deref(), Some(call.id.as_str()));
+                i += 1;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_steer_lets_the_running_tool_finish_and_skips_the_rest() {
+    let calls = vec![
+        ToolCall::new("a", "sleepy", "{\"fast\":1}"),
+        ToolCall::new("b", "steer", "{}"),
+        ToolCall::new("c", "sleepy", "{\"fast\":1}"),
+    ];
+    let replies = vec![calls_message(calls), Message::assistant("turning left")];
+    let (mut agent, _rx) = agent_acting(
+        replies,
+        options(ToolStrategy::Sequential),
+        &[("steer", steer_left, 0)],
+        QueueMode::OneAtATime,
+    );
+    let out = agent.run("go".into(), Cancel::never()).await;
+    assert_eq!(
+        out,
+        RunOutcome::Answered {
+            text: "turning left".into()
+        }
+    );
+    let h = agent.messages();
+    assert_valid(h);
+    assert_eq!(
+        texts(&h[3..]),
+        vec![
+            (Role::Tool, "fast done".into()),
+            (Role::Tool, "steer done".into()),
+            (Role::Tool, control::SKIPPED_FOR_STEER.into()),
+            (Role::User, "turn left".into()),
+            (Role::Assistant, "turning left".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn batches_run_n_at_a_time_and_a_steer_skips_the_later_batches() {
+    let calls = vec![
+        ToolCall::new("a", "steer", "{}"),
+        ToolCall::new("b", "sleepy", "{\"fast\":1}"),
+        ToolCall::new("c", "sleepy", "{\"fast\":1}"),
+    ];
+    let replies = vec![calls_message(calls), Message::assistant("ok")];
+    let (mut agent, _rx) = agent_acting(
+        replies,
+        options(ToolStrategy::Batched(2)),
+        &[("steer", steer_left, 20)],
+        QueueMode::OneAtATime,
+    );
+    agent.run("go".into(), Cancel::never()).await;
+    let h = agent.messages();
+    assert_valid(h);
+    // `b` ran beside `a` in the first batch; `c` never started.
+    assert_eq!(h[4].text(), "fast done");
+    assert_eq!(h[5].text(), control::SKIPPED_FOR_STEER);
+    assert_eq!(h[6].text(), "turn left");
+}
+
+#[tokio::test]
+async fn follow_ups_are_taken_when_the_agent_would_stop() {
+    for (mode, requests_after_first) in [(QueueMode::OneAtATime, 2), (QueueMode::All, 1)] {
+        let replies = vec![
+            calls_message(vec![ToolCall::new("q", "queue", "{}")]),
+            Message::assistant("first answer"),
+            Message::assistant("second answer"),
+            Message::assistant("third answer"),
+        ];
+        let (mut agent, _rx) = agent_acting(
+            replies,
+            options(ToolStrategy::Parallel),
+            &[("queue", follow_twice, 0)],
+            mode,
+        );
+        let out = agent.run("go".into(), Cancel::never()).await;
+        let h = agent.messages();
+        assert_valid(h);
+        let users: Vec<&str> = h
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(users, ["go", "then this", "and that"], "{mode:?}");
+        let answers = h
+            .iter()
+            .filter(|m| m.role == Role::Assistant && m.calls().is_empty())
+            .count();
+        assert_eq!(answers, 1 + requests_after_first, "{mode:?}: {h:?}");
+        let last = if requests_after_first == 2 {
+            "third answer"
+        } else {
+            "second answer"
+        };
+        assert_eq!(out, RunOutcome::Answered { text: last.into() });
+    }
+}
+
+#[tokio::test]
+async fn a_token_limit_ends_the_run_with_every_call_answered() {
+    let replies = (0..4)
+        .map(|i| calls_message(vec![ToolCall::new(format!("c{i}"), "sleepy", "{\"fast\":1}")]))
+        .collect();
+    let mut opts = options(ToolStrategy::Parallel);
+    opts.limits.max_total_tokens = Some(1);
+    let (mut agent, _rx) = agent_opts(replies, opts);
+    let out = agent.run("go".into(), Cancel::never()).await;
+    assert!(
+        matches!(&out, RunOutcome::LimitReached { message } if message.contains("max_total_tokens")),
+        "{out:?}"
+    );
+    assert_valid(agent.messages());
+    // One request, then the limit: its tool call still got its result.
+    assert_eq!(agent.messages().len(), 4);
+}
+
+#[tokio::test]
+async fn a_time_limit_stops_a_running_tool_and_answers_its_call() {
+    let replies = vec![calls_message(vec![
+        ToolCall::new("slow", "sleepy", "{}"),
+        ToolCall::new("fast", "sleepy", "{\"fast\":1}"),
+    ])];
+    let mut opts = options(ToolStrategy::Sequential);
+    opts.limits.max_duration = Some(Duration::from_millis(200));
+    let (mut agent, _rx) = agent_opts(replies, opts);
+    let started = std::time::Instant::now();
+    let out = agent.run("go".into(), Cancel::never()).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        matches!(&out, RunOutcome::LimitReached { message } if message.contains("time limit")),
+        "{out:?}"
+    );
+    let h = agent.messages();
+    assert_valid(h);
+    assert_eq!(h[3].text(), TIME_LIMIT_RESULT);
+    assert_eq!(h[4].text(), TIME_LIMIT_RESULT);
+}
+
+/// Answers summary requests (no tools offered) with a summary, others from a
+/// script; records every request's estimated size.
+struct Summarizing {
+    replies: StdMutex<Vec<Message>>,
+    sizes: StdMutex<Vec<(bool, u64)>>,
+}
+
+#[async_trait]
+impl ModelClient for Summarizing {
+    async fn complete(
+        &self,
+        r: ModelRequest<'_>,
+        _s: EventSink<'_>,
+    ) -> Result<ModelResponse, ApiError> {
+        let summary = r.tools.is_empty();
+        self.sizes
+            .lock()
+            .unwrap()
+            .push((summary, tokens::estimate_messages(r.messages)));
+        let message = if summary {
+            assert_eq!(r.messages[0].role, Role::System);
+            assert_eq!(r.messages[1].role, Role::User);
+            assert_eq!(r.messages.len(), 2);
+            Message::assistant("the user asked for listings; all were done")
+        } else {
+            let mut replies = self.replies.lock().unwrap();
+            if replies.is_empty() {
+                return Err(ApiError::InvalidResponse("script exhausted".into()));
+            }
+            replies.remove(0)
+        };
+        Ok(ModelResponse {
+            message,
+            usage: None,
+            cut_off: None,
+        })
+    }
+    fn model(&self) -> &str {
+        "summarizing"
+    }
+}
+
+/// A sink that keeps the journal the way a session file would: messages
+/// appended, compactions applied to the loaded history.
+#[derive(Clone, Default)]
+struct Journal {
+    loaded: Arc<StdMutex<Vec<Message>>>,
+    compactions: Arc<StdMutex<usize>>,
+}
+
+impl HistorySink for Journal {
+    fn save(&mut self, new: &[Message], _t: &TokenTracker, _end: bool) -> Result<(), String> {
+        self.loaded.lock().unwrap().extend_from_slice(new);
+        Ok(())
+    }
+    fn compacted(
+        &mut self,
+        replaces: usize,
+        with: &[Message],
+        _t: &TokenTracker,
+    ) -> Result<(), String> {
+        let mut l = self.loaded.lock().unwrap();
+        assert!(replaces <= l.len());
+        l.splice(0..replaces, with.iter().cloned());
+        *self.compactions.lock().unwrap() += 1;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn compaction_keeps_requests_under_the_limit_and_resume_sees_the_same_history() {
+    let big = "x".repeat(3000);
+    // Six turns, each a tool call with a big output and an answer.
+    let mut replies = Vec::new();
+    for i in 0..6 {
+        replies.push(calls_message(vec![ToolCall::new(
+            format!("c{i}"),
+            "big",
+            "{}",
+        )]));
+        replies.push(Message::assistant(format!("answer {i}")));
+    }
+    let client = Arc::new(Summarizing {
+        replies: StdMutex::new(replies),
+        sizes: StdMutex::new(Vec::new()),
+    });
+    let mut opts = options(ToolStrategy::Parallel);
+    opts.context_limit = 2000;
+    let (mut agent, mut rx) = agent_client(client.clone(), opts);
+    struct Big(String);
+    #[async_trait]
+    impl Tool for Big {
+        fn name(&self) -> &'static str {
+            "big"
+        }
+        fn definition(&self) -> ToolDefinition {
+            ToolDefinition::function("big", "test", serde_json::json!({"type":"object"}))
+        }
+        fn max_output_chars(&self) -> usize {
+            100_000
+        }
+        async fn execute(&self, _a: Value, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text(self.0.clone()))
+        }
+    }
+    Arc::get_mut(&mut agent.tools)
+        .unwrap()
+        .register(Arc::new(Big(big)));
+    let journal = Journal::default();
+    agent.set_history_sink("s".into(), Box::new(journal.clone()));
+    for i in 0..6 {
+        let out = agent.run(format!("list {i}"), Cancel::never()).await;
+        assert_eq!(
+            out,
+            RunOutcome::Answered {
+                text: format!("answer {i}")
+            }
+        );
+        assert_valid(agent.messages());
+    }
+    let sizes = client.sizes.lock().unwrap().clone();
+    assert!(sizes.iter().any(|(summary, _)| *summary), "{sizes:?}");
+    for (summary, size) in &sizes {
+        assert!(*size < 2000, "a request of ~{size} tokens (summary: {summary})");
+    }
+    let mut compacted = 0;
+    while let Ok(ev) = rx.try_recv() {
+        if let EventKind::Compacted { summarized, .. } = ev.kind {
+            compacted += 1;
+            let _ = summarized;
+        }
+    }
+    assert!(compacted > 0);
+    assert_eq!(*journal.compactions.lock().unwrap(), compacted);
+    // What a resume would load is exactly the history in memory.
+    assert_eq!(*journal.loaded.lock().unwrap(), agent.messages()[1..].to_vec());
+    assert!(agent.messages()[1..]
+        .iter()
+        .any(compact::is_summary));
+}
+
+/// A tiny deterministic generator, so the property test needs no crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A tool that sleeps for the milliseconds its arguments name.
+struct Nap;
+
+#[async_trait]
+impl Tool for Nap {
+    fn name(&self) -> &'static str {
+        "nap"
+    }
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition::function("nap", "test", serde_json::json!({"type":"object"}))
+    }
+    fn max_output_chars(&self) -> usize {
+        100
+    }
+    async fn execute(&self, args: Value, _c: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(ToolOutput::text(format!("napped {ms}")))
+    }
+}
+
+/// Property: whatever interleaving of steering, follow-ups, interrupts and
+/// tool completions, under every strategy, the history stays valid and the
+/// journal holds exactly it.
+#[tokio::test]
+async fn any_interleaving_of_steer_follow_up_interrupt_and_tools_keeps_the_history_valid() {
+    for seed in 1..=150u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut replies = Vec::new();
+        for r in 0..6 {
+            if rng.below(3) == 0 {
+                replies.push(Message::assistant(format!("answer {r}")));
+            } else {
+                let n = 1 + rng.below(4);
+                let calls = (0..n)
+                    .map(|i| {
+                        ToolCall::new(
+                            format!("r{r}c{i}"),
+                            "nap",
+                            format!("{{\"ms\":{}}}", rng.below(6)),
+                        )
+                    })
+                    .collect();
+                replies.push(calls_message(calls));
+            }
+        }
+        replies.push(Message::assistant("done"));
+        let strategy = match rng.below(3) {
+            0 => ToolStrategy::Parallel,
+            1 => ToolStrategy::Sequential,
+            _ => ToolStrategy::Batched(1 + rng.below(3) as usize),
+        };
+        let mut opts = options(strategy);
+        opts.limits.max_turns = 8;
+        let (mut agent, _rx) = agent_opts(replies.clone(), opts);
+        Arc::get_mut(&mut agent.tools)
+            .unwrap()
+            .register(Arc::new(Nap));
+        let journal = Journal::default();
+        agent.set_history_sink("s".into(), Box::new(journal.clone()));
+        let control = agent.control.clone();
+        let (handle, cancel) = Cancel::new();
+        // The user: a few actions at random moments while the run goes on.
+        let actions: Vec<(u64, u64)> = (0..rng.below(5))
+            .map(|_| (rng.below(12), rng.below(4)))
+            .collect();
+        let user = tokio::spawn(async move {
+            for (at, what) in actions {
+                tokio::time::sleep(Duration::from_millis(at)).await;
+                match what {
+                    0 => {
+                        control.steer("steer".into());
+                    }
+                    1 => {
+                        control.follow_up("more".into());
+                    }
+                    2 => handle.cancel(),
+                    _ => {
+                        control.clear(true, true);
+                    }
+                }
+            }
+            handle
+        });
+        let out = agent.run("go".into(), cancel).await;
+        let _handle = user.await.unwrap();
+        let h = agent.messages();
+        assert_valid(h);
+        assert_eq!(
+            *journal.loaded.lock().unwrap(),
+            h[1..].to_vec(),
+            "seed {seed}: the journal differs from the history"
+        );
+        assert!(
+            matches!(
+                out,
+                RunOutcome::Answered { .. }
+                    | RunOutcome::Interrupted
+                    | RunOutcome::LimitReached { .. }
+                    | RunOutcome::Failed { .. }
+            ),
+            "seed {seed}"
+        );
+        // The history always ends in a state a provider accepts for the next prompt.
+        let last = h.last().unwrap();
+        assert!(
+            last.role != Role::Assistant || last.calls().is_empty(),
+            "seed {seed}: ends on unanswered calls"
+        );
+    }
+}

@@ -96,6 +96,7 @@ impl FakeProvider {
                 next: 0,
                 repeat,
                 connections: 0,
+                summary: None,
             }),
             arrived: Condvar::new(),
         });
@@ -118,6 +119,13 @@ impl FakeProvider {
             shutdown: Some(shutdown_tx),
             thread: Some(thread),
         }
+    }
+
+    /// Answers every request that offers no tools (buddy's context-summary
+    /// request) with `reply`, leaving the script for the conversation.
+    pub fn with_summaries(self, reply: Reply) -> FakeProvider {
+        self.shared.lock().summary = Some(reply);
+        self
     }
 
     /// `http://127.0.0.1:PORT/v1`, the value for `api_base_url`.
@@ -242,6 +250,8 @@ struct State {
     next: usize,
     repeat: bool,
     connections: usize,
+    /// Answers requests that offer no tools (a context summary), outside the script.
+    summary: Option<Reply>,
 }
 
 impl Shared {
@@ -262,7 +272,10 @@ impl Shared {
         let mut state = self.lock();
         request.index = state.requests.len();
         state.requests.push(request.clone());
-        let reply = if state.script.is_empty() {
+        let offers_tools = request.json().get("tools").is_some();
+        let reply = if let Some(summary) = state.summary.as_ref().filter(|_| !offers_tools) {
+            Some(summary.clone())
+        } else if state.script.is_empty() {
             None
         } else if state.repeat {
             let i = state.next % state.script.len();
