@@ -542,3 +542,119 @@ fn login_from_the_repl_runs_the_device_flow() {
     assert_eq!(mode, 0o600);
     assert!(!t.screen().contains("at-1"), "a token reached the screen");
 }
+
+/// `no_confirm` plus lines for `[agent]`.
+fn agent_config(p: &FakeProvider, agent: &str) -> String {
+    no_confirm(p).replace("[agent]\n", &format!("[agent]\n{agent}\n"))
+}
+
+#[test]
+fn enter_while_a_slow_tool_runs_steers_and_skips_the_remaining_calls() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 3"), shell("two", "echo second")]),
+        Reply::text("steered answer"),
+    ]);
+    let cmd = BuddyCmd::new().config(agent_config(&p, "tool_execution = \"sequential\""));
+    let t = repl(&cmd, &[]);
+    t.line("take a nap then echo");
+    t.wait_text("[task 1] running run_shell");
+    t.line("turn left instead");
+    // Shown as pending until the running command finishes.
+    t.wait_text("↳ steering: turn left instead");
+    t.wait_text("steered answer");
+    let req = &p.chat_requests()[1];
+    assert!(tool_result(req, "nap").contains("exit code: 0"));
+    assert_eq!(
+        tool_result(req, "two"),
+        "skipped: the user sent a new message"
+    );
+    assert_eq!(last_user(req), "turn left instead");
+    // The steer is echoed where it joined the conversation, and no longer pending.
+    let screen = t.screen();
+    assert!(screen.contains("> turn left instead"), "{screen}");
+    t.wait_for("the queue emptied", |s| !s.contains("↳ steering"));
+}
+
+#[test]
+fn tab_during_a_slow_reply_queues_a_follow_up_for_when_it_is_done() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer").delay(std::time::Duration::from_secs(2)),
+        Reply::text("follow-up answer"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("a slow question");
+    t.wait_text("[task 1] waiting for model");
+    t.type_text("and then this");
+    t.keys(&["Tab"]);
+    t.wait_text("↳ queued: and then this");
+    t.wait_text("follow-up answer");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(last_user(&reqs[0]), "a slow question");
+    assert_eq!(last_user(&reqs[1]), "and then this");
+    let screen = t.screen();
+    let first = screen.find("first answer").expect("first answer shown");
+    let echo = screen.find("> and then this").expect("follow-up echoed");
+    assert!(first < echo, "{screen}");
+}
+
+#[test]
+fn alt_up_takes_queued_messages_back_into_the_input() {
+    let p = FakeProvider::start(vec![Reply::tool_calls(vec![shell("nap", "sleep 30")])]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &[]);
+    t.line("nap");
+    t.wait_text("[task 1] running run_shell");
+    t.type_text("later please");
+    t.keys(&["Tab"]);
+    t.wait_text("↳ queued: later please");
+    t.keys(&["M-Up"]);
+    t.wait_text("queued messages are back in the input");
+    t.wait_for("the text in the input", |_| {
+        t.cursor_line() == "> later please"
+    });
+    assert!(!t.screen().contains("↳ queued"));
+    t.keys(&["C-u"]);
+    t.keys(&["Escape"]);
+    t.wait_text("task 1 cancelled");
+    // Nothing was sent but the prompt.
+    assert_eq!(p.chat_requests().len(), 1);
+}
+
+#[test]
+fn escape_interrupts_the_run_with_a_valid_history() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 30")]),
+        Reply::text("back again"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let t = repl(&cmd, &[]);
+    t.line("nap");
+    t.wait_text("running run_shell");
+    t.keys(&["Escape"]);
+    t.wait_text("task 1 cancelled");
+    t.wait_for("idle", |s| !s.contains("[task 1]"));
+    t.line("still there?");
+    t.wait_text("back again");
+    let req = &p.chat_requests()[1];
+    assert_eq!(tool_result(req, "nap"), CANCELLED);
+    assert_eq!(last_user(req), "still there?");
+}
+
+#[test]
+fn a_limit_ends_the_task_with_one_line_and_the_repl_goes_on() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("one", "echo one")]),
+        Reply::text("after the limit"),
+    ]);
+    let cmd = BuddyCmd::new().config(agent_config(&p, "max_turns = 1"));
+    let t = repl(&cmd, &[]);
+    t.line("loop");
+    t.wait_text("limit: stopped after 1 model calls");
+    t.wait_for("idle", |s| !s.contains("[task 1]"));
+    t.line("and now?");
+    t.wait_text("after the limit");
+    let req = &p.chat_requests()[1];
+    assert!(tool_result(req, "one").contains("one"));
+}
