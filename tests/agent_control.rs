@@ -70,7 +70,11 @@ fn max_turns_flag_ends_the_run_with_one_line_and_exit_1() {
         .filter(|l| l.starts_with("error:"))
         .collect();
     assert_eq!(errors.len(), 1, "{}", out.stderr);
-    assert!(errors[0].contains("stopped after 2 model calls"), "{}", out.stderr);
+    assert!(
+        errors[0].contains("stopped after 2 model calls"),
+        "{}",
+        out.stderr
+    );
     assert!(errors[0].contains("--max-turns"), "{}", out.stderr);
     assert_eq!(p.chat_requests().len(), 2);
     assert!(out.stdout.is_empty());
@@ -98,9 +102,7 @@ fn max_turns_from_config() {
 #[test]
 fn max_tokens_counts_the_usage_the_server_reports() {
     let replies = (0..4)
-        .map(|i| {
-            Reply::tool_calls(vec![shell(&format!("c{i}"), "true")]).with_usage(400, 100)
-        })
+        .map(|i| Reply::tool_calls(vec![shell(&format!("c{i}"), "true")]).with_usage(400, 100))
         .collect();
     let p = FakeProvider::start(replies);
     let out = BuddyCmd::new()
@@ -263,7 +265,10 @@ fn a_session_past_a_small_context_limit_is_compacted_and_resumes_compacted() {
             if summaries == 1 {
                 assert!(transcript.contains("list 0"), "{transcript}");
             } else {
-                assert!(transcript.contains("five listings were made"), "{transcript}");
+                assert!(
+                    transcript.contains("five listings were made"),
+                    "{transcript}"
+                );
             }
         }
     }

@@ -489,7 +489,11 @@ fn assert_valid(history: &[Message]) {
     let mut i = 0;
     while i < history.len() {
         let m = &history[i];
-        assert_ne!(m.role, Role::Tool, "orphan tool message at {i}: {history:?}");
+        assert_ne!(
+            m.role,
+            Role::Tool,
+            "orphan tool message at {i}: {history:?}"
+        );
         i += 1;
         if m.role == Role::Assistant {
             for call in m.calls() {
@@ -603,7 +607,13 @@ async fn follow_ups_are_taken_when_the_agent_would_stop() {
 #[tokio::test]
 async fn a_token_limit_ends_the_run_with_every_call_answered() {
     let replies = (0..4)
-        .map(|i| calls_message(vec![ToolCall::new(format!("c{i}"), "sleepy", "{\"fast\":1}")]))
+        .map(|i| {
+            calls_message(vec![ToolCall::new(
+                format!("c{i}"),
+                "sleepy",
+                "{\"fast\":1}",
+            )])
+        })
         .collect();
     let mut opts = options(ToolStrategy::Parallel);
     opts.limits.max_total_tokens = Some(1);
@@ -763,7 +773,10 @@ async fn compaction_keeps_requests_under_the_limit_and_resume_sees_the_same_hist
     let sizes = client.sizes.lock().unwrap().clone();
     assert!(sizes.iter().any(|(summary, _)| *summary), "{sizes:?}");
     for (summary, size) in &sizes {
-        assert!(*size < 2000, "a request of ~{size} tokens (summary: {summary})");
+        assert!(
+            *size < 2000,
+            "a request of ~{size} tokens (summary: {summary})"
+        );
     }
     let mut compacted = 0;
     while let Ok(ev) = rx.try_recv() {
@@ -775,10 +788,11 @@ async fn compaction_keeps_requests_under_the_limit_and_resume_sees_the_same_hist
     assert!(compacted > 0);
     assert_eq!(*journal.compactions.lock().unwrap(), compacted);
     // What a resume would load is exactly the history in memory.
-    assert_eq!(*journal.loaded.lock().unwrap(), agent.messages()[1..].to_vec());
-    assert!(agent.messages()[1..]
-        .iter()
-        .any(compact::is_summary));
+    assert_eq!(
+        *journal.loaded.lock().unwrap(),
+        agent.messages()[1..].to_vec()
+    );
+    assert!(agent.messages()[1..].iter().any(compact::is_summary));
 }
 
 /// A tiny deterministic generator, so the property test needs no crate.

@@ -332,11 +332,10 @@ impl Editor {
         dim: impl Fn(&str) -> String,
     ) -> io::Result<()> {
         self.erase(out)?;
-        for line in text.split_inclusive('\n') {
-            queue!(out, Print(line.trim_end_matches('\n')), Print("\r\n"))?;
-        }
-        if !text.is_empty() && !text.ends_with('\n') {
-            // split_inclusive gave the last piece without a newline; already ended above.
+        // Every piece is a line, empty ones included, so blank lines between
+        // paragraphs survive.
+        for line in text.split('\n') {
+            queue!(out, Print(line), Print("\r\n"))?;
         }
         self.redraw(out, dim)
     }

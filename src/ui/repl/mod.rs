@@ -100,6 +100,7 @@ impl Picker {
 
 struct PendingApproval {
     call_id: String,
+    tool: String,
     command: String,
     /// The input that was being typed, given back afterwards.
     stashed: String,
@@ -432,6 +433,7 @@ impl<'h> Repl<'h> {
             decision,
         });
         self.restore_prompt(&p.stashed);
+        self.set_state(&format!("running {}", p.tool));
         let verdict = if yes { "approved" } else { "denied" };
         self.say(&self.opts.style.dim(&format!("{verdict}: {}", p.command)));
     }
@@ -669,10 +671,16 @@ impl<'h> Repl<'h> {
         for text in &self.queued.1 {
             lines.push(st.dim(&format!("  ↳ queued: {}", preview(text, 60))));
         }
-        if !self.queued.0.is_empty() || !self.queued.1.is_empty() {
+        let hint = if !self.queued.0.is_empty() || !self.queued.1.is_empty() {
             lines.push(st.dim("    (Alt-Up takes them back)"));
-        } else if self.task.is_some() {
-            lines[0].push_str(&st.dim(" · Enter steers, Tab queues a follow-up, Esc interrupts"));
+            None
+        } else if self.approval.is_some() {
+            Some(" · y or n answers, Esc interrupts")
+        } else {
+            Some(" · Enter steers, Tab queues a follow-up, Esc interrupts")
+        };
+        if let (Some(first), Some(hint), true) = (lines.first_mut(), hint, self.task.is_some()) {
+            first.push_str(&st.dim(hint));
         }
         self.editor
             .set_status((!lines.is_empty()).then(|| lines.join("\n")));
@@ -862,9 +870,9 @@ impl<'h> Repl<'h> {
             EventKind::Error { message } => self.say_error(&message),
             EventKind::ApprovalRequested {
                 call_id,
+                tool,
                 actor,
                 command,
-                ..
             } => {
                 self.flush_partial();
                 self.set_state("awaiting approval");
@@ -880,6 +888,7 @@ impl<'h> Repl<'h> {
                 self.editor.set_prompt(prompt);
                 self.approval = Some(PendingApproval {
                     call_id,
+                    tool,
                     command,
                     stashed,
                 });
