@@ -15,6 +15,7 @@ use crate::auth::{AuthError, LoginCredentials};
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
 use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
+use crate::host::HostError;
 use crate::provider::completions::Completions;
 use crate::provider::http::{ClientSettings, HttpClient, Protocol};
 use crate::session::{self, Store};
@@ -69,12 +70,17 @@ pub enum AppError {
     Auth(AuthError),
     /// `buddy login` itself failed (the issuer, the user's approval): exit 1.
     Login(AuthError),
+    /// The execution target (SSH, container, tmux) could not be opened: exit 2.
+    Target(HostError),
 }
 
 impl AppError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            AppError::Usage(_) | AppError::MissingKey { .. } | AppError::Auth(_) => EXIT_USAGE,
+            AppError::Usage(_)
+            | AppError::MissingKey { .. }
+            | AppError::Auth(_)
+            | AppError::Target(_) => EXIT_USAGE,
             AppError::Failed(_) | AppError::Login(_) => EXIT_FAILURE,
         }
     }
@@ -108,6 +114,7 @@ impl fmt::Display for AppError {
             AppError::Usage(m) | AppError::Failed(m) => f.write_str(m),
             AppError::MissingKey { message, .. } => f.write_str(message),
             AppError::Auth(e) | AppError::Login(e) => write!(f, "{e}"),
+            AppError::Target(e) => write!(f, "{e}"),
         }
     }
 }
@@ -116,6 +123,7 @@ impl std::error::Error for AppError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AppError::Auth(e) | AppError::Login(e) => e.source(),
+            AppError::Target(e) => e.source(),
             AppError::Usage(_) | AppError::Failed(_) | AppError::MissingKey { .. } => None,
         }
     }
@@ -127,9 +135,9 @@ impl From<AuthError> for AppError {
     }
 }
 
-impl From<execution::OpenFailure> for AppError {
-    fn from(e: execution::OpenFailure) -> Self {
-        AppError::Usage(e.0)
+impl From<HostError> for AppError {
+    fn from(e: HostError) -> Self {
+        AppError::Target(e)
     }
 }
 
