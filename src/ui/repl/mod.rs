@@ -460,7 +460,7 @@ impl<'h> Repl<'h> {
             return false;
         }
         match commands::parse(trimmed) {
-            Some(Err(e)) => self.say_error(&e),
+            Some(Err(e)) => self.say_error(&e.to_string()),
             Some(Ok(cmd)) => return self.on_command(cmd),
             None if self.task.is_some() => {
                 // Enter while the agent works steers it; Tab would queue instead.
