@@ -119,6 +119,8 @@ impl fmt::Display for AppError {
     }
 }
 
+// The wrapped errors are shown as they are (their text is this one's), so
+// their cause is this one's cause.
 impl std::error::Error for AppError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
