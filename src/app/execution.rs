@@ -4,8 +4,8 @@
 
 use crate::cli::TargetArgs;
 use crate::config::Settings;
-use crate::host::tmux::{default_session_name, OpenError};
-use crate::host::{ContainerTarget, LocalTarget, SshTarget, Target, TmuxTarget};
+use crate::host::tmux::default_session_name;
+use crate::host::{ContainerTarget, HostError, LocalTarget, SshTarget, Target, TmuxTarget};
 use std::sync::Arc;
 
 pub(crate) struct Execution {
@@ -31,26 +31,18 @@ pub(crate) async fn open(
     args: &TargetArgs,
     settings: &Settings,
     interactive: bool,
-) -> Result<Execution, OpenFailure> {
+) -> Result<Execution, HostError> {
     // How a person runs a command interactively on the target, for attach hints.
     let mut interactive_command: Box<dyn Fn(&str) -> String + Send> = Box::new(|c| c.to_string());
     let mut label = None;
     let base: Arc<dyn Target> = if let Some(spec) = &args.ssh {
-        let ssh = Arc::new(
-            SshTarget::connect(spec, args.ssh_options.clone())
-                .await
-                .map_err(OpenFailure)?,
-        );
+        let ssh = Arc::new(SshTarget::connect(spec, args.ssh_options.clone()).await?);
         label = Some(ssh.prompt_label());
         let s = ssh.clone();
         interactive_command = Box::new(move |c| s.interactive_command(c));
         ssh
     } else if let Some(name) = &args.container {
-        let c = Arc::new(
-            ContainerTarget::connect(name, args.container_engine.clone())
-                .await
-                .map_err(OpenFailure)?,
-        );
+        let c = Arc::new(ContainerTarget::connect(name, args.container_engine.clone()).await?);
         label = Some(c.prompt_label());
         let k = c.clone();
         interactive_command = Box::new(move |cmd| k.interactive_command(cmd));
@@ -97,17 +89,7 @@ pub(crate) async fn open(
             })
         }
         // Without tmux the REPL runs commands directly, as exec does.
-        Err(OpenError::NotInstalled(_)) if !explicit => Ok(direct(base, label)),
-        Err(e) => Err(OpenFailure(e.to_string())),
-    }
-}
-
-/// Why the target could not be opened, in one line.
-#[derive(Debug)]
-pub(crate) struct OpenFailure(pub String);
-
-impl std::fmt::Display for OpenFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        Err(HostError::TmuxNotInstalled { .. }) if !explicit => Ok(direct(base, label)),
+        Err(e) => Err(e),
     }
 }

@@ -11,10 +11,11 @@ use crate::agent::{
     ToolStrategy,
 };
 use crate::auth::store::AuthStore;
-use crate::auth::LoginCredentials;
+use crate::auth::{AuthError, LoginCredentials};
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
 use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
+use crate::host::HostError;
 use crate::provider::completions::Completions;
 use crate::provider::http::{ClientSettings, HttpClient, Protocol};
 use crate::session::{self, Store};
@@ -54,7 +55,7 @@ impl Exit {
 }
 
 /// Why a command failed, as one line for the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum AppError {
     /// Bad arguments, config or environment: exit 2.
     Usage(String),
@@ -65,13 +66,22 @@ pub enum AppError {
     },
     /// The work itself failed (the model, a limit): exit 1.
     Failed(String),
+    /// No usable login or `auth.json`, or no way to tell the issuer: exit 2.
+    Auth(AuthError),
+    /// `buddy login` itself failed (the issuer, the user's approval): exit 1.
+    Login(AuthError),
+    /// The execution target (SSH, container, tmux) could not be opened: exit 2.
+    Target(HostError),
 }
 
 impl AppError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            AppError::Usage(_) | AppError::MissingKey { .. } => EXIT_USAGE,
-            AppError::Failed(_) => EXIT_FAILURE,
+            AppError::Usage(_)
+            | AppError::MissingKey { .. }
+            | AppError::Auth(_)
+            | AppError::Target(_) => EXIT_USAGE,
+            AppError::Failed(_) | AppError::Login(_) => EXIT_FAILURE,
         }
     }
 
@@ -103,15 +113,33 @@ impl fmt::Display for AppError {
         match self {
             AppError::Usage(m) | AppError::Failed(m) => f.write_str(m),
             AppError::MissingKey { message, .. } => f.write_str(message),
+            AppError::Auth(e) | AppError::Login(e) => write!(f, "{e}"),
+            AppError::Target(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for AppError {}
+// The wrapped errors are shown as they are (their text is this one's), so
+// their cause is this one's cause.
+impl std::error::Error for AppError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AppError::Auth(e) | AppError::Login(e) => e.source(),
+            AppError::Target(e) => e.source(),
+            AppError::Usage(_) | AppError::Failed(_) | AppError::MissingKey { .. } => None,
+        }
+    }
+}
 
-impl From<execution::OpenFailure> for AppError {
-    fn from(e: execution::OpenFailure) -> Self {
-        AppError::Usage(e.0)
+impl From<AuthError> for AppError {
+    fn from(e: AuthError) -> Self {
+        AppError::Auth(e)
+    }
+}
+
+impl From<HostError> for AppError {
+    fn from(e: HostError) -> Self {
+        AppError::Target(e)
     }
 }
 
@@ -145,8 +173,8 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
 }
 
 async fn login(target: Option<&str>, overrides: &CliOverrides) -> Result<Exit, AppError> {
-    let issuer = login_issuer(target, overrides).map_err(AppError::Usage)?;
-    let store = auth_store().map_err(AppError::Usage)?;
+    let issuer = login_issuer(target, overrides)?;
+    let store = auth_store()?;
     let say = |line: &str| eprintln!("{line}");
     let cancelled = tokio::signal::ctrl_c();
     tokio::select! {
@@ -155,7 +183,7 @@ async fn login(target: Option<&str>, overrides: &CliOverrides) -> Result<Exit, A
                 eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
                 Ok(Exit::Ok)
             }
-            Err(e) => Err(AppError::Failed(e.to_string())),
+            Err(e) => Err(AppError::Login(e)),
         },
         _ = cancelled => {
             eprintln!("login cancelled");
@@ -166,11 +194,11 @@ async fn login(target: Option<&str>, overrides: &CliOverrides) -> Result<Exit, A
 
 fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
     let provider = provider.unwrap_or("openai");
-    let store = auth_store().map_err(AppError::Usage)?;
-    match store.remove(provider) {
-        Ok(true) => eprintln!("logged out of {provider}"),
-        Ok(false) => eprintln!("not logged in to {provider}"),
-        Err(e) => return Err(AppError::Usage(e.to_string())),
+    let store = auth_store()?;
+    if store.remove(provider)? {
+        eprintln!("logged out of {provider}");
+    } else {
+        eprintln!("not logged in to {provider}");
     }
     Ok(Exit::Ok)
 }
@@ -268,7 +296,7 @@ fn agent_setup(
 ) -> Result<AgentSetup, AppError> {
     let cwd = std::env::current_dir()
         .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
-    let client = client_for(settings).map_err(AppError::Usage)?;
+    let client = client_for(settings)?;
     let registry = build_tools(settings, execution.tmux());
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
@@ -314,7 +342,7 @@ async fn exec(
     overrides: &CliOverrides,
     target_args: TargetArgs,
 ) -> Result<Exit, AppError> {
-    let prompt = read_prompt(&args).map_err(AppError::Usage)?;
+    let prompt = read_prompt(&args)?;
     let settings = load_settings(overrides)?;
     let style = Style::detect(settings.display.color);
     let execution = execution::open(&target_args, &settings, false).await?;
@@ -678,9 +706,10 @@ pub fn build_tools(settings: &Settings, tmux: bool) -> ToolRegistry {
 fn login_issuer(
     target: Option<&str>,
     overrides: &CliOverrides,
-) -> Result<crate::auth::Issuer, String> {
+) -> Result<crate::auth::Issuer, AuthError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let (file, _) = config::load_file(&cwd, &env, overrides).map_err(|e| e.to_string())?;
+    let (file, _) =
+        config::load_file(&cwd, &env, overrides).map_err(|e| AuthError::Config(Box::new(e)))?;
     let provider = match target {
         Some(name) => match file.models.get(name) {
             Some(profile) => profile.provider.clone().unwrap_or_else(|| "openai".into()),
@@ -703,28 +732,28 @@ fn login_issuer(
 }
 
 /// Reads the prompt from the arguments or, for `-` or none with piped input, stdin.
-fn read_prompt(args: &ExecArgs) -> Result<String, String> {
+fn read_prompt(args: &ExecArgs) -> Result<String, AppError> {
     let from_stdin =
         args.prompt == ["-"] || (args.prompt.is_empty() && !std::io::stdin().is_terminal());
     let prompt = if from_stdin {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+            .map_err(|e| AppError::Usage(format!("cannot read the prompt from stdin: {e}")))?;
         s
     } else {
         args.prompt.join(" ")
     };
     if prompt.trim().is_empty() {
-        return Err(
+        return Err(AppError::Usage(
             "no prompt given: use `buddy exec \"PROMPT\"` or pipe the prompt on stdin".into(),
-        );
+        ));
     }
     Ok(prompt)
 }
 
 /// The model client for the active profile of `settings`.
-fn client_for(settings: &Settings) -> Result<HttpClient, String> {
+fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
     let api = &settings.api;
     let protocol: Box<dyn Protocol> = match api.protocol {
         ApiProtocol::Completions => Box::new(Completions),
@@ -746,7 +775,7 @@ fn client_for(settings: &Settings) -> Result<HttpClient, String> {
         },
         protocol,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| AppError::Usage(e.to_string()))?;
     match &api.login {
         Some(issuer) => {
             let store = auth_store()?;
@@ -757,10 +786,10 @@ fn client_for(settings: &Settings) -> Result<HttpClient, String> {
 }
 
 /// The auth.json of this user.
-fn auth_store() -> Result<AuthStore, String> {
+fn auth_store() -> Result<AuthStore, AuthError> {
     AuthStore::default_path()
         .map(AuthStore::new)
-        .ok_or_else(|| "cannot find the config directory: set HOME or XDG_CONFIG_HOME".to_string())
+        .ok_or(AuthError::NoConfigDir)
 }
 
 /// Sessions as a table: id, age, message count, model, first prompt.

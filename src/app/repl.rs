@@ -60,7 +60,7 @@ impl ReplHost for Host {
     fn login_target(
         &self,
         target: Option<&str>,
-    ) -> Result<(crate::auth::Issuer, crate::auth::store::AuthStore), String> {
+    ) -> Result<(crate::auth::Issuer, crate::auth::store::AuthStore), crate::auth::AuthError> {
         let issuer = super::login_issuer(target, &self.overrides)?;
         Ok((issuer, super::auth_store()?))
     }
@@ -90,7 +90,7 @@ impl ModelSwitcher for Switcher {
             ..self.overrides.clone()
         };
         let settings = config::load(&workdir(), &env, &overrides).map_err(|e| e.to_string())?;
-        let client = client_for(&settings)?;
+        let client = client_for(&settings).map_err(|e| e.to_string())?;
         let context_limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
         let note = foreign_items_note(history, settings.api.protocol);
         let model = super::model_info(&settings);

@@ -3,7 +3,11 @@
 //! a browser, polled until approved, then exchanged for tokens), tokens kept
 //! in `auth.json`, refreshed shortly before they expire and once after a 401.
 
+pub mod error;
 pub mod store;
+
+pub use error::AuthError;
+use error::Expected;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -68,13 +72,13 @@ struct OAuthError {
     error_description: Option<String>,
 }
 
-fn http() -> Result<reqwest::Client, String> {
+fn http() -> Result<reqwest::Client, AuthError> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(15))
         .timeout(Duration::from_secs(30))
         .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))
+        .map_err(AuthError::Client)
 }
 
 fn tokens_from(reply: TokenReply, old: Option<&Tokens>) -> Tokens {
@@ -148,27 +152,40 @@ async fn token_request(
     client: &reqwest::Client,
     issuer: &Issuer,
     form: &[(&str, &str)],
-) -> Result<Result<TokenReply, (String, String)>, String> {
+) -> Result<Result<TokenReply, (String, String)>, AuthError> {
     let url = format!("{}/oauth/token", issuer.base_url.trim_end_matches('/'));
     let response = client
         .post(&url)
         .form(form)
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        .map_err(|source| AuthError::Unreachable {
+            url: url.clone(),
+            source,
+        })?;
     let status = response.status();
     let body = response
         .bytes()
         .await
-        .map_err(|e| format!("cannot read the answer of {url}: {e}"))?;
+        .map_err(|source| AuthError::UnreadableAnswer {
+            url: url.clone(),
+            source,
+        })?;
     if status.is_success() {
         return serde_json::from_slice::<TokenReply>(&body)
             .map(Ok)
-            .map_err(|e| format!("{url} sent no usable tokens ({e})"));
+            .map_err(|source| AuthError::BadAnswer {
+                url,
+                expected: Expected::Tokens,
+                source,
+            });
     }
     match serde_json::from_slice::<OAuthError>(&body) {
         Ok(e) => Ok(Err((e.error, e.error_description.unwrap_or_default()))),
-        Err(_) => Err(format!("{url} answered HTTP {}", status.as_u16())),
+        Err(_) => Err(AuthError::Status {
+            url,
+            status: status.as_u16(),
+        }),
     }
 }
 
@@ -179,7 +196,7 @@ pub async fn login(
     issuer: &Issuer,
     store: &AuthStore,
     say: &(dyn Fn(&str) + Sync),
-) -> Result<(), String> {
+) -> Result<(), AuthError> {
     let client = http()?;
     let base = issuer.base_url.trim_end_matches('/');
     let url = format!("{base}/api/accounts/deviceauth/usercode");
@@ -189,19 +206,28 @@ pub async fn login(
         .body(serde_json::json!({ "client_id": issuer.client_id }).to_string())
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        .map_err(|source| AuthError::Unreachable {
+            url: url.clone(),
+            source,
+        })?;
     if !response.status().is_success() {
-        return Err(format!(
-            "{url} refused to start a login (HTTP {})",
-            response.status().as_u16()
-        ));
+        return Err(AuthError::Refused {
+            status: response.status().as_u16(),
+            url,
+        });
     }
     let body = response
         .bytes()
         .await
-        .map_err(|e| format!("cannot read the answer of {url}: {e}"))?;
-    let code: UserCode = serde_json::from_slice(&body)
-        .map_err(|e| format!("{url} sent no usable device code ({e})"))?;
+        .map_err(|source| AuthError::UnreadableAnswer {
+            url: url.clone(),
+            source,
+        })?;
+    let code: UserCode = serde_json::from_slice(&body).map_err(|source| AuthError::BadAnswer {
+        url: url.clone(),
+        expected: Expected::DeviceCode,
+        source,
+    })?;
     say(&format!(
         "To log in to {}, open {base}/codex/device and enter the code {}",
         issuer.provider, code.user_code
@@ -228,24 +254,36 @@ pub async fn login(
             )
             .send()
             .await
-            .map_err(|e| format!("cannot reach {poll_url}: {e}"))?;
+            .map_err(|source| AuthError::Unreachable {
+                url: poll_url.clone(),
+                source,
+            })?;
         let status = response.status().as_u16();
         if status == 200 {
             let body = response
                 .bytes()
                 .await
-                .map_err(|e| format!("cannot read the answer of {poll_url}: {e}"))?;
-            break serde_json::from_slice::<Grant>(&body)
-                .map_err(|e| format!("{poll_url} sent no usable grant ({e})"))?;
+                .map_err(|source| AuthError::UnreadableAnswer {
+                    url: poll_url.clone(),
+                    source,
+                })?;
+            break serde_json::from_slice::<Grant>(&body).map_err(|source| {
+                AuthError::BadAnswer {
+                    url: poll_url.clone(),
+                    expected: Expected::Grant,
+                    source,
+                }
+            })?;
         }
         // 403 and 404 mean the code has not been entered yet.
         if status != 403 && status != 404 {
-            return Err(format!(
-                "the login failed: {poll_url} answered HTTP {status}"
-            ));
+            return Err(AuthError::PollFailed {
+                url: poll_url,
+                status,
+            });
         }
         if now() > deadline {
-            return Err("the login code expired before it was used; run the login again".into());
+            return Err(AuthError::CodeExpired);
         }
     };
     let redirect = format!("{base}/deviceauth/callback");
@@ -263,9 +301,7 @@ pub async fn login(
     .await?;
     match reply {
         Ok(tokens) => store.put(&issuer.provider, tokens_from(tokens, None)),
-        Err((error, detail)) => Err(format!("the login failed: {error} {detail}")
-            .trim()
-            .to_string()),
+        Err((error, detail)) => Err(AuthError::Denied { error, detail }),
     }
 }
 
@@ -279,13 +315,12 @@ pub struct LoginCredentials {
 
 impl LoginCredentials {
     /// Fails, with the command to run, when no login is stored.
-    pub fn open(issuer: Issuer, store: AuthStore) -> Result<Arc<LoginCredentials>, String> {
-        let tokens = store.get(&issuer.provider)?.ok_or_else(|| {
-            format!(
-                "not logged in to {p}: run `buddy login {p}`",
-                p = issuer.provider
-            )
-        })?;
+    pub fn open(issuer: Issuer, store: AuthStore) -> Result<Arc<LoginCredentials>, AuthError> {
+        let tokens = store
+            .get(&issuer.provider)?
+            .ok_or_else(|| AuthError::NotLoggedIn {
+                provider: Some(issuer.provider.clone()),
+            })?;
         Ok(Arc::new(LoginCredentials {
             issuer,
             store,
@@ -294,9 +329,11 @@ impl LoginCredentials {
     }
 
     /// The access token, refreshed first when it is about to expire.
-    pub async fn token(&self) -> Result<String, String> {
+    pub async fn token(&self) -> Result<String, AuthError> {
         let mut current = self.current.lock().await;
-        let tokens = current.clone().ok_or("not logged in")?;
+        let tokens = current
+            .clone()
+            .ok_or(AuthError::NotLoggedIn { provider: None })?;
         if tokens
             .expires_at
             .is_some_and(|t| t <= now() + REFRESH_MARGIN)
@@ -316,9 +353,11 @@ impl LoginCredentials {
 
     /// After a 401: refresh unless another request already did since `stale`
     /// was handed out.
-    pub async fn refresh_after_unauthorized(&self, stale: &str) -> Result<String, String> {
+    pub async fn refresh_after_unauthorized(&self, stale: &str) -> Result<String, AuthError> {
         let mut current = self.current.lock().await;
-        let tokens = current.clone().ok_or("not logged in")?;
+        let tokens = current
+            .clone()
+            .ok_or(AuthError::NotLoggedIn { provider: None })?;
         if tokens.access_token != stale {
             return Ok(tokens.access_token);
         }
@@ -328,12 +367,9 @@ impl LoginCredentials {
         Ok(token)
     }
 
-    async fn refresh_locked(&self, tokens: &Tokens) -> Result<Tokens, String> {
-        let relogin = || {
-            format!(
-                "the {p} login has expired: run `buddy login {p}`",
-                p = self.issuer.provider
-            )
+    async fn refresh_locked(&self, tokens: &Tokens) -> Result<Tokens, AuthError> {
+        let relogin = || AuthError::Expired {
+            provider: self.issuer.provider.clone(),
         };
         let refresh = tokens.refresh_token.clone().ok_or_else(relogin)?;
         let client = http()?;

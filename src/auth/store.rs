@@ -2,6 +2,7 @@
 //! of that provider. Created 0600 and replaced atomically; tokens never leave
 //! this file except in an `Authorization` header.
 
+use super::error::{AuthError, FileAction};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -64,37 +65,42 @@ impl AuthStore {
         &self.path
     }
 
-    fn read(&self) -> Result<AuthFile, String> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                format!(
-                    "{} is damaged ({e}); remove it and log in again",
-                    self.path.display()
-                )
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AuthFile::default()),
-            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+    fn io(&self, action: FileAction) -> impl Fn(std::io::Error) -> AuthError + '_ {
+        move |source| AuthError::Io {
+            action,
+            path: self.path.clone(),
+            source,
         }
     }
 
-    pub fn get(&self, provider: &str) -> Result<Option<Tokens>, String> {
+    fn read(&self) -> Result<AuthFile, AuthError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| AuthError::Damaged {
+                path: self.path.clone(),
+                source,
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AuthFile::default()),
+            Err(e) => Err(self.io(FileAction::Read)(e)),
+        }
+    }
+
+    pub fn get(&self, provider: &str) -> Result<Option<Tokens>, AuthError> {
         Ok(self.read()?.providers.get(provider).cloned())
     }
 
-    pub fn put(&self, provider: &str, tokens: Tokens) -> Result<(), String> {
+    pub fn put(&self, provider: &str, tokens: Tokens) -> Result<(), AuthError> {
         let mut file = self.read()?;
         file.providers.insert(provider.to_string(), tokens);
         self.write(&file)
     }
 
     /// Removes a provider's tokens; false when there were none.
-    pub fn remove(&self, provider: &str) -> Result<bool, String> {
+    pub fn remove(&self, provider: &str) -> Result<bool, AuthError> {
         let mut file = self.read()?;
         let had = file.providers.remove(provider).is_some();
         if had {
             if file.providers.is_empty() {
-                std::fs::remove_file(&self.path)
-                    .map_err(|e| format!("cannot remove {}: {e}", self.path.display()))?;
+                std::fs::remove_file(&self.path).map_err(self.io(FileAction::Remove))?;
             } else {
                 self.write(&file)?;
             }
@@ -102,14 +108,16 @@ impl AuthStore {
         Ok(had)
     }
 
-    fn write(&self, file: &AuthFile) -> Result<(), String> {
+    fn write(&self, file: &AuthFile) -> Result<(), AuthError> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let fail = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
+        let fail = self.io(FileAction::Write);
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(fail)?;
-        let bytes = serde_json::to_vec_pretty(file)
-            .map_err(|e| format!("cannot encode {}: {e}", self.path.display()))?;
+        std::fs::create_dir_all(dir).map_err(&fail)?;
+        let bytes = serde_json::to_vec_pretty(file).map_err(|source| AuthError::Encode {
+            path: self.path.clone(),
+            source,
+        })?;
         let tmp = dir.join(format!(".auth.json.{}", std::process::id()));
         let _ = std::fs::remove_file(&tmp);
         // 0600 from the first byte: never a moment where others could read it.
@@ -118,10 +126,10 @@ impl AuthStore {
             .create_new(true)
             .mode(0o600)
             .open(&tmp)
-            .map_err(fail)?;
-        f.write_all(&bytes).map_err(fail)?;
-        f.sync_all().map_err(fail)?;
-        std::fs::rename(&tmp, &self.path).map_err(fail)
+            .map_err(&fail)?;
+        f.write_all(&bytes).map_err(&fail)?;
+        f.sync_all().map_err(&fail)?;
+        std::fs::rename(&tmp, &self.path).map_err(&fail)
     }
 }
 

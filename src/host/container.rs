@@ -1,7 +1,7 @@
 //! A running container, reached with `podman exec` or `docker exec` (whichever
 //! is installed, or the engine the user names).
 
-use super::Target;
+use super::{HostError, Target};
 use std::path::Path;
 use std::process::Stdio;
 use tokio::process::Command;
@@ -23,12 +23,10 @@ fn find_engine() -> Option<String> {
 
 impl ContainerTarget {
     /// Checks that the engine runs and the container answers; learns the user.
-    pub async fn connect(name: &str, engine: Option<String>) -> Result<ContainerTarget, String> {
+    pub async fn connect(name: &str, engine: Option<String>) -> Result<ContainerTarget, HostError> {
         let engine = match engine {
             Some(e) => e,
-            None => find_engine().ok_or(
-                "--container needs podman or docker, and neither is installed (or name one with --container-engine)",
-            )?,
+            None => find_engine().ok_or(HostError::NoEngine)?,
         };
         let mut target = ContainerTarget {
             engine,
@@ -40,7 +38,10 @@ impl ContainerTarget {
             .stdin(Stdio::null())
             .output()
             .await
-            .map_err(|e| format!("cannot run {}: {e}", target.engine))?;
+            .map_err(|source| HostError::Engine {
+                engine: target.engine.clone(),
+                source,
+            })?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             let last = err
@@ -49,10 +50,11 @@ impl ContainerTarget {
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("")
                 .trim();
-            return Err(format!(
-                "container {name} is not running or does not exist ({} says: {last})",
-                target.engine
-            ));
+            return Err(HostError::ContainerDown {
+                name: name.to_string(),
+                engine: target.engine.clone(),
+                detail: last.to_string(),
+            });
         }
         target.user = String::from_utf8_lossy(&out.stdout).trim().to_string();
         Ok(target)

@@ -4,6 +4,7 @@
 //! not capture output or enforce timeouts; the tools do.
 
 pub mod container;
+pub mod error;
 pub mod remote_job;
 pub mod ssh;
 pub mod tmux;
@@ -13,6 +14,7 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 pub use container::ContainerTarget;
+pub use error::HostError;
 pub use ssh::SshTarget;
 pub use tmux::TmuxTarget;
 

@@ -3,7 +3,7 @@
 //! control master on a socket in a private directory buddy creates, and stops
 //! and removes when the target is dropped.
 
-use super::{shell_quote, Target};
+use super::{shell_quote, HostError, Target};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::process::Command;
@@ -19,8 +19,8 @@ pub struct SshTarget {
 }
 
 /// Splits `user@host[:port]` (an IPv6 host goes in brackets: `[::1]:2222`).
-pub fn parse_destination(spec: &str) -> Result<(Option<String>, String, Option<u16>), String> {
-    let bad = || format!("--ssh {spec:?}: expected user@host or user@host:port");
+pub fn parse_destination(spec: &str) -> Result<(Option<String>, String, Option<u16>), HostError> {
+    let bad = || HostError::BadDestination(spec.to_string());
     let (user, rest) = match spec.rsplit_once('@') {
         Some((u, r)) if !u.is_empty() => (Some(u.to_string()), r),
         Some(_) => return Err(bad()),
@@ -46,23 +46,24 @@ pub fn parse_destination(spec: &str) -> Result<(Option<String>, String, Option<u
     Ok((user, host, port))
 }
 
-/// One line saying why an SSH connection failed, from ssh's own stderr.
-pub fn explain_failure(host: &str, stderr: &str) -> String {
+/// Why an SSH connection failed, from ssh's own stderr.
+pub fn explain_failure(host: &str, stderr: &str) -> HostError {
     let last = stderr
         .lines()
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("ssh exited without saying why")
         .trim();
+    let (host, detail) = (host.to_string(), last.to_string());
     let has = |s: &str| stderr.contains(s);
     if has("Host key verification failed")
         || has("REMOTE HOST IDENTIFICATION HAS CHANGED")
         || has("No ED25519 host key is known")
         || has("host key is known")
     {
-        format!("SSH host key check failed for {host}: the key is unknown or has changed ({last}); verify it with `ssh {host}` first")
+        HostError::HostKey { host, detail }
     } else if has("Permission denied") || has("Too many authentication failures") {
-        format!("SSH authentication to {host} was refused ({last}); check the user and key (--ssh-option IdentityFile=...)")
+        HostError::AuthRefused { host, detail }
     } else if has("Connection refused")
         || has("timed out")
         || has("No route to host")
@@ -70,19 +71,18 @@ pub fn explain_failure(host: &str, stderr: &str) -> String {
         || has("Network is unreachable")
         || has("Connection closed")
     {
-        format!("cannot reach {host} over SSH: {last}")
+        HostError::Unreachable { host, detail }
     } else {
-        format!("SSH to {host} failed: {last}")
+        HostError::SshFailed { host, detail }
     }
 }
 
 impl SshTarget {
     /// Parses the destination, opens the shared connection once and learns the
     /// remote user; any failure is one line for the user.
-    pub async fn connect(spec: &str, options: Vec<String>) -> Result<SshTarget, String> {
+    pub async fn connect(spec: &str, options: Vec<String>) -> Result<SshTarget, HostError> {
         let (user, host, port) = parse_destination(spec)?;
-        let control_dir = private_dir()
-            .map_err(|e| format!("cannot create a directory for the SSH control socket: {e}"))?;
+        let control_dir = private_dir().map_err(HostError::ControlDir)?;
         let mut target = SshTarget {
             user,
             host,
@@ -96,7 +96,7 @@ impl SshTarget {
             .stdin(Stdio::null())
             .output()
             .await
-            .map_err(|e| format!("cannot run ssh: {e} (is the OpenSSH client installed?)"))?;
+            .map_err(HostError::NoSsh)?;
         if !out.status.success() {
             return Err(explain_failure(
                 &target.destination(),
@@ -256,10 +256,27 @@ mod tests {
     #[test]
     fn failures_are_named() {
         let refused = "ssh: connect to host 127.0.0.1 port 1: Connection refused\r\n";
-        assert!(explain_failure("h", refused).starts_with("cannot reach h over SSH"));
+        let e = explain_failure("h", refused);
+        assert!(matches!(e, HostError::Unreachable { .. }));
+        assert_eq!(
+            e.to_string(),
+            "cannot reach h over SSH: ssh: connect to host 127.0.0.1 port 1: Connection refused"
+        );
         let auth = "me@h: Permission denied (publickey).\n";
-        assert!(explain_failure("h", auth).starts_with("SSH authentication to h was refused"));
+        assert!(explain_failure("h", auth)
+            .to_string()
+            .starts_with("SSH authentication to h was refused"));
         let key = "Host key verification failed.\n";
-        assert!(explain_failure("h", key).starts_with("SSH host key check failed"));
+        assert!(explain_failure("h", key)
+            .to_string()
+            .starts_with("SSH host key check failed"));
+        assert_eq!(
+            explain_failure("h", "").to_string(),
+            "SSH to h failed: ssh exited without saying why"
+        );
+        assert_eq!(
+            parse_destination("@host").unwrap_err().to_string(),
+            "--ssh \"@host\": expected user@host or user@host:port"
+        );
     }
 }

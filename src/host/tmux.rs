@@ -5,7 +5,8 @@
 //! directory on the target, then signals a `tmux wait-for` channel. Nothing is
 //! scraped from the screen except by `capture-pane`, which asks for exactly that.
 
-use super::{shell_quote, Target};
+use super::error::PaneOp;
+use super::{shell_quote, HostError, Target};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,22 +35,6 @@ pub struct TmuxTarget {
     tag: String,
     next: AtomicU64,
     running: Mutex<Option<Job>>,
-}
-
-/// Why a tmux-backed target could not be set up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenError {
-    /// The target has no tmux; direct execution still works.
-    NotInstalled(String),
-    Failed(String),
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpenError::NotInstalled(m) | OpenError::Failed(m) => f.write_str(m),
-        }
-    }
 }
 
 /// A command typed into the pane.
@@ -106,21 +91,19 @@ pub fn default_session_name(cwd: &Path) -> String {
 }
 
 /// Session names tmux would misread (`:` and `.` separate targets).
-pub fn check_session_name(name: &str) -> Result<(), String> {
+pub fn check_session_name(name: &str) -> Result<(), HostError> {
     if name.is_empty()
         || name.starts_with('-')
         || name.contains([':', '.', '\n', '\''])
         || name.chars().any(char::is_control)
     {
-        return Err(format!(
-            "invalid tmux session name {name:?}: use letters, digits, `-` and `_`"
-        ));
+        return Err(HostError::InvalidSessionName(name.to_string()));
     }
     Ok(())
 }
 
 /// Pane names the tools accept: tmux target syntax, never an option.
-pub fn check_pane_name(name: &str) -> Result<(), String> {
+pub fn check_pane_name(name: &str) -> Result<(), HostError> {
     let ok = !name.is_empty()
         && !name.starts_with('-')
         && name
@@ -129,15 +112,13 @@ pub fn check_pane_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "invalid pane {name:?}: use a tmux target such as %3, session:window.pane or session:window"
-        ))
+        Err(HostError::InvalidPane(name.to_string()))
     }
 }
 
 /// Checks a `send-keys` key name: tmux's named keys and modifier forms such as
 /// `C-c`, `M-x`, `C-M-Left`, or one character.
-pub fn check_key(key: &str) -> Result<(), String> {
+pub fn check_key(key: &str) -> Result<(), HostError> {
     const NAMED: &[&str] = &[
         "Enter", "Escape", "Tab", "BTab", "Space", "BSpace", "Up", "Down", "Left", "Right", "Home",
         "End", "PageUp", "PageDown", "PPage", "NPage", "PgUp", "PgDn", "Insert", "Delete", "IC",
@@ -155,9 +136,7 @@ pub fn check_key(key: &str) -> Result<(), String> {
     if single || NAMED.iter().any(|n| n.eq_ignore_ascii_case(rest)) {
         Ok(())
     } else {
-        Err(format!(
-            "unknown key {key:?}: use names such as Enter, Escape, Tab, Up, C-c, C-d, M-x, F1, or send text with `text`"
-        ))
+        Err(HostError::UnknownKey(key.to_string()))
     }
 }
 
@@ -165,8 +144,8 @@ impl TmuxTarget {
     /// Finds or creates `session` with its `buddy-shared` window on `base`, and
     /// a private directory for command results. Refuses to run from inside the
     /// managed pane itself, where typing commands would type into buddy.
-    pub async fn open(base: Arc<dyn Target>, session: &str) -> Result<TmuxTarget, OpenError> {
-        check_session_name(session).map_err(OpenError::Failed)?;
+    pub async fn open(base: Arc<dyn Target>, session: &str) -> Result<TmuxTarget, HostError> {
+        check_session_name(session)?;
         let s = shell_quote(&format!("={session}"));
         let w = shell_quote(&format!("={session}:{WINDOW}"));
         let here = if base.is_local() {
@@ -200,20 +179,20 @@ impl TmuxTarget {
         );
         let (code, out, err) = super::run_script(base.as_ref(), &script, Path::new("/"), None)
             .await
-            .map_err(|e| {
-                OpenError::Failed(format!("cannot start tmux on {}: {e}", base.actor()))
+            .map_err(|source| HostError::TmuxStart {
+                actor: base.actor(),
+                source,
             })?;
         let out = String::from_utf8_lossy(&out);
         if out.lines().any(|l| l == "no-tmux") {
-            return Err(OpenError::NotInstalled(format!(
-                "tmux is not installed on {}",
-                base.actor()
-            )));
+            return Err(HostError::TmuxNotInstalled {
+                actor: base.actor(),
+            });
         }
         if out.lines().any(|l| l == "inside") {
-            return Err(OpenError::Failed(format!(
-                "buddy is running inside its own managed tmux pane ({session}:{WINDOW}), where it would type commands into itself; start it from another terminal or pane, or use --tmux OTHER-SESSION or --no-tmux"
-            )));
+            return Err(HostError::InsideManagedPane {
+                session: session.to_string(),
+            });
         }
         let field = |key: &str| {
             out.lines()
@@ -226,11 +205,11 @@ impl TmuxTarget {
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no reason given");
-            return Err(OpenError::Failed(format!(
-                "cannot set up tmux session {session} on {}: {}",
-                base.actor(),
-                why.trim()
-            )));
+            return Err(HostError::TmuxSetup {
+                session: session.to_string(),
+                actor: base.actor(),
+                detail: why.trim().to_string(),
+            });
         };
         let target = TmuxTarget {
             base,
@@ -323,7 +302,7 @@ impl TmuxTarget {
     /// when an earlier command is still running or another program holds the
     /// pane (after a second's grace: one just interrupted takes a moment to
     /// finish).
-    pub async fn start(&self, command: &str) -> Result<Job, String> {
+    pub async fn start(&self, command: &str) -> Result<Job, HostError> {
         let previous = self.running_job();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let prev_check = match &previous {
@@ -353,12 +332,14 @@ impl TmuxTarget {
                 Some(command.as_bytes()),
             )
             .await
-            .map_err(|e| format!("cannot reach tmux: {e}"))?;
+            .map_err(|source| HostError::Io {
+                context: "cannot reach tmux",
+                source,
+            })?;
             if code != Some(0) {
-                return Err(format!(
-                    "cannot write the command to the target: {}",
-                    String::from_utf8_lossy(&err).trim()
-                ));
+                return Err(HostError::WriteCommand {
+                    detail: String::from_utf8_lossy(&err).trim().to_string(),
+                });
             }
             format!(". {}", shell_quote(&file))
         };
@@ -389,31 +370,35 @@ impl TmuxTarget {
         );
         let (code, out, err) = super::run_script(self.base.as_ref(), &script, Path::new("/"), None)
             .await
-            .map_err(|e| format!("cannot reach tmux: {e}"))?;
+            .map_err(|source| HostError::Io {
+                context: "cannot reach tmux",
+                source,
+            })?;
         let out = String::from_utf8_lossy(&out);
         let out = out.trim();
         if out == "running" {
             let (what, age) = previous
                 .map(|j| (one_line(&j.command), j.started.elapsed().as_secs()))
                 .unwrap_or_default();
-            return Err(format!(
-                "not run: the previous command (`{what}`, started {age} s ago) is still running in tmux pane {}. Wait for it (capture-pane shows its progress), or stop it with send-keys C-c, then try again.",
-                self.pane
-            ));
+            return Err(HostError::PreviousRunning {
+                command: what,
+                age_secs: age,
+                pane: self.pane.clone(),
+            });
         }
         if let Some(program) = out.strip_prefix("busy ") {
-            return Err(format!(
-                "not run: tmux pane {} is busy with `{program}` (not a shell prompt). Use capture-pane to see it and send-keys to drive or quit it (for example C-c or q), then try again.",
-                self.pane
-            ));
+            return Err(HostError::PaneBusy {
+                pane: self.pane.clone(),
+                program: program.to_string(),
+            });
         }
         if code != Some(0) || out != "typed" {
             let err = String::from_utf8_lossy(&err);
-            return Err(format!(
-                "cannot type into tmux pane {}: {}",
-                self.pane,
-                err.lines().last().unwrap_or("tmux failed").trim()
-            ));
+            return Err(HostError::Pane {
+                op: PaneOp::Type,
+                pane: self.pane.clone(),
+                detail: last_line(&err),
+            });
         }
         let job = Job {
             n,
@@ -538,7 +523,7 @@ impl TmuxTarget {
         job: &Job,
         finished: bool,
         sink: &mut (dyn FnMut(Stream, &[u8]) + Send),
-    ) -> Result<Option<i32>, String> {
+    ) -> Result<Option<i32>, HostError> {
         let (c, o, e) = (
             shell_quote(&self.file(job.n, "c")),
             shell_quote(&self.file(job.n, "o")),
@@ -569,11 +554,11 @@ impl TmuxTarget {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot read the command's output: {e}"))?;
-        let mut pipe = child
-            .stdout
-            .take()
-            .ok_or("cannot read the command's output")?;
+            .map_err(|source| HostError::Io {
+                context: "cannot read the command's output",
+                source,
+            })?;
+        let mut pipe = child.stdout.take().ok_or(HostError::NoOutput)?;
         let mut header = Vec::new();
         let mut buf = vec![0u8; 16 * 1024];
         let mut code = None;
@@ -581,10 +566,10 @@ impl TmuxTarget {
         let mut pending: Vec<u8> = Vec::new();
         let mut have_header = false;
         loop {
-            let n = pipe
-                .read(&mut buf)
-                .await
-                .map_err(|e| format!("cannot read the command's output: {e}"))?;
+            let n = pipe.read(&mut buf).await.map_err(|source| HostError::Io {
+                context: "cannot read the command's output",
+                source,
+            })?;
             if n == 0 {
                 break;
             }
@@ -604,7 +589,7 @@ impl TmuxTarget {
                     None => {
                         header.extend_from_slice(chunk);
                         if header.len() > 200 {
-                            return Err("cannot read the command's output: bad header".into());
+                            return Err(HostError::BadOutputHeader);
                         }
                         continue;
                     }
@@ -635,7 +620,10 @@ impl TmuxTarget {
 
     /// The pane's contents as text, per `opts`, and a note when the alternate
     /// screen was asked for but the pane is not using one.
-    pub async fn capture(&self, opts: &CaptureOptions) -> Result<(String, Option<String>), String> {
+    pub async fn capture(
+        &self,
+        opts: &CaptureOptions,
+    ) -> Result<(String, Option<String>), HostError> {
         if let Some(d) = opts.delay {
             tokio::time::sleep(d).await;
         }
@@ -668,30 +656,34 @@ impl TmuxTarget {
         let mut out = run(opts.alternate)
             .output()
             .await
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
+            .map_err(|source| HostError::Io {
+                context: "cannot run tmux",
+                source,
+            })?;
         if opts.alternate && !out.status.success() {
             note = Some(
                 "the pane is not showing an alternate screen; captured the normal screen instead"
                     .to_string(),
             );
-            out = run(false)
-                .output()
-                .await
-                .map_err(|e| format!("cannot run tmux: {e}"))?;
+            out = run(false).output().await.map_err(|source| HostError::Io {
+                context: "cannot run tmux",
+                source,
+            })?;
         }
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
-            return Err(format!(
-                "cannot capture pane {pane}: {}",
-                err.lines().last().unwrap_or("tmux failed").trim()
-            ));
+            return Err(HostError::Pane {
+                op: PaneOp::Capture,
+                pane,
+                detail: last_line(&err),
+            });
         }
         let text = String::from_utf8_lossy(&out.stdout);
         Ok((text.trim_end().to_string(), note))
     }
 
     /// Sends named keys (`keys`) or literal text into a pane.
-    pub async fn send(&self, pane: Option<&str>, keys: &[SendItem]) -> Result<String, String> {
+    pub async fn send(&self, pane: Option<&str>, keys: &[SendItem]) -> Result<String, HostError> {
         let pane = pane.unwrap_or(&self.pane).to_string();
         check_pane_name(&pane)?;
         let mut script = String::new();
@@ -716,16 +708,30 @@ impl TmuxTarget {
         }
         let (code, _, err) = super::run_script(self.base.as_ref(), &script, Path::new("/"), None)
             .await
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
+            .map_err(|source| HostError::Io {
+                context: "cannot run tmux",
+                source,
+            })?;
         if code != Some(0) {
             let err = String::from_utf8_lossy(&err);
-            return Err(format!(
-                "cannot send keys to pane {pane}: {}",
-                err.lines().last().unwrap_or("tmux failed").trim()
-            ));
+            return Err(HostError::Pane {
+                op: PaneOp::SendKeys,
+                pane,
+                detail: last_line(&err),
+            });
         }
         Ok(pane)
     }
+}
+
+/// tmux's last line on stderr, the reason it gives for a failure.
+fn last_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .last()
+        .unwrap_or("tmux failed")
+        .trim()
+        .to_string()
 }
 
 fn type_lines(pane: &str, text: &str) -> String {

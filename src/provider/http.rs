@@ -296,7 +296,12 @@ impl ModelClient for HttpClient {
         let max = self.settings.max_retries;
         let mut attempt = 0;
         let mut token = match &self.login {
-            Some(login) => Some(login.token().await.map_err(ApiError::Auth)?),
+            Some(login) => Some(
+                login
+                    .token()
+                    .await
+                    .map_err(|e| ApiError::Auth(e.to_string()))?,
+            ),
             None => None,
         };
         let mut refreshed = false;
@@ -313,7 +318,7 @@ impl ModelClient for HttpClient {
                             login
                                 .refresh_after_unauthorized(stale)
                                 .await
-                                .map_err(ApiError::Auth)?,
+                                .map_err(|e| ApiError::Auth(e.to_string()))?,
                         );
                     }
                 }

@@ -106,7 +106,10 @@ impl Tool for CapturePaneTool {
             alternate: args.alternate_screen,
             delay,
         };
-        let (text, note) = pane.capture(&opts).await.map_err(ToolError::Failed)?;
+        let (text, note) = pane
+            .capture(&opts)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         let text = if text.trim().is_empty() {
             "(the pane is blank)".to_string()
         } else {
@@ -171,7 +174,8 @@ impl Tool for SendKeysTool {
             items.push(SendItem::Text(t.clone()));
         }
         for k in &args.keys {
-            crate::host::tmux::check_key(k).map_err(ToolError::InvalidArguments)?;
+            crate::host::tmux::check_key(k)
+                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
             items.push(SendItem::Key(k.clone()));
         }
         if args.enter {
@@ -203,7 +207,7 @@ impl Tool for SendKeysTool {
         let sent = pane
             .send(args.pane.as_deref(), &items)
             .await
-            .map_err(ToolError::Failed)?;
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         let what: Vec<String> = items
             .iter()
             .map(|i| match i {

@@ -261,7 +261,10 @@ async fn run_in_pane(
     timeout: Duration,
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
-    let job = pane.start(command).await.map_err(ToolError::Failed)?;
+    let job = pane
+        .start(command)
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
     // A cancelled call (Ctrl-C, /kill) interrupts what it typed.
     let mut guard = pane.interrupt_on_drop();
     let where_ = format!("tmux pane {} (session {})", pane.pane(), pane.session());
@@ -303,7 +306,7 @@ async fn run_in_pane(
             Stream::Stderr => err.push(bytes),
         })
         .await
-        .map_err(ToolError::Failed)?;
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
     let header = match (header, code) {
         (Some(h), Some(c)) if finished => format!("{h}\nexit code: {c}"),
         (Some(h), _) => h,

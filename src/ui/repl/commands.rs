@@ -2,6 +2,7 @@
 //! and which may run while a task is busy. Pure functions; acting on a
 //! command is the REPL's job.
 
+use std::fmt;
 use std::time::Duration;
 
 /// Every command the REPL knows, for completion and suggestions.
@@ -55,9 +56,50 @@ impl Slash {
     }
 }
 
+/// Why a typed slash command is not one the REPL can run; shown as one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandError {
+    /// A command that takes no arguments was given some.
+    NoArguments(String),
+    /// Wrong arguments; holds the usage line.
+    Usage(&'static str),
+    /// Not a task number.
+    BadTaskId(String),
+    /// Not a duration; holds the parser's reason.
+    BadDuration(String),
+    /// No such command, with the nearest known one when it looks like a typo.
+    Unknown {
+        name: String,
+        nearest: Option<&'static str>,
+    },
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandError::NoArguments(name) => write!(f, "{name} takes no arguments"),
+            CommandError::Usage(usage) => f.write_str(usage),
+            CommandError::BadTaskId(s) => write!(f, "\"{s}\" is not a task id (see /ps)"),
+            CommandError::BadDuration(reason) => f.write_str(reason),
+            CommandError::Unknown {
+                name,
+                nearest: Some(n),
+            } => write!(f, "unknown command {name}; did you mean {n}?"),
+            CommandError::Unknown {
+                name,
+                nearest: None,
+            } => write!(f, "unknown command {name}; /help lists the commands"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+const APPROVE_USAGE: &str = "usage: /approve ask|all|none|<duration such as 10m>";
+
 /// `None` when `line` is not a slash command (an ordinary prompt); otherwise the
 /// command or a one-line reason it is not one.
-pub fn parse(line: &str) -> Option<Result<Slash, String>> {
+pub fn parse(line: &str) -> Option<Result<Slash, CommandError>> {
     let line = line.trim();
     if !line.starts_with('/') {
         return None;
@@ -68,12 +110,12 @@ pub fn parse(line: &str) -> Option<Result<Slash, String>> {
     Some(parse_named(name, &args))
 }
 
-fn parse_named(name: &str, args: &[&str]) -> Result<Slash, String> {
+fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
     let no_args = |s: Slash| {
         if args.is_empty() {
             Ok(s)
         } else {
-            Err(format!("{name} takes no arguments"))
+            Err(CommandError::NoArguments(name.to_string()))
         }
     };
     match name {
@@ -85,7 +127,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, String> {
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
             [id] => task_id(id).map(Slash::Kill),
-            _ => Err("usage: /kill <task id> (see /ps)".into()),
+            _ => Err(CommandError::Usage("usage: /kill <task id> (see /ps)")),
         },
         "/timeout" => match args {
             [d] => Ok(Slash::Timeout {
@@ -96,7 +138,9 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, String> {
                 after: duration(d)?,
                 task: Some(task_id(id)?),
             }),
-            _ => Err("usage: /timeout <duration> [task id], e.g. /timeout 5m".into()),
+            _ => Err(CommandError::Usage(
+                "usage: /timeout <duration> [task id], e.g. /timeout 5m",
+            )),
         },
         "/approve" => match args {
             [] => Ok(Slash::Approve(None)),
@@ -105,41 +149,43 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, String> {
             ["none"] => Ok(Slash::Approve(Some(ApproveArg::None))),
             [d] => duration(d)
                 .map(|d| Slash::Approve(Some(ApproveArg::For(d))))
-                .map_err(|_| "usage: /approve ask|all|none|<duration such as 10m>".to_string()),
-            _ => Err("usage: /approve ask|all|none|<duration such as 10m>".into()),
+                .map_err(|_| CommandError::Usage(APPROVE_USAGE)),
+            _ => Err(CommandError::Usage(APPROVE_USAGE)),
         },
         "/model" => match args {
             [] => Ok(Slash::Model(None)),
             [m] => Ok(Slash::Model(Some(m.to_string()))),
-            _ => Err("usage: /model [name|index]".into()),
+            _ => Err(CommandError::Usage("usage: /model [name|index]")),
         },
         "/login" => match args {
             [] => Ok(Slash::Login(None)),
             [t] => Ok(Slash::Login(Some(t.to_string()))),
-            _ => Err("usage: /login [provider|profile]".into()),
+            _ => Err(CommandError::Usage("usage: /login [provider|profile]")),
         },
         "/session" => match args {
             [] => Ok(Slash::SessionList),
             ["new"] => Ok(Slash::SessionNew),
             ["resume", id] => Ok(Slash::SessionResume(id.to_string())),
-            _ => Err("usage: /session | /session resume <id|last> | /session new".into()),
+            _ => Err(CommandError::Usage(
+                "usage: /session | /session resume <id|last> | /session new",
+            )),
         },
-        _ => Err(match nearest(name) {
-            Some(n) => format!("unknown command {name}; did you mean {n}?"),
-            None => format!("unknown command {name}; /help lists the commands"),
+        _ => Err(CommandError::Unknown {
+            name: name.to_string(),
+            nearest: nearest(name),
         }),
     }
 }
 
-fn task_id(s: &str) -> Result<u64, String> {
+fn task_id(s: &str) -> Result<u64, CommandError> {
     s.trim_start_matches('#')
         .parse()
-        .map_err(|_| format!("\"{s}\" is not a task id (see /ps)"))
+        .map_err(|_| CommandError::BadTaskId(s.to_string()))
 }
 
 /// `90`, `90s`, `500ms`, `10m`, `1h`, `1h30m`.
-pub fn duration(s: &str) -> Result<Duration, String> {
-    crate::clock::parse_duration(s)
+pub fn duration(s: &str) -> Result<Duration, CommandError> {
+    crate::clock::parse_duration(s).map_err(CommandError::BadDuration)
 }
 
 /// The known command closest to `name`, if it is close enough to be a typo.
@@ -243,9 +289,21 @@ mod tests {
     #[test]
     fn unknown_commands_suggest_the_nearest() {
         let e = parse("/stauts").unwrap().unwrap_err();
-        assert_eq!(e, "unknown command /stauts; did you mean /status?");
-        let e = parse("/xyzzyplugh").unwrap().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown command /stauts; did you mean /status?"
+        );
+        let e = parse("/xyzzyplugh").unwrap().unwrap_err().to_string();
         assert!(e.contains("/help"), "{e}");
+        let e = parse("/status now").unwrap().unwrap_err();
+        assert_eq!(e.to_string(), "/status takes no arguments");
+        let e = parse("/kill x").unwrap().unwrap_err();
+        assert_eq!(e.to_string(), "\"x\" is not a task id (see /ps)");
+        let e = parse("/approve sometimes").unwrap().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "usage: /approve ask|all|none|<duration such as 10m>"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::agent::protocol::{
 };
 use crate::agent::AgentHandle;
 use crate::auth::store::AuthStore;
-use crate::auth::Issuer;
+use crate::auth::{AuthError, Issuer};
 use crate::ui::style::{preview, Style};
 use approval::{describe, policy_from_arg, short_duration};
 use commands::Slash;
@@ -41,18 +41,18 @@ pub trait ReplHost {
     /// Whether `profile` authenticates with a `buddy login`.
     fn uses_login(&self, profile: &str) -> bool;
     /// `/login [provider|profile]`: where to log in and where to keep the tokens.
-    fn login_target(&self, target: Option<&str>) -> Result<(Issuer, AuthStore), String>;
+    fn login_target(&self, target: Option<&str>) -> Result<(Issuer, AuthStore), AuthError>;
 }
 
 enum LoginEvent {
     Line(String),
-    Done(Result<Result<String, String>, tokio::task::JoinError>),
+    Done(Result<Result<String, AuthError>, tokio::task::JoinError>),
 }
 
 /// A `/login` in progress: the issuer's instructions as they come, then the end.
 struct LoginRun {
     lines: mpsc::UnboundedReceiver<String>,
-    handle: tokio::task::JoinHandle<Result<String, String>>,
+    handle: tokio::task::JoinHandle<Result<String, AuthError>>,
 }
 
 pub struct ReplOptions {
@@ -462,7 +462,7 @@ impl<'h> Repl<'h> {
             return false;
         }
         match commands::parse(trimmed) {
-            Some(Err(e)) => self.say_error(&e),
+            Some(Err(e)) => self.say_error(&e.to_string()),
             Some(Ok(cmd)) => return self.on_command(cmd),
             None if self.task.is_some() => {
                 // Enter while the agent works steers it; Tab would queue instead.
@@ -484,7 +484,7 @@ impl<'h> Repl<'h> {
         let (issuer, store) = match self.host.login_target(target) {
             Ok(t) => t,
             Err(e) => {
-                self.say_error(&e);
+                self.say_error(&e.to_string());
                 return;
             }
         };
@@ -503,7 +503,7 @@ impl<'h> Repl<'h> {
         self.login = Some(LoginRun { lines: rx, handle });
     }
 
-    fn on_login_done(&mut self, done: Result<Result<String, String>, tokio::task::JoinError>) {
+    fn on_login_done(&mut self, done: Result<Result<String, AuthError>, tokio::task::JoinError>) {
         // Lines sent just before the end are still queued.
         if let Some(mut run) = self.login.take() {
             while let Ok(line) = run.lines.try_recv() {
