@@ -94,6 +94,11 @@ pub struct ModelInfo {
     pub base_url: String,
 }
 
+/// The error of whatever implements one of the agent's outward traits (a
+/// session store, a model switcher): its own typed error, boxed, so the agent
+/// needs to know none of those types and still keeps their `source()` chain.
+pub type HostedError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where the agent hands its history for safe keeping (a session journal). It
 /// is called whenever messages were added: after the prompt, after each model
 /// reply, after each batch of tool results, and once more when the run ends
@@ -105,7 +110,7 @@ pub trait HistorySink: Send + Sync {
         new: &[Message],
         tokens: &TokenTracker,
         turn_end: bool,
-    ) -> Result<(), String>;
+    ) -> Result<(), HostedError>;
 
     /// The model the next turns run on (after a switch), for the record.
     fn set_model(&mut self, _model: &str, _profile: &str) {}
@@ -118,7 +123,7 @@ pub trait HistorySink: Send + Sync {
         replaces: usize,
         with: &[Message],
         tokens: &TokenTracker,
-    ) -> Result<(), String> {
+    ) -> Result<(), HostedError> {
         let _ = (replaces, with, tokens);
         Ok(())
     }

@@ -13,7 +13,7 @@ use super::cancel::{Cancel, CancelHandle};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
 use super::protocol::{Event, EventKind, Op, QueueKind, QueueMode, RunOutcome};
-use super::{Agent, AgentOptions, HistorySink, ModelInfo, TokenTracker};
+use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
 use crate::provider::ModelClient;
 use crate::tools::{ToolContext, ToolRegistry};
@@ -29,8 +29,8 @@ pub const OP_CAPACITY: usize = 64;
 /// Where conversations are saved: the agent asks for a new session at the
 /// first prompt and for a saved one on `Op::Resume`.
 pub trait SessionHost: Send + Sync {
-    fn create(&mut self, model: &ModelInfo) -> Result<NewSession, String>;
-    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, String>;
+    fn create(&mut self, model: &ModelInfo) -> Result<NewSession, HostedError>;
+    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, HostedError>;
 }
 
 pub struct NewSession {
@@ -54,7 +54,7 @@ pub struct OpenedSession {
 
 /// Switches the model on `Op::SwitchModel`.
 pub trait ModelSwitcher: Send + Sync {
-    fn switch(&mut self, choice: &str, history: &[Message]) -> Result<Switched, String>;
+    fn switch(&mut self, choice: &str, history: &[Message]) -> Result<Switched, HostedError>;
 }
 
 pub struct Switched {
@@ -350,8 +350,10 @@ impl Core {
             }
             Op::SwitchModel { choice } => {
                 let result = match self.models.as_mut() {
-                    Some(m) => m.switch(&choice, self.agent.messages()),
-                    None => Err("switching models is not available here".into()),
+                    Some(m) => m
+                        .switch(&choice, self.agent.messages())
+                        .map_err(|e| e.to_string()),
+                    None => Err("switching models is not available here".to_string()),
                 };
                 match result {
                     Ok(s) => {
@@ -397,7 +399,8 @@ impl Core {
         };
         let opened = match host.open(query, self.agent.model()) {
             Ok(o) => o,
-            Err(message) => {
+            Err(e) => {
+                let message = e.to_string();
                 self.emit(EventKind::Error { message }).await;
                 return;
             }

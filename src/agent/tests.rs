@@ -252,7 +252,12 @@ struct Recorder {
 }
 
 impl HistorySink for Recorder {
-    fn save(&mut self, new: &[Message], _t: &TokenTracker, turn_end: bool) -> Result<(), String> {
+    fn save(
+        &mut self,
+        new: &[Message],
+        _t: &TokenTracker,
+        turn_end: bool,
+    ) -> Result<(), HostedError> {
         if *self.fail.lock().unwrap() {
             return Err("disk full".into());
         }
@@ -430,13 +435,14 @@ fn follow_twice(c: &Control) {
     c.follow_up("and that".into());
 }
 
-fn nothing(_: &Control) {}
+/// An `Act` tool: its name, what it does, and after how many milliseconds.
+type ActSpec = (&'static str, fn(&Control), u64);
 
 /// An agent whose registry also holds `Act` tools bound to its control.
 fn agent_acting(
     replies: Vec<Message>,
     opts: AgentOptions,
-    acts: &[(&'static str, fn(&Control), u64)],
+    acts: &[ActSpec],
     follow_up_mode: QueueMode,
 ) -> (Agent, mpsc::Receiver<Event>) {
     let (tx, rx) = mpsc::channel(4096);
@@ -701,7 +707,7 @@ struct Journal {
 }
 
 impl HistorySink for Journal {
-    fn save(&mut self, new: &[Message], _t: &TokenTracker, _end: bool) -> Result<(), String> {
+    fn save(&mut self, new: &[Message], _t: &TokenTracker, _end: bool) -> Result<(), HostedError> {
         self.loaded.lock().unwrap().extend_from_slice(new);
         Ok(())
     }
@@ -710,7 +716,7 @@ impl HistorySink for Journal {
         replaces: usize,
         with: &[Message],
         _t: &TokenTracker,
-    ) -> Result<(), String> {
+    ) -> Result<(), HostedError> {
         let mut l = self.loaded.lock().unwrap();
         assert!(replaces <= l.len());
         l.splice(0..replaces, with.iter().cloned());

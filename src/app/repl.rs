@@ -4,7 +4,7 @@
 
 use super::{client_for, session_table, workdir};
 use crate::agent::service::{ModelSwitcher, Switched};
-use crate::agent::tokens;
+use crate::agent::{tokens, HostedError};
 use crate::config::{self, CliOverrides, Settings};
 use crate::session::Store;
 use crate::ui::repl::ReplHost;
@@ -77,20 +77,25 @@ impl ModelSwitcher for Switcher {
         &mut self,
         choice: &str,
         history: &[crate::wire::Message],
-    ) -> Result<Switched, String> {
+    ) -> Result<Switched, HostedError> {
         let profiles = &self.settings.profiles;
+        let usage = |m: String| Box::new(super::AppError::Usage(m));
         let name = match choice.parse::<usize>() {
             Ok(i) if (1..=profiles.len()).contains(&i) => profiles[i - 1].clone(),
-            Ok(i) => return Err(format!("no profile number {i}; /model lists them")),
+            Ok(i) => return Err(usage(format!("no profile number {i}; /model lists them"))),
             Err(_) if profiles.iter().any(|p| p == choice) => choice.to_string(),
-            Err(_) => return Err(format!("no profile named \"{choice}\"; /model lists them")),
+            Err(_) => {
+                return Err(usage(format!(
+                    "no profile named \"{choice}\"; /model lists them"
+                )))
+            }
         };
         let overrides = CliOverrides {
             model: Some(name),
             ..self.overrides.clone()
         };
-        let settings = config::load(&workdir(), &env, &overrides).map_err(|e| e.to_string())?;
-        let client = client_for(&settings).map_err(|e| e.to_string())?;
+        let settings = config::load(&workdir(), &env, &overrides)?;
+        let client = client_for(&settings)?;
         let context_limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
         let note = foreign_items_note(history, settings.api.protocol);
         let model = super::model_info(&settings);

@@ -2,7 +2,7 @@
 //! a new session at the first prompt, a saved one on resume.
 
 use crate::agent::service::{NewSession, OpenedSession, SessionHost};
-use crate::agent::ModelInfo;
+use crate::agent::{HostedError, ModelInfo};
 use crate::session::{SessionInfo, Store};
 use std::path::PathBuf;
 
@@ -33,11 +33,8 @@ impl Sessions {
 }
 
 impl SessionHost for Sessions {
-    fn create(&mut self, model: &ModelInfo) -> Result<NewSession, String> {
-        let (session, warnings) = self
-            .store
-            .create(self.info(model))
-            .map_err(|e| e.to_string())?;
+    fn create(&mut self, model: &ModelInfo) -> Result<NewSession, HostedError> {
+        let (session, warnings) = self.store.create(self.info(model))?;
         Ok(NewSession {
             id: session.id().to_string(),
             sink: Box::new(session),
@@ -45,13 +42,12 @@ impl SessionHost for Sessions {
         })
     }
 
-    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, String> {
+    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, HostedError> {
         let info = self.info(model);
         let opened = self
             .store
             .resolve(query)
-            .and_then(|id| self.store.open(&id, info))
-            .map_err(|e| e.to_string())?;
+            .and_then(|id| self.store.open(&id, info))?;
         Ok(OpenedSession {
             id: opened.session.id().to_string(),
             last_model: opened

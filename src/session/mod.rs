@@ -12,7 +12,7 @@ pub mod journal;
 
 pub use error::SessionError;
 
-use crate::agent::{repair_history, HistorySink, TokenTracker};
+use crate::agent::{repair_history, HistorySink, HostedError, TokenTracker};
 use crate::clock;
 use crate::wire::{Message, Role};
 use journal::{Header, RecordRef, SavedTokens, TurnMark, Writer};
@@ -582,9 +582,9 @@ impl HistorySink for Session {
         new: &[Message],
         tokens: &TokenTracker,
         turn_end: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), HostedError> {
         self.write(new, tokens, turn_end)
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+            .map_err(|e| SessionError::io("write", &self.path, e).into())
     }
 
     fn compacted(
@@ -592,9 +592,9 @@ impl HistorySink for Session {
         replaces: usize,
         with: &[Message],
         tokens: &TokenTracker,
-    ) -> Result<(), String> {
+    ) -> Result<(), HostedError> {
         self.write_compaction(replaces, with, tokens)
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+            .map_err(|e| SessionError::io("write", &self.path, e).into())
     }
 
     fn set_model(&mut self, model: &str, profile: &str) {

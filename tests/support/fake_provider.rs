@@ -272,8 +272,11 @@ impl Shared {
         let mut state = self.lock();
         request.index = state.requests.len();
         state.requests.push(request.clone());
-        let offers_tools = request.json().get("tools").is_some();
-        let reply = if let Some(summary) = state.summary.as_ref().filter(|_| !offers_tools) {
+        // Only a JSON body without `tools` is a summary request.
+        let summary_request = state.summary.is_some()
+            && serde_json::from_str::<Value>(&request.body_text())
+                .is_ok_and(|v| v.is_object() && v.get("tools").is_none());
+        let reply = if let Some(summary) = state.summary.as_ref().filter(|_| summary_request) {
             Some(summary.clone())
         } else if state.script.is_empty() {
             None
