@@ -658,3 +658,32 @@ fn a_limit_ends_the_task_with_one_line_and_the_repl_goes_on() {
     let req = &p.chat_requests()[1];
     assert!(tool_result(req, "one").contains("one"));
 }
+
+#[test]
+fn follow_up_mode_all_hands_every_queued_message_over_at_once() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer").delay(std::time::Duration::from_secs(2)),
+        Reply::text("both handled"),
+    ]);
+    let cmd = BuddyCmd::new().config(
+        fake_config(&p).replace("[agent]\n", "[agent]\nfollow_up_mode = \"all\"\n"),
+    );
+    let t = repl(&cmd, &[]);
+    t.line("a slow question");
+    t.wait_text("[task 1] waiting for model");
+    t.type_text("one more");
+    t.keys(&["Tab"]);
+    t.wait_text("↳ queued: one more");
+    t.type_text("and another");
+    t.keys(&["Tab"]);
+    t.wait_text("↳ queued: and another");
+    t.wait_text("both handled");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 2, "one request for both follow-ups");
+    let users: Vec<String> = messages(&reqs[1])
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(users, ["a slow question", "one more", "and another"]);
+}
