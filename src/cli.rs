@@ -131,6 +131,9 @@ pub struct ExecArgs {
     /// Stop once the run has used this many tokens (prompt + completion)
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
+    /// Write every agent event to stdout as a JSON line (schema: docs/EVENTS.md)
+    #[arg(long)]
+    pub json: bool,
     /// Stop the run after this long (e.g. 90s, 10m, 1h)
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub timeout: Option<std::time::Duration>,

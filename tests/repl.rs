@@ -665,9 +665,8 @@ fn follow_up_mode_all_hands_every_queued_message_over_at_once() {
         Reply::text("first answer").delay(std::time::Duration::from_secs(2)),
         Reply::text("both handled"),
     ]);
-    let cmd = BuddyCmd::new().config(
-        fake_config(&p).replace("[agent]\n", "[agent]\nfollow_up_mode = \"all\"\n"),
-    );
+    let cmd = BuddyCmd::new()
+        .config(fake_config(&p).replace("[agent]\n", "[agent]\nfollow_up_mode = \"all\"\n"));
     let t = repl(&cmd, &[]);
     t.line("a slow question");
     t.wait_text("[task 1] waiting for model");

@@ -5,7 +5,7 @@
 
 use crate::agent::control::ApprovalRules;
 use crate::agent::prompt::{render, PromptContext};
-use crate::agent::protocol::{ApprovalPolicy, EventKind, Op, QueueMode};
+use crate::agent::protocol::{ApprovalPolicy, Event, EventKind, Op, QueueMode};
 use crate::agent::{
     self, tokens, AgentHandle, AgentOptions, AgentSetup, CompactionOptions, Limits, ModelInfo,
     ToolStrategy,
@@ -21,6 +21,7 @@ use crate::provider::http::{ClientSettings, HttpClient, Protocol};
 use crate::session::{self, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
+use crate::ui::json::JsonFrontEnd;
 use crate::ui::style::Style;
 use std::fmt;
 use std::io::{IsTerminal, Read};
@@ -366,13 +367,27 @@ async fn exec(
         options.limits.max_duration = Some(d);
     }
     let mut agent = agent::spawn(agent_setup(&settings, &execution, rules, options, None)?);
+    let mut json = args.json.then(|| JsonFrontEnd::new(style));
+    if let Some(j) = json.as_mut() {
+        j.hello();
+    }
     if let Some(query) = &args.resume {
-        resume_first(&mut agent, query, style, false).await?;
+        let mut seen = |ev: &Event| {
+            if let Some(j) = json.as_mut() {
+                j.event(ev);
+            }
+        };
+        resume_first(&mut agent, query, style, false, &mut seen).await?;
     }
     let _ = agent.ops.send(Op::Prompt { text: prompt }).await;
-    let outcome = ExecFrontEnd::new(exec_options(&settings, style))
-        .run(&mut agent)
-        .await;
+    let outcome = match json {
+        Some(j) => j.run(&mut agent).await,
+        None => {
+            ExecFrontEnd::new(exec_options(&settings, style))
+                .run(&mut agent)
+                .await
+        }
+    };
     finish(agent, &outcome).await;
     match outcome {
         ExecOutcome::Answered => Ok(Exit::Ok),
@@ -398,6 +413,7 @@ async fn resume_first(
     query: &str,
     style: Style,
     show_last: bool,
+    seen: &mut dyn FnMut(&Event),
 ) -> Result<String, AppError> {
     let _ = agent
         .ops
@@ -406,6 +422,7 @@ async fn resume_first(
         })
         .await;
     while let Some(ev) = agent.events.recv().await {
+        seen(&ev);
         match &ev.kind {
             EventKind::SessionResumed { warnings, note, .. } => {
                 let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
@@ -508,7 +525,7 @@ async fn interactive(
         banner.push_str(&format!("\n{}", style.dim(a)));
     }
     if let Some(query) = &resume {
-        let text = match resume_first(&mut agent, query, style, false).await {
+        let text = match resume_first(&mut agent, query, style, false, &mut |_| {}).await {
             Ok(t) => t,
             Err(e) => {
                 agent.shutdown().await;
@@ -570,7 +587,7 @@ async fn line_session(
         None,
     )?);
     if let Some(query) = &resume {
-        if let Err(e) = resume_first(&mut agent, query, style, true).await {
+        if let Err(e) = resume_first(&mut agent, query, style, true, &mut |_| {}).await {
             agent.shutdown().await;
             return Err(e);
         }

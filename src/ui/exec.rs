@@ -349,7 +349,7 @@ impl ExecFrontEnd {
 }
 
 /// Asks a yes/no question on the controlling terminal. `None` when there is none.
-fn ask_on_tty(prompt: &str) -> Option<bool> {
+pub(crate) fn ask_on_tty(prompt: &str) -> Option<bool> {
     use std::io::BufRead;
     let tty = std::fs::OpenOptions::new()
         .read(true)

@@ -3,6 +3,7 @@
 //! previews.
 
 pub mod exec;
+pub mod json;
 pub mod repl;
 pub mod style;
 

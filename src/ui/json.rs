@@ -1,0 +1,156 @@
+//! `buddy exec --json`: the agent's events as JSON lines on stdout, one per
+//! event, flushed as they happen, after a first `hello` line that names the
+//! schema version. Human diagnostics (warnings, errors, retries, a denied
+//! approval) still go to stderr; the answer is the `run_finished` line.
+//! The schema is the serialised `agent::protocol::Event`, documented in
+//! docs/EVENTS.md.
+
+use super::exec::{ask_on_tty, ExecOutcome};
+use super::style::{preview, Style};
+use crate::agent::protocol::{DecidedBy, Decision, Event, EventKind, Op, RunOutcome};
+use crate::agent::AgentHandle;
+use std::io::Write;
+
+/// The version of the JSON-lines schema; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub struct JsonFrontEnd {
+    style: Style,
+    /// stdout went away (`| head`); keep running, stop writing.
+    closed: bool,
+}
+
+impl JsonFrontEnd {
+    pub fn new(style: Style) -> JsonFrontEnd {
+        JsonFrontEnd {
+            style,
+            closed: false,
+        }
+    }
+
+    /// The first line: what follows and in which version.
+    pub fn hello(&mut self) {
+        let line = serde_json::json!({
+            "type": "hello",
+            "v": SCHEMA_VERSION,
+            "buddy": env!("CARGO_PKG_VERSION"),
+        });
+        self.write_line(&line.to_string());
+    }
+
+    /// Writes one event as a line.
+    pub fn event(&mut self, ev: &Event) {
+        match serde_json::to_string(ev) {
+            Ok(line) => self.write_line(&line),
+            Err(e) => eprintln!(
+                "{} cannot encode an event: {e}",
+                self.style.warning("warning:")
+            ),
+        }
+    }
+
+    fn write_line(&mut self, line: &str) {
+        if self.closed {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if out
+            .write_all(line.as_bytes())
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            self.closed = true;
+        }
+    }
+
+    /// Writes events until the run finishes. Ctrl-C interrupts the run (a
+    /// second one gives up waiting).
+    pub async fn run(mut self, agent: &mut AgentHandle) -> ExecOutcome {
+        let mut interrupted = false;
+        loop {
+            tokio::select! {
+                ev = agent.events.recv() => {
+                    let Some(ev) = ev else {
+                        return ExecOutcome::Failed("the agent stopped unexpectedly".into());
+                    };
+                    self.event(&ev);
+                    self.diagnose(&ev.kind);
+                    match ev.kind {
+                        EventKind::RunFinished { outcome } => return outcome_of(outcome),
+                        EventKind::ApprovalRequested { call_id, actor, command, .. } => {
+                            let decision = self.ask(&actor, &command).await;
+                            let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
+                        }
+                        _ => {}
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    if interrupted {
+                        return ExecOutcome::Interrupted;
+                    }
+                    interrupted = true;
+                    eprintln!("{}", self.style.warning("interrupted: cancelling (Ctrl-C again to quit now)"));
+                    let _ = agent.ops.send(Op::Interrupt).await;
+                }
+            }
+        }
+    }
+
+    /// The human side on stderr: what went wrong or needs the user's attention.
+    fn diagnose(&self, kind: &EventKind) {
+        let st = self.style;
+        match kind {
+            EventKind::Warning { message } => eprintln!("{} {message}", st.warning("warning:")),
+            EventKind::Retrying {
+                attempt,
+                max_retries,
+                delay_ms,
+                error,
+            } => eprintln!(
+                "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
+                st.warning("warning:"),
+                *delay_ms as f64 / 1000.0
+            ),
+            EventKind::Error { message } => eprintln!("{} {message}", st.error("error:")),
+            EventKind::ApprovalDecided {
+                tool,
+                command,
+                by: DecidedBy::NoApprover,
+                ..
+            } => eprintln!(
+                "{} {tool} needs approval but there is no terminal to ask; denied `{}`. Rerun with --dangerously-auto-approve to allow commands, or set tools.shell_confirm = false.",
+                st.warning("warning:"),
+                preview(command, 60)
+            ),
+            _ => {}
+        }
+    }
+
+    async fn ask(&self, actor: &str, command: &str) -> Decision {
+        let st = self.style;
+        let prompt = format!(
+            "{}{} {} {} ",
+            st.actor(actor),
+            st.actor("$"),
+            st.accent(command),
+            st.warning("-- approve? [y/N]")
+        );
+        match tokio::task::spawn_blocking(move || ask_on_tty(&prompt)).await {
+            Ok(Some(true)) => Decision::Approve,
+            Ok(Some(false)) => Decision::Deny { reason: None },
+            _ => Decision::Deny {
+                reason: Some("approval is required and the terminal could not be asked".into()),
+            },
+        }
+    }
+}
+
+fn outcome_of(outcome: RunOutcome) -> ExecOutcome {
+    match outcome {
+        RunOutcome::Answered { .. } => ExecOutcome::Answered,
+        RunOutcome::Interrupted => ExecOutcome::Interrupted,
+        RunOutcome::Failed { message } => ExecOutcome::Failed(message),
+        RunOutcome::LimitReached { message } => ExecOutcome::LimitReached(message),
+    }
+}
