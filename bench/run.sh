@@ -4,14 +4,25 @@
 # Usage: bench/run.sh            (prints a table of min / median per benchmark)
 #        bench/run.sh targets    (only the execution-target round trips)
 #        bench/run.sh protocols  (only the plain answer through each wire protocol)
+#        bench/run.sh compare OLD_BUDDY
+#                                (--version, plain exec, per-iteration overhead
+#                                 and peak RSS of this tree's buddy and of
+#                                 OLD_BUDDY, another build, in alternating
+#                                 rounds of the same run)
 set -eu
 ONLY=${1:-}
+OLD_BUDDY=
+if [ "$ONLY" = compare ]; then
+    OLD_BUDDY=$(realpath "${2:?usage: bench/run.sh compare OLD_BUDDY_BINARY}")
+    [ -x "$OLD_BUDDY" ] || { echo "not an executable: $OLD_BUDDY" >&2; exit 2; }
+fi
 cd "$(dirname "$0")/.."
 OLDPWD_REPO=$PWD
 REAL_HOME=$HOME
 cargo build --release --quiet --bin buddy --example fake_provider
-BUDDY="$PWD/target/release/buddy"
-FAKE="$PWD/target/release/examples/fake_provider"
+TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+BUDDY="$TARGET_DIR/release/buddy"
+FAKE="$TARGET_DIR/release/examples/fake_provider"
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK"/*.pid 2>/dev/null) 2>/dev/null || true; TMUX_TMPDIR="$WORK/tmux" tmux kill-server 2>/dev/null || true; rm -rf "$WORK"' EXIT
 # Session store figures (library level); it also leaves 201 sessions, one of
@@ -78,6 +89,69 @@ PY
 }
 
 echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"
+
+# Old against new: the same fake provider, HOME and buddy.toml for both. Each
+# measurement runs in ROUNDS rounds; a round times both binaries back to back,
+# the first one alternating, so drift in the machine's load falls on both. The
+# per-round samples are pooled before taking min and median.
+if [ "$ONLY" = compare ]; then
+    ROUNDS=10
+    echo "old: $OLD_BUDDY ($("$OLD_BUDDY" --version))"
+    echo "new: $BUDDY ($("$BUDDY" --version))"
+    start_fake plain '[{"text":"hello from the fake model"}]'
+    config "$WORK/plain"
+    calls=$(python3 -c 'import json; print(json.dumps([{"tool_calls":[{"id":f"c{i}","name":"run_shell","arguments":json.dumps({"command":"true"})}]} for i in range(20)]+[{"text":"done"}]))')
+    start_fake loop "$calls"
+    config "$WORK/loop"
+    # rounds NAME DIR WARMUP RUNS ARGS: ROUNDS x RUNS timings of `BIN ARGS` in
+    # DIR for each binary, into $WORK/NAME-<round>.json.
+    rounds() {
+        name=$1; dir=$2; warmup=$3; runs=$4; shift 4
+        r=0
+        while [ $r -lt $ROUNDS ]; do
+            if [ $((r % 2)) = 0 ]; then first=$OLD_BUDDY; second=$BUDDY; else first=$BUDDY; second=$OLD_BUDDY; fi
+            # hyperfine's outlier warnings (stderr) are shown only if it fails.
+            (cd "$dir" && hyperfine -N --warmup "$warmup" --runs "$runs" --export-json "$WORK/$name-$r.json" \
+                "$first $*" "$second $*" > /dev/null 2> "$WORK/hyperfine.err") || { cat "$WORK/hyperfine.err" >&2; exit 1; }
+            hyperfine -N --warmup 10 --runs 30 --export-json "$WORK/child-$name-$r.json" "sh -c true" > /dev/null 2>&1
+            r=$((r + 1))
+        done
+    }
+    rounds version "$WORK/plain" 20 100 --version
+    rounds plain "$WORK/plain" 10 50 exec hi
+    rounds loop "$WORK/loop" 1 10 exec loop
+    python3 - "$WORK" "$OLD_BUDDY" "$BUDDY" <<'PY'
+import glob, json, statistics, sys
+work, old, new = sys.argv[1:4]
+def times(name, binary):
+    t = []
+    for p in glob.glob(f"{work}/{name}-*.json"):
+        for r in json.load(open(p))["results"]:
+            if binary is None or r["command"].split()[0] == binary:
+                t += r["times"]
+    return sorted(t)
+child = times("child-*", None)
+fig = {}
+for label, name in (("buddy --version", "version"), ("buddy exec (plain answer)", "plain"),
+                    ("buddy exec (20 x run_shell true)", "loop")):
+    for tag, b in (("old", old), ("new", new)):
+        t = times(name, b)
+        fig[name, tag] = (min(t), statistics.median(t))
+        print(f"{tag + ' ' + label:<44} min {min(t)*1000:8.2f} ms   median {statistics.median(t)*1000:8.2f} ms   ({len(t)} runs)")
+print(f"{'sh -c true (the child alone)':<44} min {min(child)*1000:8.2f} ms   median {statistics.median(child)*1000:8.2f} ms   ({len(child)} runs)")
+ch = (min(child), statistics.median(child))
+for tag in ("old", "new"):
+    per = [(fig["loop", tag][i] - fig["plain", tag][i] - 20 * ch[i]) / 20 * 1000 for i in (0, 1)]
+    print(f"{tag + ' buddy time per tool iteration':<44} min {per[0]:8.2f} ms   median {per[1]:8.2f} ms   beyond the child process")
+for name in ("version", "plain", "loop"):
+    d = [(fig[name, "new"][i] / fig[name, "old"][i] - 1) * 100 for i in (0, 1)]
+    print(f"{'new vs old, ' + name:<44} min {d[0]:+7.1f} %    median {d[1]:+7.1f} %")
+PY
+    cd "$WORK/plain"
+    rss "old buddy exec peak RSS (plain answer)" 30 "$OLD_BUDDY" exec hi
+    rss "new buddy exec peak RSS (plain answer)" 30 "$BUDDY" exec hi
+    exit 0
+fi
 
 if [ -z "$ONLY" ]; then
 hyperfine -N --warmup 50 --runs 1000 --export-json "$WORK/version.json" "$BUDDY --version" > /dev/null
