@@ -84,6 +84,21 @@ pub enum Command {
     Login(LoginArgs),
     /// Remove a provider's stored login
     Logout(LogoutArgs),
+    /// Serve the agent over HTTP (JSON + Server-Sent Events) with a web page
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; anything but loopback needs a token
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8421")]
+    pub listen: std::net::SocketAddr,
+    /// Require this token on every request (else BUDDY_SERVE_TOKEN)
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Deny an approval nobody answers within this long
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::clock::parse_duration)]
+    pub approval_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Args)]

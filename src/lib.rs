@@ -15,6 +15,7 @@ pub mod clock;
 pub mod config;
 pub mod host;
 pub mod provider;
+pub mod serve;
 pub mod session;
 pub mod tools;
 pub mod ui;

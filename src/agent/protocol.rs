@@ -58,6 +58,10 @@ pub enum Op {
     Status,
     /// Ends a run in progress, saves, reports `ShutdownComplete` and stops.
     Shutdown,
+    /// Stops once the run in progress, and whatever was queued for it, is
+    /// done (at once when idle): saved, `ShutdownComplete`, gone. For front
+    /// ends that hold a session only while it works.
+    Close,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -174,13 +174,13 @@ impl Core {
                     Work::Converse(text)
                 }
                 Op::Compact => Work::Compact,
-                Op::Shutdown => break,
+                Op::Shutdown | Op::Close => break,
                 other => {
                     self.idle_op(other).await;
                     continue;
                 }
             };
-            if self.work(work, &mut ops).await {
+            if self.work(work, &mut ops).await != After::Continue {
                 break;
             }
         }
@@ -189,17 +189,20 @@ impl Core {
     }
 
     /// Runs `work` to its end while serving ops; then runs whatever was
-    /// queued too late for it. True when the agent must shut down.
-    async fn work(&mut self, mut work: Work, ops: &mut mpsc::Receiver<Op>) -> bool {
+    /// queued too late for it. Says whether the agent goes on.
+    async fn work(&mut self, mut work: Work, ops: &mut mpsc::Receiver<Op>) -> After {
+        let mut close = false;
         loop {
-            let (outcome, shutdown) = self.run_once(work, ops).await;
+            let (outcome, after) = self.run_once(work, ops).await;
+            close |= after == After::Close;
             let (steering, follow_ups) = self.control.queues();
             let left = !steering.is_empty() || !follow_ups.is_empty();
-            if shutdown {
-                return true;
+            if after == After::Shutdown {
+                return After::Shutdown;
             }
+            let done = if close { After::Close } else { After::Continue };
             if !left {
-                return false;
+                return done;
             }
             if matches!(outcome, Some(RunOutcome::Answered { .. })) {
                 // A message that arrived as the run ended starts the next one.
@@ -213,7 +216,7 @@ impl Core {
             let texts = self.control.clear(true, true);
             self.emit(EventKind::Unqueued { texts }).await;
             self.emit_queues().await;
-            return false;
+            return done;
         }
     }
 
@@ -227,12 +230,12 @@ impl Core {
     }
 
     /// One run. Returns its outcome (none for a compaction) and whether a
-    /// shutdown was asked for meanwhile.
+    /// shutdown or a close was asked for meanwhile.
     async fn run_once(
         &mut self,
         work: Work,
         ops: &mut mpsc::Receiver<Op>,
-    ) -> (Option<RunOutcome>, bool) {
+    ) -> (Option<RunOutcome>, After) {
         let run = self.next_run;
         self.next_run += 1;
         self.emitter.set_run(run);
@@ -245,7 +248,7 @@ impl Core {
         }
         self.control.publish(self.agent.status(Some(run)));
         let (handle, cancel) = Cancel::new();
-        let mut shutdown = false;
+        let mut after = After::Continue;
         let Core {
             agent,
             control,
@@ -277,14 +280,15 @@ impl Core {
                     op = ops.recv(), if ops_open => match op {
                         None => {
                             ops_open = false;
-                            shutdown = true;
+                            after = After::Shutdown;
                             handle.cancel();
                         }
-                        Some(op) => {
-                            if busy_op(op, control, emitter, &handle, run).await {
-                                shutdown = true;
-                            }
-                        }
+                        Some(op) => match busy_op(op, control, emitter, &handle, run).await {
+                            After::Continue => {}
+                            After::Close if after == After::Continue => after = After::Close,
+                            After::Close => {}
+                            After::Shutdown => after = After::Shutdown,
+                        },
                     },
                 }
             }
@@ -298,7 +302,7 @@ impl Core {
                 .await;
         }
         emitter.set_run(0);
-        (outcome, shutdown)
+        (outcome, after)
     }
 
     /// Starts saving at the first prompt, unless a session is attached or
@@ -385,7 +389,8 @@ impl Core {
             | Op::Steer { .. }
             | Op::FollowUp { .. }
             | Op::Compact
-            | Op::Shutdown => {}
+            | Op::Shutdown
+            | Op::Close => {}
         }
     }
 
@@ -443,14 +448,24 @@ fn clear(control: &Control, queue: QueueKind) -> Vec<String> {
     }
 }
 
-/// Serves an op that arrived during run `run`. True for a shutdown.
+/// What the op loop does once the work in hand is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    Continue,
+    /// `Op::Close`: stop when idle.
+    Close,
+    /// `Op::Shutdown` or no op senders left: stop now.
+    Shutdown,
+}
+
+/// Serves an op that arrived during run `run`.
 async fn busy_op(
     op: Op,
     control: &Control,
     emitter: &Emitter,
     handle: &CancelHandle,
     run: u64,
-) -> bool {
+) -> After {
     let queues = |(steering, follow_ups): (Vec<String>, Vec<String>)| EventKind::Queues {
         steering,
         follow_ups,
@@ -497,10 +512,11 @@ async fn busy_op(
         }
         Op::Shutdown => {
             handle.cancel();
-            return true;
+            return After::Shutdown;
         }
+        Op::Close => return After::Close,
     }
-    false
+    After::Continue
 }
 
 /// The last prompt and the answer to it, so a resumed conversation can show

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 mod execution;
 mod repl;
+mod serve;
 mod sessions;
 
 use execution::Execution;
@@ -169,6 +170,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Sessions) => list_sessions(),
         Some(Command::Login(args)) => login(args.target.as_deref(), &overrides).await,
         Some(Command::Logout(args)) => logout(args.provider.as_deref()),
+        Some(Command::Serve(args)) => serve::serve(args, &overrides, &cli.global.target).await,
         None => interactive(&overrides, None, &cli.global.target).await,
     }
 }

@@ -118,8 +118,14 @@ pub async fn run_script(
     Ok((out.status.code(), out.stdout, out.stderr))
 }
 
-/// The local `user@host` string shown in approval prompts.
+/// The local `user@host` string shown in approval prompts. Worked out once
+/// per process: every tool call asks for it, and neither changes meanwhile.
 pub fn local_actor() -> String {
+    static ACTOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ACTOR.get_or_init(find_local_actor).clone()
+}
+
+fn find_local_actor() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()

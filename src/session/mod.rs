@@ -222,6 +222,21 @@ impl Store {
         }
     }
 
+    /// Session `id`'s conversation as a resume would load it, read without
+    /// taking its lock (it may be in use): for showing, not for continuing.
+    pub fn read_history(&self, id: &str) -> Result<Vec<Message>, SessionError> {
+        let path = self.path_of(id);
+        let bytes = fs::read(&path).map_err(|e| SessionError::io("read session file", &path, e))?;
+        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        let mut history: Vec<Message> = parsed
+            .messages
+            .into_iter()
+            .filter(|m| m.role != Role::System)
+            .collect();
+        repair_history(&mut history);
+        Ok(history)
+    }
+
     /// Opens session `id` for continuing: locks it, reads it, drops a torn
     /// last record, fills in results for unanswered tool calls, and makes sure
     /// only its owner can read it.

@@ -1,0 +1,124 @@
+//! `buddy serve`: the HTTP front end (`crate::serve`) wired to this
+//! directory's session store and an agent built like exec's.
+
+use super::{agent_options, agent_setup, approval_rules, execution, load_settings, workdir};
+use super::{AppError, Exit};
+use crate::agent::{self, AgentHandle};
+use crate::cli::{ServeArgs, TargetArgs};
+use crate::config::{CliOverrides, Settings};
+use crate::serve::{Backend, ServeOptions, SessionInfo};
+use crate::session::{self, Store};
+use crate::ui::style::Style;
+use crate::wire::Message;
+use std::sync::Arc;
+
+/// Request bodies larger than this are refused.
+const MAX_BODY: usize = 1024 * 1024;
+
+pub(crate) async fn serve(
+    args: ServeArgs,
+    overrides: &CliOverrides,
+    target_args: &TargetArgs,
+) -> Result<Exit, AppError> {
+    let settings = load_settings(overrides)?;
+    let style = Style::detect(settings.display.color);
+    let execution = execution::open(target_args, &settings, false).await?;
+    let token = args
+        .token
+        .or_else(|| std::env::var("BUDDY_SERVE_TOKEN").ok())
+        .filter(|t| !t.is_empty());
+    let opts = ServeOptions {
+        listen: args.listen,
+        token: token.clone(),
+        approval_timeout: args.approval_timeout,
+        max_body: MAX_BODY,
+    };
+    let backend = Arc::new(ServeBackend {
+        store: Store::for_workdir(&workdir()),
+        secrets: settings.api.api_key.iter().cloned().collect(),
+        settings,
+        execution,
+    });
+    let ready = |addr: std::net::SocketAddr| {
+        // The URL alone on stdout, for scripts; the rest for people.
+        println!("http://{addr}/");
+        eprintln!(
+            "{} serving {} on http://{addr}/ — Ctrl-C to stop",
+            style.actor("buddy"),
+            workdir().display()
+        );
+        if token.is_some() {
+            eprintln!(
+                "{}",
+                style.dim("clients must send the token: Authorization: Bearer <token>, or ?token=<token> in the page's URL")
+            );
+        }
+    };
+    crate::serve::run(opts, backend, ready)
+        .await
+        .map_err(|e| AppError::Usage(e.to_string()))?;
+    eprintln!("{}", style.dim("stopped; every session is saved"));
+    Ok(Exit::Ok)
+}
+
+struct ServeBackend {
+    store: Store,
+    settings: Settings,
+    secrets: Vec<String>,
+    execution: execution::Execution,
+}
+
+impl ServeBackend {
+    fn info(&self) -> session::SessionInfo {
+        session::SessionInfo {
+            model: self.settings.api.model.clone(),
+            profile: self.settings.api.profile.clone(),
+            cwd: workdir().display().to_string(),
+            secrets: self.secrets.clone(),
+        }
+    }
+}
+
+impl Backend for ServeBackend {
+    fn create_session(&self) -> Result<String, String> {
+        // Created and released at once: every run takes it afresh.
+        let (session, _warnings) = self.store.create(self.info()).map_err(|e| e.to_string())?;
+        Ok(session.id().to_string())
+    }
+
+    fn resolve(&self, query: &str) -> Result<String, String> {
+        self.store.resolve(query).map_err(|e| e.to_string())
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, String> {
+        let (list, _errors) = self.store.list().map_err(|e| e.to_string())?;
+        Ok(list
+            .into_iter()
+            .map(|s| SessionInfo {
+                id: s.id,
+                used: s.used,
+                messages: s.messages,
+                model: s.model,
+                title: s.title,
+            })
+            .collect())
+    }
+
+    fn history(&self, id: &str) -> Result<Vec<Message>, String> {
+        self.store.read_history(id).map_err(|e| e.to_string())
+    }
+
+    fn spawn(&self) -> Result<AgentHandle, String> {
+        // Approvals go to the HTTP client; nobody answering is the server's
+        // timeout to decide, so the core always asks.
+        let setup = agent_setup(
+            &self.settings,
+            &self.execution,
+            approval_rules(&self.settings),
+            agent_options(&self.settings),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(agent::spawn(setup))
+    }
+}

@@ -1,0 +1,517 @@
+//! The HTTP side of `buddy serve`: routes, the guard every request passes
+//! (Host, Origin, token), and the SSE streams.
+
+use super::live::{Live, Stamped, StartError, Subscription};
+use super::{Backend, ServeOptions};
+use crate::agent::protocol::{Decision, Op};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Ext};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+/// The page at `/`: plain HTML and JavaScript, a client of the API below.
+const PAGE: &str = include_str!("page.html");
+
+#[derive(Clone)]
+pub struct State {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: ServeOptions,
+    backend: Arc<dyn Backend>,
+    addr: SocketAddr,
+    sessions: Mutex<HashMap<String, Arc<Live>>>,
+    /// Turns true when the server is going down: streams end, no new runs.
+    stopping: watch::Sender<bool>,
+}
+
+impl State {
+    pub fn new(opts: ServeOptions, backend: Arc<dyn Backend>, addr: SocketAddr) -> State {
+        State {
+            inner: Arc::new(Inner {
+                opts,
+                backend,
+                addr,
+                sessions: Mutex::new(HashMap::new()),
+                stopping: watch::channel(false).0,
+            }),
+        }
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Live>>> {
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live(&self, id: &str) -> Arc<Live> {
+        self.sessions()
+            .entry(id.to_string())
+            .or_insert_with(|| Live::new(id.to_string()))
+            .clone()
+    }
+
+    /// Ends every stream and interrupts every run, waiting until each is saved.
+    pub async fn shut_down(&self) {
+        self.inner.stopping.send_replace(true);
+        self.wait_saved().await;
+    }
+
+    pub async fn wait_saved(&self) {
+        let all: Vec<Arc<Live>> = self.sessions().values().cloned().collect();
+        for live in all {
+            live.stop().await;
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        *self.inner.stopping.borrow()
+    }
+
+    /// Hosts this server answers to: its own address, and the loopback names
+    /// of its port. Anything else (a rebound DNS name) is refused.
+    fn host_ok(&self, host: &str) -> bool {
+        let port = self.inner.addr.port();
+        let ip = self.inner.addr.ip();
+        if ip.is_unspecified() {
+            // Bound to every interface (a token is required then): any name
+            // of this host will do, on this port.
+            return host
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p == port.to_string());
+        }
+        let mut names = vec![
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        names.push(match ip {
+            std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+        });
+        names.iter().any(|n| n.eq_ignore_ascii_case(host))
+    }
+}
+
+pub fn router(state: State) -> Router {
+    let limit = state.inner.opts.max_body;
+    Router::new()
+        .route("/", get(page))
+        .route("/api/sessions", get(list_sessions).post(create_session))
+        .route("/api/sessions/{id}", get(read_session))
+        .route("/api/sessions/{id}/messages", post(post_message))
+        .route("/api/sessions/{id}/events", get(events))
+        .route("/api/sessions/{id}/approvals/{call_id}", post(approve))
+        .route("/api/sessions/{id}/interrupt", post(interrupt))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// Every request: a Host that names this server, an Origin (when a browser
+/// sends one) of this server, and the token when one is set.
+async fn guard(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !state.host_ok(host) {
+        return error(
+            StatusCode::FORBIDDEN,
+            format!("this server does not answer to host {host:?}"),
+        );
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let same = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| o.eq_ignore_ascii_case(host));
+        if !same {
+            return error(StatusCode::FORBIDDEN, "cross-origin requests are refused");
+        }
+    }
+    if let Some(token) = &state.inner.opts.token {
+        let given = bearer(headers).or_else(|| query_token(req.uri().query()));
+        if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
+            return error(StatusCode::UNAUTHORIZED, "a valid token is required");
+        }
+    }
+    next.run(req).await
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::to_string)
+}
+
+/// `token=…` from a query string (for the page's first load).
+fn query_token(query: Option<&str>) -> Option<String> {
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("token="))
+        .map(percent_decode)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Compares two secrets in time that depends only on their lengths.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+async fn list_sessions(Ext(state): Ext<State>) -> Response {
+    match state.inner.backend.list() {
+        Ok(list) => {
+            let live = state.sessions();
+            let items: Vec<serde_json::Value> = list
+                .into_iter()
+                .map(|s| {
+                    let running = live.get(&s.id).is_some_and(|l| l.running());
+                    let mut v = serde_json::to_value(&s).unwrap_or_default();
+                    v["running"] = json!(running);
+                    v
+                })
+                .collect();
+            Json(json!({ "sessions": items })).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    /// Continue an existing session (an id, a prefix, `last`) instead.
+    resume: Option<String>,
+}
+
+async fn create_session(Ext(state): Ext<State>, body: Option<Json<CreateBody>>) -> Response {
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let result = match &body.resume {
+        Some(query) => state
+            .inner
+            .backend
+            .resolve(query)
+            .map_err(|e| error(StatusCode::NOT_FOUND, e)),
+        None => state
+            .inner
+            .backend
+            .create_session()
+            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+    };
+    match result {
+        Ok(id) => (StatusCode::CREATED, Json(json!({ "id": id }))).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// Whether the id in a path names an existing session exactly.
+fn known(state: &State, id: &str) -> bool {
+    state
+        .inner
+        .backend
+        .resolve(id)
+        .is_ok_and(|found| found == id)
+}
+
+fn no_session(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no session {id:?} (GET /api/sessions lists them)"),
+    )
+}
+
+async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    match state.inner.backend.history(&id) {
+        Ok(messages) => {
+            let running = state.sessions().get(&id).is_some_and(|l| l.running());
+            Json(json!({ "id": id, "running": running, "messages": messages })).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+enum Mode {
+    #[default]
+    Prompt,
+    Steer,
+    FollowUp,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    text: String,
+    #[serde(default)]
+    mode: Mode,
+}
+
+async fn post_message(
+    Ext(state): Ext<State>,
+    Path(id): Path<String>,
+    Json(body): Json<MessageBody>,
+) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    if body.text.trim().is_empty() {
+        return error(StatusCode::BAD_REQUEST, "the message is empty");
+    }
+    if state.stopping() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        );
+    }
+    let live = state.live(&id);
+    let queued = match body.mode {
+        Mode::Steer => Some(Op::Steer {
+            text: body.text.clone(),
+        }),
+        Mode::FollowUp => Some(Op::FollowUp {
+            text: body.text.clone(),
+        }),
+        Mode::Prompt => None,
+    };
+    if let Some(op) = queued {
+        // Joins the run in progress; with none (it just ended) it starts one.
+        if live.send(op).await.is_ok() {
+            return (StatusCode::ACCEPTED, Json(json!({ "queued": true }))).into_response();
+        }
+    } else if live.running() {
+        return error(
+            StatusCode::CONFLICT,
+            "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
+        );
+    }
+    let agent = match state.inner.backend.spawn() {
+        Ok(a) => a,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    // Subscribed before the run starts, so the stream holds all of it.
+    let sub = live.subscribe(live.next_id().saturating_sub(1));
+    match live
+        .start(agent, body.text, state.inner.opts.approval_timeout)
+        .await
+    {
+        Ok(()) => sse(sub, true, state.inner.stopping.subscribe()).into_response(),
+        Err(StartError::Busy) => error(
+            StatusCode::CONFLICT,
+            "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\"",
+        ),
+        Err(StartError::Resume(e)) => error(StatusCode::CONFLICT, e),
+    }
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    after: Option<u64>,
+}
+
+/// The session's events as SSE: first those after `Last-Event-ID` (or
+/// `?after=`), then live ones, until the client goes away.
+async fn events(
+    Ext(state): Ext<State>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .or(q.after)
+        .unwrap_or(0);
+    let sub = state.live(&id).subscribe(after);
+    sse(sub, false, state.inner.stopping.subscribe()).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    approve: bool,
+    reason: Option<String>,
+}
+
+async fn approve(
+    Ext(state): Ext<State>,
+    Path((id, call_id)): Path<(String, String)>,
+    Json(body): Json<ApproveBody>,
+) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    let live = state.live(&id);
+    if !live.is_waiting(&call_id) {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no approval is waiting for call {call_id:?}"),
+        );
+    }
+    let decision = if body.approve {
+        Decision::Approve
+    } else {
+        Decision::Deny {
+            reason: body.reason,
+        }
+    };
+    match live.send(Op::Approve { call_id, decision }).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(_) => error(StatusCode::CONFLICT, "the run has ended"),
+    }
+}
+
+async fn interrupt(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    match state.live(&id).send(Op::Interrupt).await {
+        Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "interrupting": true }))).into_response(),
+        Err(_) => error(
+            StatusCode::CONFLICT,
+            "no run is in progress in this session",
+        ),
+    }
+}
+
+/// What one SSE response still has to send.
+struct Feed {
+    backlog: VecDeque<Arc<Stamped>>,
+    live: broadcast::Receiver<Arc<Stamped>>,
+    last: u64,
+    /// End after the run's `done` event (a prompt's own stream).
+    until_done: bool,
+    finished: bool,
+    stopping: watch::Receiver<bool>,
+}
+
+fn sse(
+    sub: Subscription,
+    until_done: bool,
+    stopping: watch::Receiver<bool>,
+) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
+    let feed = Feed {
+        backlog: sub.backlog.into(),
+        live: sub.live,
+        last: 0,
+        until_done,
+        finished: false,
+        stopping,
+    };
+    let stream = futures_util::stream::unfold(feed, |mut f| async move {
+        let next = next_event(&mut f).await?;
+        let ev = SseEvent::default()
+            .id(next.id.to_string())
+            .event(next.name.0)
+            .data(&next.data);
+        Some((Ok(ev), f))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+async fn next_event(f: &mut Feed) -> Option<Arc<Stamped>> {
+    if f.finished {
+        return None;
+    }
+    loop {
+        let next = match f.backlog.pop_front() {
+            Some(e) => e,
+            None => {
+                if *f.stopping.borrow() {
+                    return None;
+                }
+                tokio::select! {
+                    r = f.live.recv() => match r {
+                        Ok(e) => e,
+                        // Too far behind, or the session is gone: the client
+                        // reconnects with Last-Event-ID and catches up.
+                        Err(_) => return None,
+                    },
+                    _ = f.stopping.changed() => return None,
+                }
+            }
+        };
+        if next.id <= f.last {
+            continue;
+        }
+        f.last = next.id;
+        if f.until_done && next.done {
+            f.finished = true;
+        }
+        return Some(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_by_content() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn tokens_come_from_the_query_decoded() {
+        assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
+        assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
+        assert_eq!(query_token(None), None);
+    }
+}

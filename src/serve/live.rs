@@ -1,0 +1,270 @@
+//! One served session while the server runs: its event log (ids, replay),
+//! the live subscribers, and the agent of the run in progress.
+
+use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::AgentHandle;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// Events kept per session for clients that reconnect.
+const LOG_CAPACITY: usize = 20_000;
+/// Events a subscriber may fall behind before it is cut off (it reconnects
+/// with `Last-Event-ID` and gets the rest from the log).
+const LIVE_CAPACITY: usize = 4096;
+
+/// An event as sent on the wire: its id in this session, its SSE name and
+/// its JSON.
+#[derive(Debug)]
+pub struct Stamped {
+    pub id: u64,
+    pub name: SseName,
+    pub data: String,
+    /// The run ended with this event.
+    pub done: bool,
+}
+
+/// SSE event names: those of the classic streaming backends where they exist
+/// (`content_delta`, `tool_call_start`, `tool_call_result`, `done`), the
+/// event's own type otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseName(pub &'static str);
+
+impl SseName {
+    pub fn of(kind: &EventKind) -> SseName {
+        SseName(match kind {
+            EventKind::TextDelta { .. } => "content_delta",
+            EventKind::ToolCall { .. } => "tool_call_start",
+            EventKind::ToolResult { .. } => "tool_call_result",
+            EventKind::RunFinished { .. } => "done",
+            EventKind::Reasoning { .. } => "reasoning",
+            EventKind::ApprovalRequested { .. } => "approval_request",
+            EventKind::ApprovalDecided { .. } => "approval_decided",
+            EventKind::Usage { .. } => "usage",
+            EventKind::Error { .. } => "error",
+            EventKind::Warning { .. } => "warning",
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::UserMessage { .. } => "user_message",
+            EventKind::ModelRequest { .. } => "model_request",
+            EventKind::Retrying { .. } => "retrying",
+            EventKind::Queues { .. } => "queues",
+            EventKind::Unqueued { .. } => "unqueued",
+            EventKind::Compacted { .. } => "compacted",
+            EventKind::SessionResumed { .. } => "session_resumed",
+            EventKind::SessionStarted { .. } => "session_started",
+            EventKind::SessionCleared => "session_cleared",
+            EventKind::ModelSwitched { .. } => "model_switched",
+            EventKind::ApprovalPolicyChanged { .. } => "approval_policy_changed",
+            EventKind::Status(_) => "status",
+            EventKind::ShutdownComplete => "shutdown_complete",
+        })
+    }
+}
+
+pub struct Live {
+    pub id: String,
+    state: Mutex<State>,
+    tx: broadcast::Sender<Arc<Stamped>>,
+}
+
+#[derive(Default)]
+struct State {
+    log: VecDeque<Arc<Stamped>>,
+    next_id: u64,
+    /// The agent of the run in progress.
+    ops: Option<mpsc::Sender<Op>>,
+    /// Approvals asked and not yet decided.
+    waiting: HashSet<String>,
+    /// The pump of the agent in progress finishes when this is taken.
+    pump: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What a subscriber gets: the events it missed, then a live feed.
+pub struct Subscription {
+    pub backlog: Vec<Arc<Stamped>>,
+    pub live: broadcast::Receiver<Arc<Stamped>>,
+}
+
+impl Live {
+    pub fn new(id: String) -> Arc<Live> {
+        let (tx, _) = broadcast::channel(LIVE_CAPACITY);
+        Arc::new(Live {
+            id,
+            state: Mutex::new(State {
+                next_id: 1,
+                ..State::default()
+            }),
+            tx,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn running(&self) -> bool {
+        self.lock().ops.is_some()
+    }
+
+    /// The id the next event will get.
+    pub fn next_id(&self) -> u64 {
+        self.lock().next_id
+    }
+
+    /// Events after `after`, then everything that follows. Taken under the
+    /// log's lock, so nothing falls between the two.
+    pub fn subscribe(&self, after: u64) -> Subscription {
+        let st = self.lock();
+        let live = self.tx.subscribe();
+        let backlog = st.log.iter().filter(|e| e.id > after).cloned().collect();
+        Subscription { backlog, live }
+    }
+
+    fn publish(&self, ev: &Event) {
+        let Ok(data) = serde_json::to_string(ev) else {
+            return;
+        };
+        let mut st = self.lock();
+        let stamped = Arc::new(Stamped {
+            id: st.next_id,
+            name: SseName::of(&ev.kind),
+            data,
+            done: matches!(ev.kind, EventKind::RunFinished { .. }),
+        });
+        st.next_id += 1;
+        if st.log.len() == LOG_CAPACITY {
+            st.log.pop_front();
+        }
+        st.log.push_back(stamped.clone());
+        // No subscriber is fine: the log keeps it for later.
+        let _ = self.tx.send(stamped);
+    }
+
+    /// Sends `op` to the run in progress; gives it back when there is none.
+    pub async fn send(&self, op: Op) -> Result<(), Op> {
+        let ops = self.lock().ops.clone();
+        match ops {
+            Some(ops) => ops.send(op).await.map_err(|e| e.0),
+            None => Err(op),
+        }
+    }
+
+    pub fn is_waiting(&self, call_id: &str) -> bool {
+        self.lock().waiting.contains(call_id)
+    }
+
+    /// Starts a run on `agent`: resume this session, then `prompt`, then close
+    /// once everything queued is done. False when a run is already going.
+    pub async fn start(
+        self: &Arc<Self>,
+        mut agent: AgentHandle,
+        prompt: String,
+        approval_timeout: Duration,
+    ) -> Result<(), StartError> {
+        {
+            let mut st = self.lock();
+            if st.ops.is_some() {
+                return Err(StartError::Busy);
+            }
+            st.ops = Some(agent.ops.clone());
+        }
+        let ops = agent.ops.clone();
+        let _ = ops
+            .send(Op::Resume {
+                query: self.id.clone(),
+            })
+            .await;
+        // The resume must hold before the prompt goes: a session in use
+        // elsewhere is refused, not silently replaced by a new one.
+        while let Some(ev) = agent.events.recv().await {
+            let kind = ev.kind.clone();
+            self.publish(&ev);
+            match kind {
+                EventKind::SessionResumed { .. } => break,
+                EventKind::Error { message } => {
+                    self.lock().ops = None;
+                    agent.shutdown().await;
+                    return Err(StartError::Resume(message));
+                }
+                _ => {}
+            }
+        }
+        let _ = ops.send(Op::Prompt { text: prompt }).await;
+        let _ = ops.send(Op::Close).await;
+        let me = self.clone();
+        let pump = tokio::spawn(async move { me.pump(agent, approval_timeout).await });
+        self.lock().pump = Some(pump);
+        Ok(())
+    }
+
+    /// Publishes the agent's events until it has closed, and denies the
+    /// approvals nobody answers in time. A run's end (`done`) is held back
+    /// until the agent has released the session (or the next run starts), so
+    /// a client that sees it can continue the session anywhere at once.
+    async fn pump(self: Arc<Self>, mut agent: AgentHandle, approval_timeout: Duration) {
+        let mut held: Option<Event> = None;
+        while let Some(ev) = agent.events.recv().await {
+            match &ev.kind {
+                EventKind::ApprovalRequested { call_id, .. } => {
+                    self.lock().waiting.insert(call_id.clone());
+                    self.deny_later(call_id.clone(), approval_timeout);
+                }
+                EventKind::ApprovalDecided { call_id, .. } => {
+                    self.lock().waiting.remove(call_id);
+                }
+                _ => {}
+            }
+            if matches!(ev.kind, EventKind::RunFinished { .. }) {
+                held = Some(ev);
+                continue;
+            }
+            if let Some(done) = held.take() {
+                self.publish(&done);
+            }
+            self.publish(&ev);
+        }
+        let _ = agent.task.await;
+        {
+            let mut st = self.lock();
+            st.ops = None;
+            st.waiting.clear();
+        }
+        if let Some(done) = held {
+            self.publish(&done);
+        }
+    }
+
+    fn deny_later(self: &Arc<Self>, call_id: String, after: Duration) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            if me.is_waiting(&call_id) {
+                let reason = format!(
+                    "nobody answered the approval request within {} s",
+                    after.as_secs()
+                );
+                let decision = Decision::Deny {
+                    reason: Some(reason),
+                };
+                let _ = me.send(Op::Approve { call_id, decision }).await;
+            }
+        });
+    }
+
+    /// Interrupts the run in progress (saving it) and waits until its agent
+    /// is gone.
+    pub async fn stop(&self) {
+        let _ = self.send(Op::Shutdown).await;
+        let pump = self.lock().pump.take();
+        if let Some(p) = pump {
+            let _ = p.await;
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum StartError {
+    Busy,
+    Resume(String),
+}

@@ -1,0 +1,124 @@
+//! `buddy serve`: the agent over HTTP, a front end like the REPL. Each
+//! conversation is a session of the same store the CLI uses; a prompt posted
+//! to it runs an agent (`agent::spawn`) that resumes the session, streams the
+//! run's events as Server-Sent Events, and closes when the run is done, so the
+//! session file is free for `buddy resume` between runs.
+//!
+//! Events get ids per session and are kept (bounded), so a client that
+//! reconnects with `Last-Event-ID` gets what it missed; a dropped client does
+//! not stop the run, an interrupt does. One run at a time per session: a
+//! second prompt is refused (409) unless sent as a steer or a follow-up.
+//!
+//! Security: loopback unless a token is set; the token is checked in constant
+//! time on every request; `Host` and `Origin` must name this server (DNS
+//! rebinding); bodies are bounded. See docs/SERVE.md.
+
+mod http;
+mod live;
+
+pub use live::SseName;
+
+use crate::agent::AgentHandle;
+use crate::wire::Message;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the server needs from the application: the session store and a way
+/// to start an agent.
+pub trait Backend: Send + Sync + 'static {
+    /// Creates an empty session now; its id.
+    fn create_session(&self) -> Result<String, String>;
+    /// The id `query` names (an id, a unique prefix, `last`).
+    fn resolve(&self, query: &str) -> Result<String, String>;
+    /// Sessions, most recently used first.
+    fn list(&self) -> Result<Vec<SessionInfo>, String>;
+    /// A session's conversation, read without taking it.
+    fn history(&self, id: &str) -> Result<Vec<Message>, String>;
+    /// A fresh agent with no session attached.
+    fn spawn(&self) -> Result<AgentHandle, String>;
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    /// Unix seconds of the last write.
+    pub used: u64,
+    pub messages: u64,
+    pub model: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// Required on every request when set; must be set off loopback.
+    pub token: Option<String>,
+    /// An approval nobody answers is denied after this long.
+    pub approval_timeout: Duration,
+    /// Largest request body accepted.
+    pub max_body: usize,
+}
+
+/// Why the server could not run.
+#[derive(Debug)]
+pub enum ServeError {
+    /// Binding a non-loopback address without a token.
+    TokenRequired(SocketAddr),
+    Bind(SocketAddr, std::io::Error),
+    Serve(std::io::Error),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::TokenRequired(a) => write!(
+                f,
+                "{a} is not a loopback address: set a token with --token or BUDDY_SERVE_TOKEN so only clients that know it can drive buddy"
+            ),
+            ServeError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            ServeError::Serve(e) => write!(f, "the server stopped: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// Serves until SIGINT or SIGTERM, then interrupts running sessions, waits
+/// until they are saved, and returns. `ready` gets the bound address.
+pub async fn run(
+    opts: ServeOptions,
+    backend: Arc<dyn Backend>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    if !opts.listen.ip().is_loopback() && opts.token.is_none() {
+        return Err(ServeError::TokenRequired(opts.listen));
+    }
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| ServeError::Bind(opts.listen, e))?;
+    let addr = listener.local_addr().map_err(ServeError::Serve)?;
+    let state = http::State::new(opts, backend, addr);
+    let router = http::router(state.clone());
+    ready(addr);
+    let stop = state.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // SSE streams end and running sessions are interrupted and saved.
+            stop.shut_down().await;
+        })
+        .await
+        .map_err(ServeError::Serve)?;
+    state.wait_saved().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        Some(()) = async { term.as_mut()?.recv().await } => {}
+    }
+}

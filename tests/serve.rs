@@ -1,0 +1,414 @@
+//! End-to-end tests of `buddy serve`: the real binary serving HTTP on
+//! loopback, driven by a plain HTTP/SSE client, against the fake provider.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+use support::fake_provider::{FakeProvider, Reply, ToolCallSpec};
+use support::http::{Client, SseEvent};
+use support::{fake_config, BuddyCmd};
+
+const CANCELLED: &str = "operation cancelled by user";
+
+fn shell(id: &str, command: &str) -> ToolCallSpec {
+    ToolCallSpec::new(id, "run_shell", json!({ "command": command }).to_string())
+}
+
+fn no_confirm(p: &FakeProvider) -> String {
+    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
+}
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(cmd: &BuddyCmd, extra: &[&str]) -> Server {
+        let mut args: Vec<std::ffi::OsString> = vec!["serve".into()];
+        if !extra.contains(&"--listen") {
+            args.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        }
+        args.extend(extra.iter().map(Into::into));
+        let mut child = cmd
+            .command_with(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start buddy serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("the URL line");
+        let addr = line
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap_or_else(|_| panic!("not a URL: {line:?}"));
+        Server { child, addr }
+    }
+
+    fn client(&self) -> Client {
+        Client::new(self.addr)
+    }
+
+    /// SIGTERM, then the exit code.
+    fn terminate(&mut self) -> i32 {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("wait");
+        status.code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn new_session(c: &Client) -> String {
+    let r = c.post("/api/sessions", "{}");
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["id"].as_str().unwrap().to_string()
+}
+
+fn prompt(c: &Client, id: &str, text: &str) -> support::http::SseStream {
+    let body = json!({ "text": text }).to_string();
+    let (r, s) = c.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.unwrap()
+}
+
+fn find<'a>(events: &'a [SseEvent], name: &str) -> &'a SseEvent {
+    events
+        .iter()
+        .find(|e| e.event == name)
+        .unwrap_or_else(|| panic!("no {name} in {events:?}"))
+}
+
+fn messages(c: &Client, id: &str) -> Vec<Value> {
+    c.get(&format!("/api/sessions/{id}")).json()["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_tool_loop_with_an_approval_answered_over_http() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "echo from-the-tool")]),
+        Reply::text("All done."),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut stream = prompt(&c, &id, "run it");
+    let before = stream.until("approval_request");
+    assert_eq!(find(&before, "tool_call_start").data["name"], "run_shell");
+    let ask = before.last().unwrap();
+    assert_eq!(ask.data["command"], "echo from-the-tool");
+    // A wrong call id is refused; the right one answers.
+    let r = c.post(
+        &format!("/api/sessions/{id}/approvals/nope"),
+        r#"{"approve":true}"#,
+    );
+    assert_eq!(r.status, 404);
+    let r = c.post(
+        &format!("/api/sessions/{id}/approvals/c1"),
+        r#"{"approve":true}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    let rest = stream.until("done");
+    let result = find(&rest, "tool_call_result");
+    assert!(result.data["text"]
+        .as_str()
+        .unwrap()
+        .contains("from-the-tool"));
+    let text: String = rest
+        .iter()
+        .filter(|e| e.event == "content_delta")
+        .map(|e| e.data["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "All done.");
+    let done = rest.last().unwrap();
+    assert_eq!(done.data["outcome"]["status"], "answered");
+    // Ids increase by one without gaps across the whole run.
+    let ids: Vec<u64> = before.iter().chain(&rest).map(|e| e.id.unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    assert!(
+        stream.next().is_none(),
+        "the prompt's stream ends with done"
+    );
+    let history = messages(&c, &id);
+    assert_eq!(history.len(), 4);
+    assert!(history[2]["content"]
+        .as_str()
+        .unwrap()
+        .contains("from-the-tool"));
+}
+
+#[test]
+fn one_run_per_session_a_second_prompt_is_409_and_a_steer_joins_the_run() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 1"), shell("two", "echo two")]),
+        Reply::text("steered"),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config(no_confirm(&p).replace("[agent]\n", "[agent]\ntool_execution = \"sequential\"\n"));
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut stream = prompt(&c, &id, "nap");
+    stream.until("tool_call_start");
+    let path = format!("/api/sessions/{id}/messages");
+    let r = c.post(&path, r#"{"text":"another prompt"}"#);
+    assert_eq!(r.status, 409, "{}", r.body);
+    let r = c.post(&path, r#"{"text":"go left","mode":"steer"}"#);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let rest = stream.until("done");
+    assert_eq!(rest.last().unwrap().data["outcome"]["text"], "steered");
+    let reqs = p.chat_requests();
+    let last = reqs[1].json()["messages"].as_array().unwrap().clone();
+    assert_eq!(last.last().unwrap()["content"], "go left");
+    let skipped = last.iter().find(|m| m["tool_call_id"] == "two").unwrap();
+    assert_eq!(skipped["content"], "skipped: the user sent a new message");
+}
+
+#[test]
+fn interrupt_stops_the_run_and_keeps_every_call_answered() {
+    let p = FakeProvider::start(vec![Reply::tool_calls(vec![shell("nap", "sleep 30")])]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let r = c.post(&format!("/api/sessions/{id}/interrupt"), "");
+    assert_eq!(r.status, 409, "nothing runs yet");
+    let mut stream = prompt(&c, &id, "nap");
+    stream.until("tool_call_start");
+    let r = c.post(&format!("/api/sessions/{id}/interrupt"), "");
+    assert_eq!(r.status, 202, "{}", r.body);
+    let rest = stream.until("done");
+    assert_eq!(
+        rest.last().unwrap().data["outcome"]["status"],
+        "interrupted"
+    );
+    let history = messages(&c, &id);
+    let result = history.iter().find(|m| m["tool_call_id"] == "nap").unwrap();
+    assert_eq!(result["content"], CANCELLED);
+}
+
+#[test]
+fn a_dropped_client_does_not_stop_the_run_and_a_reconnect_gets_what_it_missed() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 1; echo awake")]),
+        Reply::text("finished without you"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut stream = prompt(&c, &id, "nap");
+    let seen = stream.until("tool_call_start");
+    let last_id = seen.last().unwrap().id.unwrap();
+    drop(stream);
+    let (r, s) = c.sse(
+        "GET",
+        &format!("/api/sessions/{id}/events"),
+        &[("Last-Event-ID", &last_id.to_string())],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let rest = s.unwrap().until("done");
+    assert_eq!(rest[0].id, Some(last_id + 1), "{rest:?}");
+    assert!(find(&rest, "tool_call_result").data["text"]
+        .as_str()
+        .unwrap()
+        .contains("awake"));
+    assert_eq!(
+        rest.last().unwrap().data["outcome"]["text"],
+        "finished without you"
+    );
+}
+
+#[test]
+fn sessions_run_concurrently() {
+    let p = FakeProvider::start_repeating(vec![
+        Reply::text("slow answer").delay(Duration::from_millis(1500))
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let a = new_session(&c);
+    let b = new_session(&c);
+    let mut sa = prompt(&c, &a, "first");
+    let mut sb = prompt(&c, &b, "second");
+    sa.until("model_request");
+    sb.until("model_request");
+    p.wait_for_requests(2, Duration::from_secs(10));
+    let list = c.get("/api/sessions").json();
+    let running: Vec<&Value> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["running"] == true)
+        .collect();
+    assert_eq!(running.len(), 2, "{list}");
+    for s in [&mut sa, &mut sb] {
+        let rest = s.until("done");
+        assert_eq!(rest.last().unwrap().data["outcome"]["text"], "slow answer");
+    }
+}
+
+#[test]
+fn off_loopback_a_token_is_required_on_every_request() {
+    let p = FakeProvider::start(vec![Reply::text("hello")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let out = cmd.rerun(["serve", "--listen", "0.0.0.0:0"]);
+    out.assert_code(2);
+    assert!(out.stderr.contains("token"), "{}", out.stderr);
+    let server = Server::start(&cmd, &["--listen", "0.0.0.0:0", "--token", "s3cret-token"]);
+    let mut c = server.client();
+    c.addr = SocketAddr::from(([127, 0, 0, 1], server.addr.port()));
+    assert_eq!(c.get("/api/sessions").status, 401);
+    assert_eq!(c.get("/").status, 401);
+    assert_eq!(c.get("/?token=wrong").status, 401);
+    assert_eq!(c.get("/?token=s3cret-token").status, 200);
+    c.token = Some("s3cret-token".into());
+    assert_eq!(c.get("/api/sessions").status, 200);
+    let id = new_session(&c);
+    // The event stream is guarded too.
+    let anon = Client::new(c.addr);
+    let (r, _) = anon.sse("GET", &format!("/api/sessions/{id}/events"), &[], None);
+    assert_eq!(r.status, 401);
+    let rest = prompt(&c, &id, "hi").until("done");
+    assert_eq!(rest.last().unwrap().data["outcome"]["text"], "hello");
+}
+
+#[test]
+fn foreign_hosts_and_origins_are_refused() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let port = server.addr.port();
+    let evil_host = format!("evil.example:{port}");
+    let r = c.request("GET", "/api/sessions", &[("Host", &evil_host)], None);
+    assert_eq!(r.status, 403, "a rebound DNS name: {}", r.body);
+    let r = c.request(
+        "POST",
+        "/api/sessions",
+        &[("Origin", "http://evil.example")],
+        Some("{}"),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    let own = format!("http://localhost:{port}");
+    let host = format!("localhost:{port}");
+    let r = c.request(
+        "POST",
+        "/api/sessions",
+        &[("Host", &host), ("Origin", &own)],
+        Some("{}"),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    // Bodies are bounded.
+    let big = format!("{{\"text\":\"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let r = c.post(&format!("/api/sessions/{id}/messages"), &big);
+    assert_eq!(r.status, 413);
+    // The page is served, self-contained.
+    let page = c.get("/");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<script>") && !page.body.contains("src=\"http"));
+}
+
+#[test]
+fn served_sessions_continue_in_the_cli_and_cli_sessions_over_http() {
+    let p = FakeProvider::start(vec![
+        Reply::text("answer over http"),
+        Reply::text("answer in the cli"),
+        Reply::text("cli session answer"),
+        Reply::text("http continues it"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    prompt(&c, &id, "asked over http").until("done");
+    // Between runs the session is free: the CLI continues it.
+    let out = cmd.rerun(["exec", "--resume", &id, "asked in the cli"]);
+    out.assert_success();
+    assert_eq!(out.stdout, "answer in the cli\n");
+    let sent = p.chat_requests()[1].body_text();
+    assert!(sent.contains("asked over http") && sent.contains("answer over http"));
+    // And the reverse: a session started by the CLI, continued over HTTP.
+    let out = cmd.rerun(["exec", "a cli question"]);
+    out.assert_success();
+    let r = c.post("/api/sessions", r#"{"resume":"last"}"#);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let cli_id = r.json()["id"].as_str().unwrap().to_string();
+    assert_ne!(cli_id, id);
+    let rest = prompt(&c, &cli_id, "and over http?").until("done");
+    assert_eq!(
+        rest.last().unwrap().data["outcome"]["text"],
+        "http continues it"
+    );
+    let sent = p.chat_requests()[3].body_text();
+    assert!(sent.contains("a cli question") && sent.contains("cli session answer"));
+}
+
+#[test]
+fn an_unanswered_approval_is_denied_after_the_timeout() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "touch never")]),
+        Reply::text("ok, not run"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--approval-timeout", "1s"]);
+    let c = server.client();
+    let id = new_session(&c);
+    let events = prompt(&c, &id, "try").until("done");
+    let decided = find(&events, "approval_decided");
+    assert_eq!(decided.data["approved"], false);
+    assert!(decided.data["reason"]
+        .as_str()
+        .unwrap()
+        .contains("nobody answered"));
+    assert!(!cmd.work_dir().join("never").exists());
+}
+
+#[test]
+fn sigterm_interrupts_running_sessions_and_journals_them() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 30")]),
+        Reply::text("resumed after the restart"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let mut server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut stream = prompt(&c, &id, "nap");
+    stream.until("tool_call_start");
+    let started = std::time::Instant::now();
+    assert_eq!(server.terminate(), 0);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Everything reached the session file: the CLI continues it, valid.
+    let out = cmd.rerun(["exec", "--resume", &id, "still there?"]);
+    out.assert_success();
+    let req = &p.chat_requests()[1];
+    let ms = req.json()["messages"].as_array().unwrap().clone();
+    let result = ms.iter().find(|m| m["tool_call_id"] == "nap").unwrap();
+    assert_eq!(result["content"], CANCELLED);
+}
