@@ -811,3 +811,20 @@ fn an_answer_cut_at_the_output_limit_is_kept_with_a_warning_in_every_protocol() 
     out.assert_success();
     assert!(!out.stderr.contains("output limit"), "{}", out.stderr);
 }
+
+#[test]
+fn an_explicit_config_file_is_the_only_config_touched() {
+    let p = FakeProvider::start(vec![Reply::text("from the explicit config")]);
+    let cmd = BuddyCmd::new();
+    let path = cmd.work_dir().join("elsewhere.toml");
+    std::fs::write(&path, fake_config(&p)).unwrap();
+    let out = cmd.rerun(["--config", path.to_str().unwrap(), "exec", "hi"]);
+    out.assert_success();
+    assert_eq!(out.stdout, "from the explicit config\n");
+    assert!(!out.stderr.contains("created a default config"), "{}", out.stderr);
+    let global = cmd.config_home().join("buddy");
+    assert!(
+        !global.join("buddy.toml").exists(),
+        "the global config was written"
+    );
+}

@@ -208,7 +208,12 @@ fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
 
 /// Loads settings, saying so when a first run created the global config.
 fn load_settings(overrides: &CliOverrides) -> Result<Settings, AppError> {
-    let created = config::ensure_global_config(&env);
+    // With an explicit --config the user chose the file: nothing else is written.
+    let created = if overrides.config.is_none() {
+        config::ensure_global_config(&env)
+    } else {
+        None
+    };
     if let Some(path) = &created {
         let style = Style::detect(!overrides.no_color);
         eprintln!(

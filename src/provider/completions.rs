@@ -73,12 +73,27 @@ impl Protocol for Completions {
     }
 
     fn parse_json(&self, body: &[u8], on_event: EventSink<'_>) -> Result<ModelResponse, ApiError> {
-        let parsed: ChatResponse = decode_body(body, "a chat completion")?;
-        let Some(choice) = parsed.choices.into_iter().next() else {
+        let raw: serde_json::Value = decode_body(body, "a chat completion")?;
+        // Thinking parts of a content array are shown, not kept as text.
+        let thinking = raw
+            .pointer("/choices/0/message/content")
+            .map(crate::wire::chat::content_parts)
+            .map(|(_, t)| t)
+            .unwrap_or_default();
+        let parsed: ChatResponse = serde_json::from_value(raw)
+            .map_err(|e| ApiError::InvalidResponse(format!("not a chat completion ({e})")))?;
+        let Some(mut choice) = parsed.choices.into_iter().next() else {
             return Err(ApiError::InvalidResponse(
                 "the response has no choices".into(),
             ));
         };
+        choice.message.adopt_refusal();
+        if !thinking.is_empty() {
+            on_event(StreamEvent::Reasoning {
+                field: "thinking".into(),
+                text: thinking,
+            });
+        }
         for (field, text) in choice.message.reasoning_traces() {
             on_event(StreamEvent::Reasoning { field, text });
         }
@@ -106,11 +121,10 @@ impl StreamParser for ChunkParser {
         }
         let value: serde_json::Value = serde_json::from_str(data)
             .map_err(|e| ApiError::InvalidResponse(format!("malformed stream chunk ({e})")))?;
-        if let Some(err) = value.get("error") {
-            let msg = error_message_from_body(&err.to_string());
-            return Err(ApiError::StreamInterrupted(format!(
-                "server reported an error: {msg}"
-            )));
+        if value.get("error").is_some() {
+            let msg = crate::provider::error::error_message(&value)
+                .unwrap_or_else(|| error_message_from_body(data));
+            return Err(crate::provider::error::stream_error(&value, msg));
         }
         let chunk: ChatChunk = serde_json::from_value(value)
             .map_err(|e| ApiError::InvalidResponse(format!("unexpected stream chunk ({e})")))?;

@@ -16,6 +16,12 @@ pub enum ApiError {
     StreamInterrupted(String),
     /// No usable login: not logged in, or the refresh failed.
     Auth(String),
+    /// The server refused for a reason no retry can fix (no quota or credit,
+    /// a bad key, a blocked account), as an HTTP status or a stream event.
+    Refused {
+        status: Option<u16>,
+        message: String,
+    },
 }
 
 impl ApiError {
@@ -27,9 +33,10 @@ impl ApiError {
             ApiError::Status { status, .. } => {
                 matches!(status, 408 | 409 | 429) || (500..600).contains(status)
             }
-            ApiError::InvalidResponse(_) | ApiError::StreamInterrupted(_) | ApiError::Auth(_) => {
-                false
-            }
+            ApiError::InvalidResponse(_)
+            | ApiError::StreamInterrupted(_)
+            | ApiError::Auth(_)
+            | ApiError::Refused { .. } => false,
         }
     }
 }
@@ -54,6 +61,18 @@ impl fmt::Display for ApiError {
             ApiError::InvalidResponse(m) => write!(f, "invalid response from model server: {m}"),
             ApiError::StreamInterrupted(m) => write!(f, "model stream interrupted: {m}"),
             ApiError::Auth(m) => write!(f, "{m}"),
+            ApiError::Refused {
+                status: Some(status),
+                message,
+            } => write!(
+                f,
+                "model server returned HTTP {status} {}: {message}",
+                reason_phrase(*status)
+            ),
+            ApiError::Refused {
+                status: None,
+                message,
+            } => write!(f, "the model server refused the request: {message}"),
         }
     }
 }
@@ -81,21 +100,92 @@ fn reason_phrase(status: u16) -> &'static str {
 
 /// Pulls the human message out of an error body: OpenAI's `{"error":{"message"}}`,
 /// a bare `{"error":"..."}` or `{"message":"..."}`, else the text itself, one line.
+/// A router's generic message ("Provider returned error") is followed by the
+/// upstream provider's own reason, which OpenRouter puts in `error.metadata.raw`.
 pub fn error_message_from_body(body: &str) -> String {
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
-        let candidates = [
-            v.pointer("/error/message"),
-            v.get("error").filter(|e| e.is_string()),
-            v.get("message"),
-            v.get("detail"),
-        ];
-        for c in candidates.into_iter().flatten() {
-            if let Some(s) = c.as_str() {
-                return one_line(s);
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(v) => error_message(&v).unwrap_or_else(|| one_line(body)),
+        Err(_) => one_line(body),
+    }
+}
+
+/// The message of an error value (a whole body, or its `error` object).
+pub fn error_message(v: &serde_json::Value) -> Option<String> {
+    let candidates = [
+        v.pointer("/error/message"),
+        v.get("error").filter(|e| e.is_string()),
+        v.get("message"),
+        v.get("detail"),
+    ];
+    let mut message = candidates
+        .into_iter()
+        .flatten()
+        .find_map(|c| c.as_str())
+        .map(one_line)?;
+    let meta = v
+        .pointer("/error/metadata")
+        .or_else(|| v.get("metadata"))
+        .filter(|m| m.is_object());
+    if let Some(meta) = meta {
+        if let Some(raw) = meta.get("raw") {
+            // `raw` is the upstream body: JSON text with its own message, or prose.
+            let upstream = match raw {
+                serde_json::Value::String(text) => serde_json::from_str::<serde_json::Value>(text)
+                    .ok()
+                    .and_then(|inner| error_message(&inner))
+                    .unwrap_or_else(|| one_line(text)),
+                other => error_message(other).unwrap_or_else(|| one_line(&other.to_string())),
+            };
+            let provider = meta.get("provider_name").and_then(|p| p.as_str());
+            if !upstream.is_empty() && upstream != message {
+                message = match provider {
+                    Some(p) => format!("{message} ({p}): {upstream}"),
+                    None => format!("{message}: {upstream}"),
+                };
             }
         }
     }
-    one_line(body)
+    Some(one_line(&message))
+}
+
+/// Codes and types that mean no retry can succeed: no quota or credit left, a
+/// bad or revoked key, a blocked account.
+const PERMANENT: &[&str] = &[
+    "insufficient_quota",
+    "billing",
+    "credit",
+    "payment",
+    "invalid_api_key",
+    "authentication",
+    "permission",
+    "account_deactivated",
+    "access_terminated",
+    "unsupported_country",
+];
+
+/// Whether an error body or event names a condition no retry can fix.
+pub fn is_permanent(v: &serde_json::Value) -> bool {
+    let err = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+    ["code", "type", "status"].iter().any(|k| {
+        err.get(*k).and_then(|c| c.as_str()).is_some_and(|c| {
+            let c = c.to_ascii_lowercase();
+            PERMANENT.iter().any(|p| c.contains(p))
+        })
+    })
+}
+
+/// The error for an error a server sent inside a stream: refused at once when
+/// it names a permanent condition, else an interrupted stream (which may be
+/// retried if nothing was shown yet).
+pub fn stream_error(v: &serde_json::Value, described: String) -> ApiError {
+    if is_permanent(v) {
+        ApiError::Refused {
+            status: None,
+            message: described,
+        }
+    } else {
+        ApiError::StreamInterrupted(format!("server reported an error: {described}"))
+    }
 }
 
 fn one_line(s: &str) -> String {
@@ -155,5 +245,36 @@ mod tests {
             e.to_string(),
             "model server returned HTTP 500 Internal Server Error: boom"
         );
+    }
+
+    #[test]
+    fn router_errors_show_the_upstream_reason() {
+        let body = r#"{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"error\":{\"message\":\"Rate limit exceeded: free-models-per-day\"}}","provider_name":"Chutes"}}}"#;
+        assert_eq!(
+            error_message_from_body(body),
+            "Provider returned error (Chutes): Rate limit exceeded: free-models-per-day"
+        );
+        let plain = r#"{"error":{"message":"Provider returned error","metadata":{"raw":"upstream timed out"}}}"#;
+        assert_eq!(
+            error_message_from_body(plain),
+            "Provider returned error: upstream timed out"
+        );
+    }
+
+    #[test]
+    fn quota_and_billing_errors_are_permanent() {
+        let quota: serde_json::Value = serde_json::json!({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}});
+        assert!(is_permanent(&quota));
+        let busy: serde_json::Value = serde_json::json!({"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}});
+        assert!(!is_permanent(&busy));
+        let e = stream_error(&quota, "You exceeded your current quota".into());
+        assert!(!e.is_retryable());
+        assert_eq!(
+            e.to_string(),
+            "the model server refused the request: You exceeded your current quota"
+        );
+        assert!(stream_error(&busy, "x".into())
+            .to_string()
+            .contains("server reported"));
     }
 }

@@ -190,10 +190,22 @@ impl HttpClient {
             let body = read_capped(response, MAX_ERROR_BODY, timeout)
                 .await
                 .unwrap_or_default();
-            let message = self.protocol.error_message(&String::from_utf8_lossy(&body));
-            let err = ApiError::Status {
-                status: status.as_u16(),
-                message,
+            let text = String::from_utf8_lossy(&body);
+            let message = self.protocol.error_message(&text);
+            // A 429 or 5xx is normally worth retrying, unless the body says
+            // why not (no quota, no credit): then fail at once with its text.
+            let permanent = serde_json::from_str::<serde_json::Value>(&text)
+                .is_ok_and(|v| crate::provider::error::is_permanent(&v));
+            let err = if permanent && (status.as_u16() == 429 || status.is_server_error()) {
+                ApiError::Refused {
+                    status: Some(status.as_u16()),
+                    message,
+                }
+            } else {
+                ApiError::Status {
+                    status: status.as_u16(),
+                    message,
+                }
             };
             return Err((err, retry_after, false));
         }

@@ -475,10 +475,10 @@ impl StreamParser for EventParser {
             }
             "message_stop" => return Ok(Flow::Done),
             "error" => {
-                return Err(ApiError::StreamInterrupted(format!(
-                    "server reported an error: {}",
-                    describe_error(&value)
-                )))
+                return Err(crate::provider::error::stream_error(
+                    &value,
+                    describe_error(&value),
+                ))
             }
             // `ping`, `content_block_stop` and event types added later.
             _ => {}

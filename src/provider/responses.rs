@@ -436,19 +436,18 @@ impl StreamParser for EventParser {
                 return Ok(Flow::Done);
             }
             "response.failed" => {
-                let msg = response_error(&v["response"])
-                    .unwrap_or_else(|| "the response failed".to_string());
-                return Err(ApiError::StreamInterrupted(format!(
-                    "server reported an error: {msg}"
-                )));
+                let response = &v["response"];
+                let msg =
+                    response_error(response).unwrap_or_else(|| "the response failed".to_string());
+                return Err(crate::provider::error::stream_error(response, msg));
             }
             "error" => {
                 // The fields are on the event itself, or under `error`.
                 let err = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
-                return Err(ApiError::StreamInterrupted(format!(
-                    "server reported an error: {}",
-                    describe_error(err)
-                )));
+                return Err(crate::provider::error::stream_error(
+                    err,
+                    describe_error(err),
+                ));
             }
             _ => {}
         }

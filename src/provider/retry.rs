@@ -20,12 +20,19 @@ pub fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
     capped.mul_f64(factor)
 }
 
-/// Parses `Retry-After` given in seconds (the form API servers use). HTTP-date
-/// values fall back to ordinary backoff.
+/// Parses `Retry-After`: seconds (the form API servers mostly use) or an HTTP
+/// date, which becomes the time left until then (zero if it has passed).
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    parse_retry_after_at(value, crate::clock::now_unix())
+}
+
+fn parse_retry_after_at(value: &str, now_unix: u64) -> Option<Duration> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
+    }
+    if let Some(when) = crate::clock::parse_http_date(v) {
+        return Some(Duration::from_secs(when.saturating_sub(now_unix)));
     }
     v.parse::<f64>()
         .ok()
@@ -74,6 +81,18 @@ mod tests {
     fn parses_retry_after_seconds() {
         assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        // 2015-10-21 07:28:00 UTC is 1445412480.
+        let date = "Wed, 21 Oct 2015 07:28:00 GMT";
+        assert_eq!(
+            parse_retry_after_at(date, 1_445_412_480 - 7),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after_at(date, 1_445_412_480 + 60),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28 GMT", 0), None);
+        assert_eq!(parse_retry_after_at("soon", 0), None);
     }
 }

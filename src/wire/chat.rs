@@ -19,8 +19,9 @@ pub enum Role {
 pub struct Message {
     pub role: Role,
     /// Always serialised, as `null` when absent: an assistant message carrying tool
-    /// calls must say `"content": null`, which several servers insist on.
-    #[serde(default)]
+    /// calls must say `"content": null`, which several servers insist on. An
+    /// array of parts (Mistral and others) is read as the text of its text parts.
+    #[serde(default, deserialize_with = "content_text")]
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -73,17 +74,85 @@ impl Message {
     }
 
     /// Reasoning traces carried in provider-specific fields: any field whose name
-    /// mentions reasoning, thinking or thought, rendered as text.
+    /// mentions reasoning, thinking or thought, rendered as text. When a plain
+    /// text field carries the trace, structured twins of it (OpenRouter's
+    /// `reasoning_details` beside `reasoning`) are not shown a second time.
     pub fn reasoning_traces(&self) -> Vec<(String, String)> {
+        let has_text = self
+            .extra
+            .iter()
+            .any(|(k, v)| is_reasoning_key(k) && v.as_str().is_some_and(|s| !s.trim().is_empty()));
         self.extra
             .iter()
-            .filter(|(k, _)| is_reasoning_key(k))
+            .filter(|(k, v)| is_reasoning_key(k) && (v.is_string() || !has_text))
             .filter_map(|(k, v)| {
                 let text = value_to_text(v);
                 (!text.trim().is_empty()).then(|| (k.clone(), text))
             })
             .collect()
     }
+
+    /// Moves a refusal (OpenAI's `refusal` field) into the text when there is
+    /// no other text: it is the answer the user gets, and the history's.
+    pub fn adopt_refusal(&mut self) {
+        if !self.text().trim().is_empty() {
+            return;
+        }
+        if let Some(Value::String(r)) = self.extra.get("refusal") {
+            if !r.trim().is_empty() {
+                let r = r.clone();
+                self.extra.remove("refusal");
+                self.content = Some(r);
+            }
+        }
+    }
+}
+
+/// Text and thinking of a content value: a string, or an array of parts
+/// (`{"type":"text","text":…}`, `{"type":"thinking","thinking":…}`).
+pub fn content_parts(value: &Value) -> (String, String) {
+    match value {
+        Value::String(s) => (s.clone(), String::new()),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            let mut thinking = String::new();
+            for part in parts {
+                match part {
+                    Value::String(s) => text.push_str(s),
+                    Value::Object(p) => {
+                        let kind = p.get("type").and_then(Value::as_str).unwrap_or("text");
+                        if kind.contains("thinking") || kind.contains("reasoning") {
+                            let inner = p
+                                .get("thinking")
+                                .or_else(|| p.get("reasoning"))
+                                .or_else(|| p.get("text"))
+                                .map(value_to_text)
+                                .unwrap_or_default();
+                            thinking.push_str(&inner);
+                        } else if let Some(t) = p.get("text").and_then(Value::as_str) {
+                            text.push_str(t);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (text, thinking)
+        }
+        _ => (String::new(), String::new()),
+    }
+}
+
+fn content_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let value = Option::<Value>::deserialize(d)?;
+    Ok(match value {
+        None | Some(Value::Null) => None,
+        Some(v @ (Value::String(_) | Value::Array(_))) => Some(content_parts(&v).0),
+        Some(other) => {
+            return Err(serde::de::Error::custom(format!(
+                "content must be a string or an array of parts, not {other}"
+            )))
+        }
+    })
 }
 
 pub fn is_reasoning_key(key: &str) -> bool {
@@ -270,8 +339,9 @@ pub struct ChunkChoice {
 pub struct Delta {
     #[serde(default)]
     pub role: Option<Role>,
+    /// Text, or an array of text and thinking parts.
     #[serde(default)]
-    pub content: Option<String>,
+    pub content: Option<Value>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
     #[serde(flatten)]
@@ -330,5 +400,25 @@ mod tests {
         assert!(is_reasoning_key("Thinking"));
         assert!(is_reasoning_key("thoughts"));
         assert!(!is_reasoning_key("refusal"));
+    }
+
+    #[test]
+    fn content_arrays_are_read_as_their_text_wherever_content_appears() {
+        let m: Message = serde_json::from_value(json!({"role":"assistant","content":[
+            {"type":"thinking","thinking":"ponder"},{"type":"text","text":"a"},{"type":"text","text":"b"}]}))
+        .unwrap();
+        assert_eq!(m.text(), "ab");
+        let bad = serde_json::from_value::<Message>(json!({"role":"user","content":5}));
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn a_refusal_becomes_the_text_when_there_is_none() {
+        let mut m: Message =
+            serde_json::from_value(json!({"role":"assistant","content":null,"refusal":"No."}))
+                .unwrap();
+        m.adopt_refusal();
+        assert_eq!(m.text(), "No.");
+        assert!(!m.extra.contains_key("refusal"));
     }
 }

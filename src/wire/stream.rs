@@ -21,6 +21,8 @@ pub struct StreamAccumulator {
     extra: Map<String, Value>,
     usage: Option<Usage>,
     finish_reason: Option<String>,
+    /// A plain text reasoning field was seen: structured twins are not shown.
+    saw_text_reasoning: bool,
 }
 
 #[derive(Debug, Default)]
@@ -47,13 +49,28 @@ impl StreamAccumulator {
         if let Some(r) = choice.finish_reason {
             self.finish_reason = Some(r);
         }
-        let delta = choice.delta;
-        if let Some(text) = delta.content {
-            if !text.is_empty() {
-                self.saw_content = true;
-                self.content.push_str(&text);
-                out.text = Some(text);
-            }
+        let mut delta = choice.delta;
+        let (mut text, thinking) = delta
+            .content
+            .as_ref()
+            .map(super::chat::content_parts)
+            .unwrap_or_default();
+        // A refusal is the answer: shown and kept as the message's text.
+        if let Some(Value::String(refusal)) = delta.extra.remove("refusal") {
+            text.push_str(&refusal);
+        }
+        if !text.is_empty() {
+            self.saw_content = true;
+            self.content.push_str(&text);
+            out.text = Some(text);
+        }
+        if !thinking.is_empty() {
+            out.reasoning.push(("thinking".to_string(), thinking));
+        }
+        if delta.extra.iter().any(|(k, v)| {
+            super::chat::is_reasoning_key(k) && v.as_str().is_some_and(|s| !s.is_empty())
+        }) {
+            self.saw_text_reasoning = true;
         }
         for tc in delta.tool_calls.unwrap_or_default() {
             while self.calls.len() <= tc.index {
@@ -93,13 +110,19 @@ impl StreamAccumulator {
                     }
                 }
                 other => {
-                    if super::chat::is_reasoning_key(&key) {
+                    if super::chat::is_reasoning_key(&key) && !self.saw_text_reasoning {
                         let text = super::chat::value_to_text(&other);
                         if !text.is_empty() {
                             out.reasoning.push((key.clone(), text));
                         }
                     }
-                    self.extra.insert(key, other);
+                    // Structured fields stream as arrays of fragments: keep them all.
+                    match (self.extra.get_mut(&key), other) {
+                        (Some(Value::Array(existing)), Value::Array(more)) => existing.extend(more),
+                        (_, other) => {
+                            self.extra.insert(key, other);
+                        }
+                    }
                 }
             }
         }
@@ -136,6 +159,10 @@ impl StreamAccumulator {
                 ToolCall::new(id, c.name, c.arguments)
             })
             .collect();
+        let mut extra = self.extra;
+        if let Some(Value::Array(items)) = extra.get_mut("reasoning_details") {
+            *items = merge_fragments(std::mem::take(items));
+        }
         let mut m = Message::assistant(String::new());
         m.role = Role::Assistant;
         m.content = if self.saw_content || calls.is_empty() {
@@ -146,9 +173,44 @@ impl StreamAccumulator {
         if !calls.is_empty() {
             m.tool_calls = Some(calls);
         }
-        m.extra = self.extra;
+        m.extra = extra;
         m
     }
+}
+
+/// Joins streamed fragments of one structured item (same `index` and `type`)
+/// into one: their text fields concatenated, other fields from the last that
+/// had them (a signature comes at the end), so the item round-trips whole.
+fn merge_fragments(items: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for item in items {
+        let same = |a: &Value, b: &Value| {
+            a.get("index").is_some()
+                && a.get("index") == b.get("index")
+                && a.get("type") == b.get("type")
+        };
+        match out.last_mut() {
+            Some(Value::Object(last)) if same(&Value::Object(last.clone()), &item) => {
+                if let Value::Object(fields) = item {
+                    for (k, v) in fields {
+                        match (last.get_mut(&k), v) {
+                            (Some(Value::String(a)), Value::String(b))
+                                if matches!(k.as_str(), "text" | "summary" | "data") =>
+                            {
+                                a.push_str(&b)
+                            }
+                            (_, Value::Null) => {}
+                            (_, v) => {
+                                last.insert(k, v);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => out.push(item),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -204,5 +266,56 @@ mod tests {
         let m = acc.finish();
         assert_eq!(m.extra["reasoning_content"], "Let me think");
         assert_eq!(m.text(), "42");
+    }
+
+    #[test]
+    fn a_refusal_is_the_answer() {
+        let mut acc = StreamAccumulator::new();
+        let d = acc.push(chunk(
+            json!({"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":"I can't "}}]}),
+        ));
+        assert_eq!(d.text.as_deref(), Some("I can't "));
+        acc.push(chunk(
+            json!({"choices":[{"index":0,"delta":{"refusal":"help with that."}}]}),
+        ));
+        let m = acc.finish();
+        assert_eq!(m.text(), "I can't help with that.");
+        assert!(!m.extra.contains_key("refusal"));
+    }
+
+    #[test]
+    fn content_arrays_split_into_text_and_thinking() {
+        let mut acc = StreamAccumulator::new();
+        let d = acc.push(chunk(json!({"choices":[{"index":0,"delta":{"content":[
+            {"type":"thinking","thinking":[{"type":"text","text":"Hmm, "}]},
+            {"type":"text","text":"Paris"}]}}]})));
+        assert_eq!(d.text.as_deref(), Some("Paris"));
+        assert_eq!(
+            d.reasoning,
+            vec![("thinking".to_string(), "Hmm, ".to_string())]
+        );
+        let m = acc.finish();
+        assert_eq!(m.text(), "Paris");
+    }
+
+    #[test]
+    fn one_thought_in_two_fields_is_shown_once_and_kept_whole() {
+        let mut acc = StreamAccumulator::new();
+        for frag in ["This ", "is it"] {
+            let d = acc.push(chunk(json!({"choices":[{"index":0,"delta":{
+                "reasoning": frag,
+                "reasoning_details":[{"type":"reasoning.text","text":frag,"index":0,"format":"x"}]}}]})));
+            assert_eq!(
+                d.reasoning,
+                vec![("reasoning".to_string(), frag.to_string())]
+            );
+        }
+        let m = acc.finish();
+        assert_eq!(m.extra["reasoning"], "This is it");
+        assert_eq!(
+            m.extra["reasoning_details"],
+            json!([{"type":"reasoning.text","text":"This is it","index":0,"format":"x"}])
+        );
+        assert_eq!(m.reasoning_traces().len(), 1);
     }
 }
