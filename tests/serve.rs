@@ -4,12 +4,11 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 use support::fake_provider::{FakeProvider, Reply, ToolCallSpec};
 use support::http::{Client, SseEvent};
+use support::serve::Server;
 use support::{fake_config, BuddyCmd};
 
 const CANCELLED: &str = "operation cancelled by user";
@@ -20,58 +19,6 @@ fn shell(id: &str, command: &str) -> ToolCallSpec {
 
 fn no_confirm(p: &FakeProvider) -> String {
     format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
-}
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(cmd: &BuddyCmd, extra: &[&str]) -> Server {
-        let mut args: Vec<std::ffi::OsString> = vec!["serve".into()];
-        if !extra.contains(&"--listen") {
-            args.extend(["--listen".into(), "127.0.0.1:0".into()]);
-        }
-        args.extend(extra.iter().map(Into::into));
-        let mut child = cmd
-            .command_with(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start buddy serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("the URL line");
-        let addr = line
-            .trim()
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .parse()
-            .unwrap_or_else(|_| panic!("not a URL: {line:?}"));
-        Server { child, addr }
-    }
-
-    fn client(&self) -> Client {
-        Client::new(self.addr)
-    }
-
-    /// SIGTERM, then the exit code.
-    fn terminate(&mut self) -> i32 {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let status = self.child.wait().expect("wait");
-        status.code().unwrap_or(-1)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn new_session(c: &Client) -> String {

@@ -1,7 +1,8 @@
 //! A small HTTP/1.1 client over a plain TCP socket for the `buddy serve`
 //! tests: it sends exactly the headers it is given (so tests can forge
 //! `Host` and `Origin`), reads fixed-length and chunked bodies, and reads
-//! Server-Sent Events as they arrive.
+//! Server-Sent Events as they arrive. The browser test speaks WebDriver
+//! (JSON over HTTP) to chromedriver with it too.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -114,6 +115,15 @@ impl Client {
 
     pub fn post(&self, path: &str, body: &str) -> Response {
         self.request("POST", path, &[], Some(body))
+    }
+
+    /// POSTs `body` as JSON.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Response {
+        self.post(path, &body.to_string())
+    }
+
+    pub fn delete(&self, path: &str) -> Response {
+        self.request("DELETE", path, &[], None)
     }
 
     /// Opens an event stream; the status, and a reader when it is 200.

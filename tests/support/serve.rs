@@ -1,0 +1,67 @@
+//! `buddy serve` run by a test: the real binary on loopback (port 0), its
+//! address read from the URL line it prints first, killed on drop.
+
+use super::http::Client;
+use super::BuddyCmd;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Stdio};
+
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// `buddy serve EXTRA…` (with `--listen 127.0.0.1:0` unless `extra`
+    /// names a `--listen`), once it listens.
+    pub fn start(cmd: &BuddyCmd, extra: &[&str]) -> Server {
+        let mut args: Vec<std::ffi::OsString> = vec!["serve".into()];
+        if !extra.contains(&"--listen") {
+            args.extend(["--listen".into(), "127.0.0.1:0".into()]);
+        }
+        args.extend(extra.iter().map(Into::into));
+        let mut child = cmd
+            .command_with(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start buddy serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("the URL line");
+        let addr = line
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap_or_else(|_| panic!("not a URL: {line:?}"));
+        Server { child, addr }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(self.addr)
+    }
+
+    /// `http://ADDR/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// SIGTERM, then the exit code.
+    pub fn terminate(&mut self) -> i32 {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("wait");
+        status.code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
