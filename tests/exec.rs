@@ -821,7 +821,11 @@ fn an_explicit_config_file_is_the_only_config_touched() {
     let out = cmd.rerun(["--config", path.to_str().unwrap(), "exec", "hi"]);
     out.assert_success();
     assert_eq!(out.stdout, "from the explicit config\n");
-    assert!(!out.stderr.contains("created a default config"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("created a default config"),
+        "{}",
+        out.stderr
+    );
     let global = cmd.config_home().join("buddy");
     assert!(
         !global.join("buddy.toml").exists(),
