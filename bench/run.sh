@@ -9,8 +9,18 @@
 #                                 and peak RSS of this tree's buddy and of
 #                                 OLD_BUDDY, another build, in alternating
 #                                 rounds of the same run)
+#        bench/run.sh serve [ARGS]
+#                                (buddy serve under load: 100 sessions streaming
+#                                 1,000 chunks at once, RSS per idle session;
+#                                 ARGS go to benches/serve.rs, e.g. --pace-ms 10)
 set -eu
 ONLY=${1:-}
+if [ "$ONLY" = serve ]; then
+    shift
+    cd "$(dirname "$0")/.."
+    echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"
+    exec cargo bench --quiet --bench serve -- "$@"
+fi
 OLD_BUDDY=
 if [ "$ONLY" = compare ]; then
     OLD_BUDDY=$(realpath "${2:?usage: bench/run.sh compare OLD_BUDDY_BINARY}")

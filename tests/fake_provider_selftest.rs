@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use support::fake_provider::{
-    parse_script, FakeProvider, Reply, SseChunk, ToolCallSpec, EXHAUSTED_MESSAGE,
+    parse_script, parse_stamps, FakeProvider, Reply, SseChunk, ToolCallSpec, EXHAUSTED_MESSAGE,
 };
 
 fn chat_url(provider: &FakeProvider) -> String {
@@ -316,6 +316,57 @@ async fn text_reply_streams_deltas_then_usage_then_done_when_asked() {
     );
     let finish = &chunks[chunks.len() - 2]["choices"][0]["finish_reason"];
     assert_eq!(finish, "stop");
+}
+
+#[tokio::test]
+async fn stamped_text_streams_one_delta_per_piece_stamped_at_write_time() {
+    let script = parse_script(r#"[{"stamped_chunks": 50}]"#).expect("valid script");
+    let provider = FakeProvider::start(vec![Reply::stamped_text(200), script[0].clone()]);
+    let client = reqwest::Client::new();
+    let request = json!({"model": "m", "stream": true});
+    for expected in [200, 50] {
+        let before = unix_nanos();
+        let data = sse_data(&body_text(post(&client, &chat_url(&provider), &request).await).await);
+        let after = unix_nanos();
+        assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+        let texts: Vec<String> = data[..data.len() - 1]
+            .iter()
+            .map(|d| parse(d))
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(texts.len(), expected, "one delta per piece");
+        let mut last = before;
+        for (i, text) in texts.iter().enumerate() {
+            let stamps = parse_stamps(text).unwrap_or_else(|| panic!("not a stamp: {text:?}"));
+            assert_eq!(stamps.len(), 1, "{text:?}");
+            let (seq, nanos) = stamps[0];
+            assert_eq!(seq, i);
+            assert!(
+                nanos >= last && nanos <= after,
+                "stamped in order, at write time"
+            );
+            last = nanos;
+        }
+        // Merged pieces split back into their stamps.
+        let merged = texts[..3].concat();
+        let seqs: Vec<usize> = parse_stamps(&merged).unwrap().iter().map(|s| s.0).collect();
+        assert_eq!(seqs, [0, 1, 2]);
+    }
+    assert_eq!(parse_stamps("1@2"), None);
+    assert_eq!(parse_stamps("x;"), None);
+    assert!(parse_script(r#"[{"stamped_chunks": 5, "text": "x"}]"#).is_err());
+}
+
+fn unix_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 #[tokio::test]

@@ -409,6 +409,9 @@ struct Completion {
     send_done: bool,
     finish_reason: Option<String>,
     chunk_delay: Duration,
+    /// When above 0, the content is this many pieces stamped at write time (see
+    /// [`Reply::stamped_text`]) instead of `content`.
+    stamped: usize,
 }
 
 /// A tool call the fake model makes.
@@ -468,6 +471,20 @@ impl Reply {
     pub fn text(text: impl Into<String>) -> Reply {
         Reply::new(ReplyKind::Completion(Completion {
             content: Some(text.into()),
+            ..Completion::empty()
+        }))
+    }
+
+    /// An assistant answer of `chunks` streamed content deltas, each made when it
+    /// is written: piece `i` (from 0) is `i@NANOS;`, where NANOS is the wall clock
+    /// (nanoseconds since the Unix epoch, `CLOCK_REALTIME`) just before the write.
+    /// A client on the same machine can then tell each piece's age on arrival, and
+    /// split deltas that were merged on the way ([`parse_stamps`]). Streamed in
+    /// the Chat Completions shape only; without a stream, the message's content is
+    /// the pieces stamped when the body is built.
+    pub fn stamped_text(chunks: usize) -> Reply {
+        Reply::new(ReplyKind::Completion(Completion {
+            stamped: chunks,
             ..Completion::empty()
         }))
     }
@@ -593,6 +610,12 @@ enum Piece {
     Bytes(Vec<u8>),
     /// Close the socket here, without ending the chunked body.
     Disconnect,
+    /// `head`, then stamp `seq` made at write time ([`stamp`]), then `tail`.
+    Stamped {
+        head: Vec<u8>,
+        seq: usize,
+        tail: Vec<u8>,
+    },
 }
 
 impl SseChunk {
@@ -653,11 +676,12 @@ impl SseChunk {
         self
     }
 
-    /// The bytes this chunk writes (empty for a disconnect).
+    /// The bytes this chunk writes (empty for a disconnect, and for a stamped
+    /// piece, whose bytes exist only once it is written).
     pub fn bytes(&self) -> &[u8] {
         match &self.piece {
             Piece::Bytes(b) => b,
-            Piece::Disconnect => &[],
+            Piece::Disconnect | Piece::Stamped { .. } => &[],
         }
     }
 
@@ -689,6 +713,7 @@ impl Completion {
             send_done: true,
             finish_reason: None,
             chunk_delay: Duration::ZERO,
+            stamped: 0,
         }
     }
 
@@ -737,6 +762,29 @@ impl Completion {
                 events.push(chunk(Value::Object(delta), None));
             }
         }
+        // Stamped pieces go right after the events so far; they are cut out of a
+        // template chunk whose content is a marker, around the marker.
+        let stamped_at = events.len();
+        let mut stamped = Vec::new();
+        if self.stamped > 0 {
+            // JSON-escaping leaves this marker as it is.
+            const MARK: &str = "@@STAMP@@";
+            let template = SseChunk::data(chunk(json!({"content": MARK}), None));
+            let text = String::from_utf8_lossy(template.bytes()).into_owned();
+            let (head, tail) = text
+                .split_once(MARK)
+                .expect("the marker is in the template");
+            stamped = (0..self.stamped)
+                .map(|seq| SseChunk {
+                    piece: Piece::Stamped {
+                        head: head.as_bytes().to_vec(),
+                        seq,
+                        tail: tail.as_bytes().to_vec(),
+                    },
+                    delay: Duration::ZERO,
+                })
+                .collect();
+        }
         if let Some(content) = &self.content {
             for piece in pieces(content) {
                 events.push(chunk(json!({"content": piece}), None));
@@ -771,6 +819,7 @@ impl Completion {
             }));
         }
         let mut chunks: Vec<SseChunk> = events.into_iter().map(SseChunk::data).collect();
+        chunks.splice(stamped_at..stamped_at, stamped);
         if self.send_done {
             chunks.push(SseChunk::done());
         }
@@ -783,10 +832,12 @@ impl Completion {
     fn response_json(&self, model: &str, id: &str, request_body_len: usize) -> Value {
         let mut message = serde_json::Map::new();
         message.insert("role".into(), Value::from("assistant"));
-        message.insert(
-            "content".into(),
-            self.content.clone().map_or(Value::Null, Value::from),
-        );
+        let content = if self.stamped > 0 {
+            Some((0..self.stamped).map(stamp).collect::<String>())
+        } else {
+            self.content.clone()
+        };
+        message.insert("content".into(), content.map_or(Value::Null, Value::from));
         for (field, text) in &self.reasoning {
             message.insert(field.clone(), Value::from(text.as_str()));
         }
@@ -845,6 +896,28 @@ fn pieces(text: &str) -> Vec<&str> {
     out
 }
 
+/// Stamp `seq` of a [`Reply::stamped_text`] answer: `seq@NANOS;`, NANOS the
+/// wall clock now in nanoseconds since the Unix epoch.
+fn stamp(seq: usize) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{seq}@{nanos};")
+}
+
+/// The `(seq, nanos)` stamps in `text`, a [`Reply::stamped_text`] answer or any
+/// run of its pieces (e.g. several merged into one delta), in order. `None` when
+/// the text is not made of whole stamps.
+pub fn parse_stamps(text: &str) -> Option<Vec<(usize, u128)>> {
+    let body = text.strip_suffix(';')?;
+    body.split(';')
+        .map(|s| {
+            let (seq, nanos) = s.split_once('@')?;
+            Some((seq.parse().ok()?, nanos.parse().ok()?))
+        })
+        .collect()
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -883,6 +956,7 @@ struct ScriptEntry {
     headers: BTreeMap<String, String>,
     delay_ms: Option<u64>,
     chunk_delay_ms: Option<u64>,
+    stamped_chunks: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -908,6 +982,8 @@ struct ScriptUsage {
 ///   with optional `"reasoning"`, `"reasoning_field"` (default
 ///   `reasoning_content`), `"usage": {"prompt_tokens": 1, "completion_tokens": 2}`,
 ///   `"chunk_delay_ms"`;
+/// - `{"stamped_chunks": 1000}`: [`Reply::stamped_text`], with the same options
+///   as a completion (a `text` or `tool_calls` may not be given with it);
 /// - `{"status": 500, "body": "boom"}` (text/plain);
 /// - `{"json": {...}}` with optional `"status"` (default 200);
 /// - `{"sse": ["data: {}\n\n", ...]}`, raw chunks, with optional `"chunk_delay_ms"`;
@@ -924,7 +1000,10 @@ pub fn parse_script(text: &str) -> Result<Vec<Reply>, String> {
 }
 
 fn script_reply(e: ScriptEntry) -> Result<Reply, String> {
-    let is_completion = e.text.is_some() || e.tool_calls.is_some();
+    if e.stamped_chunks.is_some() && (e.text.is_some() || e.tool_calls.is_some()) {
+        return Err("stamped_chunks replaces text and tool_calls".into());
+    }
+    let is_completion = e.text.is_some() || e.tool_calls.is_some() || e.stamped_chunks.is_some();
     let kinds = [is_completion, e.json.is_some(), e.sse.is_some()];
     if kinds.iter().filter(|&&k| k).count() > 1 {
         return Err("give only one of text/tool_calls, json, sse".into());
@@ -953,7 +1032,11 @@ fn script_reply(e: ScriptEntry) -> Result<Reply, String> {
                 ToolCallSpec::new(c.id, c.name, arguments)
             })
             .collect();
-        let mut reply = Reply::tool_calls(calls).chunk_delay(chunk_delay);
+        let mut reply = match e.stamped_chunks {
+            Some(n) => Reply::stamped_text(n),
+            None => Reply::tool_calls(calls),
+        }
+        .chunk_delay(chunk_delay);
         if let Some(text) = e.text {
             reply = reply.with_text(text);
         }
@@ -1308,17 +1391,22 @@ async fn write_sse(
         if !chunk.delay.is_zero() {
             tokio::time::sleep(chunk.delay).await;
         }
-        match &chunk.piece {
+        let stamped;
+        let bytes: &[u8] = match &chunk.piece {
             Piece::Disconnect => return Ok(false),
-            // A zero-length HTTP chunk would end the body.
-            Piece::Bytes(bytes) if bytes.is_empty() => {}
-            Piece::Bytes(bytes) => {
-                let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
-                out.extend_from_slice(bytes);
-                out.extend_from_slice(b"\r\n");
-                stream.write_all(&out).await?;
-                stream.flush().await?;
+            Piece::Bytes(bytes) => bytes,
+            Piece::Stamped { head, seq, tail } => {
+                stamped = [head.as_slice(), stamp(*seq).as_bytes(), tail].concat();
+                &stamped
             }
+        };
+        // A zero-length HTTP chunk would end the body.
+        if !bytes.is_empty() {
+            let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
+            out.extend_from_slice(bytes);
+            out.extend_from_slice(b"\r\n");
+            stream.write_all(&out).await?;
+            stream.flush().await?;
         }
     }
     stream.write_all(b"0\r\n\r\n").await?;

@@ -1,0 +1,651 @@
+//! `buddy serve` under load, for docs/PERFORMANCE.md: many sessions streaming a
+//! long answer at once through the real release binary, and what an idle
+//! session costs in memory.
+//!
+//! ```text
+//! cargo bench --bench serve                       # 100 sessions x 1,000 chunks, 1,000 idle
+//! cargo bench --bench serve -- --sessions 10 --chunks 200 --idle 100 --pace-ms 1
+//! ```
+//!
+//! The model is the tests' fake provider (`tests/support/fake_provider.rs`), run
+//! in this process on a thread of its own with zero delay, answering every
+//! request with [`Reply::stamped_text`]: each streamed piece is `SEQ@NANOS;`, made
+//! just before the fake server writes it, NANOS being the wall clock
+//! (`CLOCK_REALTIME`, shared by every process on the machine). The clients are
+//! plain threads on blocking sockets that stamp every `read` the same way, so an
+//! event's latency is the time from the fake server's write of its first piece
+//! (a delta buddy merged under backpressure carries several pieces; the oldest
+//! counts) to the read that completed the event, as the client saw it.
+//!
+//! Phases, each printing its figures:
+//!
+//! 1. direct: the same clients read the fake provider's own stream, without
+//!    buddy: the floor this machine and this harness put under every figure;
+//! 2. load: a fresh `buddy serve`, one warm-up run, then `--sessions` sessions
+//!    (created first) whose prompts are posted at the same instant, each
+//!    streaming `--chunks` pieces; latency percentiles over every
+//!    `content_delta` event, events and pieces per second, the server's CPU
+//!    time, and its peak RSS (`VmHWM`);
+//! 3. idle: another fresh server, one warm-up run, then `--idle` sessions, each
+//!    created and given one short prompt whose run finishes (a 25-character
+//!    answer: 14 events kept in the session's replay log), one after another;
+//!    RSS per idle session is `(VmRSS after − VmRSS before) / --idle`.
+//!
+//! The buddy binary is the one cargo builds for this bench (the release
+//! profile), or `--buddy PATH`.
+
+#[allow(dead_code)]
+#[path = "../tests/support/fake_provider.rs"]
+mod fake_provider;
+
+use fake_provider::{parse_stamps, FakeProvider, Reply};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+struct Opts {
+    sessions: usize,
+    chunks: usize,
+    idle: usize,
+    pace_ms: u64,
+    direct: bool,
+    buddy: PathBuf,
+    /// A profiler to attach to the server for the load phase: these words,
+    /// then the server's pid (e.g. `perf record -g -o perf.data -p`); it gets
+    /// SIGINT when the load is over.
+    attach: Option<String>,
+}
+
+fn parse_args() -> Opts {
+    let mut o = Opts {
+        sessions: 100,
+        chunks: 1_000,
+        idle: 1_000,
+        pace_ms: 0,
+        direct: true,
+        buddy: PathBuf::from(env!("CARGO_BIN_EXE_buddy")),
+        attach: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut num = |name: &str| -> u64 {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} needs a number"))
+        };
+        match a.as_str() {
+            "--sessions" => o.sessions = num("--sessions") as usize,
+            "--chunks" => o.chunks = num("--chunks") as usize,
+            "--idle" => o.idle = num("--idle") as usize,
+            "--pace-ms" => o.pace_ms = num("--pace-ms"),
+            "--no-direct" => o.direct = false,
+            "--buddy" => o.buddy = PathBuf::from(args.next().expect("--buddy needs a path")),
+            "--attach" => o.attach = Some(args.next().expect("--attach needs a command")),
+            // cargo bench passes this to every bench target.
+            "--bench" => {}
+            other => panic!("unknown argument {other:?}"),
+        }
+    }
+    o
+}
+
+fn unix_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+// ---------------------------------------------------------------------------
+// The server under test
+// ---------------------------------------------------------------------------
+
+/// A `buddy serve` in a directory of its own (isolated HOME and XDG dirs, a
+/// `buddy.toml` pointing at the fake provider). Killed and removed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    root: PathBuf,
+}
+
+impl Server {
+    fn start(buddy: &Path, provider: &FakeProvider, label: &str) -> Server {
+        let root = std::env::temp_dir().join(format!(
+            "buddy-serve-bench-{label}-{}-{}",
+            std::process::id(),
+            unix_nanos()
+        ));
+        let work = root.join("work");
+        let config_home = root.join("xdg-config");
+        std::fs::create_dir_all(&work).expect("work dir");
+        std::fs::create_dir_all(config_home.join("buddy")).expect("config dir");
+        // An existing global config keeps buddy from writing one.
+        std::fs::write(
+            config_home.join("buddy/buddy.toml"),
+            include_str!("../buddy.toml.example"),
+        )
+        .expect("global config");
+        std::fs::write(
+            work.join("buddy.toml"),
+            format!(
+                "[agent]\nmodel = \"fake\"\n\n[models.fake]\napi_base_url = \"{}\"\n\
+                 model = \"fake-model\"\napi_key = \"sk-fake\"\n",
+                provider.base_url()
+            ),
+        )
+        .expect("buddy.toml");
+        let mut cmd = Command::new(buddy);
+        for (key, _) in std::env::vars_os() {
+            let name = key.to_string_lossy();
+            if name.starts_with("BUDDY_")
+                || name.starts_with("AGENT_")
+                || name.ends_with("_API_KEY")
+            {
+                cmd.env_remove(&key);
+            }
+        }
+        let mut child = cmd
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("HOME", root.join("home"))
+            .env("XDG_CONFIG_HOME", &config_home)
+            .env("XDG_DATA_HOME", root.join("xdg-data"))
+            .env("XDG_STATE_HOME", root.join("xdg-state"))
+            .env("XDG_CACHE_HOME", root.join("xdg-cache"))
+            .env("NO_COLOR", "1")
+            .current_dir(&work)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", buddy.display()));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the URL line");
+        let addr = line
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap_or_else(|_| panic!("buddy serve printed {line:?}, not its URL"));
+        Server { child, addr, root }
+    }
+
+    /// A field of /proc/PID/status in KiB (`VmRSS`, `VmHWM`).
+    fn status_kib(&self, field: &str) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("read /proc/PID/status");
+        text.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
+    }
+
+    fn cpu(&self) -> Cpu {
+        cpu_of(&format!("/proc/{}/stat", self.child.id()))
+    }
+
+    fn new_session(&self) -> String {
+        let (status, body) = request(self.addr, "POST", "/api/sessions", "{}");
+        assert_eq!(status, 201, "POST /api/sessions: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        v["id"].as_str().expect("an id").to_string()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// User and system CPU time of a process.
+#[derive(Clone, Copy)]
+struct Cpu {
+    user: Duration,
+    system: Duration,
+}
+
+impl std::ops::Sub for Cpu {
+    type Output = Cpu;
+    fn sub(self, o: Cpu) -> Cpu {
+        Cpu {
+            user: self.user.saturating_sub(o.user),
+            system: self.system.saturating_sub(o.system),
+        }
+    }
+}
+
+impl Cpu {
+    fn total(self) -> Duration {
+        self.user + self.system
+    }
+}
+
+/// User and system CPU time from a /proc/…/stat file (USER_HZ = 100).
+fn cpu_of(path: &str) -> Cpu {
+    let text = std::fs::read_to_string(path).expect("read /proc stat");
+    // Fields after the command name, which is in parentheses.
+    let rest = &text[text.rfind(')').expect("stat format") + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state.
+    Cpu {
+        user: Duration::from_millis(f[11] * 10),
+        system: Duration::from_millis(f[12] * 10),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A minimal HTTP/1.1 client
+// ---------------------------------------------------------------------------
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_nodelay(true).expect("nodelay");
+    s.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("read timeout");
+    s
+}
+
+fn send(s: &mut TcpStream, addr: SocketAddr, method: &str, path: &str, body: &str) {
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write request");
+}
+
+/// One request, `Connection: close`; the status and the body (not chunked).
+fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = connect(addr);
+    send(&mut s, addr, method, path, body);
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, body.to_string())
+}
+
+/// Which stream is read: buddy's SSE (`event: content_delta`, JSON with
+/// `text`) or the provider's own (`data:` chunks with `delta.content`).
+#[derive(Clone, Copy)]
+enum Shape {
+    Buddy,
+    Provider,
+    /// Buddy's SSE with any text (not stamped): only read to its end.
+    BuddyPlain,
+}
+
+/// What one client saw of one stream.
+#[derive(Default)]
+struct Seen {
+    /// Per text event: read time minus the write time of its first piece, ns.
+    latencies: Vec<i64>,
+    /// Pieces received (several per event when buddy merged them).
+    pieces: usize,
+    /// The stream ended properly (`done`, or `[DONE]`).
+    finished: bool,
+    /// Wall clock of the last read, ns.
+    last_read: u128,
+}
+
+/// Posts `body` to `path` and reads the SSE answer to its end, timing every
+/// text event. Waits on `start` between connecting and sending.
+fn stream(addr: SocketAddr, path: &str, body: &str, shape: Shape, start: &Barrier) -> Seen {
+    let mut s = connect(addr);
+    start.wait();
+    send(&mut s, addr, "POST", path, body);
+    let mut seen = Seen::default();
+    let mut next_seq = 0;
+    let mut raw: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut decoded: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut head_done = false;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = s.read(&mut buf).expect("read the stream");
+        let now = unix_nanos();
+        if n == 0 {
+            break;
+        }
+        seen.last_read = now;
+        raw.extend_from_slice(&buf[..n]);
+        if !head_done {
+            let Some(end) = find(&raw, b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            assert!(
+                head.starts_with("http/1.1 200"),
+                "{path}: {}",
+                String::from_utf8_lossy(&raw)
+            );
+            assert!(head.contains("transfer-encoding: chunked"), "{head}");
+            raw.drain(..end + 4);
+            head_done = true;
+        }
+        let body_ended = dechunk(&mut raw, &mut decoded);
+        // Every complete event in what has arrived.
+        let mut used = 0;
+        while let Some(end) = find(&decoded[used..], b"\n\n") {
+            let event = &decoded[used..used + end];
+            used += end + 2;
+            let Some(text) = event_text(event, shape, &mut seen.finished) else {
+                continue;
+            };
+            let stamps = parse_stamps(text).unwrap_or_else(|| panic!("not stamps: {text:?}"));
+            for (seq, _) in &stamps {
+                assert_eq!(*seq, next_seq, "pieces arrive whole and in order");
+                next_seq += 1;
+            }
+            seen.pieces += stamps.len();
+            seen.latencies
+                .push((now as i128 - stamps[0].1 as i128) as i64);
+        }
+        decoded.drain(..used);
+        if body_ended || seen.finished {
+            break;
+        }
+    }
+    seen
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Moves the complete chunks of a chunked body from `raw` to `out`; true once
+/// the last (empty) chunk has arrived.
+fn dechunk(raw: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+    let mut pos = 0;
+    let mut ended = false;
+    while let Some(eol) = find(&raw[pos..], b"\r\n") {
+        let size_text = std::str::from_utf8(&raw[pos..pos + eol]).expect("chunk size line");
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|_| panic!("bad chunk size line {size_text:?}"));
+        let start = pos + eol + 2;
+        if raw.len() < start + size + 2 {
+            break;
+        }
+        out.extend_from_slice(&raw[start..start + size]);
+        pos = start + size + 2;
+        if size == 0 {
+            ended = true;
+            break;
+        }
+    }
+    raw.drain(..pos);
+    ended
+}
+
+/// The streamed text of one SSE event, if it is a text event; notes the end.
+fn event_text<'a>(event: &'a [u8], shape: Shape, finished: &mut bool) -> Option<&'a str> {
+    let event = std::str::from_utf8(event).expect("UTF-8 event");
+    let mut name = "";
+    let mut data = "";
+    for line in event.lines() {
+        if let Some(v) = line.strip_prefix("event:") {
+            name = v.trim();
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data = v.trim_start();
+        }
+    }
+    // The stamps are digits, `@` and `;`: no JSON escapes to undo.
+    let field = |key: &str| -> Option<&'a str> {
+        let at = data.find(key)? + key.len();
+        let len = data[at..].find('"')?;
+        Some(&data[at..at + len])
+    };
+    match shape {
+        Shape::Buddy => match name {
+            "content_delta" => field("\"text\":\""),
+            "done" => {
+                *finished = true;
+                None
+            }
+            "error" => panic!("buddy reported an error: {data}"),
+            _ => None,
+        },
+        Shape::BuddyPlain => {
+            *finished |= name == "done";
+            None
+        }
+        Shape::Provider => {
+            if data == "[DONE]" {
+                *finished = true;
+                return None;
+            }
+            field("\"content\":\"").filter(|t| !t.is_empty())
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------
+
+struct Load {
+    seen: Vec<Seen>,
+    wall: Duration,
+}
+
+/// `paths.len()` clients, each posting `body` to its path at the same instant.
+fn load(addr: SocketAddr, paths: Vec<String>, body: String, shape: Shape) -> Load {
+    let start = Arc::new(Barrier::new(paths.len() + 1));
+    let body = Arc::new(body);
+    let threads: Vec<_> = paths
+        .into_iter()
+        .map(|path| {
+            let start = Arc::clone(&start);
+            let body = Arc::clone(&body);
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || stream(addr, &path, &body, shape, &start))
+                .expect("spawn a client")
+        })
+        .collect();
+    start.wait();
+    let t0 = unix_nanos();
+    let seen: Vec<Seen> = threads
+        .into_iter()
+        .map(|t| t.join().expect("a client panicked"))
+        .collect();
+    let end = seen.iter().map(|s| s.last_read).max().unwrap_or(t0);
+    Load {
+        seen,
+        wall: Duration::from_nanos(end.saturating_sub(t0) as u64),
+    }
+}
+
+fn report(label: &str, l: &Load, chunks: usize) {
+    let mut lat: Vec<i64> = l
+        .seen
+        .iter()
+        .flat_map(|s| s.latencies.iter().copied())
+        .collect();
+    lat.sort_unstable();
+    let pieces: usize = l.seen.iter().map(|s| s.pieces).sum();
+    let unfinished = l.seen.iter().filter(|s| !s.finished).count();
+    let expected = chunks * l.seen.len();
+    assert_eq!(pieces, expected, "{label}: every piece arrives");
+    assert_eq!(unfinished, 0, "{label}: every stream ends properly");
+    let pct = |p: f64| {
+        let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
+        lat[i] as f64 / 1e6
+    };
+    let secs = l.wall.as_secs_f64();
+    println!(
+        "{label}: {} streams, {pieces} pieces in {} events ({:.1} pieces/event), {:.0} ms wall",
+        l.seen.len(),
+        lat.len(),
+        pieces as f64 / lat.len() as f64,
+        secs * 1e3
+    );
+    println!(
+        "{label}: latency write->read  p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms  min {:.3} ms",
+        pct(0.50),
+        pct(0.90),
+        pct(0.99),
+        lat[lat.len() - 1] as f64 / 1e6,
+        lat[0] as f64 / 1e6
+    );
+    println!(
+        "{label}: throughput  {:.0} events/s  {:.0} pieces/s",
+        lat.len() as f64 / secs,
+        pieces as f64 / secs
+    );
+}
+
+fn main() {
+    let o = parse_args();
+    let reply = || Reply::stamped_text(o.chunks).chunk_delay(Duration::from_millis(o.pace_ms));
+    println!(
+        "buddy serve under load: {} sessions x {} chunks{}, {} idle sessions; {} cores, load average {}",
+        o.sessions,
+        o.chunks,
+        if o.pace_ms > 0 {
+            format!(" ({} ms apart)", o.pace_ms)
+        } else {
+            " (zero delay)".into()
+        },
+        o.idle,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    );
+    let prompt = serde_json::json!({ "text": "stream it" }).to_string();
+
+    // 1. The provider's own stream, read by the same clients: the floor.
+    if o.direct {
+        let provider = FakeProvider::start_repeating(vec![reply()]);
+        let path = format!("{}/chat/completions", provider.base_url());
+        let path = path
+            .split_once("/v1")
+            .map(|(_, p)| format!("/v1{p}"))
+            .unwrap();
+        let body = serde_json::json!({"model": "m", "stream": true}).to_string();
+        let me = cpu_of("/proc/self/stat");
+        let l = load(
+            provider.addr(),
+            vec![path; o.sessions],
+            body,
+            Shape::Provider,
+        );
+        report("direct (no buddy)", &l, o.chunks);
+        println!(
+            "direct (no buddy): CPU of this process (fake provider + clients) {:.0} ms",
+            (cpu_of("/proc/self/stat") - me).total().as_secs_f64() * 1e3
+        );
+    }
+
+    // 2. Through buddy serve.
+    {
+        let provider = FakeProvider::start_repeating(vec![reply()]);
+        let server = Server::start(&o.buddy, &provider, "load");
+        let warm = server.new_session();
+        let one = load(
+            server.addr,
+            vec![format!("/api/sessions/{warm}/messages")],
+            prompt.clone(),
+            Shape::Buddy,
+        );
+        report("warm-up (1 stream)", &one, o.chunks);
+        let paths: Vec<String> = (0..o.sessions)
+            .map(|_| format!("/api/sessions/{}/messages", server.new_session()))
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let rss_before = server.status_kib("VmRSS");
+        let cpu_before = server.cpu();
+        let me = cpu_of("/proc/self/stat");
+        let profiler = o.attach.as_ref().map(|cmd| {
+            let mut words = cmd.split_whitespace();
+            let child = Command::new(words.next().expect("--attach: a command"))
+                .args(words)
+                .arg(server.child.id().to_string())
+                .spawn()
+                .expect("start the --attach command");
+            std::thread::sleep(Duration::from_millis(500));
+            child
+        });
+        let l = load(server.addr, paths, prompt.clone(), Shape::Buddy);
+        let cpu = server.cpu() - cpu_before;
+        let me = cpu_of("/proc/self/stat") - me;
+        if let Some(mut p) = profiler {
+            let _ = Command::new("kill")
+                .args(["-INT", &p.id().to_string()])
+                .status();
+            let _ = p.wait();
+        }
+        report("buddy serve", &l, o.chunks);
+        std::thread::sleep(Duration::from_millis(200));
+        let pieces = (o.sessions * o.chunks) as f64;
+        println!(
+            "buddy serve: CPU {:.0} ms = {:.2} us per piece ({:.2} user + {:.2} system); this process (fake provider + clients) {:.0} ms",
+            cpu.total().as_secs_f64() * 1e3,
+            cpu.total().as_secs_f64() * 1e6 / pieces,
+            cpu.user.as_secs_f64() * 1e6 / pieces,
+            cpu.system.as_secs_f64() * 1e6 / pieces,
+            me.total().as_secs_f64() * 1e3
+        );
+        let rss_after = server.status_kib("VmRSS");
+        println!(
+            "buddy serve: RSS before {:.1} MiB, peak (VmHWM) {:.1} MiB, after (runs done) {:.1} MiB = {:.0} KiB more per session that streamed {} chunks",
+            rss_before as f64 / 1024.0,
+            server.status_kib("VmHWM") as f64 / 1024.0,
+            rss_after as f64 / 1024.0,
+            rss_after.saturating_sub(rss_before) as f64 / o.sessions as f64,
+            o.chunks
+        );
+    }
+
+    // 3. Idle sessions, on a fresh server.
+    if o.idle > 0 {
+        let provider =
+            FakeProvider::start_repeating(vec![Reply::text("hello from the fake model")]);
+        let server = Server::start(&o.buddy, &provider, "idle");
+        let short = |server: &Server| {
+            let id = server.new_session();
+            let start = Barrier::new(1);
+            let s = stream(
+                server.addr,
+                &format!("/api/sessions/{id}/messages"),
+                &prompt,
+                Shape::BuddyPlain,
+                &start,
+            );
+            assert!(s.finished, "the short run ends with done");
+        };
+        // Warm-up: the first session and run build what every later one reuses.
+        short(&server);
+        std::thread::sleep(Duration::from_millis(200));
+        let before = server.status_kib("VmRSS");
+        let t0 = Instant::now();
+        for _ in 0..o.idle {
+            short(&server);
+        }
+        let took = t0.elapsed();
+        std::thread::sleep(Duration::from_millis(500));
+        let after = server.status_kib("VmRSS");
+        println!(
+            "idle: {} sessions, one finished run each ({:.1} ms per create + run): RSS {:.1} -> {:.1} MiB, {:.1} KiB per idle session; peak (VmHWM) {:.1} MiB",
+            o.idle,
+            took.as_secs_f64() * 1e3 / o.idle as f64,
+            before as f64 / 1024.0,
+            after as f64 / 1024.0,
+            after.saturating_sub(before) as f64 / o.idle as f64,
+            server.status_kib("VmHWM") as f64 / 1024.0
+        );
+    }
+}
