@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
-/// Events kept per session for clients that reconnect.
-const LOG_CAPACITY: usize = 20_000;
-/// Events a subscriber may fall behind before it is cut off (it reconnects
-/// with `Last-Event-ID` and gets the rest from the log).
-const LIVE_CAPACITY: usize = 4096;
+/// Event data kept per session for clients that reconnect: generous while a
+/// run streams, small once it is over (the history endpoint has the rest).
+const LOG_BYTES_RUNNING: usize = 8 * 1024 * 1024;
+const LOG_BYTES_IDLE: usize = 64 * 1024;
+/// Events a subscriber may fall behind the live feed before it catches up
+/// from the log instead; small, so an idle session costs little.
+const LIVE_CAPACITY: usize = 64;
 
 /// An event as sent on the wire: its id in this session, its SSE name and
 /// its JSON.
@@ -71,6 +73,8 @@ pub struct Live {
 #[derive(Default)]
 struct State {
     log: VecDeque<Arc<Stamped>>,
+    /// Bytes of event data in `log`.
+    log_bytes: usize,
     next_id: u64,
     /// The agent of the run in progress.
     ops: Option<mpsc::Sender<Op>>,
@@ -133,10 +137,9 @@ impl Live {
             done: matches!(ev.kind, EventKind::RunFinished { .. }),
         });
         st.next_id += 1;
-        if st.log.len() == LOG_CAPACITY {
-            st.log.pop_front();
-        }
+        st.log_bytes += stamped.data.len();
         st.log.push_back(stamped.clone());
+        trim(&mut st, LOG_BYTES_RUNNING);
         // No subscriber is fine: the log keeps it for later.
         let _ = self.tx.send(stamped);
     }
@@ -233,6 +236,7 @@ impl Live {
         if let Some(done) = held {
             self.publish(&done);
         }
+        trim(&mut self.lock(), LOG_BYTES_IDLE);
     }
 
     fn deny_later(self: &Arc<Self>, call_id: String, after: Duration) {
@@ -259,6 +263,16 @@ impl Live {
         let pump = self.lock().pump.take();
         if let Some(p) = pump {
             let _ = p.await;
+        }
+    }
+}
+
+/// Drops the oldest events until the log holds at most `max` bytes of data
+/// (always keeping the newest event).
+fn trim(st: &mut State, max: usize) {
+    while st.log_bytes > max && st.log.len() > 1 {
+        if let Some(old) = st.log.pop_front() {
+            st.log_bytes -= old.data.len();
         }
     }
 }
