@@ -6,12 +6,17 @@ use clap::Parser;
 
 fn main() {
     let cli = buddy::cli::Cli::parse();
-    // One thread is plenty: the work is waiting on the network and on child
-    // processes, and a single-threaded runtime starts faster and uses less memory.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // One thread is plenty for one conversation: the work is waiting on the
+    // network and on child processes, and a single-threaded runtime starts
+    // faster and uses less memory. `serve` carries many at once, so it gets a
+    // thread per core.
+    let serving = matches!(cli.command, Some(buddy::cli::Command::Serve(_)));
+    let mut builder = if serving {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
