@@ -832,3 +832,47 @@ fn an_explicit_config_file_is_the_only_config_touched() {
         "the global config was written"
     );
 }
+
+#[test]
+fn commands_never_see_buddys_credentials() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "env",
+            "run_shell",
+            json!({"command": "env; echo marker=$MARKER_VAR"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let cfg = format!(
+        "[agent]\nmodel = \"fake\"\n\n[models.fake]\napi_base_url = \"{}\"\nmodel = \"fake-model\"\napi_key_env = \"MY_PROFILE_KEY\"\n\n[tools]\nshell_confirm = false\nhide_env = [\"EXTRA_SECRET\"]\n",
+        p.base_url()
+    );
+    let out = BuddyCmd::new()
+        .config(cfg)
+        .env("MY_PROFILE_KEY", "sk-profile-secret-1")
+        .env("OPENAI_API_KEY", "sk-openai-secret-2")
+        .env("EXTRA_SECRET", "extra-secret-3")
+        .env("MARKER_VAR", "visible")
+        .args(["exec", "show the env"])
+        .run();
+    out.assert_success();
+    let reqs = p.chat_requests();
+    // The key still authenticates buddy's own requests…
+    assert_eq!(
+        reqs[0].header("authorization").as_deref(),
+        Some("Bearer sk-profile-secret-1")
+    );
+    // …but the command saw none of the credentials, and the rest of the environment.
+    let result = tool_result(&reqs[1], "env");
+    assert!(result.contains("marker=visible"), "{result}");
+    for secret in [
+        "sk-profile-secret-1",
+        "sk-openai-secret-2",
+        "extra-secret-3",
+    ] {
+        assert!(
+            !result.contains(secret),
+            "{secret} reached the command: {result}"
+        );
+    }
+}

@@ -207,6 +207,7 @@ fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
 }
 
 /// Loads settings, saying so when a first run created the global config.
+/// Credentials found there are hidden from every command buddy starts.
 fn load_settings(overrides: &CliOverrides) -> Result<Settings, AppError> {
     // With an explicit --config the user chose the file: nothing else is written.
     let created = if overrides.config.is_none() {
@@ -222,7 +223,10 @@ fn load_settings(overrides: &CliOverrides) -> Result<Settings, AppError> {
         );
     }
     match config::load(&workdir(), &env, overrides) {
-        Ok(s) => Ok(s),
+        Ok(s) => {
+            crate::host::hide_env(s.hidden_env.clone());
+            Ok(s)
+        }
         Err(e @ ConfigError::MissingKey { .. }) => Err(AppError::MissingKey {
             message: e.to_string(),
             config_dir: config::global_dir(&env),

@@ -176,6 +176,10 @@ pub enum DurationValue {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsSection {
+    /// More environment variables commands never see, beside buddy's own
+    /// credentials (which are always hidden).
+    #[serde(default)]
+    pub hide_env: Vec<String>,
     #[serde(default = "yes")]
     pub shell_enabled: bool,
     #[serde(default = "yes")]
@@ -204,6 +208,7 @@ pub struct ToolsSection {
 impl Default for ToolsSection {
     fn default() -> Self {
         toml::from_str("").unwrap_or(ToolsSection {
+            hide_env: Vec::new(),
             shell_enabled: true,
             shell_confirm: true,
             shell_denylist: None,

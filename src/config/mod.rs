@@ -63,6 +63,10 @@ impl std::fmt::Debug for ApiSettings {
 pub struct Settings {
     /// The file the settings came from; `None` for built-in defaults.
     pub source: Option<PathBuf>,
+    /// Environment variables that hold credentials buddy may use (every
+    /// profile's `api_key_env`, the standard ones) plus `tools.hide_env`:
+    /// commands run for the model never see them.
+    pub hidden_env: Vec<String>,
     pub api: ApiSettings,
     pub agent: AgentSection,
     pub tools: ToolsSection,
@@ -321,8 +325,22 @@ pub fn resolve(
         file.display.color = false;
     }
 
+    let mut hidden_env: Vec<String> = [
+        "BUDDY_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "BUDDY_SERVE_TOKEN",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(file.models.values().filter_map(|p| p.api_key_env.clone()))
+    .chain(file.tools.hide_env.iter().cloned())
+    .collect();
+    hidden_env.sort();
+    hidden_env.dedup();
     Ok(Settings {
         source,
+        hidden_env,
         api: ApiSettings {
             profile: profile_name,
             base_url: base_url.trim_end_matches('/').to_string(),

@@ -71,6 +71,7 @@ impl Drop for ContainerTarget {
 impl Target for ContainerTarget {
     fn command(&self, script: &str, _cwd: &Path) -> Command {
         let mut c = Command::new(&self.engine);
+        super::scrub(&mut c);
         // `--`: a name starting with `-` is a container name, not an option.
         c.arg("exec")
             .arg("-i")

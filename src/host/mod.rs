@@ -35,6 +35,23 @@ pub trait Target: Send + Sync {
     fn is_local(&self) -> bool;
 }
 
+static HIDDEN_ENV: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Names environment variables that commands started on this host never get
+/// (buddy's credentials): a command the model asked for must not be able to
+/// print the user's API key into the conversation. Set once, at start.
+pub fn hide_env(vars: Vec<String>) {
+    let _ = HIDDEN_ENV.set(vars);
+}
+
+/// Removes the hidden variables from a process about to start here (a local
+/// command, or the ssh or container client that carries a remote one).
+pub(crate) fn scrub(c: &mut Command) {
+    for var in HIDDEN_ENV.get().into_iter().flatten() {
+        c.env_remove(var);
+    }
+}
+
 /// This host, as the user running buddy.
 pub struct LocalTarget;
 
@@ -42,12 +59,14 @@ impl Target for LocalTarget {
     fn command(&self, script: &str, cwd: &Path) -> Command {
         let mut c = Command::new("sh");
         c.arg("-c").arg(script).current_dir(cwd);
+        scrub(&mut c);
         c
     }
 
     fn exec(&self, argv: &[&str]) -> Command {
         let mut c = Command::new(argv.first().copied().unwrap_or("true"));
         c.args(argv.iter().skip(1));
+        scrub(&mut c);
         c
     }
 

@@ -157,6 +157,7 @@ fn private_dir() -> std::io::Result<PathBuf> {
 impl Target for SshTarget {
     fn command(&self, script: &str, _cwd: &Path) -> Command {
         let mut c = self.ssh();
+        super::scrub(&mut c);
         // ssh hands the remote login shell one string; quote the script into it.
         c.arg("--").arg(format!("sh -c {}", shell_quote(script)));
         c

@@ -449,7 +449,12 @@ const BATCH_BYTES: usize = 64 * 1024;
 
 /// An SSE response. Every event already waiting is sent in one frame, so a
 /// fast stream costs one write per batch rather than one per event.
-fn sse(live: Arc<Live>, sub: Subscription, until_done: bool, stopping: watch::Receiver<bool>) -> Response {
+fn sse(
+    live: Arc<Live>,
+    sub: Subscription,
+    until_done: bool,
+    stopping: watch::Receiver<bool>,
+) -> Response {
     let feed = Feed {
         live,
         backlog: sub.backlog.into(),

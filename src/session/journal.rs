@@ -139,19 +139,50 @@ pub const MESSAGE_PREFIX: &[u8] = b"{\"message\":";
 pub fn encode(record: RecordRef<'_>, secrets: &[String], buf: &mut Vec<u8>) -> io::Result<()> {
     let start = buf.len();
     serde_json::to_writer(&mut *buf, &record).map_err(io::Error::other)?;
-    if secrets
+    let secrets: Vec<&str> = secrets
         .iter()
-        .any(|s| contains(&buf[start..], s.as_bytes()))
-    {
-        let mut line = String::from_utf8_lossy(&buf[start..]).into_owned();
-        for s in secrets {
-            line = line.replace(s.as_str(), REDACTED);
-        }
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+        .collect();
+    // A secret written escaped (quotes, backslashes) would not be seen in the
+    // bytes, so such secrets always take the careful path.
+    let maybe = secrets.iter().any(|s| {
+        contains(&buf[start..], s.as_bytes())
+            || s.chars().any(|c| c == '"' || c == '\\' || c.is_control())
+    });
+    if maybe {
+        // Replace only inside string values: a short key must never turn a
+        // field name or a number into something no reader can load.
+        let mut value = serde_json::to_value(&record).map_err(io::Error::other)?;
+        redact(&mut value, &secrets);
         buf.truncate(start);
-        buf.extend_from_slice(line.as_bytes());
+        serde_json::to_writer(&mut *buf, &value).map_err(io::Error::other)?;
     }
     buf.push(b'\n');
     Ok(())
+}
+
+fn redact(value: &mut serde_json::Value, secrets: &[&str]) {
+    match value {
+        serde_json::Value::String(text) => {
+            for secret in secrets {
+                if text.contains(secret) {
+                    *text = text.replace(secret, REDACTED);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| redact(v, secrets)),
+        serde_json::Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                // Structure, not text: roles, types and ids must stay what the
+                // reader expects (a key "e" must not turn "user" into "us…r").
+                if !matches!(k.as_str(), "role" | "type" | "id" | "tool_call_id" | "name") {
+                    redact(v, secrets);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// What a secret is replaced with in a session file.

@@ -336,6 +336,39 @@ fn secrets_never_reach_the_file() {
     assert!(text.contains("[REDACTED]"), "{text}");
 }
 
+#[test]
+fn short_keys_are_redacted_only_inside_string_values() {
+    // Keys that also spell field names, numbers or JSON punctuation.
+    for key in ["k", "to", "e", "1", "content", "role", "\"", "00", "a\\b"] {
+        let tmp = Tmp::new();
+        let store = Store::for_workdir(&tmp.0);
+        let mut i = info();
+        i.secrets = vec![key.to_string()];
+        let (mut s, _) = store.create(i.clone()).unwrap();
+        let id = s.id().to_string();
+        s.save(
+            &[
+                Message::user(format!("the key is {key} here")),
+                Message::assistant("tokens: 100"),
+            ],
+            &tracker(1234, 10),
+            true,
+        )
+        .unwrap();
+        drop(s);
+        let opened = store
+            .open(&id, i)
+            .unwrap_or_else(|e| panic!("key {key:?} made the file unreadable: {e}"));
+        assert_eq!(opened.history.len(), 2, "key {key:?}");
+        assert!(
+            !opened.history[0].text().contains(&format!("is {key} here")),
+            "key {key:?} not redacted: {}",
+            opened.history[0].text()
+        );
+        assert_eq!(opened.tokens.total_prompt_tokens, 1234, "key {key:?}");
+    }
+}
+
 fn set_mtime(store: &Store, id: &str, secs: u64) {
     let f = File::options()
         .append(true)
