@@ -4,6 +4,7 @@
 # Usage: bench/run.sh            (prints a table of min / median per benchmark)
 #        bench/run.sh targets    (only the execution-target round trips)
 #        bench/run.sh protocols  (only the plain answer through each wire protocol)
+#        bench/run.sh discovery  (only the local-server probe with nothing listening)
 #        bench/run.sh compare OLD_BUDDY
 #                                (--version, plain exec, per-iteration overhead
 #                                 and peak RSS of this tree's buddy and of
@@ -252,6 +253,31 @@ for label, cmd in (("tmux + printf '> ' (baseline)", "printf '> '; sleep 30"), (
 PY
 cd - > /dev/null
 fi
+
+# Discovery: `buddy exec` with no key probes the local-server list before
+# giving up. Four ports nothing listens on, against the same run with
+# discovery off; the difference is the probe's cost.
+if [ -z "$ONLY" ] || [ "$ONLY" = discovery ]; then
+    ports=$(python3 -c 'import socket; s=[socket.socket() for _ in range(4)]; [x.bind(("127.0.0.1",0)) for x in s]; print(",".join("\"127.0.0.1:%d\"" % x.getsockname()[1] for x in s))')
+    for mode in on off; do
+        mkdir -p "$WORK/discovery-$mode"
+        if [ $mode = on ]; then list=$ports; else list=; fi
+        printf '[discovery]\nlocal_servers = [%s]\n' "$list" > "$WORK/discovery-$mode/buddy.toml"
+        # -i: buddy exits 2 (no key, no server) by design here.
+        (cd "$WORK/discovery-$mode" && env -u OPENAI_API_KEY -u BUDDY_API_KEY \
+            hyperfine -N -i --warmup 20 --runs 300 --export-json "$WORK/discovery-$mode.json" "$BUDDY exec hello" > /dev/null 2>&1)
+    done
+    stats "buddy exec, no key, probe of 4 closed ports" "$WORK/discovery-on.json"
+    stats "buddy exec, no key, discovery off" "$WORK/discovery-off.json"
+    python3 - "$WORK/discovery-on.json" "$WORK/discovery-off.json" <<'PY'
+import json, statistics, sys
+t = lambda p: json.load(open(p))["results"][0]["times"]
+on, off = t(sys.argv[1]), t(sys.argv[2])
+for name, f in (("min", min), ("median", statistics.median)):
+    print(f"{'the probe itself (' + name + ')':<44} {(f(on) - f(off)) * 1000:8.2f} ms")
+PY
+fi
+[ "$ONLY" = discovery ] && exit 0
 
 # Wire protocols: the same plain answer through each protocol's profile.
 if [ -z "$ONLY" ] || [ "$ONLY" = protocols ]; then

@@ -80,6 +80,8 @@ pub enum Command {
     Resume(ResumeArgs),
     /// List this directory's saved sessions, most recently used first
     Sessions,
+    /// List the models the active profile's server offers (* marks the one in use)
+    Models,
     /// Log in to a provider (device code flow); tokens go to auth.json
     Login(LoginArgs),
     /// Remove a provider's stored login

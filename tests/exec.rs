@@ -598,11 +598,29 @@ fn version_and_help_need_no_config_or_network() {
 
 #[test]
 fn first_run_without_key_explains_what_to_do() {
-    let cmd = BuddyCmd::new().args(["exec", "hello"]);
+    // Only the probe list is set, to a port nothing listens on, so whatever
+    // runs on this machine's usual model ports cannot answer.
+    let port = support::real_server::free_port();
+    let cmd = BuddyCmd::new()
+        .config(format!(
+            "[discovery]\nlocal_servers = [\"127.0.0.1:{port}\"]\n"
+        ))
+        .args(["exec", "hello"]);
     let out = cmd.run();
     out.assert_code(2);
     assert!(out.stderr.contains("OPENAI_API_KEY"), "{}", out.stderr);
-    assert!(out.stderr.contains("-m ollama"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("start a local model server"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "no local model server answered at 127.0.0.1:{port}"
+        )),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stderr.contains("panicked"));
     let global = cmd.config_home().join("buddy").join("buddy.toml");
     let text = std::fs::read_to_string(&global).expect("global config created");

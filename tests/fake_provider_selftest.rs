@@ -145,12 +145,12 @@ async fn requests_are_recorded_with_method_path_headers_and_body() {
     let body = json!({"model": "gpt-test", "stream": false, "messages": [{"role": "user", "content": "hi"}]});
     post(&client, &chat_url(&provider), &body).await;
     let get = client
-        .get(format!("{}/models?x=1", provider.base_url()))
+        .get(format!("{}/files?x=1", provider.base_url()))
         .header("Authorization", "Bearer sk-test")
         .header("X-Custom-Thing", "Value With Case")
         .send()
         .await
-        .expect("GET /v1/models");
+        .expect("GET /v1/files");
     assert_eq!(get.status().as_u16(), 200);
 
     let requests = provider.requests();
@@ -170,7 +170,7 @@ async fn requests_are_recorded_with_method_path_headers_and_body() {
 
     let models = &requests[1];
     assert_eq!(models.method, "GET");
-    assert_eq!(models.path, "/v1/models?x=1");
+    assert_eq!(models.path, "/v1/files?x=1");
     assert!(!models.is_chat_completion());
     assert!(models.body.is_empty());
     assert!(models.body_json.is_none());
@@ -561,11 +561,11 @@ fn wait_for_requests_returns_once_they_arrive() {
     let sender = std::thread::spawn(move || {
         raw_exchange(
             addr,
-            b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"GET /v1/files HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         )
     });
     let requests = provider.wait_for_requests(1, Duration::from_secs(10));
-    assert_eq!(requests[0].path, "/v1/models");
+    assert_eq!(requests[0].path, "/v1/files");
     let response = sender.join().expect("sender thread");
     assert!(response.ends_with("\r\n\r\nx"), "{response}");
 }
@@ -659,4 +659,20 @@ fn buddy_cmd_runs_the_binary_in_an_isolated_home() {
         "# empty\n"
     );
     assert!(cmd.home_dir().starts_with(std::env::temp_dir()));
+}
+
+#[tokio::test]
+async fn the_model_list_is_answered_outside_the_script() {
+    let provider = FakeProvider::start(vec![Reply::text("scripted")]).with_models(&["m1", "m2"]);
+    let client = reqwest::Client::new();
+    let response = client
+        .get(format!("{}/models", provider.base_url()))
+        .send()
+        .await
+        .expect("GET /v1/models");
+    let list: Value = serde_json::from_str(&body_text(response).await).expect("a JSON model list");
+    assert_eq!(list["data"][0]["id"], "m1");
+    assert_eq!(list["data"][1]["id"], "m2");
+    assert_eq!(provider.remaining_replies(), 1, "the script is untouched");
+    assert_eq!(provider.requests()[0].path, "/v1/models");
 }

@@ -307,6 +307,40 @@ fn a_bracketed_paste_is_one_multi_line_input() {
 }
 
 #[test]
+fn model_picker_offers_the_servers_models_and_keeps_the_profile() {
+    let p = FakeProvider::start(vec![Reply::text("from big"), Reply::text("from typed")])
+        .with_models(&["fake-model", "fake-big"]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("/model");
+    t.wait_text("models of profile fake:");
+    t.wait_text("fake-model  (in use)");
+    // One profile, then the two models: the second model is two steps down.
+    t.keys(&["Down"]);
+    t.keys(&["Down"]);
+    t.wait_for("the selection to reach fake-big", |s| {
+        s.contains("›    fake-big")
+    });
+    t.keys(&["Enter"]);
+    t.wait_text("now using fake-big (profile fake)");
+    t.line("hi");
+    t.wait_text("from big");
+    // A name that is no profile is a model id for the profile in use.
+    t.line("/model typed-id");
+    t.wait_text("now using typed-id (profile fake)");
+    t.line("again");
+    t.wait_text("from typed");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs[0].model(), Some("fake-big"));
+    assert_eq!(reqs[1].model(), Some("typed-id"));
+    assert_eq!(
+        reqs[1].header("authorization").as_deref(),
+        Some("Bearer sk-fake"),
+        "the profile's key stays"
+    );
+}
+
+#[test]
 fn model_picker_and_index_switch_the_profile_mid_session() {
     let p = FakeProvider::start(vec![Reply::text("from two"), Reply::text("from one")]);
     let toml = format!(

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod discovery;
 mod execution;
 mod repl;
 mod serve;
@@ -65,6 +66,8 @@ pub enum AppError {
     MissingKey {
         message: String,
         config_dir: Option<PathBuf>,
+        /// What looking for a local server found (the ports tried).
+        notes: Vec<String>,
     },
     /// The work itself failed (the model, a limit): exit 1.
     Failed(String),
@@ -90,13 +93,17 @@ impl AppError {
     /// Lines after the error that say how to fix it.
     pub fn hints(&self) -> Vec<String> {
         match self {
-            AppError::MissingKey { config_dir, .. } => {
-                let mut out = vec![
+            AppError::MissingKey {
+                config_dir, notes, ..
+            } => {
+                let mut out = notes.clone();
+                out.extend([
                     "To get going, either:".to_string(),
                     "  - export OPENAI_API_KEY=sk-...   (or BUDDY_API_KEY, used by any profile)"
                         .to_string(),
-                    "  - use a local Ollama server:     buddy -m ollama exec \"hello\"".to_string(),
-                ];
+                    "  - start a local model server (Ollama, llama.cpp, LM Studio, vLLM) and run buddy again"
+                        .to_string(),
+                ]);
                 if let Some(dir) = config_dir {
                     out.push(format!(
                         "Profiles live in {}",
@@ -163,6 +170,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         model: cli.global.model.clone(),
         base_url: cli.global.base_url.clone(),
         no_color: cli.global.no_color,
+        ..CliOverrides::default()
     };
     match cli.command {
         Some(Command::Exec(args)) => exec(args, &overrides, cli.global.target).await,
@@ -171,6 +179,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Login(args)) => login(args.target.as_deref(), &overrides).await,
         Some(Command::Logout(args)) => logout(args.provider.as_deref()),
         Some(Command::Serve(args)) => serve::serve(args, &overrides, &cli.global.target).await,
+        Some(Command::Models) => list_models(&overrides).await,
         None => interactive(&overrides, None, &cli.global.target).await,
     }
 }
@@ -207,8 +216,11 @@ fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
 }
 
 /// Loads settings, saying so when a first run created the global config.
-/// Credentials found there are hidden from every command buddy starts.
-fn load_settings(overrides: &CliOverrides) -> Result<Settings, AppError> {
+/// With no key for the active profile and nothing chosen by the user, a
+/// model server on this machine is used instead; the overrides returned
+/// reproduce the settings (for model switches). Credentials named in the
+/// settings are hidden from every command buddy starts.
+async fn load_settings(overrides: &CliOverrides) -> Result<(Settings, CliOverrides), AppError> {
     // With an explicit --config the user chose the file: nothing else is written.
     let created = if overrides.config.is_none() {
         config::ensure_global_config(&env)
@@ -225,12 +237,15 @@ fn load_settings(overrides: &CliOverrides) -> Result<Settings, AppError> {
     match config::load(&workdir(), &env, overrides) {
         Ok(s) => {
             crate::host::hide_env(s.hidden_env.clone());
-            Ok(s)
+            Ok((s, overrides.clone()))
         }
-        Err(e @ ConfigError::MissingKey { .. }) => Err(AppError::MissingKey {
-            message: e.to_string(),
-            config_dir: config::global_dir(&env),
-        }),
+        Err(e @ ConfigError::MissingKey { .. }) => {
+            let style = Style::detect(!overrides.no_color);
+            let found =
+                discovery::instead_of_missing_key(&workdir(), &env, overrides, e, style).await?;
+            crate::host::hide_env(found.0.hidden_env.clone());
+            Ok(found)
+        }
         Err(e) => Err(AppError::Usage(e.to_string())),
     }
 }
@@ -355,7 +370,7 @@ async fn exec(
     target_args: TargetArgs,
 ) -> Result<Exit, AppError> {
     let prompt = read_prompt(&args)?;
-    let settings = load_settings(overrides)?;
+    let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
     let execution = execution::open(&target_args, &settings, false).await?;
     if let Some(a) = &execution.attach {
@@ -460,6 +475,43 @@ fn workdir() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
 }
 
+/// `buddy models`: the models the active profile's server offers, one per
+/// line on stdout, the one in use marked with `*`.
+async fn list_models(overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let (settings, _) = load_settings(overrides).await?;
+    let style = Style::detect(settings.display.color);
+    let client = client_for(&settings)?;
+    let models = client
+        .list_models()
+        .await
+        .map_err(|e| AppError::Failed(format!("cannot list the models: {e}")))?;
+    let current = &settings.api.model;
+    eprintln!(
+        "{}",
+        style.dim(&format!(
+            "models at {} (profile {}); * is in use",
+            settings.api.base_url, settings.api.profile
+        ))
+    );
+    let mut out = String::new();
+    for m in &models {
+        let mark = if &m.id == current { "*" } else { " " };
+        out.push_str(&format!("{mark} {}\n", m.id));
+    }
+    use std::io::Write;
+    // A closed pipe (`buddy models | head`) is not an error worth a message.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    if models.is_empty() {
+        eprintln!("the server lists no models");
+    } else if !models.iter().any(|m| &m.id == current) {
+        eprintln!(
+            "{} the model in use, {current}, is not in the server's list",
+            style.warning("note:")
+        );
+    }
+    Ok(Exit::Ok)
+}
+
 /// `buddy sessions`: one line per session on stdout; unreadable files are
 /// named on stderr and do not hide the others.
 fn list_sessions() -> Result<Exit, AppError> {
@@ -506,7 +558,8 @@ async fn interactive(
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return line_session(overrides, resume, target_args).await;
     }
-    let settings = load_settings(overrides)?;
+    let (settings, overrides) = load_settings(overrides).await?;
+    let overrides = &overrides;
     let style = Style::detect(settings.display.color);
     let execution = execution::open(target_args, &settings, true).await?;
     let switcher = repl::Switcher {
@@ -565,6 +618,7 @@ async fn interactive(
         history_file: config::global_dir(&env).map(|d| d.join("history")),
         banner,
         profile: settings.api.profile.clone(),
+        model: settings.api.model.clone(),
     };
     let code = crate::ui::repl::Repl::new(agent, &mut host, opts)
         .run()
@@ -580,7 +634,7 @@ async fn line_session(
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
     use tokio::io::AsyncBufReadExt;
-    let settings = load_settings(overrides)?;
+    let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
     let execution = execution::open(target_args, &settings, false).await?;
     if let Some(a) = &execution.attach {

@@ -57,6 +57,20 @@ impl ReplHost for Host {
             .unwrap_or(false)
     }
 
+    fn server_models(&self, profile: &str) -> crate::ui::repl::ModelList {
+        let overrides = CliOverrides {
+            profile: Some(profile.to_string()),
+            ..self.overrides.clone()
+        };
+        let client = config::load(&workdir(), &env, &overrides)
+            .map_err(|e| e.to_string())
+            .and_then(|s| client_for(&s).map_err(|e| e.to_string()));
+        Box::pin(async move {
+            let models = client?.list_models().await.map_err(|e| e.to_string())?;
+            Ok(models.into_iter().map(|m| m.id).collect())
+        })
+    }
+
     fn login_target(
         &self,
         target: Option<&str>,
@@ -80,19 +94,22 @@ impl ModelSwitcher for Switcher {
     ) -> Result<Switched, HostedError> {
         let profiles = &self.settings.profiles;
         let usage = |m: String| Box::new(super::AppError::Usage(m));
-        let name = match choice.parse::<usize>() {
-            Ok(i) if (1..=profiles.len()).contains(&i) => profiles[i - 1].clone(),
+        let overrides = match choice.parse::<usize>() {
+            Ok(i) if (1..=profiles.len()).contains(&i) => CliOverrides {
+                model: Some(profiles[i - 1].clone()),
+                ..self.overrides.clone()
+            },
             Ok(i) => return Err(usage(format!("no profile number {i}; /model lists them"))),
-            Err(_) if profiles.iter().any(|p| p == choice) => choice.to_string(),
-            Err(_) => {
-                return Err(usage(format!(
-                    "no profile named \"{choice}\"; /model lists them"
-                )))
-            }
-        };
-        let overrides = CliOverrides {
-            model: Some(name),
-            ..self.overrides.clone()
+            Err(_) if profiles.iter().any(|p| p == choice) => CliOverrides {
+                model: Some(choice.to_string()),
+                ..self.overrides.clone()
+            },
+            // Anything else is a model id for the profile in use, as with `-m`.
+            Err(_) => CliOverrides {
+                profile: Some(self.settings.api.profile.clone()),
+                model: Some(choice.to_string()),
+                ..self.overrides.clone()
+            },
         };
         let settings = config::load(&workdir(), &env, &overrides)?;
         let client = client_for(&settings)?;

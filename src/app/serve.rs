@@ -20,7 +20,7 @@ pub(crate) async fn serve(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let settings = load_settings(overrides)?;
+    let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
     let execution = execution::open(target_args, &settings, false).await?;
     let token = args

@@ -21,6 +21,8 @@ pub struct ConfigFile {
     pub execution: ExecutionSection,
     #[serde(default)]
     pub auth: BTreeMap<String, AuthProvider>,
+    #[serde(default)]
+    pub discovery: DiscoverySection,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -288,6 +290,95 @@ impl Default for ExecutionSection {
             tmux_session: None,
         }
     }
+}
+
+/// `[discovery]`: local model servers tried when the active profile has no key.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverySection {
+    /// Base URLs (or `host:port`) on loopback; `None` means the built-in list,
+    /// an empty list turns discovery off.
+    pub local_servers: Option<Vec<String>>,
+    /// The model to ask a found server for when it lists it; else its first.
+    pub model: Option<String>,
+}
+
+/// The usual ports of Ollama, llama.cpp's `llama-server`, LM Studio and vLLM.
+pub const DEFAULT_LOCAL_SERVERS: [&str; 4] = [
+    "http://127.0.0.1:11434/v1",
+    "http://127.0.0.1:8080/v1",
+    "http://127.0.0.1:1234/v1",
+    "http://127.0.0.1:8000/v1",
+];
+
+impl DiscoverySection {
+    /// The servers to probe as normalised base URLs, each checked to be on
+    /// loopback so discovery can never reach another machine.
+    pub fn servers(&self) -> Result<Vec<String>, String> {
+        match &self.local_servers {
+            None => Ok(DEFAULT_LOCAL_SERVERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()),
+            Some(list) => list.iter().map(|s| loopback_base_url(s)).collect(),
+        }
+    }
+}
+
+/// `http://HOST:PORT[/path]` or `HOST:PORT` with HOST a loopback address
+/// (`localhost` becomes 127.0.0.1: a name could resolve anywhere). A bare
+/// `HOST:PORT` gets `/v1`, where every local server keeps its OpenAI API.
+pub fn loopback_base_url(entry: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("discovery.local_servers: `{entry}` {why}");
+    let rest = match entry.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some(_) => {
+            return Err(bad(
+                "must be an http:// URL (local servers speak plain HTTP)",
+            ))
+        }
+        None => entry,
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+        None => (rest, ""),
+    };
+    let path = if path.is_empty() { "/v1" } else { path };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.is_empty() => (h, p),
+        _ => return Err(bad("needs a port, e.g. 127.0.0.1:8080")),
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| bad("has a port that is not a number from 1 to 65535"))?;
+    if port == 0 {
+        return Err(bad("has port 0"));
+    }
+    let host = match host {
+        "localhost" => "127.0.0.1".to_string(),
+        h => {
+            let literal = h.trim_start_matches('[').trim_end_matches(']');
+            match literal.parse::<std::net::IpAddr>() {
+                Ok(ip) if ip.is_ipv6() && !h.starts_with('[') => {
+                    return Err(bad(
+                        "needs brackets around an IPv6 address, e.g. [::1]:8080",
+                    ))
+                }
+                Ok(ip) if ip.is_loopback() => h.to_string(),
+                Ok(_) => {
+                    return Err(bad(
+                        "is not on loopback; discovery only looks on this machine",
+                    ))
+                }
+                Err(_) => {
+                    return Err(bad(
+                        "must name a loopback address (127.0.0.1, [::1] or localhost)",
+                    ))
+                }
+            }
+        }
+    };
+    Ok(format!("http://{host}:{port}{path}"))
 }
 
 fn yes() -> bool {

@@ -21,6 +21,19 @@ pub struct CliOverrides {
     pub model: Option<String>,
     pub base_url: Option<String>,
     pub no_color: bool,
+    /// Picks the profile outright, so `model` can be a raw model id for it
+    /// (the REPL's `/model` keeps the profile in use this way).
+    pub profile: Option<String>,
+    /// A local server found by discovery: it becomes a keyless profile and
+    /// the default active one.
+    pub local: Option<LocalServer>,
+}
+
+/// A model server discovery found on loopback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalServer {
+    pub base_url: String,
+    pub model: String,
 }
 
 /// The active profile, fully resolved.
@@ -226,18 +239,47 @@ pub fn resolve(
             }
         }
     }
-    let profiles: Vec<String> = file.models.keys().cloned().collect();
     let file_src = source.clone();
+    // Checked on every load, so a bad entry is reported before it is needed.
+    file.discovery
+        .servers()
+        .map_err(|message| ConfigError::Invalid {
+            path: file_src.clone(),
+            message,
+        })?;
+    if let Some(local) = &cli.local {
+        let name = local_profile_name(&file);
+        file.models.insert(
+            name.clone(),
+            ModelProfile {
+                api_base_url: Some(local.base_url.clone()),
+                api: ApiProtocol::Completions,
+                auth: AuthMode::ApiKey,
+                provider: None,
+                api_key: None,
+                api_key_env: None,
+                api_key_file: None,
+                model: Some(local.model.clone()),
+                context_limit: None,
+                stream: true,
+                max_tokens: None,
+                prompt_cache: None,
+            },
+        );
+        file.agent.model = Some(name);
+    }
+    let profiles: Vec<String> = file.models.keys().cloned().collect();
 
     // A `-m`/BUDDY_MODEL value picks a profile if it names one, else it is a model id.
     let wanted = cli
         .model
         .clone()
         .or_else(|| env_first(env, &["BUDDY_MODEL", "AGENT_MODEL"]));
-    let (profile_name, model_override) = match wanted {
-        Some(w) if file.models.contains_key(&w) => (w, None),
-        Some(w) => (active_profile_name(&file, &profiles, &file_src)?, Some(w)),
-        None => (active_profile_name(&file, &profiles, &file_src)?, None),
+    let (profile_name, model_override) = match (cli.profile.clone(), wanted) {
+        (Some(p), w) => (p, w),
+        (None, Some(w)) if file.models.contains_key(&w) => (w, None),
+        (None, Some(w)) => (active_profile_name(&file, &profiles, &file_src)?, Some(w)),
+        (None, None) => (active_profile_name(&file, &profiles, &file_src)?, None),
     };
     let profile =
         file.models
@@ -363,6 +405,46 @@ pub fn resolve(
         execution: file.execution,
         profiles,
     })
+}
+
+/// The name discovery's profile gets: `local`, unless the file already has one.
+pub fn local_profile_name(file: &ConfigFile) -> String {
+    std::iter::once("local".to_string())
+        .chain((2..).map(|n| format!("local-{n}")))
+        .find(|n| !file.models.contains_key(n))
+        .unwrap_or_else(|| "local".into())
+}
+
+/// Whether a missing key may be answered by looking for a local server: only
+/// when the user picked nothing (no `-m`/`BUDDY_MODEL`, no base URL by flag
+/// or environment) and the active profile is the template's default, which
+/// the first run writes on the user's behalf.
+pub fn may_discover(
+    file: &ConfigFile,
+    env: &dyn Fn(&str) -> Option<String>,
+    cli: &CliOverrides,
+) -> bool {
+    let chosen = cli.model.is_some()
+        || cli.base_url.is_some()
+        || cli.profile.is_some()
+        || env_first(
+            env,
+            &[
+                "BUDDY_MODEL",
+                "AGENT_MODEL",
+                "BUDDY_BASE_URL",
+                "AGENT_BASE_URL",
+            ],
+        )
+        .is_some();
+    let default = toml::from_str::<ConfigFile>(TEMPLATE)
+        .ok()
+        .and_then(|t| t.agent.model);
+    let active_is_default = match &file.agent.model {
+        None => true,
+        Some(name) => Some(name) == default.as_ref(),
+    };
+    !chosen && active_is_default
 }
 
 fn active_profile_name(

@@ -184,3 +184,134 @@ fn debug_output_never_shows_the_key() {
     .unwrap();
     assert!(!format!("{s:?}").contains("sk-very-secret"));
 }
+
+#[test]
+fn discovery_entries_are_normalised_and_kept_on_loopback() {
+    assert_eq!(
+        loopback_base_url("127.0.0.1:8080").as_deref(),
+        Ok("http://127.0.0.1:8080/v1")
+    );
+    assert_eq!(
+        loopback_base_url("localhost:11434").as_deref(),
+        Ok("http://127.0.0.1:11434/v1")
+    );
+    assert_eq!(
+        loopback_base_url("http://[::1]:1234/api/v1/").as_deref(),
+        Ok("http://[::1]:1234/api/v1")
+    );
+    assert_eq!(
+        loopback_base_url("http://127.0.0.2:8000").as_deref(),
+        Ok("http://127.0.0.2:8000/v1")
+    );
+    for bad in [
+        "http://10.0.0.1:8080/v1",
+        "https://127.0.0.1:8080/v1",
+        "example.com:8080",
+        "127.0.0.1",
+        "127.0.0.1:0",
+        "127.0.0.1:99999",
+        "::1:8080",
+    ] {
+        let err = loopback_base_url(bad).unwrap_err();
+        assert!(err.contains(bad), "{err}");
+    }
+    let text = "[discovery]\nlocal_servers = [\"192.168.1.2:11434\"]\n";
+    let err = resolve_text(text, &[("OPENAI_API_KEY", "k")], CliOverrides::default()).unwrap_err();
+    assert!(err.to_string().contains("not on loopback"), "{err}");
+}
+
+#[test]
+fn the_template_probes_the_usual_local_servers() {
+    let f = parse(TEMPLATE, None).expect("template parses");
+    assert_eq!(f.discovery.servers().unwrap(), DEFAULT_LOCAL_SERVERS);
+    assert_eq!(
+        ConfigFile::default().discovery.servers().unwrap(),
+        DEFAULT_LOCAL_SERVERS
+    );
+    let off = parse("[discovery]\nlocal_servers = []\n", None).unwrap();
+    assert!(off.discovery.servers().unwrap().is_empty());
+}
+
+#[test]
+fn discovery_only_when_nothing_was_picked() {
+    let template = parse(TEMPLATE, None).unwrap();
+    let none = CliOverrides::default();
+    assert!(may_discover(&template, &env_of(&[]), &none));
+    assert!(may_discover(&ConfigFile::default(), &env_of(&[]), &none));
+    let m = CliOverrides {
+        model: Some("openai".into()),
+        ..Default::default()
+    };
+    assert!(!may_discover(&template, &env_of(&[]), &m));
+    let url = CliOverrides {
+        base_url: Some("http://127.0.0.1:1/v1".into()),
+        ..Default::default()
+    };
+    assert!(!may_discover(&template, &env_of(&[]), &url));
+    for var in [
+        "BUDDY_MODEL",
+        "AGENT_MODEL",
+        "BUDDY_BASE_URL",
+        "AGENT_BASE_URL",
+    ] {
+        assert!(
+            !may_discover(&template, &env_of(&[(var, "x")]), &none),
+            "{var}"
+        );
+    }
+    let chosen = parse(TWO_PROFILES, None).unwrap();
+    assert!(!may_discover(&chosen, &env_of(&[]), &none));
+}
+
+#[test]
+fn a_found_local_server_is_a_keyless_default_profile() {
+    let local = LocalServer {
+        base_url: "http://127.0.0.1:8080/v1".into(),
+        model: "smollm2".into(),
+    };
+    let cli = CliOverrides {
+        local: Some(local.clone()),
+        ..Default::default()
+    };
+    let s = resolve_text(TEMPLATE, &[], cli).unwrap();
+    assert_eq!(s.api.profile, "local");
+    assert_eq!(s.api.base_url, "http://127.0.0.1:8080/v1");
+    assert_eq!(s.api.model, "smollm2");
+    assert!(s.api.api_key.is_none());
+    assert!(s.profiles.contains(&"local".to_string()));
+
+    // A raw model id keeps the local profile; a profile name still wins.
+    let cli = CliOverrides {
+        local: Some(local.clone()),
+        model: Some("other-model".into()),
+        ..Default::default()
+    };
+    let s = resolve_text(TEMPLATE, &[], cli).unwrap();
+    assert_eq!(
+        (s.api.profile.as_str(), s.api.model.as_str()),
+        ("local", "other-model")
+    );
+
+    // An existing `local` profile is left alone.
+    let text = format!("{TWO_PROFILES}[models.local]\napi_base_url = \"http://x/v1\"\n");
+    let cli = CliOverrides {
+        local: Some(local),
+        ..Default::default()
+    };
+    let s = resolve_text(&text, &[], cli).unwrap();
+    assert_eq!(s.api.profile, "local-2");
+}
+
+#[test]
+fn an_explicit_profile_takes_a_raw_model_id() {
+    let cli = CliOverrides {
+        profile: Some("b".into()),
+        model: Some("model-z".into()),
+        ..Default::default()
+    };
+    let s = resolve_text(TWO_PROFILES, &[], cli).unwrap();
+    assert_eq!(
+        (s.api.profile.as_str(), s.api.model.as_str()),
+        ("b", "model-z")
+    );
+}

@@ -7,6 +7,7 @@ use super::retry::{backoff, parse_retry_after};
 use super::{ApiError, EventSink, ModelClient, ModelRequest, ModelResponse, StreamEvent};
 use crate::auth::LoginCredentials;
 use crate::provider::error::error_message_from_body;
+use crate::provider::models::{parse_model_list, ListedModel};
 use crate::wire::sse::{SseDecoder, SseEvent};
 use async_trait::async_trait;
 use std::fmt;
@@ -88,6 +89,10 @@ pub trait Protocol: Send + Sync {
     fn stream_parser(&self) -> Box<dyn StreamParser>;
     /// A complete (non-streamed) response body.
     fn parse_json(&self, body: &[u8], on_event: EventSink<'_>) -> Result<ModelResponse, ApiError>;
+    /// Appended to the base URL to list the server's models.
+    fn models_path(&self) -> &'static str {
+        "/models"
+    }
     /// The one-line message in an error body.
     fn error_message(&self, body: &str) -> String {
         error_message_from_body(body)
@@ -277,6 +282,60 @@ impl HttpClient {
             }
         }
         parser.finish(done).map_err(|e| (e, None, was_shown()))
+    }
+
+    /// The models the server offers (`GET {base_url}/models`), with the
+    /// profile's own authentication; one attempt, no retries.
+    pub async fn list_models(&self) -> Result<Vec<ListedModel>, ApiError> {
+        let url = format!(
+            "{}{}",
+            self.settings.base_url.trim_end_matches('/'),
+            self.protocol.models_path()
+        );
+        let mut req = self.protocol.headers(self.http.get(&url), &self.settings);
+        if let Some(login) = &self.login {
+            let token = login
+                .token()
+                .await
+                .map_err(|e| ApiError::Auth(e.to_string()))?;
+            req = req.bearer_auth(token);
+            if let Some(account) = login.account_id().await {
+                req = req.header("chatgpt-account-id", account);
+            }
+        }
+        let timeout = self.settings.timeout;
+        let fail = |e: &reqwest::Error| match e.is_timeout() {
+            true => ApiError::Timeout {
+                url: url.clone(),
+                secs: timeout.as_secs(),
+            },
+            false => ApiError::Connect {
+                url: url.clone(),
+                detail: describe_reqwest(e),
+            },
+        };
+        let response = match tokio::time::timeout(timeout, req.send()).await {
+            Err(_) => {
+                return Err(ApiError::Timeout {
+                    url: url.clone(),
+                    secs: timeout.as_secs(),
+                })
+            }
+            Ok(Err(e)) => return Err(fail(&e)),
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_capped(response, MAX_ERROR_BODY, timeout)
+                .await
+                .unwrap_or_default();
+            return Err(ApiError::Status {
+                status: status.as_u16(),
+                message: self.protocol.error_message(&String::from_utf8_lossy(&body)),
+            });
+        }
+        let body = read_capped(response, MAX_JSON_BODY, timeout).await?;
+        parse_model_list(&body)
     }
 
     fn timeout_error(&self) -> ApiError {

@@ -39,6 +39,11 @@ impl Protocol for Messages {
         "/messages"
     }
 
+    fn models_path(&self) -> &'static str {
+        // One page of the most the API returns, which holds every model.
+        "/models?limit=1000"
+    }
+
     fn headers(
         &self,
         request: reqwest::RequestBuilder,

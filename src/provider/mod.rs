@@ -6,6 +6,7 @@ pub mod completions;
 pub mod error;
 pub mod http;
 pub mod messages;
+pub mod models;
 pub mod responses;
 pub mod retry;
 

@@ -10,7 +10,10 @@
 //! body says `"stream": true`.
 //!
 //! It does not own: any knowledge of buddy. It answers every path and method the same
-//! way, so tests can also see requests buddy should not have made.
+//! way, so tests can also see requests buddy should not have made, with one
+//! exception: `GET …/models` lists the models (`fake-model` unless
+//! [`FakeProvider::with_models`] says otherwise) without using the script, as a
+//! real server does; it is still recorded.
 //!
 //! Usable from synchronous `#[test]` functions: [`FakeProvider::start`] returns once
 //! the socket is listening, and dropping the [`FakeProvider`] stops the server.
@@ -97,6 +100,7 @@ impl FakeProvider {
                 repeat,
                 connections: 0,
                 summary: None,
+                models: vec!["fake-model".to_string()],
             }),
             arrived: Condvar::new(),
         });
@@ -119,6 +123,12 @@ impl FakeProvider {
             shutdown: Some(shutdown_tx),
             thread: Some(thread),
         }
+    }
+
+    /// Lists these model ids on `GET …/models` (in this order).
+    pub fn with_models(self, ids: &[&str]) -> FakeProvider {
+        self.shared.lock().models = ids.iter().map(|s| s.to_string()).collect();
+        self
     }
 
     /// Answers every request that offers no tools (buddy's context-summary
@@ -252,6 +262,8 @@ struct State {
     connections: usize,
     /// Answers requests that offer no tools (a context summary), outside the script.
     summary: Option<Reply>,
+    /// Listed on `GET …/models`, outside the script.
+    models: Vec<String>,
 }
 
 impl Shared {
@@ -276,7 +288,20 @@ impl Shared {
         let summary_request = state.summary.is_some()
             && serde_json::from_str::<Value>(&request.body_text())
                 .is_ok_and(|v| v.is_object() && v.get("tools").is_none());
-        let reply = if let Some(summary) = state.summary.as_ref().filter(|_| summary_request) {
+        let listing = request.method == "GET"
+            && request
+                .path
+                .split('?')
+                .next()
+                .is_some_and(|p| p.ends_with("/models"));
+        let reply = if listing {
+            let data: Vec<Value> = state
+                .models
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+                .collect();
+            Some(Reply::json(200, json!({"object": "list", "data": data})))
+        } else if let Some(summary) = state.summary.as_ref().filter(|_| summary_request) {
             Some(summary.clone())
         } else if state.script.is_empty() {
             None

@@ -223,7 +223,8 @@ pub const HELP: &str = "\
 /approve ask|all|none|<dur>
                          shell approvals: ask each time, approve all, deny all,
                          or approve all for a while (e.g. /approve 10m)
-/model [name|index]      switch model profile (no argument: pick from a list)
+/model [name|index]      switch model profile, or model id for this profile
+                         (no argument: pick from profiles and the server's models)
 /login [provider]         log in to a provider (device code; default: this profile's)
 /session                 list this directory's sessions
 /session resume <id|last>

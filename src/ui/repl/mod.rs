@@ -42,7 +42,14 @@ pub trait ReplHost {
     fn uses_login(&self, profile: &str) -> bool;
     /// `/login [provider|profile]`: where to log in and where to keep the tokens.
     fn login_target(&self, target: Option<&str>) -> Result<(Issuer, AuthStore), AuthError>;
+    /// The model ids `profile`'s server offers, for the `/model` picker; an
+    /// error is one line.
+    fn server_models(&self, profile: &str) -> ModelList;
 }
+
+/// The server's model list, on its way.
+pub type ModelList =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, String>> + Send>>;
 
 enum LoginEvent {
     Line(String),
@@ -65,6 +72,8 @@ pub struct ReplOptions {
     pub banner: String,
     /// The model profile in use at start.
     pub profile: String,
+    /// The model id in use at start.
+    pub model: String,
 }
 
 /// The agent's run in progress, as the user sees it.
@@ -81,18 +90,64 @@ enum Want {
     Context,
 }
 
-/// The arrow-key list bare `/model` opens.
+/// The arrow-key list bare `/model` opens: the profiles, then the models the
+/// current profile's server offers once they arrive.
 struct Picker {
-    items: Vec<String>,
+    profiles: Vec<String>,
+    /// The server's model ids; `None` while they are being fetched.
+    models: Option<Vec<String>>,
+    /// Why the server's models are not listed.
+    note: Option<String>,
+    /// The profile and model in use, to mark the current model.
+    profile: String,
+    model: String,
     selected: usize,
 }
 
+/// What Enter on a picker line asks for.
+enum Pick {
+    Profile(usize),
+    Model(String),
+}
+
 impl Picker {
+    fn len(&self) -> usize {
+        self.profiles.len() + self.models.as_ref().map_or(0, Vec::len)
+    }
+
+    fn pick(&self) -> Pick {
+        match self.selected.checked_sub(self.profiles.len()) {
+            None => Pick::Profile(self.selected + 1),
+            Some(i) => Pick::Model(
+                self.models
+                    .as_ref()
+                    .map(|m| m[i].clone())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
     fn render(&self) -> String {
         let mut out = String::from("pick a model profile (↑/↓, Enter to switch, Esc to cancel)");
-        for (i, item) in self.items.iter().enumerate() {
+        for (i, item) in self.profiles.iter().enumerate() {
             let mark = if i == self.selected { "›" } else { " " };
             out.push_str(&format!("\n  {mark} {}  {item}", i + 1));
+        }
+        match (&self.models, &self.note) {
+            (_, Some(note)) => out.push_str(&format!("\n  ({note})")),
+            (None, None) => out.push_str("\n  (asking the server for its models…)"),
+            (Some(models), None) if models.is_empty() => {
+                out.push_str("\n  (the server lists no models)")
+            }
+            (Some(models), None) => {
+                out.push_str(&format!("\n  models of profile {}:", self.profile));
+                for (i, id) in models.iter().enumerate() {
+                    let n = self.profiles.len() + i;
+                    let mark = if n == self.selected { "›" } else { " " };
+                    let using = if *id == self.model { "  (in use)" } else { "" };
+                    out.push_str(&format!("\n  {mark}    {id}{using}"));
+                }
+            }
         }
         out
     }
@@ -156,9 +211,13 @@ pub struct Repl<'h> {
     policy: ApprovalPolicy,
     approval: Option<PendingApproval>,
     picker: Option<Picker>,
+    /// The `/model` picker's server model list, while it is fetched.
+    model_list: Option<tokio::task::JoinHandle<Result<Vec<String>, String>>>,
     login: Option<LoginRun>,
     /// The profile in use, for the picker and after a login.
     profile: String,
+    /// The model id in use, marked in the picker.
+    model: String,
     /// A switch asked for by a finished login, reported as such.
     login_switch: bool,
     /// Status requests in flight, oldest first.
@@ -178,6 +237,7 @@ impl<'h> Repl<'h> {
         Repl {
             editor: Editor::new(prompt, history, commands::NAMES),
             profile: opts.profile.clone(),
+            model: opts.model.clone(),
             opts,
             host,
             agent,
@@ -185,6 +245,7 @@ impl<'h> Repl<'h> {
             policy: ApprovalPolicy::Ask,
             approval: None,
             picker: None,
+            model_list: None,
             login: None,
             login_switch: false,
             wants: VecDeque::new(),
@@ -291,8 +352,20 @@ impl<'h> Repl<'h> {
                     LoginEvent::Line(line) => self.say(&line),
                     LoginEvent::Done(done) => self.on_login_done(done),
                 },
+                listed = async {
+                    match self.model_list.as_mut() {
+                        Some(fetch) => fetch.await,
+                        None => std::future::pending().await,
+                    }
+                }, if self.model_list.is_some() => {
+                    self.model_list = None;
+                    self.on_model_list(listed);
+                }
                 _ = tick.tick() => self.on_tick(),
             }
+        }
+        if let Some(fetch) = self.model_list.take() {
+            fetch.abort();
         }
         if let Some(l) = self.login.take() {
             l.handle.abort();
@@ -390,32 +463,62 @@ impl<'h> Repl<'h> {
             return;
         };
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        let n = picker.items.len();
+        let n = picker.len();
         match key.code {
             KeyCode::Up | KeyCode::Char('k') => picker.selected = (picker.selected + n - 1) % n,
             KeyCode::Char('p') if ctrl => picker.selected = (picker.selected + n - 1) % n,
             KeyCode::Down | KeyCode::Char('j') => picker.selected = (picker.selected + 1) % n,
             KeyCode::Char('n') if ctrl => picker.selected = (picker.selected + 1) % n,
             KeyCode::Enter => {
-                let choice = (picker.selected + 1).to_string();
-                self.picker = None;
-                self.editor.set_live(None);
-                self.on_command(Slash::Model(Some(choice)));
+                let pick = picker.pick();
+                self.close_picker();
+                match pick {
+                    Pick::Profile(n) => {
+                        self.on_command(Slash::Model(Some(n.to_string())));
+                    }
+                    // A model id keeps the profile (the switcher's rule for
+                    // anything that is not a profile).
+                    Pick::Model(id) => self.send(Op::SwitchModel { choice: id }),
+                }
                 return;
             }
             KeyCode::Esc | KeyCode::Char('q') => {
-                self.picker = None;
-                self.editor.set_live(None);
+                self.close_picker();
                 self.say("model unchanged");
                 return;
             }
             KeyCode::Char('c') if ctrl => {
-                self.picker = None;
-                self.editor.set_live(None);
+                self.close_picker();
                 self.say("model unchanged");
                 return;
             }
             _ => return,
+        }
+        let view = picker.render();
+        self.editor.set_live(Some(view));
+        self.redraw();
+    }
+
+    fn close_picker(&mut self) {
+        self.picker = None;
+        self.editor.set_live(None);
+        if let Some(fetch) = self.model_list.take() {
+            fetch.abort();
+        }
+    }
+
+    /// The server's models arrived: show them in the picker, if still open.
+    fn on_model_list(
+        &mut self,
+        listed: Result<Result<Vec<String>, String>, tokio::task::JoinError>,
+    ) {
+        let Some(picker) = self.picker.as_mut() else {
+            return;
+        };
+        match listed {
+            Ok(Ok(models)) => picker.models = Some(models),
+            Ok(Err(e)) => picker.note = Some(format!("cannot list the server's models: {e}")),
+            Err(_) => picker.note = Some("cannot list the server's models".into()),
         }
         let view = picker.render();
         self.editor.set_live(Some(view));
@@ -595,12 +698,25 @@ impl<'h> Repl<'h> {
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
-                    let items = self.host.profiles();
-                    if items.is_empty() {
+                    let profiles = self.host.profiles();
+                    if profiles.is_empty() {
                         self.say("no model profiles are configured");
                     } else {
-                        let selected = items.iter().position(|p| *p == self.profile).unwrap_or(0);
-                        let picker = Picker { items, selected };
+                        let selected = profiles
+                            .iter()
+                            .position(|p| *p == self.profile)
+                            .unwrap_or(0);
+                        let picker = Picker {
+                            profiles,
+                            models: None,
+                            note: None,
+                            profile: self.profile.clone(),
+                            model: self.model.clone(),
+                            selected,
+                        };
+                        // The list comes in the background; the picker works meanwhile.
+                        let fetch = self.host.server_models(&self.profile);
+                        self.model_list = Some(tokio::spawn(fetch));
                         self.editor.set_live(Some(picker.render()));
                         self.picker = Some(picker);
                         self.redraw();
@@ -614,13 +730,9 @@ impl<'h> Repl<'h> {
                             self.say_error(&format!("no profile number {i}; /model lists them"));
                             return false;
                         }
-                        Err(_) if profiles.contains(&choice) => choice,
-                        Err(_) => {
-                            self.say_error(&format!(
-                                "no profile named \"{choice}\"; /model lists them"
-                            ));
-                            return false;
-                        }
+                        // A name that is no profile is a model id for the
+                        // profile in use, as with `-m`.
+                        Err(_) => choice,
                     };
                     self.send(Op::SwitchModel { choice: name });
                 }
@@ -977,6 +1089,7 @@ impl<'h> Repl<'h> {
                 note,
             } => {
                 self.profile = profile.clone();
+                self.model = model.clone();
                 let mut text = if std::mem::take(&mut self.login_switch) {
                     format!("profile {profile} now uses the new login")
                 } else {

@@ -1,0 +1,281 @@
+//! Zero-config start: when the active profile has no key and the user chose
+//! nothing, look for a model server on this machine (Ollama, llama.cpp,
+//! LM Studio, vLLM) and use it instead of failing.
+//!
+//! Every server in `[discovery] local_servers` gets one `GET /v1/models`, all
+//! at once; the config only admits loopback addresses, and the probe client
+//! follows no redirects and uses no proxy, so nothing leaves the machine.
+
+use super::AppError;
+use crate::config::{self, CliOverrides, ConfigError, LocalServer, Settings};
+use crate::provider::models::{parse_model_list, ListedModel};
+use crate::ui::style::Style;
+use std::time::Duration;
+
+/// A server on loopback either listens (and accepts at once) or refuses at
+/// once; this only matters for a port a firewall drops silently.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(50);
+/// A local server lists its models in milliseconds; anything slower is not
+/// the server we are looking for (or too busy to be useful right now).
+const ANSWER_TIMEOUT: Duration = Duration::from_millis(500);
+/// A model list is a few kilobytes; a larger body is something else.
+const MAX_LIST_BYTES: usize = 1024 * 1024;
+
+/// What one probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Nothing answered, or not with a model list.
+    Silent,
+    /// A model server; its models in its own order (maybe none).
+    Models(Vec<ListedModel>),
+}
+
+/// Probes every server at once; results in the order of `servers`.
+pub(crate) async fn probe_all(servers: &[String]) -> Vec<Probe> {
+    let Ok(client) = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        // Plain HTTP on loopback only: no certificates to load.
+        .tls_built_in_root_certs(false)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(ANSWER_TIMEOUT)
+        .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))
+        .build()
+    else {
+        return vec![Probe::Silent; servers.len()];
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for (i, base) in servers.iter().enumerate() {
+        let client = client.clone();
+        let url = format!("{}/models", base.trim_end_matches('/'));
+        set.spawn(async move { (i, probe_one(&client, &url).await) });
+    }
+    let mut out = vec![Probe::Silent; servers.len()];
+    // The client's timeouts bound each probe; this bounds them all, whatever
+    // a misbehaving server does with its body.
+    let all = async {
+        while let Some(done) = set.join_next().await {
+            if let Ok((i, probe)) = done {
+                out[i] = probe;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ANSWER_TIMEOUT + CONNECT_TIMEOUT, all).await;
+    out
+}
+
+async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
+    let Ok(mut response) = client.get(url).send().await else {
+        return Probe::Silent;
+    };
+    if !response.status().is_success() {
+        return Probe::Silent;
+    }
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(bytes)) if body.len() + bytes.len() <= MAX_LIST_BYTES => {
+                body.extend_from_slice(&bytes)
+            }
+            Ok(None) => break,
+            _ => return Probe::Silent,
+        }
+    }
+    match parse_model_list(&body) {
+        Ok(models) => Probe::Models(models),
+        Err(_) => Probe::Silent,
+    }
+}
+
+/// What people call the server at `base_url` that listed `models`: its own
+/// word for itself first (llama.cpp and vLLM sign their models), else the
+/// program that usually has that port.
+pub(crate) fn server_name(base_url: &str, models: &[ListedModel]) -> &'static str {
+    let owner = models.first().and_then(|m| m.owned_by.as_deref());
+    match owner {
+        Some("llamacpp") => return "llama.cpp",
+        Some("vllm") => return "vLLM",
+        Some("organization_owner") => return "LM Studio",
+        _ => {}
+    }
+    match port_of(base_url) {
+        Some(11434) => "Ollama",
+        Some(8080) => "llama.cpp",
+        Some(1234) => "LM Studio",
+        Some(8000) => "vLLM",
+        _ => "a local model server",
+    }
+}
+
+fn port_of(base_url: &str) -> Option<u16> {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, r)| r);
+    let authority = rest.split('/').next()?;
+    authority.rsplit_once(':')?.1.parse().ok()
+}
+
+/// `host:port` of a base URL, for naming what was tried.
+fn host_port(base_url: &str) -> String {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+/// The model to use: the configured one when the server lists it (Ollama
+/// lists `name:latest` for `name`), else the first listed.
+pub(crate) fn pick_model(models: &[ListedModel], wanted: Option<&str>) -> Option<String> {
+    if let Some(w) = wanted {
+        let latest = format!("{w}:latest");
+        if let Some(m) = models.iter().find(|m| m.id == w || m.id == latest) {
+            return Some(m.id.clone());
+        }
+    }
+    models.first().map(|m| m.id.clone())
+}
+
+/// Called when the active profile has no key: finds a local server and
+/// returns settings for it (and the overrides that reproduce them, for model
+/// switches later), or the missing-key error with what was tried.
+pub(super) async fn instead_of_missing_key(
+    cwd: &std::path::Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    overrides: &CliOverrides,
+    missing: ConfigError,
+    style: Style,
+) -> Result<(Settings, CliOverrides), AppError> {
+    let not_found = |notes: Vec<String>| AppError::MissingKey {
+        message: missing.to_string(),
+        config_dir: config::global_dir(env),
+        notes,
+    };
+    let (file, source) =
+        config::load_file(cwd, env, overrides).map_err(|e| AppError::Usage(e.to_string()))?;
+    if !config::may_discover(&file, env, overrides) {
+        return Err(not_found(Vec::new()));
+    }
+    let servers = file
+        .discovery
+        .servers()
+        .map_err(|e| AppError::Usage(format!("config error: {e}")))?;
+    if servers.is_empty() {
+        return Err(not_found(Vec::new()));
+    }
+    let probes = probe_all(&servers).await;
+    let found = servers
+        .iter()
+        .zip(&probes)
+        .find_map(|(base, probe)| match probe {
+            Probe::Models(models) => {
+                pick_model(models, file.discovery.model.as_deref()).map(|m| (base, models, m))
+            }
+            Probe::Silent => None,
+        });
+    let Some((base, models, model)) = found else {
+        let mut notes = vec![format!(
+            "no local model server answered at {} (GET /v1/models)",
+            servers
+                .iter()
+                .map(|s| host_port(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        for (base, probe) in servers.iter().zip(&probes) {
+            if matches!(probe, Probe::Models(m) if m.is_empty()) {
+                notes.push(format!(
+                    "{} at {base} answers but offers no models; load or pull one first",
+                    server_name(base, &[])
+                ));
+            }
+        }
+        return Err(not_found(notes));
+    };
+    let name = server_name(base, models);
+    let local = LocalServer {
+        base_url: base.clone(),
+        model: model.clone(),
+    };
+    let found_overrides = CliOverrides {
+        local: Some(local),
+        ..overrides.clone()
+    };
+    let settings = config::load(cwd, env, &found_overrides).map_err(|e| match e {
+        e @ ConfigError::MissingKey { .. } => not_found(vec![e.to_string()]),
+        e => AppError::Usage(e.to_string()),
+    })?;
+    let file_path = source
+        .or_else(|| config::global_dir(env).map(|d| d.join("buddy.toml")))
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "buddy.toml".into());
+    let profile = &settings.api.profile;
+    let missing_profile = match &missing {
+        ConfigError::MissingKey { profile, .. } => profile.clone(),
+        _ => String::new(),
+    };
+    eprintln!(
+        "{}",
+        style.dim(&format!(
+            "no API key for profile `{missing_profile}`, so using {name} at {base} with model {model}; \
+             to make it permanent, add [models.{profile}] with api_base_url = \"{base}\" and model = \"{model}\" \
+             to {file_path} and set model = \"{profile}\" under [agent]"
+        ))
+    );
+    Ok((settings, found_overrides))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(ids: &[&str], owner: Option<&str>) -> Vec<ListedModel> {
+        ids.iter()
+            .map(|id| ListedModel {
+                id: id.to_string(),
+                owned_by: owner.map(String::from),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_configured_model_wins_when_listed_else_the_first() {
+        let m = listed(&["a", "b:latest", "c"], None);
+        assert_eq!(pick_model(&m, None).as_deref(), Some("a"));
+        assert_eq!(pick_model(&m, Some("c")).as_deref(), Some("c"));
+        assert_eq!(pick_model(&m, Some("b")).as_deref(), Some("b:latest"));
+        assert_eq!(pick_model(&m, Some("zzz")).as_deref(), Some("a"));
+        assert_eq!(pick_model(&[], Some("a")), None);
+    }
+
+    #[test]
+    fn servers_are_named_by_what_they_say_then_by_port() {
+        let url = "http://127.0.0.1:41000/v1";
+        assert_eq!(
+            server_name(url, &listed(&["m"], Some("llamacpp"))),
+            "llama.cpp"
+        );
+        assert_eq!(server_name(url, &listed(&["m"], Some("vllm"))), "vLLM");
+        assert_eq!(
+            server_name(
+                "http://127.0.0.1:11434/v1",
+                &listed(&["m"], Some("library"))
+            ),
+            "Ollama"
+        );
+        assert_eq!(server_name(url, &[]), "a local model server");
+        assert_eq!(host_port("http://[::1]:8080/v1"), "[::1]:8080");
+    }
+
+    #[tokio::test]
+    async fn a_probe_of_closed_ports_is_silent() {
+        // Ports that were just free: bind, note the port, let go.
+        let ports: Vec<u16> = (0..4)
+            .map(|_| {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                l.local_addr().expect("addr").port()
+            })
+            .collect();
+        let servers: Vec<String> = ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}/v1"))
+            .collect();
+        let probes = probe_all(&servers).await;
+        assert_eq!(probes, vec![Probe::Silent; 4]);
+    }
+}

@@ -1,0 +1,285 @@
+//! Zero-config start: with no key and nothing chosen, buddy finds a model
+//! server on loopback and answers through it; `buddy models` lists what a
+//! server offers. Against the fake provider and against the real llama.cpp
+//! server (see `support::real_server`).
+
+mod support;
+
+use support::fake_provider::{FakeProvider, Reply};
+use support::real_server::{free_port, free_ports, RealServer, MODEL};
+use support::BuddyCmd;
+
+/// A config that says nothing but where to look: every profile and the
+/// active one come from the built-in template, as on a first run.
+fn probe_list(entries: &[String]) -> String {
+    let list: Vec<String> = entries.iter().map(|e| format!("\"{e}\"")).collect();
+    format!("[discovery]\nlocal_servers = [{}]\n", list.join(", "))
+}
+
+fn host_port(provider: &FakeProvider) -> String {
+    provider.addr().to_string()
+}
+
+#[test]
+fn exec_without_a_key_answers_through_the_first_local_server_that_answers() {
+    let p = FakeProvider::start(vec![Reply::text("hello from the local server")]);
+    let closed = format!("127.0.0.1:{}", free_port());
+    let out = BuddyCmd::new()
+        .config(probe_list(&[closed, host_port(&p)]))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "hello from the local server\n");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("using"))
+        .unwrap_or_else(|| panic!("no line saying what was picked:\n{}", out.stderr));
+    assert!(line.contains("no API key for profile `openai`"), "{line}");
+    assert!(line.contains(&p.base_url()), "{line}");
+    assert!(line.contains("model fake-model"), "{line}");
+    assert!(line.contains("[models.local]"), "how to keep it: {line}");
+    let chat = p.chat_requests();
+    assert_eq!(chat.len(), 1);
+    assert_eq!(chat[0].model(), Some("fake-model"));
+    assert_eq!(chat[0].header("authorization"), None, "no key is sent");
+    assert_eq!(p.requests()[0].path, "/v1/models");
+}
+
+#[test]
+fn the_configured_discovery_model_is_used_when_the_server_lists_it() {
+    let p = FakeProvider::start(vec![Reply::text("from b"), Reply::text("from a")])
+        .with_models(&["model-a", "model-b"]);
+    let config = format!("{}model = \"model-b\"\n", probe_list(&[host_port(&p)]));
+    let cmd = BuddyCmd::new().config(config).args(["exec", "hi"]);
+    cmd.run().assert_success();
+    assert_eq!(p.chat_requests()[0].model(), Some("model-b"));
+    // Not listed: the server's first model.
+    let config = format!("{}model = \"model-z\"\n", probe_list(&[host_port(&p)]));
+    BuddyCmd::new()
+        .config(config)
+        .args(["exec", "hi"])
+        .run()
+        .assert_success();
+    assert_eq!(p.chat_requests()[1].model(), Some("model-a"));
+}
+
+#[test]
+fn with_nothing_listening_the_missing_key_error_names_the_ports_tried() {
+    let [a, b] = free_ports::<2>();
+    let out = BuddyCmd::new()
+        .config(probe_list(&[
+            format!("127.0.0.1:{a}"),
+            format!("http://127.0.0.1:{b}/v1"),
+        ]))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(2);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("error: no API key for model profile `openai`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "no local model server answered at 127.0.0.1:{a}, 127.0.0.1:{b}"
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn an_empty_probe_list_turns_discovery_off() {
+    let p = FakeProvider::start(vec![Reply::text("never")]);
+    let out = BuddyCmd::new()
+        .config("[discovery]\nlocal_servers = []\n")
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(2);
+    assert!(
+        !out.stderr.contains("no local model server"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(p.request_count(), 0);
+}
+
+#[test]
+fn a_probe_list_entry_off_loopback_is_a_config_error() {
+    let out = BuddyCmd::new()
+        .config(probe_list(&["192.0.2.1:11434".to_string()]))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains("`192.0.2.1:11434` is not on loopback"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn an_explicit_choice_never_probes() {
+    let local = FakeProvider::start(vec![Reply::text("should not answer")]);
+    let list = probe_list(&[host_port(&local)]);
+    // A profile or model by flag or environment, or a base URL: the missing
+    // key is an error as before.
+    for (args, env) in [
+        (vec!["-m", "openai"], None),
+        (vec!["-m", "gpt-4o"], None),
+        (vec!["-m", "anthropic"], None),
+        (vec!["--base-url", "http://127.0.0.1:9/v1"], None),
+        (vec![], Some(("BUDDY_MODEL", "openai"))),
+        (vec![], Some(("BUDDY_BASE_URL", "http://127.0.0.1:9/v1"))),
+    ] {
+        let mut cmd = BuddyCmd::new().config(list.clone()).args(&args);
+        if let Some((k, v)) = env {
+            cmd = cmd.env(k, v);
+        }
+        let out = cmd.args(["exec", "hello"]).run();
+        out.assert_code(2);
+        assert!(
+            out.stderr.contains("no API key"),
+            "{args:?} {env:?}: {}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("no local model server"),
+            "{}",
+            out.stderr
+        );
+    }
+    // A profile picked in the config file and given its key.
+    let keyed = FakeProvider::start_repeating(vec![Reply::text("from the keyed profile")]);
+    let config = format!("{}\n{list}", support::fake_config(&keyed));
+    let out = BuddyCmd::new().config(config).args(["exec", "hello"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "from the keyed profile\n");
+    // The default profile with its key in the environment.
+    let out = BuddyCmd::new()
+        .config(list.clone())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("BUDDY_BASE_URL", keyed.base_url())
+        .args(["exec", "hello"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "from the keyed profile\n");
+    assert!(!out.stderr.contains("so using"), "{}", out.stderr);
+    // A profile the user chose in the file, without its key.
+    let out = BuddyCmd::new()
+        .config(format!("[agent]\nmodel = \"anthropic\"\n{list}"))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(2);
+    assert!(out.stderr.contains("ANTHROPIC_API_KEY"), "{}", out.stderr);
+    assert_eq!(local.request_count(), 0, "the local server was probed");
+}
+
+#[test]
+fn models_lists_the_profiles_server_and_marks_the_one_in_use() {
+    let p = FakeProvider::start(vec![]).with_models(&["other-model", "fake-model"]);
+    let out = BuddyCmd::new().config_for(&p).arg("models").run();
+    out.assert_success();
+    assert_eq!(out.stdout, "  other-model\n* fake-model\n");
+    let req = &p.requests()[0];
+    assert_eq!(req.method, "GET");
+    assert_eq!(req.path, "/v1/models");
+    assert_eq!(
+        req.header("authorization").as_deref(),
+        Some("Bearer sk-fake")
+    );
+}
+
+#[test]
+fn models_speaks_the_profiles_protocol() {
+    let p = FakeProvider::start(vec![]).with_models(&["claude-x"]);
+    let config = format!(
+        "[agent]\nmodel = \"c\"\n[models.c]\napi_base_url = \"{}\"\napi = \"messages\"\napi_key = \"sk-ant\"\nmodel = \"claude-x\"\n",
+        p.base_url()
+    );
+    let out = BuddyCmd::new().config(config).arg("models").run();
+    out.assert_success();
+    assert_eq!(out.stdout, "* claude-x\n");
+    let req = &p.requests()[0];
+    assert_eq!(req.path, "/v1/models?limit=1000");
+    assert_eq!(req.header("x-api-key").as_deref(), Some("sk-ant"));
+    assert_eq!(
+        req.header("anthropic-version").as_deref(),
+        Some("2023-06-01")
+    );
+}
+
+#[test]
+fn models_failure_is_one_line() {
+    let port = free_port();
+    let config = format!(
+        "[agent]\nmodel = \"x\"\n[models.x]\napi_base_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n"
+    );
+    let out = BuddyCmd::new().config(config).arg("models").run();
+    out.assert_code(1);
+    assert!(out.stdout.is_empty());
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].contains("cannot list the models"),
+        "{}",
+        out.stderr
+    );
+    assert!(errors[0].contains(&port.to_string()), "{}", out.stderr);
+}
+
+#[test]
+fn models_without_a_key_lists_the_local_servers_models() {
+    let p = FakeProvider::start(vec![]).with_models(&["a", "b"]);
+    let out = BuddyCmd::new()
+        .config(probe_list(&[host_port(&p)]))
+        .arg("models")
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "* a\n  b\n");
+}
+
+#[test]
+fn real_llama_server_is_found_and_answers_exec_with_no_key() {
+    let Some(server) = RealServer::start("real_llama_server_is_found_and_answers_exec_with_no_key")
+    else {
+        return;
+    };
+    let out = BuddyCmd::new()
+        .config(probe_list(&[format!("127.0.0.1:{}", server.port())]))
+        .args(["exec", "Say hello in one short sentence."])
+        .run();
+    out.assert_success();
+    assert!(!out.stdout.trim().is_empty(), "no answer: {}", out.stderr);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("so using"))
+        .unwrap_or_else(|| panic!("no line saying what was picked:\n{}", out.stderr));
+    assert!(
+        line.contains(&format!("using llama.cpp at {}", server.base_url())),
+        "{line}"
+    );
+    assert!(line.contains(&format!("model {MODEL}")), "{line}");
+}
+
+#[test]
+fn models_lists_the_real_servers_model() {
+    let Some(server) = RealServer::start("models_lists_the_real_servers_model") else {
+        return;
+    };
+    let config = format!(
+        "[agent]\nmodel = \"llama\"\n[models.llama]\napi_base_url = \"{}\"\nmodel = \"{MODEL}\"\n",
+        server.base_url()
+    );
+    let out = BuddyCmd::new().config(config).arg("models").run();
+    out.assert_success();
+    assert_eq!(out.stdout, format!("* {MODEL}\n"));
+}
