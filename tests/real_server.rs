@@ -33,7 +33,6 @@ context_limit = {context}
 
 [network]
 api_timeout_secs = 280
-max_retries = 0
 
 [tools]
 shell_enabled = false
