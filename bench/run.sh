@@ -5,6 +5,10 @@
 #        bench/run.sh targets    (only the execution-target round trips)
 #        bench/run.sh protocols  (only the plain answer through each wire protocol)
 #        bench/run.sh discovery  (only the local-server probe with nothing listening)
+#        bench/run.sh realserver (only the plain answer and the tool loop against
+#                                 llama.cpp's llama-server, buddy's wall time
+#                                 next to the server's own timings; needs
+#                                 ../shared/real-server/build.sh to have run)
 #        bench/run.sh compare OLD_BUDDY
 #                                (--version, plain exec, per-iteration overhead
 #                                 and peak RSS of this tree's buddy and of
@@ -290,6 +294,114 @@ if [ -z "$ONLY" ] || [ "$ONLY" = protocols ]; then
     done
 fi
 [ "$ONLY" = protocols ] && exit 0
+
+# Real server: llama.cpp's llama-server with SmolLM2-135M (as in
+# tests/real_server.rs), started with the shared start.sh. Each run of buddy is
+# timed from start to exit; the server's own time for the same run is the sum
+# of prompt_ms + predicted_ms over the requests it served, which it logs per
+# request (the numbers it also sends as `timings`). The difference is buddy's
+# share: process start, config, HTTP, SSE parsing, the tool, the session file,
+# plus the server's own unmetered work (HTTP, chat template, tokenising).
+if [ -z "$ONLY" ] || [ "$ONLY" = realserver ]; then
+    RS_DIR=${BUDDY_REAL_SERVER_DIR:-$REAL_HOME/.cache/buddy-real-server}
+    RS_SCRIPTS="$OLDPWD_REPO/../shared/real-server"
+    if [ -x "$RS_DIR/bin/llama-server" ] && [ -f "$RS_DIR/model.gguf" ] && [ -x "$RS_SCRIPTS/start.sh" ]; then
+        RS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        "$RS_SCRIPTS/start.sh" "$RS_DIR" "$RS_PORT" --tools > "$WORK/realserver.pid"
+        curl -sf -o /dev/null "http://127.0.0.1:$RS_PORT/health" || { echo "llama-server did not start; see $RS_DIR/server.$RS_PORT.log" >&2; exit 1; }
+        python3 - "$BUDDY" "$WORK/real" "$RS_PORT" "$RS_DIR/server.$RS_PORT.log" "${REAL_RUNS:-5}" <<'PY'
+import json, os, re, statistics, subprocess, sys, time
+buddy, work, port, log, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+os.makedirs(work, exist_ok=True)
+def config(time_tool):
+    return f"""[agent]
+model = "real"
+temperature = 0
+max_iterations = 4
+[models.real]
+api_base_url = "http://127.0.0.1:{port}/v1"
+model = "smollm2"
+max_tokens = 48
+context_limit = 4096
+[network]
+api_timeout_secs = 280
+[tools]
+shell_enabled = false
+files_enabled = false
+fetch_enabled = false
+search_enabled = false
+time_enabled = {str(time_tool).lower()}
+"""
+# The tool loop resumes a session seeded with five time-tool exchanges, as the
+# test does; it is written afresh before every run so each run sends the same.
+sid = "20250101-000000-5eed"
+seed = [{"header": {"version": 1, "id": sid, "created": 0, "cwd": "/"}}]
+for i, q in enumerate(["What time is it?", "Which year is it?", "What is today's date?",
+                       "What day of the week is it?", "Is it morning or evening?"]):
+    seed += [{"message": {"role": "user", "content": q}},
+             {"message": {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": f"seed{i}", "type": "function", "function": {"name": "time", "arguments": "{}"}}]}},
+             {"message": {"role": "tool", "tool_call_id": f"seed{i}", "content": "utc_rfc3339: 2024-03-05T10:00:00.000Z"}},
+             {"message": {"role": "assistant", "content": "Done."}}]
+def served(text):
+    # llama-server logs "prompt eval time = X ms" and "eval time = Y ms" per request.
+    p = [float(x) for x in re.findall(r"prompt eval time =\s*([\d.]+) ms", text)]
+    e = [float(x) for x in re.findall(r"\s eval time =\s*([\d.]+) ms", text)]
+    return p, e
+def run(name, args, time_tool, requests_expected=None):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "buddy.toml"), "w").write(config(time_tool))
+    walls, servers, reqs = [], [], []
+    for _ in range(runs):
+        if time_tool:
+            sd = os.path.join(d, ".buddyx", "sessions")
+            os.makedirs(sd, mode=0o700, exist_ok=True)
+            path = os.path.join(sd, sid + ".jsonl")
+            open(path, "w").write("".join(json.dumps(l) + "\n" for l in seed))
+            os.chmod(path, 0o600)
+        before = os.path.getsize(log)
+        t0 = time.perf_counter()
+        out = subprocess.run([buddy, *args], cwd=d, capture_output=True, text=True)
+        wall = (time.perf_counter() - t0) * 1000
+        if out.returncode != 0:
+            sys.exit(f"buddy failed ({name}): {out.stderr}")
+        events = [json.loads(l) for l in out.stdout.splitlines()]
+        n = sum(1 for e in events if e["type"] == "model_request")
+        if time_tool and not any(e["type"] == "tool_call" for e in events):
+            sys.exit(f"the model called no tool ({name}): {out.stdout}")
+        # The server logs a request's timings as it releases the slot, just
+        # after the last bytes went out: wait until all n are in the log.
+        deadline = time.monotonic() + 30
+        while True:
+            with open(log) as f:
+                f.seek(before)
+                p, e = served(f.read())
+            if len(p) >= n and len(e) >= n or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if len(p) < n or len(e) < n:
+            sys.exit(f"the server logged {len(p)} of {n} requests")
+        walls.append(wall)
+        servers.append(sum(p[:n]) + sum(e[:n]))
+        reqs.append(n)
+    return walls, servers, reqs
+cases = [("plain answer, streamed", "plain", ["exec", "--json", "What is the capital of France?"], False),
+         ("tool loop (time), streamed", "loop", ["exec", "--json", "--resume", sid, "What time is it now?"], True)]
+for label, name, args, tool in cases:
+    walls, servers, reqs = run(name, args, tool)
+    share = [w - s for w, s in zip(walls, servers)]
+    med = statistics.median
+    print(f"{'real server, ' + label:<44} buddy wall {med(walls):8.1f} ms   server timings {med(servers):8.1f} ms   "
+          f"rest {med(share):7.1f} ms ({med(share) / med(walls) * 100:4.1f} %)   medians, {runs} runs, {med(reqs):.0f} request(s)")
+    print(f"{'':<44} min: wall {min(walls):8.1f} ms   server {min(servers):8.1f} ms   rest {min(share):7.1f} ms")
+PY
+    else
+        echo "real-server figures skipped: build it with ../shared/real-server/build.sh"
+        [ "$ONLY" = realserver ] && exit 1
+    fi
+fi
+[ "$ONLY" = realserver ] && exit 0
 
 # Execution targets: for each, `exec` with a plain answer and `exec` with the
 # 20 x run_shell "true" loop; (loop - plain) / 20 is one tool round trip

@@ -145,7 +145,24 @@ pub fn error_message(v: &serde_json::Value) -> Option<String> {
             }
         }
     }
+    if is_context_overflow(v) {
+        message = format!("the request does not fit in the model's context window: {message}");
+    }
     Some(one_line(&message))
+}
+
+/// Codes and types servers use for a prompt longer than the context:
+/// llama.cpp's `exceed_context_size_error`, OpenAI's `context_length_exceeded`.
+const CONTEXT_OVERFLOW: &[&str] = &["exceed_context_size", "context_length_exceeded"];
+
+/// Whether an error body or event says the prompt is too long for the context.
+pub fn is_context_overflow(v: &serde_json::Value) -> bool {
+    let err = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+    ["code", "type"].iter().any(|k| {
+        err.get(*k)
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| CONTEXT_OVERFLOW.iter().any(|p| c.contains(p)))
+    })
 }
 
 /// Codes and types that mean no retry can succeed: no quota or credit left, a
@@ -259,6 +276,24 @@ mod tests {
             error_message_from_body(plain),
             "Provider returned error: upstream timed out"
         );
+    }
+
+    #[test]
+    fn context_overflow_says_so_in_buddys_words() {
+        // llama.cpp's llama-server, verbatim.
+        let body = r#"{"error":{"code":400,"message":"request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6033,"n_ctx":4096}}"#;
+        let e = ApiError::Status {
+            status: 400,
+            message: error_message_from_body(body),
+        };
+        assert_eq!(
+            e.to_string(),
+            "model server returned HTTP 400 Bad Request: the request does not fit in the model's context window: request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it"
+        );
+        let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        assert!(error_message_from_body(openai).starts_with("the request does not fit"));
+        let other = r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#;
+        assert_eq!(error_message_from_body(other), "bad");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod container;
 pub mod fake_issuer;
 pub mod fake_provider;
 pub mod http;
+pub mod llama;
 pub mod real_server;
 pub mod serve;
 pub mod sshd;
