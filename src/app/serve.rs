@@ -3,7 +3,7 @@
 
 use super::{agent_options, agent_setup, approval_rules, execution, load_settings, workdir};
 use super::{AppError, Exit};
-use crate::agent::{self, AgentHandle};
+use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
 use crate::config::{CliOverrides, Settings};
 use crate::serve::{Backend, ServeOptions, SessionInfo};
@@ -80,18 +80,18 @@ impl ServeBackend {
 }
 
 impl Backend for ServeBackend {
-    fn create_session(&self) -> Result<String, String> {
+    fn create_session(&self) -> Result<String, HostedError> {
         // Created and released at once: every run takes it afresh.
-        let (session, _warnings) = self.store.create(self.info()).map_err(|e| e.to_string())?;
+        let (session, _warnings) = self.store.create(self.info())?;
         Ok(session.id().to_string())
     }
 
-    fn resolve(&self, query: &str) -> Result<String, String> {
-        self.store.resolve(query).map_err(|e| e.to_string())
+    fn resolve(&self, query: &str) -> Result<String, HostedError> {
+        Ok(self.store.resolve(query)?)
     }
 
-    fn list(&self) -> Result<Vec<SessionInfo>, String> {
-        let (list, _errors) = self.store.list().map_err(|e| e.to_string())?;
+    fn list(&self) -> Result<Vec<SessionInfo>, HostedError> {
+        let (list, _errors) = self.store.list()?;
         Ok(list
             .into_iter()
             .map(|s| SessionInfo {
@@ -104,11 +104,11 @@ impl Backend for ServeBackend {
             .collect())
     }
 
-    fn history(&self, id: &str) -> Result<Vec<Message>, String> {
-        self.store.read_history(id).map_err(|e| e.to_string())
+    fn history(&self, id: &str) -> Result<Vec<Message>, HostedError> {
+        Ok(self.store.read_history(id)?)
     }
 
-    fn spawn(&self) -> Result<AgentHandle, String> {
+    fn spawn(&self) -> Result<AgentHandle, HostedError> {
         // Approvals go to the HTTP client; nobody answering is the server's
         // timeout to decide, so the core always asks.
         let setup = agent_setup(
@@ -117,8 +117,7 @@ impl Backend for ServeBackend {
             approval_rules(&self.settings),
             agent_options(&self.settings),
             None,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(agent::spawn(setup))
     }
 }

@@ -221,7 +221,7 @@ async fn list_sessions(Ext(state): Ext<State>) -> Response {
                 .collect();
             Json(json!({ "sessions": items })).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -239,12 +239,12 @@ async fn create_session(Ext(state): Ext<State>, body: Option<Json<CreateBody>>) 
             .inner
             .backend
             .resolve(query)
-            .map_err(|e| error(StatusCode::NOT_FOUND, e)),
+            .map_err(|e| error(StatusCode::NOT_FOUND, e.to_string())),
         None => state
             .inner
             .backend
             .create_session()
-            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
     };
     match result {
         Ok(id) => (StatusCode::CREATED, Json(json!({ "id": id }))).into_response(),
@@ -277,7 +277,7 @@ async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
             let running = state.sessions().get(&id).is_some_and(|l| l.running());
             Json(json!({ "id": id, "running": running, "messages": messages })).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -338,7 +338,7 @@ async fn post_message(
     }
     let agent = match state.inner.backend.spawn() {
         Ok(a) => a,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     // Subscribed before the run starts, so the stream holds all of it.
     let sub = live.subscribe(live.next_id().saturating_sub(1));

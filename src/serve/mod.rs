@@ -18,7 +18,7 @@ mod live;
 
 pub use live::SseName;
 
-use crate::agent::AgentHandle;
+use crate::agent::{AgentHandle, HostedError};
 use crate::wire::Message;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,15 +28,15 @@ use std::time::Duration;
 /// to start an agent.
 pub trait Backend: Send + Sync + 'static {
     /// Creates an empty session now; its id.
-    fn create_session(&self) -> Result<String, String>;
+    fn create_session(&self) -> Result<String, HostedError>;
     /// The id `query` names (an id, a unique prefix, `last`).
-    fn resolve(&self, query: &str) -> Result<String, String>;
+    fn resolve(&self, query: &str) -> Result<String, HostedError>;
     /// Sessions, most recently used first.
-    fn list(&self) -> Result<Vec<SessionInfo>, String>;
+    fn list(&self) -> Result<Vec<SessionInfo>, HostedError>;
     /// A session's conversation, read without taking it.
-    fn history(&self, id: &str) -> Result<Vec<Message>, String>;
+    fn history(&self, id: &str) -> Result<Vec<Message>, HostedError>;
     /// A fresh agent with no session attached.
-    fn spawn(&self) -> Result<AgentHandle, String>;
+    fn spawn(&self) -> Result<AgentHandle, HostedError>;
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
