@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod host;
+pub mod net;
 pub mod provider;
 pub mod serve;
 pub mod session;

@@ -842,6 +842,13 @@ fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
         ApiProtocol::Messages => Box::new(crate::provider::messages::Messages),
         ApiProtocol::Responses => Box::new(crate::provider::responses::Responses),
     };
+    // An unusable ca_file is a config mistake (exit 2), found before any request.
+    let extra_roots = match &api.ca_file {
+        Some(path) => crate::net::load_ca_file(path).map_err(|e| {
+            AppError::Usage(format!("config error in profile `{}`: {e}", api.profile))
+        })?,
+        None => Vec::new(),
+    };
     let client = HttpClient::new(
         ClientSettings {
             base_url: api.base_url.clone(),
@@ -854,6 +861,7 @@ fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
             prompt_cache: api.prompt_cache,
             timeout: Duration::from_secs(settings.network.api_timeout_secs.max(1)),
             max_retries: settings.network.max_retries,
+            extra_roots,
         },
         protocol,
     )

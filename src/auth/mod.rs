@@ -73,7 +73,7 @@ struct OAuthError {
 }
 
 fn http() -> Result<reqwest::Client, AuthError> {
-    reqwest::Client::builder()
+    crate::net::client_builder(&[])
         .connect_timeout(Duration::from_secs(15))
         .timeout(Duration::from_secs(30))
         .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))

@@ -75,6 +75,9 @@ pub struct ModelProfile {
     pub stream: bool,
     pub max_tokens: Option<u64>,
     pub prompt_cache: Option<bool>,
+    /// PEM file of CA certificates trusted for this profile's server, on top
+    /// of the system's; relative paths start at the config file's directory.
+    pub ca_file: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -53,6 +53,8 @@ pub struct ApiSettings {
     pub prompt_cache: bool,
     /// Set for `auth = "login"`: the issuer whose stored tokens are used.
     pub login: Option<crate::auth::Issuer>,
+    /// The profile's `ca_file`, resolved; read when the client is built.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -68,6 +70,7 @@ impl std::fmt::Debug for ApiSettings {
             .field("max_tokens", &self.max_tokens)
             .field("prompt_cache", &self.prompt_cache)
             .field("login", &self.login)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -333,6 +336,15 @@ pub fn resolve(
             message: format!("api_base_url `{base_url}` must start with http:// or https://"),
         });
     }
+    // A relative ca_file belongs with the config that names it, not with
+    // whatever directory buddy happens to start in.
+    let ca_file = profile.ca_file.as_deref().map(|f| {
+        let path = expand_home(f, env);
+        match file_src.as_deref().and_then(Path::parent) {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path,
+        }
+    });
     let model = model_override
         .or(profile.model.clone())
         .unwrap_or_else(|| profile_name.clone());
@@ -397,6 +409,7 @@ pub fn resolve(
                 .prompt_cache
                 .unwrap_or(profile.api == ApiProtocol::Messages),
             login,
+            ca_file,
         },
         agent: file.agent,
         tools: file.tools,

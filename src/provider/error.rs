@@ -6,6 +6,8 @@ use std::fmt;
 pub enum ApiError {
     /// Could not reach the server (refused, DNS, TLS, reset before a response).
     Connect { url: String, detail: String },
+    /// The server's certificate was refused: retrying cannot change that.
+    Tls { url: String, detail: String },
     /// No complete answer within the configured time.
     Timeout { url: String, secs: u64 },
     /// The server answered with a non-success status.
@@ -33,7 +35,8 @@ impl ApiError {
             ApiError::Status { status, .. } => {
                 matches!(status, 408 | 409 | 429) || (500..600).contains(status)
             }
-            ApiError::InvalidResponse(_)
+            ApiError::Tls { .. }
+            | ApiError::InvalidResponse(_)
             | ApiError::StreamInterrupted(_)
             | ApiError::Auth(_)
             | ApiError::Refused { .. } => false,
@@ -46,6 +49,9 @@ impl fmt::Display for ApiError {
         match self {
             ApiError::Connect { url, detail } => {
                 write!(f, "cannot reach model server at {url}: {detail}")
+            }
+            ApiError::Tls { url, detail } => {
+                write!(f, "cannot talk to model server at {url}: {detail}")
             }
             ApiError::Timeout { url, secs } => {
                 write!(f, "model server at {url} did not answer within {secs} s")

@@ -36,6 +36,8 @@ pub struct ClientSettings {
     /// Longest wait for the response head, and for each piece of a stream.
     pub timeout: Duration,
     pub max_retries: u32,
+    /// Roots trusted on top of the system's: the profile's `ca_file`.
+    pub extra_roots: Vec<reqwest::Certificate>,
 }
 
 // Hand-written so the key can never end up in a log or trace.
@@ -48,6 +50,7 @@ impl fmt::Debug for ClientSettings {
             .field("stream", &self.stream)
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
+            .field("extra_roots", &self.extra_roots.len())
             .finish()
     }
 }
@@ -130,7 +133,7 @@ impl HttpClient {
             settings.base_url.trim_end_matches('/'),
             protocol.path()
         );
-        let http = reqwest::Client::builder()
+        let http = crate::net::client_builder(&settings.extra_roots)
             .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
             .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -348,6 +351,12 @@ impl HttpClient {
     fn transport_error(&self, e: &reqwest::Error) -> ApiError {
         if e.is_timeout() {
             return self.timeout_error();
+        }
+        if let Some(detail) = crate::net::certificate_failure(e) {
+            return ApiError::Tls {
+                url: self.url.clone(),
+                detail,
+            };
         }
         ApiError::Connect {
             url: self.url.clone(),

@@ -575,6 +575,7 @@ mod tests {
             prompt_cache,
             timeout: Duration::from_secs(5),
             max_retries: 0,
+            extra_roots: Vec::new(),
         }
     }
 

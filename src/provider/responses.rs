@@ -500,6 +500,7 @@ mod tests {
             prompt_cache: false,
             timeout: Duration::from_secs(5),
             max_retries: 0,
+            extra_roots: Vec::new(),
         }
     }
 

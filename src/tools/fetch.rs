@@ -42,7 +42,7 @@ fn client() -> Result<&'static reqwest::Client, ToolError> {
     if let Some(c) = CLIENT.get() {
         return Ok(c);
     }
-    let c = reqwest::Client::builder()
+    let c = crate::net::client_builder(&[])
         .user_agent(concat!(
             "Mozilla/5.0 (X11; Linux x86_64) buddy/",
             env!("CARGO_PKG_VERSION")

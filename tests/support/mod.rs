@@ -117,6 +117,17 @@ impl Output {
     }
 }
 
+/// Network settings of the developer's shell that must not reach buddy in tests
+/// (matched without regard to case: `https_proxy` is as common as `HTTPS_PROXY`).
+const ISOLATED_ENV: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
 /// Runs `buddy` isolated from the user's environment:
 ///
 /// - `HOME`, `XDG_CONFIG_HOME`, `XDG_DATA_HOME`, `XDG_STATE_HOME` and
@@ -125,6 +136,10 @@ impl Output {
 /// - the working directory is a fresh `work/` dir in it, holding `buddy.toml` when
 ///   [`BuddyCmd::config`] was given;
 /// - every `BUDDY_*`, `AGENT_*` and `*_API_KEY` variable is removed; `NO_COLOR=1`;
+/// - the proxy variables (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`, in
+///   either case) and `SSL_CERT_FILE`/`SSL_CERT_DIR` are removed: a developer's
+///   proxy would otherwise carry the fake servers' loopback traffic, and their own
+///   CA bundle would change what the TLS tests trust;
 /// - stdin is the given bytes, or empty.
 ///
 /// The temp dir lives as long as the `BuddyCmd`, so files can be checked after a run.
@@ -278,6 +293,7 @@ impl BuddyCmd {
             if name.starts_with("BUDDY_")
                 || name.starts_with("AGENT_")
                 || name.ends_with("_API_KEY")
+                || ISOLATED_ENV.contains(&name.to_ascii_uppercase().as_str())
             {
                 cmd.env_remove(&key);
             }
