@@ -267,6 +267,7 @@ pub fn resolve(
                 stream: true,
                 max_tokens: None,
                 prompt_cache: None,
+                ca_file: None,
             },
         );
         file.agent.model = Some(name);
