@@ -59,7 +59,7 @@ fn of_type<'a>(events: &'a [Map<String, Value>], ty: &str) -> Vec<&'a Map<String
 
 /// Runs the plain question and returns its events, after checking the answer.
 fn plain_answer(stream: bool) -> Option<Vec<Map<String, Value>>> {
-    if !real_server::installed("plain answer") {
+    if !real_server::installed("plain answer", false) {
         return None;
     }
     let server = RealServer::start(false);
@@ -154,7 +154,7 @@ fn seed_session(cmd: &BuddyCmd, id: &str) {
 
 #[test]
 fn tool_loop_calls_time_and_answers() {
-    if !real_server::installed("tool loop") {
+    if !real_server::installed("tool loop", true) {
         return;
     }
     let server = RealServer::start(true);
@@ -204,7 +204,7 @@ fn tool_loop_calls_time_and_answers() {
 
 #[test]
 fn context_overflow_is_one_clear_line() {
-    if !real_server::installed("context overflow") {
+    if !real_server::installed("context overflow", false) {
         return;
     }
     let server = RealServer::start(false);

@@ -44,15 +44,25 @@ fn model() -> PathBuf {
     install_dir().join("model.gguf")
 }
 
+/// The tool-calling chat template: the copy `scripts/real-server` keeps with
+/// the build, else the shared folder's own.
 fn tools_template() -> PathBuf {
+    let kept = install_dir().join("tools-template.jinja");
+    if kept.is_file() {
+        return kept;
+    }
     scripts_dir().join("tools-template.jinja")
 }
 
 /// Whether the server, the model and the template are there. When they are
 /// not, under CI (`$CI` set) this fails the test; elsewhere it prints a note
 /// and returns false, and the test returns early.
-pub fn installed(test: &str) -> bool {
-    let missing: Vec<String> = [server_bin(), model(), tools_template()]
+pub fn installed(test: &str, tools: bool) -> bool {
+    let mut needed = vec![server_bin(), model()];
+    if tools {
+        needed.push(tools_template());
+    }
+    let missing: Vec<String> = needed
         .into_iter()
         .filter(|p| !p.is_file())
         .map(|p| p.display().to_string())
