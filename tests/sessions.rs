@@ -521,7 +521,10 @@ fn keys_never_reach_session_files() {
     let text = fs::read_to_string(path).unwrap();
     assert!(!text.contains(key), "{text}");
     assert!(!text.to_lowercase().contains("authorization"), "{text}");
-    assert!(text.contains("key=[REDACTED]"), "{text}");
+    // The command never saw the key (buddy's credentials are hidden from
+    // commands), so nothing needed redacting; redaction of keys that do get
+    // printed is covered in src/session/tests.rs.
+    assert!(text.contains("key=\""), "{text}");
 }
 
 #[test]
