@@ -334,7 +334,6 @@ impl Agent {
                 }
             }
         }
-        self.control.publish(self.status(Some(self.emitter.run())));
     }
 
     async fn emit(&self, kind: EventKind) {
@@ -640,6 +639,10 @@ impl Agent {
         let (read, write) = usage.map_or((0, 0), |u| (u.cache_read_tokens, u.cache_write_tokens));
         self.tracker.record(prompt, completion);
         self.tracker.record_cache(read, write);
+        // Status asked for mid-run is answered from this snapshot; once per
+        // model reply is often enough, and keeps the history walk off the
+        // per-message save path.
+        self.control.publish(self.status(Some(self.emitter.run())));
         self.emit(EventKind::Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
