@@ -4,7 +4,8 @@
 //! client), `host` (where commands run: local, SSH, container), `tools`
 //! (registry and built-in tools), `agent` (the loop, history,
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
-//! `ui` (front ends that render agent events).
+//! `ui` (front ends that render agent events). `text` makes outside text safe
+//! to show on a terminal.
 //! `cli` defines the command line; `main.rs` only wires these together.
 
 pub mod agent;
@@ -18,6 +19,7 @@ pub mod net;
 pub mod provider;
 pub mod serve;
 pub mod session;
+pub mod text;
 pub mod tools;
 pub mod ui;
 pub mod wire;
