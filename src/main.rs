@@ -28,7 +28,11 @@ fn main() {
         Ok(exit) => exit.code(),
         Err(e) => {
             let style = buddy::ui::style::Style::detect(!no_color);
-            eprintln!("{} {e}", style.error("error:"));
+            eprintln!(
+                "{} {}",
+                style.error("error:"),
+                buddy::text::visible(&e.to_string())
+            );
             for hint in e.hints() {
                 eprintln!("{hint}");
             }

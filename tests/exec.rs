@@ -894,3 +894,32 @@ fn commands_never_see_buddys_credentials() {
         );
     }
 }
+
+/// Escape sequences from the model and from a command's output reach stderr
+/// made visible, while a pipe still gets the answer byte for byte.
+#[test]
+fn escape_sequences_reach_stderr_visible_and_stdout_pipe_exact() {
+    let answer = "done \u{1b}]0;pwned\u{7} here";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "c1",
+            "run_shell",
+            json!({ "command": "printf 'out \\033[2J\\033[999D gone\\n'" }),
+        )])
+        .with_reasoning("reasoning_content", "think \u{1b}[31mred"),
+        Reply::text(answer),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "go"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, format!("{answer}\n"));
+    assert!(
+        !out.stderr.contains('\u{1b}'),
+        "raw escape on stderr: {:?}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("␛[2J␛[999D gone"), "{}", out.stderr);
+    assert!(out.stderr.contains("think ␛[31mred"), "{}", out.stderr);
+}

@@ -720,3 +720,30 @@ fn follow_up_mode_all_hands_every_queued_message_over_at_once() {
         .collect();
     assert_eq!(users, ["a slow question", "one more", "and another"]);
 }
+
+/// Text from the model cannot retitle the terminal or redraw the screen, and
+/// an approval prompt shows the hidden part of a command instead of `ls -la`.
+#[test]
+fn escape_sequences_are_shown_not_obeyed_and_approvals_show_what_runs() {
+    let evil = "touch evil # \u{1b}[1K \u{1b}[999Dls -la";
+    let p = FakeProvider::start(vec![
+        Reply::text("look \u{1b}]2;pwned\u{7} and \u{1b}[31mred\u{1b}[0m"),
+        Reply::tool_calls(vec![shell("one", evil)]),
+        Reply::text("finished"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("hello");
+    t.wait_text("look ␛]2;pwned␇ and ␛[31mred␛[0m");
+    let title = t.tmux_cmd(&["display-message", "-p", "#{pane_title}"]);
+    assert!(!title.contains("pwned"), "the pane was retitled: {title}");
+    t.line("now the command");
+    t.wait_for("the approval", |_| {
+        t.cursor_line()
+            .contains("$ touch evil # ␛[1K ␛[999Dls -la -- approve?")
+    });
+    assert!(t.screen().contains("control characters"), "{}", t.screen());
+    t.line("n");
+    t.wait_text("finished");
+    assert!(!cmd.work_dir().join("evil").exists());
+}

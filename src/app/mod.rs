@@ -699,7 +699,7 @@ async fn line_session(
                 wait_for_run_end(&mut agent).await;
             }
             ExecOutcome::Failed(m) | ExecOutcome::LimitReached(m) => {
-                eprintln!("{} {m}", style.error("error:"));
+                eprintln!("{} {}", style.error("error:"), crate::text::visible(&m));
                 last = Exit::Code(EXIT_FAILURE);
             }
         }

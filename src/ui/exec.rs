@@ -117,7 +117,8 @@ impl ExecFrontEnd {
                 self.clear_spinner();
                 self.close_reasoning();
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(t.as_bytes());
+                // Only ever a terminal here: its text is shown, not obeyed.
+                let _ = out.write_all(crate::text::visible(&t).as_bytes());
                 let _ = out.flush();
                 self.streamed_any = true;
                 self.at_line_start = t.ends_with('\n');
@@ -129,7 +130,7 @@ impl ExecFrontEnd {
                     let _ = write!(err, "{}", st.dim(&format!("[{field}] ")));
                     self.reasoning_open = true;
                 }
-                let _ = write!(err, "{}", st.dim(&text));
+                let _ = write!(err, "{}", st.dim(&crate::text::visible(&text)));
                 let _ = err.flush();
             }
             EventKind::ToolCall {
@@ -194,18 +195,23 @@ impl ExecFrontEnd {
             } => {
                 self.clear_spinner();
                 eprintln!(
-                    "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
+                    "{} {}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
                     st.warning("warning:"),
+                    crate::text::visible(&error),
                     delay_ms as f64 / 1000.0
                 );
             }
             EventKind::Warning { message } => {
                 self.clear_spinner();
-                eprintln!("{} {message}", st.warning("warning:"));
+                eprintln!(
+                    "{} {}",
+                    st.warning("warning:"),
+                    crate::text::visible(&message)
+                );
             }
             EventKind::Error { message } => {
                 self.clear_spinner();
-                eprintln!("{} {message}", st.error("error:"));
+                eprintln!("{} {}", st.error("error:"), crate::text::visible(&message));
             }
             EventKind::Compacted {
                 messages_before,
@@ -252,13 +258,19 @@ impl ExecFrontEnd {
     /// Asks on the controlling terminal; a failure to ask denies.
     async fn ask(&mut self, actor: &str, command: &str) -> Decision {
         let st = self.opts.style;
-        let prompt = format!(
+        let (shown, note) = super::approval_command(command);
+        let mut prompt = String::new();
+        if let Some(note) = note {
+            prompt.push_str(&st.warning(&format!("note: {note}")));
+            prompt.push('\n');
+        }
+        prompt.push_str(&format!(
             "{}{} {} {} ",
-            st.actor(actor),
+            st.actor(&crate::text::visible(actor)),
             st.actor("$"),
-            st.accent(command),
+            st.accent(&shown),
             st.warning("-- approve? [y/N]")
-        );
+        ));
         let asked = tokio::task::spawn_blocking(move || ask_on_tty(&prompt)).await;
         match asked {
             Ok(Some(true)) => Decision::Approve,
@@ -282,7 +294,13 @@ impl ExecFrontEnd {
                     }
                 } else {
                     let trimmed = answer.trim_end_matches(['\n', '\r']);
-                    out.write_all(trimmed.as_bytes())
+                    // A pipe gets the answer exactly; a terminal sees it made safe.
+                    let shown = if std::io::stdout().is_terminal() {
+                        crate::text::visible(trimmed)
+                    } else {
+                        std::borrow::Cow::Borrowed(trimmed)
+                    };
+                    out.write_all(shown.as_bytes())
                         .and_then(|_| out.write_all(b"\n"))
                 };
                 // A reader that went away (`| head`) is not a failure of ours.

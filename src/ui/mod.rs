@@ -27,21 +27,40 @@ pub fn resumed_text(ev: &EventKind, style: Style) -> Option<String> {
     };
     let mut out: Vec<String> = warnings
         .iter()
-        .map(|w| format!("{} {w}", style.warning("warning:")))
+        .map(|w| format!("{} {}", style.warning("warning:"), crate::text::visible(w)))
         .collect();
     if let Some(n) = note {
-        out.push(style.dim(n));
+        out.push(style.dim(&crate::text::visible(n)));
     }
     let mut summary = format!(
         "{} session {id} ({messages} messages)",
         style.accent("resumed")
     );
     if let Some(p) = last_prompt {
-        summary.push_str(&format!("\n{} {p}", style.dim("you:")));
+        summary.push_str(&format!(
+            "\n{} {}",
+            style.dim("you:"),
+            crate::text::visible(p)
+        ));
         if let Some(a) = last_answer {
-            summary.push_str(&format!("\n{} {a}", style.dim("buddy:")));
+            summary.push_str(&format!(
+                "\n{} {}",
+                style.dim("buddy:"),
+                crate::text::visible(a)
+            ));
         }
     }
     out.push(summary);
     Some(out.join("\n"))
+}
+
+/// A command as an approval prompt shows it: exactly what will run, with
+/// control characters made visible, plus a warning when there were any, so
+/// `ls` drawn over a hidden `touch evil` cannot be approved by mistake.
+pub fn approval_command(command: &str) -> (String, Option<&'static str>) {
+    let shown = crate::text::visible(command).into_owned();
+    let note = command.chars().any(crate::text::is_unsafe).then_some(
+        "the command contains control characters (shown as ␛, ␍…); they are part of what would run",
+    );
+    (shown, note)
 }

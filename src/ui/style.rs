@@ -56,13 +56,13 @@ impl Style {
 
 /// One line of at most `max` characters: whitespace runs collapsed, `…` when cut.
 pub fn preview(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // One line, control characters made visible: a preview is a person's
+    // glance at text from a model or a tool, never something to interpret.
+    let flat = crate::text::one_line(text, usize::MAX);
     if flat.chars().count() <= max {
         return flat;
     }
-    let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    crate::text::clip(&flat, max.saturating_sub(1)).into_owned()
 }
 
 #[cfg(test)]
@@ -74,6 +74,7 @@ mod tests {
         assert_eq!(preview("a\n b\tc", 10), "a b c");
         assert_eq!(preview("abcdefghij", 5), "abcd…");
         assert_eq!(preview("ééééé", 5), "ééééé");
+        assert_eq!(preview("a\x1b]0;title\x07b", 20), "a␛]0;title␇b");
     }
 
     #[test]

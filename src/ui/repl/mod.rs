@@ -20,6 +20,7 @@ use crate::agent::protocol::{
 use crate::agent::AgentHandle;
 use crate::auth::store::AuthStore;
 use crate::auth::{AuthError, Issuer};
+use crate::text::visible;
 use crate::ui::style::{preview, Style};
 use approval::{describe, policy_from_arg, short_duration};
 use commands::Slash;
@@ -538,7 +539,12 @@ impl<'h> Repl<'h> {
         self.restore_prompt(&p.stashed);
         self.set_state(&format!("running {}", p.tool));
         let verdict = if yes { "approved" } else { "denied" };
-        self.say(&self.opts.style.dim(&format!("{verdict}: {}", p.command)));
+        self.say(
+            &self
+                .opts
+                .style
+                .dim(&format!("{verdict}: {}", visible(&p.command))),
+        );
     }
 
     fn restore_prompt(&mut self, stashed: &str) {
@@ -827,10 +833,10 @@ impl<'h> Repl<'h> {
             RunOutcome::Answered { .. } => {}
             RunOutcome::Interrupted => self.say(&st.warning(&format!("task {id} cancelled"))),
             RunOutcome::Failed { message } => {
-                self.say(&format!("{} {message}", st.error("error:")))
+                self.say(&format!("{} {}", st.error("error:"), visible(&message)))
             }
             RunOutcome::LimitReached { message } => {
-                self.say(&format!("{} {message}", st.warning("limit:")))
+                self.say(&format!("{} {}", st.warning("limit:"), visible(&message)))
             }
         }
         if let Some(p) = self.approval.take() {
@@ -894,7 +900,7 @@ impl<'h> Repl<'h> {
             }
             EventKind::UserMessage { text, .. } => {
                 self.flush_partial();
-                let echo = format!("{}{}", st.dim(&self.opts.prompt), text);
+                let echo = format!("{}{}", st.dim(&self.opts.prompt), visible(&text));
                 self.say(&echo);
             }
             EventKind::ModelRequest { .. } => self.set_state("waiting for model"),
@@ -904,7 +910,7 @@ impl<'h> Repl<'h> {
                     self.say(&st.dim(r.trim_end()));
                 }
                 self.set_state("writing the answer");
-                self.partial.push_str(&text);
+                self.partial.push_str(&visible(&text));
                 if let Some(i) = self.partial.rfind('\n') {
                     let done: String = self.partial.drain(..=i).collect();
                     self.editor.set_live(Some(self.partial.clone()));
@@ -917,7 +923,7 @@ impl<'h> Repl<'h> {
             }
             EventKind::Reasoning { text, .. } => {
                 self.set_state("thinking");
-                self.reasoning.push_str(&text);
+                self.reasoning.push_str(&visible(&text));
                 if let Some(i) = self.reasoning.rfind('\n') {
                     let done: String = self.reasoning.drain(..=i).collect();
                     self.say(&st.dim(&done[..done.len() - 1]));
@@ -971,15 +977,16 @@ impl<'h> Repl<'h> {
                 error,
             } => {
                 self.say(&format!(
-                    "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
+                    "{} {}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
                     st.warning("warning:"),
+                    visible(&error),
                     delay_ms as f64 / 1000.0
                 ));
             }
             EventKind::Warning { message } => {
-                self.say(&format!("{} {message}", st.warning("warning:")))
+                self.say(&format!("{} {}", st.warning("warning:"), visible(&message)))
             }
-            EventKind::Error { message } => self.say_error(&message),
+            EventKind::Error { message } => self.say_error(&visible(&message)),
             EventKind::ApprovalRequested {
                 call_id,
                 tool,
@@ -988,11 +995,29 @@ impl<'h> Repl<'h> {
             } => {
                 self.flush_partial();
                 self.set_state("awaiting approval");
+                let actor = visible(&actor).into_owned();
+                let (shown, note) = crate::ui::approval_command(&command);
+                if let Some(note) = note {
+                    self.say(&st.warning(&format!("note: {note}")));
+                }
+                // The input line holds one line: a longer command is shown
+                // whole above it, and the prompt points there.
+                let inline = if shown.contains('\n') || shown.chars().count() > 160 {
+                    self.say(&format!(
+                        "{}{} {}",
+                        st.actor(&actor),
+                        st.actor("$"),
+                        st.accent(&shown)
+                    ));
+                    st.dim("(the command above)")
+                } else {
+                    st.accent(&shown)
+                };
                 let prompt = format!(
                     "{}{} {} {} ",
                     st.actor(&actor),
                     st.actor("$"),
-                    st.accent(&command),
+                    inline,
                     st.warning("-- approve?")
                 );
                 let stashed = self.editor.buffer.text();
@@ -1014,14 +1039,13 @@ impl<'h> Repl<'h> {
                 ..
             } => match by {
                 DecidedBy::Policy if approved => {
-                    self.say(&st.dim(&format!("auto-approved: {command}")))
+                    self.say(&st.dim(&format!("auto-approved: {}", visible(&command))))
                 }
                 DecidedBy::Policy => {
-                    self.say(&st.dim(&format!("denied by /approve none: {command}")))
+                    self.say(&st.dim(&format!("denied by /approve none: {}", visible(&command))))
                 }
-                DecidedBy::Denylist => {
-                    self.say(&st.warning(&format!("refused by the denylist: {command}")))
-                }
+                DecidedBy::Denylist => self
+                    .say(&st.warning(&format!("refused by the denylist: {}", visible(&command)))),
                 DecidedBy::Interrupted => {
                     if self.approval.as_ref().is_some_and(|p| p.call_id == call_id) {
                         if let Some(p) = self.approval.take() {
@@ -1075,7 +1099,8 @@ impl<'h> Repl<'h> {
                     Some(Want::Context) => Self::context_text(&report),
                     _ => self.status_text(&report),
                 };
-                self.say(&text);
+                // Model names and endpoints come from config and servers.
+                self.say(&visible(&text));
             }
             EventKind::ApprovalPolicyChanged { policy } => {
                 self.policy = policy;
@@ -1097,7 +1122,7 @@ impl<'h> Repl<'h> {
                 };
                 if let Some(n) = note {
                     text.push('\n');
-                    text.push_str(&n);
+                    text.push_str(&visible(&n));
                 }
                 self.say(&text);
             }
