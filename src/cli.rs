@@ -88,6 +88,27 @@ pub enum Command {
     Logout(LogoutArgs),
     /// Serve the agent over HTTP (JSON + Server-Sent Events) with a web page
     Serve(ServeArgs),
+    /// Print a shell completion script: `buddy completions bash > /etc/bash_completion.d/buddy`
+    Completions(CompletionsArgs),
+    /// Print a man page (roff): `buddy man | man -l -`, `buddy man exec`
+    Man(ManArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (default: buddy's own)
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
+    /// Write every page (buddy.1, buddy-exec.1, …) into this directory instead
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub out_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -34,6 +34,7 @@ mod execution;
 mod repl;
 mod serve;
 mod sessions;
+mod shell_help;
 
 use execution::Execution;
 
@@ -180,6 +181,8 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Logout(args)) => logout(args.provider.as_deref()),
         Some(Command::Serve(args)) => serve::serve(args, &overrides, &cli.global.target).await,
         Some(Command::Models) => list_models(&overrides).await,
+        Some(Command::Completions(args)) => shell_help::completions(args.shell),
+        Some(Command::Man(args)) => shell_help::man_page(&args),
         None => interactive(&overrides, None, &cli.global.target).await,
     }
 }
