@@ -923,3 +923,41 @@ fn escape_sequences_reach_stderr_visible_and_stdout_pipe_exact() {
     assert!(out.stderr.contains("␛[2J␛[999D gone"), "{}", out.stderr);
     assert!(out.stderr.contains("think ␛[31mred"), "{}", out.stderr);
 }
+
+/// Tool calls read as what they do, not as JSON: the command itself, the
+/// path written; results as their first lines and a count of the rest, a
+/// failed command with its exit status.
+#[test]
+fn tool_calls_and_results_read_as_a_person_would() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            call("c1", "run_shell", json!({ "command": "seq 1 10" })),
+            call(
+                "c2",
+                "run_shell",
+                json!({ "command": "echo oops >&2; exit 3" }),
+            ),
+            call(
+                "c3",
+                "write_file",
+                json!({ "path": "notes.txt", "content": "one\ntwo\n" }),
+            ),
+        ]),
+        Reply::text("done"),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "--dangerously-auto-approve", "go"])
+        .run();
+    out.assert_success();
+    let err = &out.stderr;
+    assert!(err.contains("▶ $ seq 1 10"), "{err}");
+    assert!(
+        err.contains("  ← 1\n    2\n    3\n    4\n    … +6 more lines"),
+        "{err}"
+    );
+    assert!(err.contains("▶ $ echo oops >&2; exit 3"), "{err}");
+    assert!(err.contains("  ← oops\n  ✗ run_shell: exit 3"), "{err}");
+    assert!(err.contains("▶ write notes.txt (2 lines, 8 B)"), "{err}");
+    assert!(!err.contains("{\"command\""), "raw JSON shown: {err}");
+}

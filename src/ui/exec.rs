@@ -139,11 +139,14 @@ impl ExecFrontEnd {
                 self.end_stream_line();
                 if self.opts.show_tool_calls {
                     self.clear_spinner();
-                    eprintln!(
-                        "{} {}",
-                        st.tool(&format!("▶ {name}")),
-                        st.dim(&preview(&arguments, 80))
-                    );
+                    let lines = super::toolview::call_lines(&name, &arguments);
+                    for (i, line) in lines.iter().enumerate() {
+                        if i == 0 {
+                            eprintln!("{} {}", st.tool("▶"), st.tool(line));
+                        } else {
+                            eprintln!("  {}", st.dim(line));
+                        }
+                    }
                 }
                 self.spinner = Some(Spinner {
                     label: format!("running {name}"),
@@ -158,15 +161,8 @@ impl ExecFrontEnd {
                 ..
             } if self.opts.show_tool_calls => {
                 self.clear_spinner();
-                let line = preview(&text, 120);
-                if is_error {
-                    eprintln!(
-                        "  {} {}",
-                        st.error("✗"),
-                        st.error(&format!("{name}: {line}"))
-                    );
-                } else {
-                    eprintln!("  {} {}", st.dim("←"), st.dim(&line));
+                for line in super::toolview::result_lines(&name, &text, is_error, st) {
+                    eprintln!("{line}");
                 }
             }
             EventKind::Usage {

@@ -6,6 +6,7 @@ pub mod exec;
 pub mod json;
 pub mod repl;
 pub mod style;
+pub mod toolview;
 
 use crate::agent::protocol::EventKind;
 use style::Style;

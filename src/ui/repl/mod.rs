@@ -935,21 +935,27 @@ impl<'h> Repl<'h> {
                 self.flush_partial();
                 self.set_state(&format!("running {name}"));
                 if self.opts.show_tool_calls {
-                    self.say(&format!(
-                        "{} {}",
-                        st.tool(&format!("▶ {name}")),
-                        preview(&arguments, 100)
-                    ));
+                    let lines = crate::ui::toolview::call_lines(&name, &arguments);
+                    let mut shown = Vec::with_capacity(lines.len());
+                    for (i, line) in lines.iter().enumerate() {
+                        shown.push(if i == 0 {
+                            format!("{} {}", st.tool("▶"), st.tool(line))
+                        } else {
+                            format!("  {}", st.dim(line))
+                        });
+                    }
+                    self.say(&shown.join("\n"));
                 }
             }
-            EventKind::ToolResult { text, is_error, .. } => {
+            EventKind::ToolResult {
+                name,
+                text,
+                is_error,
+                ..
+            } => {
                 if self.opts.show_tool_calls {
-                    let line = format!("  ← {}", preview(&text, 100));
-                    self.say(&if is_error {
-                        st.error(&line)
-                    } else {
-                        st.dim(&line)
-                    });
+                    let lines = crate::ui::toolview::result_lines(&name, &text, is_error, st);
+                    self.say(&lines.join("\n"));
                 }
             }
             EventKind::Usage {

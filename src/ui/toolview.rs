@@ -1,0 +1,307 @@
+//! Tool calls and results as a person reads them: `run_shell` as the command
+//! it runs, `write_file` as a path and size, a result as its first lines and
+//! how many more there were, a failed command with its exit status. Pure
+//! text in, lines out (unstyled, control characters made visible); the front
+//! ends add colour.
+
+use crate::text::{clip, one_line, visible};
+use serde_json::Value;
+
+/// Lines of a multi-line command shown before `… +N more lines`.
+const COMMAND_LINES: usize = 6;
+/// Longest line shown; the rest of it is cut with `…`.
+const LINE_CHARS: usize = 160;
+
+/// How a tool call reads: its first line, then any continuation lines.
+pub fn call_lines(name: &str, arguments: &str) -> Vec<String> {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let s = |key: &str| args.get(key).and_then(Value::as_str);
+    match (name, &args) {
+        ("run_shell", _) if s("command").is_some() => {
+            let command = s("command").unwrap_or_default();
+            let mut lines = block(command, COMMAND_LINES);
+            if let Some(first) = lines.first_mut() {
+                *first = format!("$ {first}");
+            }
+            for l in lines.iter_mut().skip(1) {
+                *l = format!("  {l}");
+            }
+            lines
+        }
+        ("write_file", _) if s("path").is_some() => {
+            let content = s("content").unwrap_or_default();
+            let n = content.lines().count();
+            vec![format!(
+                "write {} ({n} line{}, {})",
+                shown(s("path").unwrap_or_default()),
+                if n == 1 { "" } else { "s" },
+                bytes(content.len())
+            )]
+        }
+        ("read_file", _) if s("path").is_some() => {
+            vec![format!("read {}", shown(s("path").unwrap_or_default()))]
+        }
+        ("fetch_url", _) if s("url").is_some() => {
+            vec![format!("fetch {}", shown(s("url").unwrap_or_default()))]
+        }
+        ("web_search", _) if s("query").is_some() => {
+            vec![format!(
+                "search \"{}\"",
+                shown(s("query").unwrap_or_default())
+            )]
+        }
+        ("send-keys", _) => {
+            let mut what = Vec::new();
+            if let Some(t) = s("text") {
+                what.push(format!("\"{}\"", shown(t)));
+            }
+            if let Some(keys) = args.get("keys").and_then(Value::as_array) {
+                what.extend(keys.iter().filter_map(Value::as_str).map(shown));
+            }
+            if args.get("enter").and_then(Value::as_bool) == Some(true) {
+                what.push("Enter".into());
+            }
+            vec![format!("keys{} {}", pane(s("pane")), what.join(" "))]
+        }
+        ("capture-pane", _) => vec![format!("read the pane{}", pane(s("pane")))],
+        ("time", _) => vec!["time".into()],
+        _ => {
+            let compact = match &args {
+                Value::Null => arguments.to_string(),
+                v => v.to_string(),
+            };
+            vec![format!("{name} {}", shown(&compact))]
+        }
+    }
+}
+
+/// What a result shows: a few lines of it, how many were left out, and
+/// whether it failed (an error, a command's non-zero exit, a timeout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultView {
+    pub lines: Vec<String>,
+    pub more: usize,
+    /// `Some("exit 2")`, `Some("timed out")`, `Some("error")` when it failed.
+    pub failure: Option<String>,
+}
+
+pub fn result_view(name: &str, text: &str, is_error: bool, max_lines: usize) -> ResultView {
+    if name == "run_shell" && !is_error {
+        if let Some(v) = shell_result(text, max_lines) {
+            return v;
+        }
+    }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let more = lines.len().saturating_sub(max_lines);
+    ResultView {
+        lines: lines.iter().take(max_lines).map(|l| shown(l)).collect(),
+        more,
+        failure: is_error.then(|| "error".to_string()),
+    }
+}
+
+/// `run_shell` results read `exit code: N` (or a timeout), then `stdout:` and
+/// possibly `stderr:` sections; shown as the output lines and the status.
+fn shell_result(text: &str, max_lines: usize) -> Option<ResultView> {
+    let mut lines = text.lines();
+    let header = lines.next()?;
+    let failure = if let Some(code) = header.strip_prefix("exit code: ") {
+        match code.split_whitespace().next() {
+            Some("0") => None,
+            Some("none") => Some(
+                code.trim_start_matches("none ")
+                    .trim_matches(['(', ')'])
+                    .to_string(),
+            ),
+            Some(c) => Some(format!("exit {c}")),
+            None => None,
+        }
+    } else if header.starts_with("timed out") {
+        Some("timed out".to_string())
+    } else {
+        return None;
+    };
+    let output: Vec<&str> = lines
+        .filter(|l| !matches!(*l, "stdout:" | "stderr:" | "(empty)"))
+        .collect();
+    let more = output.len().saturating_sub(max_lines);
+    Some(ResultView {
+        lines: output.iter().take(max_lines).map(|l| shown(l)).collect(),
+        more,
+        failure,
+    })
+}
+
+/// Lines of a result shown under its call.
+pub const RESULT_LINES: usize = 4;
+
+/// A result as styled lines for a front end: `  ← ` before the first,
+/// failures in the error colour ending in their status, and `+N more lines`.
+pub fn result_lines(
+    name: &str,
+    text: &str,
+    is_error: bool,
+    st: super::style::Style,
+) -> Vec<String> {
+    let v = result_view(name, text, is_error, RESULT_LINES);
+    let paint = |s: &str| {
+        if v.failure.is_some() {
+            st.error(s)
+        } else {
+            st.dim(s)
+        }
+    };
+    let mut out: Vec<String> = v
+        .lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| paint(&format!("{} {l}", if i == 0 { "  ←" } else { "   " })))
+        .collect();
+    if v.more > 0 {
+        out.push(st.dim(&format!(
+            "    … +{} more line{}",
+            v.more,
+            if v.more == 1 { "" } else { "s" }
+        )));
+    }
+    match &v.failure {
+        Some(f) => out.push(st.error(&format!("  ✗ {name}: {f}"))),
+        None if out.is_empty() => out.push(st.dim("  ← (no output)")),
+        None => {}
+    }
+    out
+}
+
+/// The first `max` lines of a block, then `… +N more lines`.
+fn block(text: &str, max: usize) -> Vec<String> {
+    let all: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = all.iter().take(max).map(|l| shown(l)).collect();
+    if all.len() > max {
+        out.push(format!("… +{} more lines", all.len() - max));
+    }
+    if out.is_empty() {
+        out.push(String::new());
+    }
+    out
+}
+
+fn shown(s: &str) -> String {
+    clip(&visible(s).replace('\t', "    "), LINE_CHARS).into_owned()
+}
+
+fn pane(p: Option<&str>) -> String {
+    p.map(|p| format!(" → pane {}", one_line(p, 40)))
+        .unwrap_or_default()
+}
+
+fn bytes(n: usize) -> String {
+    if n < 1024 {
+        format!("{n} B")
+    } else if n < 1024 * 1024 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: Value) -> String {
+        v.to_string()
+    }
+
+    #[test]
+    fn shell_calls_read_as_the_command() {
+        assert_eq!(
+            call_lines("run_shell", &args(json!({"command": "ls -la"}))),
+            vec!["$ ls -la"]
+        );
+        let multi = call_lines(
+            "run_shell",
+            &args(json!({"command": "cat <<EOF > x\na\nb\nc\nd\ne\nf\nEOF"})),
+        );
+        assert_eq!(multi[0], "$ cat <<EOF > x");
+        assert_eq!(multi[1], "  a");
+        assert_eq!(multi.last().map(String::as_str), Some("  … +2 more lines"));
+        let evil = call_lines("run_shell", &args(json!({"command": "a\u{1b}[2Jb"})));
+        assert_eq!(evil, vec!["$ a␛[2Jb"]);
+    }
+
+    #[test]
+    fn file_and_web_calls_read_as_what_they_touch() {
+        assert_eq!(
+            call_lines(
+                "write_file",
+                &args(json!({"path": "src/x.rs", "content": "a\nb\n"}))
+            ),
+            vec!["write src/x.rs (2 lines, 4 B)"]
+        );
+        assert_eq!(
+            call_lines("read_file", &args(json!({"path": "Cargo.toml"}))),
+            vec!["read Cargo.toml"]
+        );
+        assert_eq!(
+            call_lines("web_search", &args(json!({"query": "rust sse"}))),
+            vec!["search \"rust sse\""]
+        );
+        assert_eq!(
+            call_lines("send-keys", &args(json!({"text": "q", "enter": true}))),
+            vec!["keys \"q\" Enter"]
+        );
+        assert_eq!(
+            call_lines("mystery", "{\"a\":1}"),
+            vec!["mystery {\"a\":1}"]
+        );
+        assert_eq!(
+            call_lines("run_shell", "not json"),
+            vec!["run_shell not json"]
+        );
+    }
+
+    #[test]
+    fn shell_results_show_output_lines_and_failures() {
+        let ok = result_view(
+            "run_shell",
+            "exit code: 0\nstdout:\na\nb\nc\nd\ne",
+            false,
+            3,
+        );
+        assert_eq!(ok.lines, vec!["a", "b", "c"]);
+        assert_eq!(ok.more, 2);
+        assert_eq!(ok.failure, None);
+        let bad = result_view(
+            "run_shell",
+            "exit code: 2\nstdout:\n(empty)\nstderr:\nno such file",
+            false,
+            3,
+        );
+        assert_eq!(bad.lines, vec!["no such file"]);
+        assert_eq!(bad.failure.as_deref(), Some("exit 2"));
+        let killed = result_view(
+            "run_shell",
+            "exit code: none (killed by signal 9)\nstdout:\n(empty)",
+            false,
+            3,
+        );
+        assert_eq!(killed.failure.as_deref(), Some("killed by signal 9"));
+        let slow = result_view(
+            "run_shell",
+            "timed out after 2 s; the command was killed\nstdout:\nx",
+            false,
+            3,
+        );
+        assert_eq!(slow.failure.as_deref(), Some("timed out"));
+    }
+
+    #[test]
+    fn other_results_show_their_first_lines_and_errors() {
+        let v = result_view("read_file", "1\n2\n3\n4", false, 2);
+        assert_eq!((v.lines.len(), v.more, v.failure), (2, 2, None));
+        let e = result_view("write_file", "cannot write x: denied", true, 2);
+        assert_eq!(e.failure.as_deref(), Some("error"));
+        assert_eq!(e.lines, vec!["cannot write x: denied"]);
+    }
+}
