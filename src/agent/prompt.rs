@@ -14,6 +14,8 @@ pub struct PromptContext<'a> {
     pub tmux: bool,
     /// Operator instructions from config, appended verbatim.
     pub instructions: Option<&'a str>,
+    /// The project's own instructions (its AGENTS.md files), appended verbatim.
+    pub project: Option<&'a str>,
 }
 
 pub fn render(ctx: &PromptContext<'_>) -> String {
@@ -25,6 +27,12 @@ pub fn render(ctx: &PromptContext<'_>) -> String {
     let instructions = match ctx.instructions.map(str::trim).filter(|s| !s.is_empty()) {
         Some(text) => format!("\nOperator instructions:\n{text}\n"),
         None => String::new(),
+    };
+    let instructions = match ctx.project.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(text) => {
+            format!("{instructions}\nProject instructions (AGENTS.md; follow them):\n{text}\n")
+        }
+        None => instructions,
     };
     let mut execution = String::new();
     if ctx.tmux {
@@ -62,11 +70,15 @@ mod tests {
             remote: false,
             tmux: false,
             instructions: Some("Be terse."),
+            project: Some("From /srv/AGENTS.md:\nUse tabs."),
         });
         assert!(!p.contains("{{"), "{p}");
         assert!(p.contains("run_shell, time"));
         assert!(p.contains("Operator instructions:\nBe terse."));
         assert!(p.contains("/srv"));
+        assert!(p.contains(
+            "Project instructions (AGENTS.md; follow them):\nFrom /srv/AGENTS.md:\nUse tabs."
+        ));
         let remote = render(&PromptContext {
             target: "the remote host db1 over SSH",
             cwd: "/home/me",
@@ -74,6 +86,7 @@ mod tests {
             remote: true,
             tmux: true,
             instructions: None,
+            project: None,
         });
         assert!(remote.contains("db1 over SSH"));
         assert!(remote.contains("The target is remote"));

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 mod discovery;
 mod execution;
+mod project;
 mod repl;
 mod serve;
 mod sessions;
@@ -331,6 +332,7 @@ fn agent_setup(
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
+    let project = project::find(&cwd);
     let system = render(&PromptContext {
         target: &target,
         cwd: &cwd_text,
@@ -338,6 +340,7 @@ fn agent_setup(
         remote: !execution.target.is_local(),
         tmux: execution.tmux(),
         instructions: settings.agent.system_prompt.as_deref(),
+        project: project.as_ref().map(|p| p.text.as_str()),
     });
     Ok(AgentSetup {
         client: Arc::new(client),
@@ -590,6 +593,21 @@ async fn interactive(
     }
     if let Some(a) = &execution.attach {
         banner.push_str(&format!("\n{}", style.dim(a)));
+    }
+    if let Some(found) = std::env::current_dir().ok().and_then(|d| project::find(&d)) {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let names: Vec<String> = found
+            .files
+            .iter()
+            .map(|f| f.strip_prefix(&cwd).unwrap_or(f).display().to_string())
+            .collect();
+        banner.push_str(&format!(
+            "\n{}",
+            style.dim(&format!(
+                "project instructions from {}",
+                crate::text::visible(&names.join(", "))
+            ))
+        ));
     }
     if let Some(query) = &resume {
         let text = match resume_first(&mut agent, query, style, false, &mut |_| {}).await {

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/login", "/help", "/quit", "/exit", "/q",
+    "/session", "/clear", "/init", "/login", "/help", "/quit", "/exit", "/q",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,8 @@ pub enum Slash {
     SessionNew,
     Help,
     Quit,
+    /// `/init`: ask the model to write the project's AGENTS.md.
+    Init,
 }
 
 impl Slash {
@@ -51,6 +53,7 @@ impl Slash {
                 | Slash::SessionNew
                 | Slash::SessionResume(_)
                 | Slash::Compact
+                | Slash::Init
                 | Slash::Quit
         )
     }
@@ -124,6 +127,8 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/compact" => no_args(Slash::Compact),
         "/ps" => no_args(Slash::Ps),
         "/help" => no_args(Slash::Help),
+        "/clear" => no_args(Slash::SessionNew),
+        "/init" => no_args(Slash::Init),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
             [id] => task_id(id).map(Slash::Kill),
@@ -212,6 +217,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// What `/init` asks of the model.
+pub const INIT_PROMPT: &str = "Write an AGENTS.md file in the working directory for this project: \
+instructions a coding agent needs to work here. Look at the project first (its layout, README, \
+build files, CI configuration, tests) and then write, concisely: what the project is, how to \
+build, test and lint it (exact commands), the code layout, and the conventions to follow. If an \
+AGENTS.md exists, improve it instead of starting over. Keep it under 150 lines.";
+
 pub const HELP: &str = "\
 /status                  model, endpoint, tools, session and token counters
 /context                 estimated context use and token totals
@@ -229,7 +241,9 @@ pub const HELP: &str = "\
 /session                 list this directory's sessions
 /session resume <id|last>
                          switch to a saved session
-/session new             start a fresh session
+/session new, /clear     start a fresh conversation (the old one stays saved)
+/init                    have the model write AGENTS.md, instructions for this
+                         project that every later session reads
 /help                    this list
 /quit, /exit, /q         leave (Ctrl-D on an empty line too)
 

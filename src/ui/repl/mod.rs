@@ -212,6 +212,8 @@ pub struct Repl<'h> {
     policy: ApprovalPolicy,
     approval: Option<PendingApproval>,
     picker: Option<Picker>,
+    /// The saved session in use, to say how to resume it on the way out.
+    session_id: Option<String>,
     /// The `/model` picker's server model list, while it is fetched.
     model_list: Option<tokio::task::JoinHandle<Result<Vec<String>, String>>>,
     login: Option<LoginRun>,
@@ -246,6 +248,7 @@ impl<'h> Repl<'h> {
             policy: ApprovalPolicy::Ask,
             approval: None,
             picker: None,
+            session_id: None,
             model_list: None,
             login: None,
             login_switch: false,
@@ -374,6 +377,16 @@ impl<'h> Repl<'h> {
         let _ = self.editor.finish(&mut self.out);
         // The run in progress is interrupted and everything saved before we go.
         self.agent.shutdown().await;
+        if let Some(id) = &self.session_id {
+            use std::io::Write;
+            let _ = write!(
+                self.out,
+                "{}\r\n",
+                self.opts
+                    .style
+                    .dim(&format!("resume this session with: buddy resume {id}"))
+            );
+        }
         code
     }
 
@@ -643,6 +656,9 @@ impl<'h> Repl<'h> {
         match cmd {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
+            Slash::Init => self.send(Op::Prompt {
+                text: commands::INIT_PROMPT.into(),
+            }),
             Slash::Ps => {
                 let text = match &self.task {
                     Some(t) => format!(
@@ -1132,15 +1148,19 @@ impl<'h> Repl<'h> {
                 }
                 self.say(&text);
             }
-            EventKind::SessionStarted { .. } => {}
-            EventKind::SessionResumed { .. } => {
+            EventKind::SessionStarted { id } => self.session_id = Some(id),
+            EventKind::SessionResumed { ref id, .. } => {
+                self.session_id = Some(id.clone());
                 if let Some(text) = crate::ui::resumed_text(&ev.kind, st) {
                     self.say(&text);
                 }
             }
-            EventKind::SessionCleared => self.say(
-                "new session: the conversation starts over and is saved from its first prompt",
-            ),
+            EventKind::SessionCleared => {
+                self.session_id = None;
+                self.say(
+                    "new session: the conversation starts over and is saved from its first prompt",
+                );
+            }
             EventKind::ShutdownComplete => {}
         }
     }
