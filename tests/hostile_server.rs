@@ -22,11 +22,12 @@ fn config(p: &FakeProvider, network: &str) -> String {
     )
 }
 
-/// The non-empty lines of stderr.
+/// The non-empty lines of stderr, less the first run's note about the
+/// config file it wrote.
 fn stderr_lines(out: &Output) -> Vec<&str> {
     out.stderr
         .lines()
-        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("created a default config at "))
         .collect()
 }
 
@@ -302,4 +303,75 @@ fn an_endless_line_is_refused_at_the_line_cap() {
         line.contains("a stream line exceeds 16777216 bytes"),
         "{line}"
     );
+}
+
+/// `config` for a profile speaking `api` (`messages` or `responses`).
+fn config_api(p: &FakeProvider, api: &str, network: &str) -> String {
+    config(p, network).replace(
+        "[models.fake]\n",
+        &format!("[models.fake]\napi = \"{api}\"\n"),
+    )
+}
+
+fn named(kind: &str, data: Value) -> SseChunk {
+    SseChunk::raw(format!("event: {kind}\ndata: {data}\n\n"))
+}
+
+#[test]
+fn the_answer_cap_holds_for_messages_and_responses_too() {
+    let piece = "z".repeat(1000);
+    let messages: Vec<SseChunk> = [
+        named("message_start", json!({"type":"message_start","message":{"usage":{"input_tokens":1}}})),
+        named("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
+    ]
+    .into_iter()
+    .chain((0..10_000).map(|_| {
+        named("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":piece}}))
+    }))
+    .collect();
+    let responses: Vec<SseChunk> = [named(
+        "response.output_item.added",
+        json!({"type":"response.output_item.added","output_index":0,"item":{"type":"message","content":[]}}),
+    )]
+    .into_iter()
+    .chain((0..10_000).map(|_| {
+        named("response.output_text.delta", json!({"type":"response.output_text.delta","output_index":0,"delta":piece}))
+    }))
+    .collect();
+    for (api, chunks) in [("messages", messages), ("responses", responses)] {
+        let p = FakeProvider::start(vec![Reply::sse(chunks)]);
+        let cmd = BuddyCmd::new()
+            .config(config_api(&p, api, "max_answer_bytes = 65536"))
+            .args(["exec", "hi"]);
+        let out = cmd.run();
+        assert_ne!(out.code(), Some(0), "{api}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("larger than 65536 bytes"),
+            "{api}: {}",
+            out.stderr
+        );
+        assert_eq!(p.request_count(), 1, "{api}");
+        assert_no_assistant_message_saved(&cmd);
+    }
+}
+
+#[test]
+fn pings_are_not_progress_for_messages_either() {
+    let mut chunks = vec![named(
+        "message_start",
+        json!({"type":"message_start","message":{"usage":{"input_tokens":1}}}),
+    )];
+    chunks.extend(
+        (0..300).map(|_| named("ping", json!({"type":"ping"})).delay(Duration::from_millis(100))),
+    );
+    let p = FakeProvider::start(vec![Reply::sse(chunks)]);
+    let cmd = BuddyCmd::new()
+        .config(config_api(&p, "messages", "idle_timeout_secs = 1"))
+        .args(["exec", "hi"]);
+    let started = Instant::now();
+    let out = cmd.run();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_ne!(out.code(), Some(0), "stderr: {}", out.stderr);
+    let line = assert_one_clean_error_line(&out);
+    assert!(line.contains("no new output for 1 s"), "{line}");
 }
