@@ -375,3 +375,17 @@ fn pings_are_not_progress_for_messages_either() {
     let line = assert_one_clean_error_line(&out);
     assert!(line.contains("no new output for 1 s"), "{line}");
 }
+
+#[test]
+fn a_completion_labelled_text_plain_is_still_read() {
+    // Careless labels are not hostile: a JSON object is read whatever its type.
+    let body = json!({"id":"x","object":"chat.completion","choices":[{"index":0,
+        "message":{"role":"assistant","content":"plain but fine"},"finish_reason":"stop"}]});
+    let p = FakeProvider::start(vec![Reply::status(200, body.to_string())]);
+    let out = BuddyCmd::new()
+        .config(config(&p, ""))
+        .args(["exec", "hi"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "plain but fine\n");
+}

@@ -272,7 +272,8 @@ impl HttpClient {
             self.read_stream(response, on_event).await?
         } else {
             // No content type is taken as JSON (some servers send none); any
-            // other type (an HTML login page, a proxy's notice) is quoted.
+            // other type (an HTML login page, a proxy's notice) is read only
+            // as far as an error needs, and quoted.
             let json = ct.is_empty() || ct.contains("json");
             let cap = if json {
                 self.limits.max_json_body()
@@ -282,7 +283,9 @@ impl HttpClient {
             let body = read_capped(response, cap, timeout, self.limits.idle_timeout)
                 .await
                 .map_err(|e| (e, None, false))?;
-            if !json {
+            // A JSON object under a wrong label is still read, as it was.
+            let looks_json = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            if !json && !looks_json {
                 let wanted = match self.settings.stream {
                     true => "an event stream",
                     false => "JSON",
