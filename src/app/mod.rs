@@ -17,7 +17,7 @@ use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::host::HostError;
 use crate::provider::completions::Completions;
-use crate::provider::http::{ClientSettings, HttpClient, Protocol};
+use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits};
 use crate::session::{self, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
@@ -886,7 +886,13 @@ fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
         },
         protocol,
     )
-    .map_err(|e| AppError::Usage(e.to_string()))?;
+    .map_err(|e| AppError::Usage(e.to_string()))?
+    .with_limits(StreamLimits {
+        max_answer_bytes: usize::try_from(settings.network.max_answer_bytes)
+            .unwrap_or(usize::MAX)
+            .max(1),
+        idle_timeout: Duration::from_secs(settings.network.idle_timeout_secs.max(1)),
+    });
     match &api.login {
         Some(issuer) => {
             let store = auth_store()?;

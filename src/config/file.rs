@@ -241,6 +241,12 @@ pub struct NetworkSection {
     pub fetch_timeout_secs: u64,
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
+    /// Longest a model stream may go without new answer bytes.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_secs: u64,
+    /// Largest answer one model reply may carry.
+    #[serde(default = "default_max_answer_bytes")]
+    pub max_answer_bytes: u64,
 }
 
 impl Default for NetworkSection {
@@ -249,6 +255,8 @@ impl Default for NetworkSection {
             api_timeout_secs: default_api_timeout(),
             fetch_timeout_secs: default_fetch_timeout(),
             max_retries: default_max_retries(),
+            idle_timeout_secs: default_idle_timeout(),
+            max_answer_bytes: default_max_answer_bytes(),
         }
     }
 }
@@ -407,4 +415,10 @@ fn default_fetch_timeout() -> u64 {
 }
 fn default_max_retries() -> u32 {
     3
+}
+fn default_idle_timeout() -> u64 {
+    600
+}
+fn default_max_answer_bytes() -> u64 {
+    8 * 1024 * 1024
 }

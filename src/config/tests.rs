@@ -155,6 +155,8 @@ fn empty_file_falls_back_to_builtin_profiles_and_defaults() {
     assert_eq!(s.agent.max_iterations, 20);
     assert!(s.agent.parallel_tools);
     assert_eq!(s.network.max_retries, 3);
+    assert_eq!(s.network.idle_timeout_secs, 600);
+    assert_eq!(s.network.max_answer_bytes, 8 * 1024 * 1024);
     assert!(s.tools.shell_confirm);
 }
 

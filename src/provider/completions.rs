@@ -128,7 +128,10 @@ impl StreamParser for ChunkParser {
         }
         let chunk: ChatChunk = serde_json::from_value(value)
             .map_err(|e| ApiError::InvalidResponse(format!("unexpected stream chunk ({e})")))?;
-        let delta = self.acc.push(chunk);
+        let delta = self
+            .acc
+            .push(chunk)
+            .map_err(|e| ApiError::InvalidResponse(e.to_string()))?;
         if let Some(text) = delta.text {
             on_event(StreamEvent::Text(text));
         }
@@ -145,6 +148,13 @@ impl StreamParser for ChunkParser {
                 "connection closed before the response was complete".to_string(),
             ));
         }
+        // `[DONE]` alone is no answer: saving it would put an empty
+        // assistant message in the history.
+        if self.acc.is_empty() && self.acc.finish_reason().is_none() {
+            return Err(ApiError::InvalidResponse(
+                "the server ended the stream without a reply".to_string(),
+            ));
+        }
         let usage = self.acc.usage();
         let cut_off = (self.acc.finish_reason() == Some("length"))
             .then(|| "finish_reason: length".to_string());
@@ -153,5 +163,9 @@ impl StreamParser for ChunkParser {
             usage,
             cut_off,
         })
+    }
+
+    fn answer_bytes(&self) -> usize {
+        self.acc.answer_bytes()
     }
 }

@@ -44,8 +44,24 @@ impl ApiError {
     }
 }
 
+/// The longest an error line gets, in characters.
+const MAX_LINE_CHARS: usize = 1000;
+/// How much of a server's own text an error quotes, in characters.
+const MAX_QUOTE_CHARS: usize = 300;
+
+/// Every error is shown as one visible line, however it was built: the
+/// server's text inside it may hold newlines and escape sequences.
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = String::new();
+        self.render(&mut text)?;
+        f.write_str(&crate::text::one_line(&text, MAX_LINE_CHARS))
+    }
+}
+
+impl ApiError {
+    fn render(&self, f: &mut String) -> fmt::Result {
+        use std::fmt::Write;
         match self {
             ApiError::Connect { url, detail } => {
                 write!(f, "cannot reach model server at {url}: {detail}")
@@ -212,12 +228,7 @@ pub fn stream_error(v: &serde_json::Value, described: String) -> ApiError {
 }
 
 fn one_line(s: &str) -> String {
-    let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut out: String = joined.chars().take(300).collect();
-    if joined.chars().count() > 300 {
-        out.push('…');
-    }
-    out
+    crate::text::one_line(s, MAX_QUOTE_CHARS)
 }
 
 #[cfg(test)]
@@ -256,6 +267,25 @@ mod tests {
         );
         assert_eq!(error_message_from_body(r#"{"error":"nope"}"#), "nope");
         assert_eq!(error_message_from_body("plain\ntext"), "plain text");
+    }
+
+    #[test]
+    fn every_error_displays_as_one_visible_line() {
+        let page = "<html>\n<body>\x1b]0;pwned\x07\n\x1b[2J".repeat(50);
+        for e in [
+            ApiError::InvalidResponse(page.clone()),
+            ApiError::StreamInterrupted(page.clone()),
+            ApiError::Status {
+                status: 502,
+                message: error_message_from_body(&page),
+            },
+        ] {
+            let shown = e.to_string();
+            assert!(!shown.contains('\n'), "{shown}");
+            assert!(!shown.contains('\x1b'), "{shown}");
+            assert!(!shown.contains('\x07'), "{shown}");
+            assert!(shown.chars().count() <= MAX_LINE_CHARS + 1, "{shown}");
+        }
     }
 
     #[test]

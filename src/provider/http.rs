@@ -9,6 +9,7 @@ use crate::auth::LoginCredentials;
 use crate::provider::error::error_message_from_body;
 use crate::provider::models::{parse_model_list, ListedModel};
 use crate::wire::sse::{SseDecoder, SseEvent};
+use crate::wire::stream::{TooManyToolCalls, MAX_TOOL_CALLS};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,8 +18,44 @@ use std::time::Duration;
 
 /// Error bodies larger than this are not read further; the message is in the start.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-/// A non-streamed response larger than this is refused rather than buffered.
+/// A model list larger than this is refused rather than buffered.
 const MAX_JSON_BODY: usize = 64 * 1024 * 1024;
+/// How much of an unexpected body an error quotes, in characters.
+const QUOTE_CHARS: usize = 200;
+
+/// What one reply may cost, whatever the server sends: the bounds that keep a
+/// broken or hostile server from exhausting memory or holding a run forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Largest answer (text, reasoning, tool calls) one reply may carry.
+    pub max_answer_bytes: usize,
+    /// Longest a stream may go without adding to the answer: keep-alives and
+    /// empty events do not count. Separate from the per-read timeout, which
+    /// any byte resets.
+    pub idle_timeout: Duration,
+}
+
+impl StreamLimits {
+    pub const DEFAULT_MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+    /// The cap on a non-streamed body: the answer with room for its JSON
+    /// escaping and envelope.
+    fn max_json_body(&self) -> usize {
+        self.max_answer_bytes
+            .saturating_mul(4)
+            .saturating_add(1024 * 1024)
+    }
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_answer_bytes: Self::DEFAULT_MAX_ANSWER_BYTES,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
 
 /// What a profile says about talking to its server, whatever the protocol.
 #[derive(Clone)]
@@ -71,6 +108,9 @@ pub trait StreamParser: Send {
     /// whether the protocol's own end marker was seen; without it a parser
     /// may still accept a stream that is evidently complete.
     fn finish(self: Box<Self>, ended_cleanly: bool) -> Result<ModelResponse, ApiError>;
+    /// Bytes of answer held so far: text, reasoning and tool calls, not the
+    /// protocol's framing. Its growth is what counts as progress.
+    fn answer_bytes(&self) -> usize;
 }
 
 /// One wire protocol.
@@ -111,10 +151,8 @@ pub fn encode_body<T: serde::Serialize>(body: &T) -> Result<Vec<u8>, ApiError> {
 /// A complete response body parsed as `T`; the error names what was expected
 /// (`what`) and quotes the start of what came instead.
 pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-        ApiError::InvalidResponse(format!("not {what} ({e}): {}", text.trim()))
-    })
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::InvalidResponse(format!("not {what} ({e}): {}", quote(body))))
 }
 
 pub struct HttpClient {
@@ -124,6 +162,7 @@ pub struct HttpClient {
     http: reqwest::Client,
     /// Bearer tokens from `buddy login`, for login-backed profiles.
     login: Option<Arc<LoginCredentials>>,
+    limits: StreamLimits,
 }
 
 impl HttpClient {
@@ -147,7 +186,14 @@ impl HttpClient {
             url,
             http,
             login: None,
+            limits: StreamLimits::default(),
         })
+    }
+
+    /// Bounds replies by these limits instead of the defaults.
+    pub fn with_limits(mut self, limits: StreamLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Authenticates with login tokens (refreshed as needed) instead of a key.
@@ -195,7 +241,7 @@ impl HttpClient {
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
                 .and_then(parse_retry_after);
-            let body = read_capped(response, MAX_ERROR_BODY, timeout)
+            let body = read_capped(response, MAX_ERROR_BODY, timeout, timeout)
                 .await
                 .unwrap_or_default();
             let text = String::from_utf8_lossy(&body);
@@ -217,21 +263,65 @@ impl HttpClient {
             };
             return Err((err, retry_after, false));
         }
-        let is_sse = response
+        let content_type = response
             .headers()
             .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("text/event-stream"));
-        if is_sse {
-            self.read_stream(response, on_event).await
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase());
+        let ct = content_type.as_deref().unwrap_or("");
+        let response = if ct.contains("text/event-stream") {
+            self.read_stream(response, on_event).await?
         } else {
-            let body = read_capped(response, MAX_JSON_BODY, timeout)
+            // No content type is taken as JSON (some servers send none); any
+            // other type (an HTML login page, a proxy's notice) is read only
+            // as far as an error needs, and quoted.
+            let json = ct.is_empty() || ct.contains("json");
+            let cap = if json {
+                self.limits.max_json_body()
+            } else {
+                MAX_ERROR_BODY
+            };
+            let body = read_capped(response, cap, timeout, self.limits.idle_timeout)
                 .await
                 .map_err(|e| (e, None, false))?;
-            self.protocol
+            // A JSON object under a wrong label is still read, as it was.
+            let looks_json = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            if !json && !looks_json {
+                let wanted = match self.settings.stream {
+                    true => "an event stream",
+                    false => "JSON",
+                };
+                let kind = crate::text::one_line(ct.split(';').next().unwrap_or(ct), 80);
+                let e = ApiError::InvalidResponse(format!(
+                    "the server answered with {kind}, not {wanted}: {}",
+                    quote(&body)
+                ));
+                return Err((e, None, false));
+            }
+            let r = self
+                .protocol
                 .parse_json(&body, on_event)
-                .map_err(|e| (e, None, false))
+                .map_err(|e| (e, None, false))?;
+            let size = answer_size(&r.message);
+            if size > self.limits.max_answer_bytes {
+                return Err((self.too_large(), None, false));
+            }
+            r
+        };
+        let calls = response.message.calls().len();
+        if calls > MAX_TOOL_CALLS {
+            let e = TooManyToolCalls {
+                limit: MAX_TOOL_CALLS,
+            };
+            return Err((ApiError::InvalidResponse(e.to_string()), None, true));
         }
+        Ok(response)
+    }
+
+    fn too_large(&self) -> ApiError {
+        ApiError::InvalidResponse(format!(
+            "the reply is larger than {} bytes (network.max_answer_bytes)",
+            self.limits.max_answer_bytes
+        ))
     }
 
     async fn read_stream(
@@ -250,8 +340,25 @@ impl HttpClient {
         };
         let was_shown = || shown.load(Ordering::Relaxed);
         let mut done = false;
+        let idle = self.limits.idle_timeout;
+        let mut progress = 0;
+        let mut last_progress = tokio::time::Instant::now();
         loop {
-            let next = match tokio::time::timeout(timeout, response.chunk()).await {
+            // Two clocks: any byte resets the per-read timeout, only answer
+            // bytes reset the idle deadline (keep-alives alone never end).
+            let idle_left = idle.saturating_sub(last_progress.elapsed());
+            let idle_error = || {
+                ApiError::StreamInterrupted(format!(
+                    "no new output for {} s, only keep-alives or empty events (network.idle_timeout_secs)",
+                    idle.as_secs()
+                ))
+            };
+            // Checked here too: a flood of keep-alives is always ready to read.
+            if idle_left.is_zero() {
+                return Err((idle_error(), None, was_shown()));
+            }
+            let next = match tokio::time::timeout(timeout.min(idle_left), response.chunk()).await {
+                Err(_) if idle_left <= timeout => return Err((idle_error(), None, was_shown())),
                 Err(_) => {
                     let e =
                         ApiError::StreamInterrupted(format!("no data for {} s", timeout.as_secs()));
@@ -268,7 +375,12 @@ impl HttpClient {
                 Some(bytes) => decoder
                     .feed(&bytes, &mut events)
                     .map_err(|e| (ApiError::InvalidResponse(e.to_string()), None, was_shown()))?,
-                None => decoder.finish(&mut events),
+                None => {
+                    decoder.finish(&mut events);
+                    if let Some(e) = decoder.failure() {
+                        return Err((ApiError::InvalidResponse(e.to_string()), None, was_shown()));
+                    }
+                }
             }
             for ev in events.drain(..) {
                 if done {
@@ -278,6 +390,16 @@ impl HttpClient {
                     Ok(Flow::Done) => done = true,
                     Ok(Flow::More) => {}
                     Err(e) => return Err((e, None, was_shown())),
+                }
+                // Checked per event: one event adds at most the decoder's
+                // event cap, so memory stays near the answer cap.
+                let held = parser.answer_bytes();
+                if held > self.limits.max_answer_bytes {
+                    return Err((self.too_large(), None, was_shown()));
+                }
+                if held > progress {
+                    progress = held;
+                    last_progress = tokio::time::Instant::now();
                 }
             }
             if ended || done {
@@ -329,7 +451,7 @@ impl HttpClient {
         };
         let status = response.status();
         if !status.is_success() {
-            let body = read_capped(response, MAX_ERROR_BODY, timeout)
+            let body = read_capped(response, MAX_ERROR_BODY, timeout, timeout)
                 .await
                 .unwrap_or_default();
             return Err(ApiError::Status {
@@ -337,7 +459,7 @@ impl HttpClient {
                 message: self.protocol.error_message(&String::from_utf8_lossy(&body)),
             });
         }
-        let body = read_capped(response, MAX_JSON_BODY, timeout).await?;
+        let body = read_capped(response, MAX_JSON_BODY, timeout, self.limits.idle_timeout).await?;
         parse_model_list(&body)
     }
 
@@ -427,19 +549,25 @@ impl ModelClient for HttpClient {
     }
 }
 
+/// A whole body, at most `cap` bytes (an error body is cut there, anything
+/// else refused), each read within `timeout` and all of it within `total`.
 async fn read_capped(
     mut response: reqwest::Response,
     cap: usize,
     timeout: Duration,
+    total: Duration,
 ) -> Result<Vec<u8>, ApiError> {
     let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + total;
     loop {
-        match tokio::time::timeout(timeout, response.chunk()).await {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(timeout.min(left), response.chunk()).await {
             Err(_) => return Err(ApiError::StreamInterrupted("response body stalled".into())),
             Ok(Err(e)) => return Err(ApiError::StreamInterrupted(describe_reqwest(&e))),
             Ok(Ok(None)) => return Ok(out),
             Ok(Ok(Some(bytes))) => {
                 if out.len() + bytes.len() > cap {
+                    // An error body or an unexpected page: its start says enough.
                     if cap == MAX_ERROR_BODY {
                         out.extend_from_slice(&bytes[..cap - out.len()]);
                         return Ok(out);
@@ -452,6 +580,32 @@ async fn read_capped(
             }
         }
     }
+}
+
+/// The start of a body for an error message: one visible line.
+fn quote(body: &[u8]) -> String {
+    // Enough bytes for QUOTE_CHARS characters of any width.
+    let head = &body[..body.len().min(QUOTE_CHARS * 4)];
+    crate::text::one_line(&String::from_utf8_lossy(head), QUOTE_CHARS)
+}
+
+/// The size of an answer as the cap counts it: text, reasoning and other
+/// kept fields, tool names and arguments.
+fn answer_size(m: &crate::wire::Message) -> usize {
+    let calls: usize = m
+        .calls()
+        .iter()
+        .map(|c| c.id.len() + c.function.name.len() + c.function.arguments.len())
+        .sum();
+    let extra: usize = m
+        .extra
+        .values()
+        .map(|v| match v {
+            serde_json::Value::String(s) => s.len(),
+            other => other.to_string().len(),
+        })
+        .sum();
+    m.text().len() + calls + extra
 }
 
 /// reqwest's errors nest the useful part ("connection refused") several sources

@@ -424,6 +424,8 @@ struct EventParser {
     blocks: BTreeMap<u64, Block>,
     usage: UsageCounts,
     stop_reason: Option<String>,
+    /// Bytes of answer held (blocks as started, then their deltas).
+    bytes: usize,
 }
 
 impl StreamParser for EventParser {
@@ -451,6 +453,7 @@ impl StreamParser for EventParser {
                     .get("content_block")
                     .and_then(Block::from_json)
                     .unwrap_or(Block::Ignored);
+                self.bytes += data.len();
                 if let Block::Thinking { thinking, .. } = &block {
                     if !thinking.is_empty() {
                         on_event(StreamEvent::Reasoning {
@@ -468,6 +471,11 @@ impl StreamParser for EventParser {
             }
             "content_block_delta" => {
                 let delta = value.get("delta").unwrap_or(&Value::Null);
+                self.bytes += ["text", "partial_json", "thinking", "signature"]
+                    .iter()
+                    .filter_map(|k| delta.get(*k).and_then(Value::as_str))
+                    .map(str::len)
+                    .sum::<usize>();
                 self.delta(index, delta, on_event)?;
             }
             "message_delta" => {
@@ -504,6 +512,10 @@ impl StreamParser for EventParser {
             usage,
             stop.as_deref(),
         ))
+    }
+
+    fn answer_bytes(&self) -> usize {
+        self.bytes
     }
 }
 

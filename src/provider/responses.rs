@@ -341,6 +341,12 @@ struct EventParser {
     incomplete: Option<String>,
     /// Whether a summary part has been reported (later ones need a separator).
     summary_started: bool,
+    /// Streamed function-call arguments by `output_index`, joined here and put
+    /// into their items at the end (rebuilding the item's string on every
+    /// delta made long arguments quadratic).
+    arguments: BTreeMap<u64, String>,
+    /// Bytes of answer held (deltas, and items as sent), for the reply cap.
+    bytes: usize,
 }
 
 impl EventParser {
@@ -375,6 +381,9 @@ impl StreamParser for EventParser {
             .and_then(Value::as_str)
             .or(ev.event.as_deref())
             .unwrap_or("");
+        if let Some(d) = v["delta"].as_str() {
+            self.bytes += d.len();
+        }
         match kind {
             "response.output_text.delta" => {
                 if let Some(d) = v["delta"].as_str().filter(|d| !d.is_empty()) {
@@ -407,21 +416,30 @@ impl StreamParser for EventParser {
             }
             "response.output_item.added" | "response.output_item.done" => {
                 if let (Some(index), Some(item)) = (v["output_index"].as_u64(), v.get("item")) {
+                    // Items are kept whole: they count as sent.
+                    self.bytes += data.len();
+                    if item["arguments"].as_str().is_some_and(|a| !a.is_empty()) {
+                        self.arguments.remove(&index);
+                    }
                     self.items.insert(index, item.clone());
                 }
             }
             "response.function_call_arguments.delta" => {
-                let delta = v["delta"].as_str().unwrap_or("").to_string();
-                if let Some(item) = self.item_at(&v) {
-                    let mut args = item["arguments"].as_str().unwrap_or("").to_string();
-                    args.push_str(&delta);
-                    item["arguments"] = Value::from(args);
+                let delta = v["delta"].as_str().unwrap_or("");
+                if let Some(index) = v["output_index"].as_u64() {
+                    if self.items.contains_key(&index) {
+                        self.arguments.entry(index).or_default().push_str(delta);
+                    }
                 }
             }
             "response.function_call_arguments.done" => {
-                if let Some(args) = v["arguments"].as_str().map(str::to_string) {
+                if let Some(args) = v["arguments"].as_str() {
+                    self.bytes += args.len();
                     if let Some(item) = self.item_at(&v) {
                         item["arguments"] = Value::from(args);
+                    }
+                    if let Some(index) = v["output_index"].as_u64() {
+                        self.arguments.remove(&index);
                     }
                 }
             }
@@ -460,7 +478,14 @@ impl StreamParser for EventParser {
                 "connection closed before the response was complete".to_string(),
             ));
         }
-        let this = *self;
+        let mut this = *self;
+        for (index, args) in std::mem::take(&mut this.arguments) {
+            if let Some(item) = this.items.get_mut(&index) {
+                if item["arguments"].as_str().unwrap_or("").is_empty() {
+                    item["arguments"] = Value::from(args);
+                }
+            }
+        }
         let items = match this.final_output {
             Some(items) => items,
             None => this.items.into_values().collect(),
@@ -478,6 +503,10 @@ impl StreamParser for EventParser {
             usage: this.usage,
             cut_off: this.incomplete.map(|r| format!("incomplete: {r}")),
         })
+    }
+
+    fn answer_bytes(&self) -> usize {
+        self.bytes
     }
 }
 

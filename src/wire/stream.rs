@@ -4,6 +4,26 @@
 
 use super::chat::{ChatChunk, Message, Role, ToolCall, Usage};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Most tool calls one reply may make. Far above what a model does in one
+/// turn; the server's `index` is only a key, so a huge one costs nothing, but
+/// the number of distinct keys is what memory grows with.
+pub const MAX_TOOL_CALLS: usize = 128;
+
+/// A reply that asks for more than [`MAX_TOOL_CALLS`] tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyToolCalls {
+    pub limit: usize,
+}
+
+impl std::fmt::Display for TooManyToolCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the reply has more than {} tool calls", self.limit)
+    }
+}
+
+impl std::error::Error for TooManyToolCalls {}
 
 /// What one chunk contributed, for live rendering.
 #[derive(Debug, Default, PartialEq)]
@@ -17,12 +37,15 @@ pub struct ChunkDelta {
 pub struct StreamAccumulator {
     content: String,
     saw_content: bool,
-    calls: Vec<PartialCall>,
+    /// Calls by the server's `index` (any number: a map, not a vector).
+    calls: BTreeMap<usize, PartialCall>,
     extra: Map<String, Value>,
     usage: Option<Usage>,
     finish_reason: Option<String>,
     /// A plain text reasoning field was seen: structured twins are not shown.
     saw_text_reasoning: bool,
+    /// Bytes of answer held: text, reasoning, tool names, ids and arguments.
+    bytes: usize,
 }
 
 #[derive(Debug, Default)]
@@ -37,14 +60,16 @@ impl StreamAccumulator {
         Self::default()
     }
 
-    pub fn push(&mut self, chunk: ChatChunk) -> ChunkDelta {
+    /// Folds in one chunk. A chunk that would make the reply's tool calls
+    /// more than [`MAX_TOOL_CALLS`] is refused.
+    pub fn push(&mut self, chunk: ChatChunk) -> Result<ChunkDelta, TooManyToolCalls> {
         let mut out = ChunkDelta::default();
         if let Some(u) = chunk.usage {
             self.usage = Some(u);
         }
         // Only the first choice matters: buddy never asks for n > 1.
         let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else {
-            return out;
+            return Ok(out);
         };
         if let Some(r) = choice.finish_reason {
             self.finish_reason = Some(r);
@@ -59,6 +84,7 @@ impl StreamAccumulator {
         if let Some(Value::String(refusal)) = delta.extra.remove("refusal") {
             text.push_str(&refusal);
         }
+        self.bytes += text.len() + thinking.len();
         if !text.is_empty() {
             self.saw_content = true;
             self.content.push_str(&text);
@@ -73,17 +99,21 @@ impl StreamAccumulator {
             self.saw_text_reasoning = true;
         }
         for tc in delta.tool_calls.unwrap_or_default() {
-            while self.calls.len() <= tc.index {
-                self.calls.push(PartialCall::default());
+            if !self.calls.contains_key(&tc.index) && self.calls.len() >= MAX_TOOL_CALLS {
+                return Err(TooManyToolCalls {
+                    limit: MAX_TOOL_CALLS,
+                });
             }
-            let call = &mut self.calls[tc.index];
+            let call = self.calls.entry(tc.index).or_default();
             if let Some(id) = tc.id {
+                self.bytes += id.len();
                 if call.id.is_empty() {
                     call.id = id;
                 }
             }
             if let Some(f) = tc.function {
                 if let Some(name) = f.name {
+                    self.bytes += name.len();
                     if call.name.is_empty() {
                         call.name = name;
                     } else if call.name != name {
@@ -91,6 +121,7 @@ impl StreamAccumulator {
                     }
                 }
                 if let Some(args) = f.arguments {
+                    self.bytes += args.len();
                     call.arguments.push_str(&args);
                 }
             }
@@ -99,6 +130,7 @@ impl StreamAccumulator {
             match value {
                 Value::Null => {}
                 Value::String(fragment) => {
+                    self.bytes += fragment.len();
                     if super::chat::is_reasoning_key(&key) && !fragment.is_empty() {
                         out.reasoning.push((key.clone(), fragment.clone()));
                     }
@@ -110,6 +142,7 @@ impl StreamAccumulator {
                     }
                 }
                 other => {
+                    self.bytes += json_size(&other);
                     if super::chat::is_reasoning_key(&key) && !self.saw_text_reasoning {
                         let text = super::chat::value_to_text(&other);
                         if !text.is_empty() {
@@ -126,7 +159,13 @@ impl StreamAccumulator {
                 }
             }
         }
-        out
+        Ok(out)
+    }
+
+    /// Bytes of answer received so far (text, reasoning, tool calls, other
+    /// fields), for the caller's cap on the size of a reply.
+    pub fn answer_bytes(&self) -> usize {
+        self.bytes
     }
 
     pub fn usage(&self) -> Option<Usage> {
@@ -148,7 +187,6 @@ impl StreamAccumulator {
         let calls: Vec<ToolCall> = self
             .calls
             .into_iter()
-            .enumerate()
             .filter(|(_, c)| !c.name.is_empty() || !c.arguments.is_empty() || !c.id.is_empty())
             .map(|(i, c)| {
                 let id = if c.id.is_empty() {
@@ -175,6 +213,23 @@ impl StreamAccumulator {
         }
         m.extra = extra;
         m
+    }
+}
+
+/// The length of `v` as compact JSON, without building the text.
+fn json_size(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(n) => n.to_string().len(),
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|i| json_size(i) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size(v))
+                .sum::<usize>()
+        }
     }
 }
 
@@ -222,20 +277,97 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    fn push(acc: &mut StreamAccumulator, c: ChatChunk) -> ChunkDelta {
+        acc.push(c).unwrap()
+    }
+
+    #[test]
+    fn a_huge_index_is_a_key_not_an_allocation() {
+        let mut acc = StreamAccumulator::new();
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{
+            "tool_calls":[{"index":1_000_000_000usize,"id":"far","function":{"name":"time","arguments":"{}"}}]}}]})),
+        );
+        let m = acc.finish();
+        assert_eq!(m.calls().len(), 1);
+        assert_eq!(m.calls()[0].id, "far");
+    }
+
+    #[test]
+    fn more_tool_calls_than_the_cap_are_refused() {
+        let mut acc = StreamAccumulator::new();
+        let call = |i: usize| {
+            chunk(json!({"choices":[{"index":0,"delta":{
+                "tool_calls":[{"index":i * 1000,"function":{"name":"time","arguments":"{}"}}]}}]}))
+        };
+        for i in 0..MAX_TOOL_CALLS {
+            acc.push(call(i)).unwrap();
+        }
+        // More fragments of a known call are fine; a new call is not.
+        acc.push(call(0)).unwrap();
+        assert_eq!(
+            acc.push(call(MAX_TOOL_CALLS)),
+            Err(TooManyToolCalls {
+                limit: MAX_TOOL_CALLS
+            })
+        );
+        assert_eq!(
+            TooManyToolCalls { limit: 128 }.to_string(),
+            "the reply has more than 128 tool calls"
+        );
+    }
+
+    #[test]
+    fn answer_bytes_count_text_reasoning_and_arguments() {
+        let mut acc = StreamAccumulator::new();
+        push(
+            &mut acc,
+            chunk(
+                json!({"choices":[{"index":0,"delta":{"content":"abc","reasoning_content":"de"}}]}),
+            ),
+        );
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{
+            "tool_calls":[{"index":0,"function":{"name":"time","arguments":"{}"}}]}}]})),
+        );
+        assert_eq!(acc.answer_bytes(), 3 + 2 + 4 + 2);
+    }
+
     #[test]
     fn tool_call_arguments_accumulate_by_index() {
         let mut acc = StreamAccumulator::new();
-        acc.push(chunk(json!({"choices":[{"index":0,"delta":{"role":"assistant","content":null,
-            "tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"read_file","arguments":""}}]}}]})));
-        acc.push(chunk(json!({"choices":[{"index":0,"delta":{
-            "tool_calls":[{"index":1,"id":"b","function":{"name":"time","arguments":"{}"}}]}}]})));
+        push(
+            &mut acc,
+            chunk(
+                json!({"choices":[{"index":0,"delta":{"role":"assistant","content":null,
+            "tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"read_file","arguments":""}}]}}]}),
+            ),
+        );
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{
+            "tool_calls":[{"index":1,"id":"b","function":{"name":"time","arguments":"{}"}}]}}]})),
+        );
         for frag in ["{\"pa", "th\":", " \"x.txt\"}"] {
-            acc.push(chunk(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":frag}}]}}]})));
+            push(
+                &mut acc,
+                chunk(
+                    json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":frag}}]}}]}),
+                ),
+            );
         }
-        acc.push(chunk(
-            json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
-        ));
-        acc.push(chunk(json!({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})));
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})),
+        );
+        push(
+            &mut acc,
+            chunk(
+                json!({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}),
+            ),
+        );
         assert_eq!(acc.usage().unwrap().total_tokens, 15);
         let m = acc.finish();
         assert_eq!(m.content, None);
@@ -249,19 +381,22 @@ mod tests {
     #[test]
     fn reasoning_fragments_concatenate_and_surface() {
         let mut acc = StreamAccumulator::new();
-        let d = acc.push(chunk(
-            json!({"choices":[{"index":0,"delta":{"reasoning_content":"Let "}}]}),
-        ));
+        let d = push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{"reasoning_content":"Let "}}]})),
+        );
         assert_eq!(
             d.reasoning,
             vec![("reasoning_content".to_string(), "Let ".to_string())]
         );
-        acc.push(chunk(
-            json!({"choices":[{"index":0,"delta":{"reasoning_content":"me think"}}]}),
-        ));
-        let d = acc.push(chunk(
-            json!({"choices":[{"index":0,"delta":{"content":"42"}}]}),
-        ));
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{"reasoning_content":"me think"}}]})),
+        );
+        let d = push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{"content":"42"}}]})),
+        );
         assert_eq!(d.text.as_deref(), Some("42"));
         let m = acc.finish();
         assert_eq!(m.extra["reasoning_content"], "Let me think");
@@ -271,13 +406,17 @@ mod tests {
     #[test]
     fn a_refusal_is_the_answer() {
         let mut acc = StreamAccumulator::new();
-        let d = acc.push(chunk(
-            json!({"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":"I can't "}}]}),
-        ));
+        let d = push(
+            &mut acc,
+            chunk(
+                json!({"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":"I can't "}}]}),
+            ),
+        );
         assert_eq!(d.text.as_deref(), Some("I can't "));
-        acc.push(chunk(
-            json!({"choices":[{"index":0,"delta":{"refusal":"help with that."}}]}),
-        ));
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{"refusal":"help with that."}}]})),
+        );
         let m = acc.finish();
         assert_eq!(m.text(), "I can't help with that.");
         assert!(!m.extra.contains_key("refusal"));
@@ -286,9 +425,12 @@ mod tests {
     #[test]
     fn content_arrays_split_into_text_and_thinking() {
         let mut acc = StreamAccumulator::new();
-        let d = acc.push(chunk(json!({"choices":[{"index":0,"delta":{"content":[
+        let d = push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{"content":[
             {"type":"thinking","thinking":[{"type":"text","text":"Hmm, "}]},
-            {"type":"text","text":"Paris"}]}}]})));
+            {"type":"text","text":"Paris"}]}}]})),
+        );
         assert_eq!(d.text.as_deref(), Some("Paris"));
         assert_eq!(
             d.reasoning,
@@ -302,9 +444,12 @@ mod tests {
     fn one_thought_in_two_fields_is_shown_once_and_kept_whole() {
         let mut acc = StreamAccumulator::new();
         for frag in ["This ", "is it"] {
-            let d = acc.push(chunk(json!({"choices":[{"index":0,"delta":{
+            let d = push(
+                &mut acc,
+                chunk(json!({"choices":[{"index":0,"delta":{
                 "reasoning": frag,
-                "reasoning_details":[{"type":"reasoning.text","text":frag,"index":0,"format":"x"}]}}]})));
+                "reasoning_details":[{"type":"reasoning.text","text":frag,"index":0,"format":"x"}]}}]})),
+            );
             assert_eq!(
                 d.reasoning,
                 vec![("reasoning".to_string(), frag.to_string())]
