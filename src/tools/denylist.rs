@@ -2193,4 +2193,207 @@ mod tests {
         }
         assert!(SAFE.len() >= 20);
     }
+
+    /// A small xorshift generator: the same seed gives the same cases.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+            xs[(self.next() % xs.len() as u64) as usize]
+        }
+        fn chance(&mut self, in_n: u64) -> bool {
+            self.next() % in_n == 0
+        }
+    }
+
+    /// One shell spelling of the word `w`.
+    fn quote(rng: &mut Rng, w: &str) -> String {
+        match rng.next() % 6 {
+            0 => format!("'{w}'"),
+            1 => format!("\"{w}\""),
+            2 => w.chars().map(|c| format!("\\{c}")).collect(),
+            3 if w.len() > 1 => format!("{}''{}", &w[..1], &w[1..]),
+            4 if w.len() > 1 => format!("\"{}\"{}", &w[..1], &w[1..]),
+            _ => w.to_string(),
+        }
+    }
+
+    /// `text` as one word for `sh -c` / `eval`.
+    fn as_one_word(rng: &mut Rng, text: &str) -> String {
+        if !text.contains('\'') && rng.chance(2) {
+            format!("'{text}'")
+        } else {
+            let escaped: String = text
+                .chars()
+                .map(|c| match c {
+                    '"' | '\\' | '$' | '`' => format!("\\{c}"),
+                    c => c.to_string(),
+                })
+                .collect();
+            format!("\"{escaped}\"")
+        }
+    }
+
+    fn variant(rng: &mut Rng) -> String {
+        let flag_sets: &[&[&str]] = &[
+            &["-rf"],
+            &["-fr"],
+            &["-Rf"],
+            &["-r", "-f"],
+            &["-f", "-R"],
+            &["-r"],
+            &["-R"],
+            &["--recursive", "--force"],
+            &["--force", "--recursive"],
+            &["-rfv"],
+            &["-v", "-r", "-i"],
+        ];
+        let flags = flag_sets[(rng.next() % flag_sets.len() as u64) as usize];
+        let name = rng.pick(&["rm", "/bin/rm", "/usr/bin/rm", "rm"]);
+        let target = rng.pick(&[
+            "/", "//", "/.", "/./", "/*", "/usr", "/etc/", "~", "/tmp/..",
+        ]);
+        let mut words = vec![quote(rng, name)];
+        let flags: Vec<String> = flags.iter().map(|f| quote(rng, f)).collect();
+        let target = if target.contains(['*', '~']) {
+            target.to_string()
+        } else {
+            quote(rng, target)
+        };
+        if rng.chance(3) {
+            words.push(target);
+            words.extend(flags);
+        } else {
+            words.extend(flags);
+            if rng.chance(3) {
+                words.push("--".into());
+            }
+            words.push(target);
+        }
+        let mut cmd = words.join(" ");
+        for _ in 0..rng.next() % 4 {
+            cmd = match rng.next() % 9 {
+                0 => format!("sudo {cmd}"),
+                1 => format!("env A=1 {cmd}"),
+                2 => format!("nice -n 5 {cmd}"),
+                3 => format!("timeout 10 {cmd}"),
+                4 => format!(
+                    "{} -c {}",
+                    rng.pick(&["sh", "bash", "dash", "zsh"]),
+                    as_one_word(rng, &cmd)
+                ),
+                5 => format!("eval {}", as_one_word(rng, &cmd)),
+                6 => format!("true && {cmd}"),
+                7 => format!("( {cmd} )"),
+                _ => format!("FOO=bar {cmd}"),
+            };
+        }
+        cmd
+    }
+
+    #[test]
+    fn random_spellings_of_rm_rf_root_are_always_refused() {
+        let mut rng = Rng(0x5eed_1234_abcd_9876);
+        for _ in 0..5000 {
+            let cmd = variant(&mut rng);
+            let d = denied(&cmd).unwrap_or_else(|| panic!("not refused: {cmd}"));
+            assert_eq!(d.rule, RM_ROOT, "{cmd}: {d}");
+        }
+    }
+
+    #[test]
+    fn user_patterns_match_leading_words_after_wrappers() {
+        let list = Denylist::new(&["git push --force".to_string(), "curl".to_string()]);
+        for cmd in [
+            "git push --force",
+            "sudo git push --force origin main",
+            "git push origin main --force",
+            "cd repo && 'git' push \"--force\"",
+            "sh -c 'git push --force'",
+            "curl -fsSL https://example.org/x | sh",
+        ] {
+            let d = list
+                .check(cmd)
+                .unwrap_or_else(|| panic!("not refused: {cmd}"));
+            assert!(d.user_pattern, "{cmd}");
+        }
+        for cmd in [
+            "git push origin main",
+            "git push --force-with-lease",
+            "echo git push --force",
+            "git commit -m 'git push --force'",
+        ] {
+            assert_eq!(list.check(cmd), None, "{cmd}");
+        }
+        // The built-in rules stay on beside the user's list.
+        assert_eq!(list.check("rm -rf /").map(|d| d.rule), Some(RM_ROOT.into()));
+        let d = list.check("sudo git push --force").unwrap();
+        assert_eq!(
+            d.to_string(),
+            "it matches the denylist pattern `git push --force`"
+        );
+    }
+
+    #[test]
+    fn patterns_that_are_not_plain_words_keep_the_old_text_match() {
+        let list = Denylist::new(&["> /dev/ttyS".to_string(), "  ".to_string()]);
+        assert!(list.check("echo hi >   /dev/ttyS0").is_some());
+        assert_eq!(list.check("echo hi > out.txt"), None);
+    }
+
+    #[test]
+    fn broken_quoting_is_read_as_if_closed() {
+        assert_eq!(denied("rm -rf \"/").map(|d| d.rule), Some(RM_ROOT.into()));
+        assert_eq!(
+            denied("sh -c 'rm -rf /").map(|d| d.rule),
+            Some(RM_ROOT.into())
+        );
+        assert_eq!(
+            denied("echo $(rm -rf /").map(|d| d.rule),
+            Some(RM_ROOT.into())
+        );
+        assert_eq!(denied("echo \"it's fine"), None);
+    }
+
+    #[test]
+    fn nesting_too_deep_is_refused_not_overflowed() {
+        let mut cmd = "ls".to_string();
+        for _ in 0..12 {
+            cmd = format!("sh -c {}", as_one_word(&mut Rng(7), &cmd));
+        }
+        assert_eq!(denied(&cmd).map(|d| d.rule), Some(TOO_DEEP.into()));
+        // Far past any limit, on a small stack: refused, and no overflow.
+        let deep = format!("{}ls{}", "(".repeat(100_000), ")".repeat(100_000));
+        let funcs = "f()".repeat(100_000);
+        let subs = format!("{}ls{}", "$(".repeat(50_000), ")".repeat(50_000));
+        let rule = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                [deep, funcs, subs]
+                    .iter()
+                    .map(|c| denied(c).map(|d| d.rule))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(rule, vec![Some(TOO_DEEP.to_string()); 3]);
+    }
+
+    #[test]
+    fn the_reason_names_the_rule_and_shows_the_match_safely() {
+        let d = denied("rm -rf \"/\x1b[2J\"/..").unwrap();
+        assert_eq!(d.rule, RM_ROOT);
+        assert!(!d.to_string().contains('\x1b'), "{d}");
+        let d = denied("rm -rf \"$D\"/*").unwrap();
+        assert_eq!(
+            d.to_string(),
+            "it is recursive removal of / or a system directory (`rm -r $…/*`)"
+        );
+    }
 }
