@@ -1496,8 +1496,15 @@ fn find_rule(checker: &mut Checker, args: &[EWord], ctx: &Ctx) -> Result<(), Hit
         .iter()
         .take_while(|a| !a.text.starts_with('-') && !matches!(a.text.as_str(), "(" | "!"))
         .collect();
+    // `find / -name '*.pyc' -delete` only touches what the name selects.
+    let by_name = args.iter().any(|a| {
+        matches!(
+            a.text.as_str(),
+            "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-regex" | "-iregex"
+        )
+    });
     let danger = starts.iter().find(|s| dangerous_target(&s.text));
-    if let Some(d) = danger {
+    if let Some(d) = danger.filter(|_| !by_name) {
         if args.iter().any(|a| a.text == "-delete") {
             return Err(Hit::Rule(RM_ROOT, format!("find {} -delete", d.text)));
         }
@@ -1512,8 +1519,9 @@ fn find_rule(checker: &mut Checker, args: &[EWord], ctx: &Ctx) -> Result<(), Hit
                 .iter()
                 .position(|a| a.text == ";" || a.text == "+")
                 .map_or(args.len(), |p| i + 1 + p);
-            let here = [EWord::lit(".")];
-            let starts: Vec<&EWord> = if starts.is_empty() {
+            // With a name filter `{}` is never the starting point itself.
+            let here = [EWord::lit(if by_name { "./{}" } else { "." })];
+            let starts: Vec<&EWord> = if starts.is_empty() || by_name {
                 here.iter().collect()
             } else {
                 starts.clone()
@@ -1544,10 +1552,12 @@ fn find_rule(checker: &mut Checker, args: &[EWord], ctx: &Ctx) -> Result<(), Hit
 
 /// Whether a path, once normalised, is `/`, `/*`, a top-level system
 /// directory (or everything in one), or a home directory. An unknown
-/// expansion counts as empty, as it would be when the variable is unset.
+/// expansion at the start counts as empty, as it would be when the variable
+/// is unset (`"$DIR"/*`); further on it counts as some name
+/// (`/home/$USER` is one user's home, not `/home`).
 fn dangerous_target(text: &str) -> bool {
-    let as_empty = text.replace(UNKNOWN, "");
-    let p = norm_path(&as_empty);
+    let rest = text.trim_start_matches(UNKNOWN);
+    let p = norm_path(&rest.replace(UNKNOWN, &NON_EMPTY.to_string()));
     if p.contains(NON_EMPTY) {
         return false;
     }
@@ -1556,10 +1566,25 @@ fn dangerous_target(text: &str) -> bool {
     }
     let parts: Vec<&str> = p.split('/').collect();
     let glob = |s: &str| s.contains(['*', '?', '[']);
+    // `/*`, `/u*`, `/[a-z]*`: a pattern that can match a system directory.
+    let wild = |s: &str| {
+        let mut lit = String::new();
+        let mut in_class = false;
+        for c in s.chars() {
+            match c {
+                '[' => in_class = true,
+                ']' => in_class = false,
+                '*' | '?' if !in_class => break,
+                c if !in_class => lit.push(c),
+                _ => {}
+            }
+        }
+        glob(s) && SYSTEM_DIRS.iter().any(|d| d.starts_with(&lit))
+    };
     match parts.as_slice() {
         // `~/*`, `~user/*`
         [home, all] if home.starts_with('~') => glob(all) && all.chars().all(|c| "*?".contains(c)),
-        ["", top] => SYSTEM_DIRS.contains(top) || glob(top),
+        ["", top] => SYSTEM_DIRS.contains(top) || wild(top),
         ["", top, all] => {
             SYSTEM_DIRS.contains(top) && (all.chars().all(|c| "*?".contains(c)))
                 || *top == "usr" && USR_DIRS.contains(all)
@@ -2041,6 +2066,8 @@ mod tests {
         ("rm -rf $HOME", RM_ROOT),
         ("rm -rf \"${HOME}/\"", RM_ROOT),
         ("rm -rf \"$DIR\"/*", RM_ROOT),
+        ("rm -rf /u*", RM_ROOT),
+        ("rm -rf /[a-z]*", RM_ROOT),
         ("rm --no-preserve-root -rf /", NO_PRESERVE_ROOT),
         ("rm -r --no-preserve-root /tmp/x", NO_PRESERVE_ROOT),
         ("/bin/rm -rf /", RM_ROOT),
@@ -2173,6 +2200,16 @@ mod tests {
         "x=hello; echo $x",
         "printf '%s\\n' hello | sh",
         "it's a typo in a pane",
+        "rm -rf $TMPDIR/buddy-*",
+        "chown -R $USER:$USER /home/$USER",
+        "rm -rf /usr/$X",
+        "find / -name '*.pyc' -delete",
+        "find / -name __pycache__ -exec rm -rf {} +",
+        "bash script.sh",
+        "sudo apt-get install -y ripgrep",
+        "ssh -i key host",
+        "tr -d '\\r' < in.txt > out.txt",
+        "mkswap /swapfile",
     ];
 
     #[test]
