@@ -88,8 +88,8 @@ fn denylist_refuses_disguised_rm_even_when_everything_is_approved() {
             .and_then(|m| m["content"].as_str())
             .unwrap_or_else(|| panic!("no result for {cmd}"));
         assert!(
-            result.contains("refused by the denylist")
-                && result.contains("recursive removal of / or a system directory"),
+            result.contains("command refused: it is recursive removal of / or a system directory")
+                && result.contains("which the denylist never allows"),
             "{cmd}: {result}"
         );
     }

@@ -180,7 +180,7 @@ impl Control {
             return Some((
                 Approval::Refused {
                     reason: format!(
-                        "refused by the denylist: {denial}; do not try to work around it"
+                        "{denial}, which the denylist never allows; do not try to work around it"
                     ),
                 },
                 DecidedBy::Denylist,

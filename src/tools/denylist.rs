@@ -1263,10 +1263,10 @@ impl Checker<'_> {
                 return Err(Hit::Rule(MKFS, n.to_string()));
             }
             "wipefs" => return Err(Hit::Rule(WIPEFS, name.to_string())),
-            "fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "cgdisk" | "parted" => {
-                if !partition_read_only(name, args) {
-                    return Err(Hit::Rule(PARTITION, name.to_string()));
-                }
+            "fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "cgdisk" | "parted"
+                if !partition_read_only(name, args) =>
+            {
+                return Err(Hit::Rule(PARTITION, name.to_string()));
             }
             "echo" | "printf" => sum.prints = Some(printed(name, args)),
             "eval" => {
@@ -2244,7 +2244,7 @@ mod tests {
             xs[(self.next() % xs.len() as u64) as usize]
         }
         fn chance(&mut self, in_n: u64) -> bool {
-            self.next() % in_n == 0
+            self.next().is_multiple_of(in_n)
         }
     }
 
