@@ -12,6 +12,7 @@
 
 use super::emitter::Emitter;
 use super::protocol::{ApprovalPolicy, DecidedBy, Decision, EventKind, QueueMode, StatusReport};
+use crate::tools::denylist::Denylist;
 use crate::tools::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
 use std::collections::{HashMap, VecDeque};
@@ -27,7 +28,9 @@ pub struct ApprovalRules {
     pub policy: ApprovalPolicy,
     /// `tools.shell_confirm`: false approves everything not denylisted.
     pub confirm: bool,
-    pub denylist: Vec<String>,
+    /// Refused whatever the policy says: the built-in rules and the
+    /// user's `tools.shell_denylist`.
+    pub denylist: Denylist,
     /// Someone can answer `ApprovalRequested` (a terminal, a client). When
     /// not, asking means denying, with this reason for the model.
     pub no_approver_reason: Option<String>,
@@ -38,7 +41,7 @@ impl Default for ApprovalRules {
         ApprovalRules {
             policy: ApprovalPolicy::Ask,
             confirm: true,
-            denylist: Vec::new(),
+            denylist: Denylist::default(),
             no_approver_reason: None,
         }
     }
@@ -173,14 +176,11 @@ impl Control {
     fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy)> {
         let mut st = self.lock();
         let rules = &st.rules;
-        if let Some(pattern) =
-            crate::tools::shell::denied_by(&rules.denylist, &request.command).map(str::to_string)
-        {
+        if let Some(denial) = rules.denylist.check(&request.command) {
             return Some((
                 Approval::Refused {
                     reason: format!(
-                        "it matches the denylist pattern `{}`; do not try to work around it",
-                        pattern.trim()
+                        "{denial}, which the denylist never allows; do not try to work around it"
                     ),
                 },
                 DecidedBy::Denylist,

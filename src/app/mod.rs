@@ -260,10 +260,7 @@ fn approval_rules(settings: &Settings) -> ApprovalRules {
     ApprovalRules {
         policy: ApprovalPolicy::Ask,
         confirm: t.shell_confirm,
-        denylist: t
-            .shell_denylist
-            .clone()
-            .unwrap_or_else(tools::shell::default_denylist),
+        denylist: tools::denylist::Denylist::new(&t.shell_denylist),
         no_approver_reason: None,
     }
 }

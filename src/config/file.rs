@@ -189,8 +189,9 @@ pub struct ToolsSection {
     pub shell_enabled: bool,
     #[serde(default = "yes")]
     pub shell_confirm: bool,
-    /// `None` means the built-in list; an explicit list replaces it.
-    pub shell_denylist: Option<Vec<String>>,
+    /// Patterns refused on top of the built-in rules (which always apply).
+    #[serde(default)]
+    pub shell_denylist: Vec<String>,
     #[serde(default = "default_shell_timeout")]
     pub shell_timeout_secs: u64,
     #[serde(default = "yes")]
@@ -216,7 +217,7 @@ impl Default for ToolsSection {
             hide_env: Vec::new(),
             shell_enabled: true,
             shell_confirm: true,
-            shell_denylist: None,
+            shell_denylist: Vec::new(),
             shell_timeout_secs: default_shell_timeout(),
             files_enabled: true,
             fetch_enabled: true,

@@ -4,6 +4,7 @@
 
 pub mod approval;
 pub mod capture;
+pub mod denylist;
 pub mod fetch;
 pub mod files;
 pub mod pane;

@@ -1,0 +1,2436 @@
+//! The denylist: commands refused even when the user approved everything.
+//!
+//! A substring match is easy to walk around (`rm -r -f /`, `sh -c "rm -rf /"`,
+//! `x=rm; $x -rf /`), so the command is parsed the way a shell would read it,
+//! well enough for a guard rail: words are unquoted, lists, pipelines,
+//! subshells, substitutions, redirections, wrappers (`sudo`, `env`, `xargs`…)
+//! and nested `sh -c` / `eval` strings are taken apart, and the built-in rules
+//! and the user's patterns are checked against every simple command found.
+//!
+//! This is not a sandbox. It refuses the well-known ways to destroy a machine
+//! however they are spelled; it cannot see what a script file or a downloaded
+//! program will do (see `docs/SECURITY.md`).
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// How many times a command may nest inside another (`sh -c`, `eval`,
+/// `$(…)`) before the denylist refuses it instead of looking further.
+const MAX_DEPTH: usize = 8;
+/// Nesting of `( … )` and `{ …; }` groups the parser follows.
+const MAX_GROUPS: usize = 32;
+/// Stands for an expansion whose value cannot be known here.
+const UNKNOWN: char = '\u{E000}';
+/// Stands for `${VAR:?}`: unknown, but never empty (the shell stops first).
+const NON_EMPTY: char = '\u{E001}';
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The rule's plain name, or the user's pattern.
+    pub rule: String,
+    /// What in the command matched, already made one safe line.
+    pub detail: String,
+    /// From the user's `tools.shell_denylist`, not a built-in rule.
+    pub user_pattern: bool,
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.user_pattern {
+            write!(f, "it matches the denylist pattern `{}`", self.rule)
+        } else if self.detail.is_empty() {
+            write!(f, "it is {}", self.rule)
+        } else {
+            write!(f, "it is {} (`{}`)", self.rule, self.detail)
+        }
+    }
+}
+
+/// The built-in rules plus the user's patterns; built-ins cannot be turned off.
+#[derive(Debug, Clone, Default)]
+pub struct Denylist {
+    words: Vec<Vec<String>>,
+    /// Patterns that are not plain words (`:(){`, `> /dev/sd`): matched, as
+    /// before this parser existed, against the whitespace-normalised text.
+    texts: Vec<String>,
+    /// The patterns as the user wrote them, for the refusal reason.
+    shown_words: Vec<String>,
+}
+
+impl Denylist {
+    /// The built-in rules and `patterns` from config.
+    pub fn new(patterns: &[String]) -> Denylist {
+        let mut list = Denylist::default();
+        for p in patterns {
+            let p = p.trim();
+            if p.is_empty() {
+                continue;
+            }
+            match plain_words(p) {
+                Some(words) if !words.is_empty() => {
+                    list.words.push(words);
+                    list.shown_words.push(p.to_string());
+                }
+                _ => list.texts.push(normalise_ws(p)),
+            }
+        }
+        list
+    }
+
+    /// Whether `command` is refused, and why.
+    pub fn check(&self, command: &str) -> Option<Denial> {
+        let normalised = format!("{} ", normalise_ws(command));
+        if let Some(p) = self.texts.iter().find(|p| normalised.contains(p.as_str())) {
+            return Some(Denial {
+                rule: crate::text::one_line(p, 80),
+                detail: String::new(),
+                user_pattern: true,
+            });
+        }
+        let mut checker = Checker {
+            list: self,
+            vars: HashMap::new(),
+            funcs: Vec::new(),
+        };
+        checker.script(command, 0).err().map(|hit| match hit {
+            Hit::Rule(rule, detail) => Denial {
+                rule: rule.to_string(),
+                detail: crate::text::one_line(&detail.replace([UNKNOWN, NON_EMPTY], "$…"), 80),
+                user_pattern: false,
+            },
+            Hit::Pattern(i) => Denial {
+                rule: crate::text::one_line(&self.shown_words[i], 80),
+                detail: String::new(),
+                user_pattern: true,
+            },
+        })
+    }
+}
+
+fn normalise_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A pattern's words when it is nothing but words (quotes allowed).
+fn plain_words(p: &str) -> Option<Vec<String>> {
+    let toks = Lexer::new(p).run();
+    toks.into_iter()
+        .map(|t| match t {
+            Tok::Word(w) => w
+                .segs
+                .iter()
+                .map(|s| match s {
+                    Seg::Lit(l, _) => Some(l.as_str()),
+                    _ => None,
+                })
+                .collect::<Option<String>>(),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- lexer
+
+#[derive(Debug, Clone)]
+enum Seg {
+    /// Literal text; the flag says whether it was quoted.
+    Lit(String, bool),
+    /// `$name`, `${name}`; the flag says whether it stood inside quotes.
+    Var(String, bool),
+    /// `${name:?…}`.
+    NonEmpty,
+    /// Any other expansion: arithmetic, `${x:-y}`, `$@`…
+    Unknown,
+    /// `$(…)`, `` `…` ``, `<(…)`, `>(…)`: the inner text.
+    Sub(String),
+}
+
+#[derive(Debug, Clone, Default)]
+struct Word {
+    segs: Vec<Seg>,
+}
+
+impl Word {
+    /// The word as an unquoted literal (`{`, `if`), if it is one.
+    fn bare(&self) -> Option<&str> {
+        match self.segs.as_slice() {
+            [Seg::Lit(s, false)] => Some(s),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Op {
+    Semi,
+    Amp,
+    AndIf,
+    OrIf,
+    Pipe,
+    Newline,
+    LParen,
+    RParen,
+}
+
+#[derive(Debug, Clone)]
+struct Redir {
+    /// `>`, `>>`, `<`, `<<`, `<<<`, `&>`, `>&`, …
+    op: String,
+    target: Word,
+    /// The here-document's text.
+    body: Option<String>,
+}
+
+impl Redir {
+    fn writes(&self) -> bool {
+        self.op.contains('>')
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Tok {
+    Word(Word),
+    Op(Op),
+    Redir(Redir),
+}
+
+struct Lexer {
+    c: Vec<char>,
+    i: usize,
+    toks: Vec<Tok>,
+    /// Here-documents whose text starts after the next newline: token index,
+    /// delimiter, strip leading tabs.
+    pending: Vec<(usize, String, bool)>,
+}
+
+fn is_meta(c: char) -> bool {
+    matches!(
+        c,
+        ' ' | '\t' | '\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>'
+    )
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+impl Lexer {
+    fn new(s: &str) -> Lexer {
+        Lexer {
+            c: s.chars().collect(),
+            i: 0,
+            toks: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn peek(&self, k: usize) -> Option<char> {
+        self.c.get(self.i + k).copied()
+    }
+
+    /// Unclosed quotes and substitutions end with the text: a shell would
+    /// refuse the command, and text typed into a pane may not be shell at
+    /// all, so it is checked as if closed rather than waved through.
+    fn run(mut self) -> Vec<Tok> {
+        while let Some(ch) = self.peek(0) {
+            match ch {
+                ' ' | '\t' | '\r' => self.i += 1,
+                '\\' if self.peek(1) == Some('\n') => self.i += 2,
+                '#' => {
+                    while self.peek(0).is_some_and(|c| c != '\n') {
+                        self.i += 1;
+                    }
+                }
+                '\n' => {
+                    self.i += 1;
+                    self.toks.push(Tok::Op(Op::Newline));
+                    self.read_heredocs();
+                }
+                ';' => {
+                    self.i += 1;
+                    if self.peek(0) == Some(';') {
+                        self.i += 1;
+                    }
+                    self.toks.push(Tok::Op(Op::Semi));
+                }
+                '&' if self.peek(1) == Some('&') => {
+                    self.i += 2;
+                    self.toks.push(Tok::Op(Op::AndIf));
+                }
+                '&' if self.peek(1) == Some('>') => {
+                    self.i += 2;
+                    let op = if self.peek(0) == Some('>') {
+                        self.i += 1;
+                        "&>>"
+                    } else {
+                        "&>"
+                    };
+                    self.redir(op.to_string());
+                }
+                '&' => {
+                    self.i += 1;
+                    self.toks.push(Tok::Op(Op::Amp));
+                }
+                '|' if self.peek(1) == Some('|') => {
+                    self.i += 2;
+                    self.toks.push(Tok::Op(Op::OrIf));
+                }
+                '|' => {
+                    self.i += 1;
+                    if self.peek(0) == Some('&') {
+                        self.i += 1;
+                    }
+                    self.toks.push(Tok::Op(Op::Pipe));
+                }
+                '(' => {
+                    self.i += 1;
+                    self.toks.push(Tok::Op(Op::LParen));
+                }
+                ')' => {
+                    self.i += 1;
+                    self.toks.push(Tok::Op(Op::RParen));
+                }
+                '<' | '>' if self.peek(1) == Some('(') => {
+                    let w = self.word();
+                    self.toks.push(Tok::Word(w));
+                }
+                '<' | '>' => self.redir_op(),
+                c if c.is_ascii_digit() && self.fd_redir_follows() => {
+                    while self.peek(0).is_some_and(|c| c.is_ascii_digit()) {
+                        self.i += 1;
+                    }
+                    self.redir_op();
+                }
+                _ => {
+                    let w = self.word();
+                    self.toks.push(Tok::Word(w));
+                }
+            }
+        }
+        self.toks
+    }
+
+    /// `2>`, `10>>`: digits directly followed by a redirection.
+    fn fd_redir_follows(&self) -> bool {
+        let mut k = 0;
+        while self.peek(k).is_some_and(|c| c.is_ascii_digit()) {
+            k += 1;
+        }
+        matches!(self.peek(k), Some('<' | '>')) && self.peek(k + 1) != Some('(')
+    }
+
+    fn redir_op(&mut self) {
+        let mut op = String::new();
+        let first = self.peek(0).unwrap_or('>');
+        op.push(first);
+        self.i += 1;
+        match (first, self.peek(0), self.peek(1)) {
+            ('<', Some('<'), Some('<')) => {
+                op.push_str("<<");
+                self.i += 2;
+            }
+            ('<', Some('<'), Some('-')) => {
+                op.push_str("<-");
+                self.i += 2;
+            }
+            ('<', Some('<' | '>' | '&'), _) | ('>', Some('>' | '|' | '&'), _) => {
+                op.extend(self.peek(0));
+                self.i += 1;
+            }
+            _ => {}
+        }
+        self.redir(op);
+    }
+
+    fn redir(&mut self, op: String) {
+        while matches!(self.peek(0), Some(' ' | '\t')) {
+            self.i += 1;
+        }
+        let target = if self.peek(0).is_some_and(|c| !is_meta(c)) {
+            self.word()
+        } else {
+            Word::default()
+        };
+        if op == "<<" || op == "<<-" {
+            let delim: String = target
+                .segs
+                .iter()
+                .map(|s| match s {
+                    Seg::Lit(l, _) => l.clone(),
+                    Seg::Var(v, _) => format!("${v}"),
+                    _ => String::new(),
+                })
+                .collect();
+            self.pending.push((self.toks.len(), delim, op == "<<-"));
+        }
+        self.toks.push(Tok::Redir(Redir {
+            op,
+            target,
+            body: None,
+        }));
+    }
+
+    fn read_heredocs(&mut self) {
+        for (at, delim, strip) in std::mem::take(&mut self.pending) {
+            let mut body = String::new();
+            while self.i < self.c.len() {
+                let start = self.i;
+                while self.peek(0).is_some_and(|c| c != '\n') {
+                    self.i += 1;
+                }
+                let line: String = self.c[start..self.i].iter().collect();
+                self.i += 1;
+                let line = if strip {
+                    line.trim_start_matches('\t')
+                } else {
+                    &line
+                };
+                if line == delim {
+                    break;
+                }
+                body.push_str(line);
+                body.push('\n');
+            }
+            if let Some(Tok::Redir(r)) = self.toks.get_mut(at) {
+                r.body = Some(body);
+            }
+        }
+    }
+
+    /// The text up to the `)` that closes a `(` just consumed, honouring
+    /// quotes and nesting.
+    fn until_close_paren(&mut self) -> String {
+        let start = self.i;
+        let mut depth = 1usize;
+        while let Some(c) = self.peek(0) {
+            match c {
+                '\\' => self.i += 1,
+                '\'' => {
+                    self.i += 1;
+                    while self.peek(0).is_some_and(|c| c != '\'') {
+                        self.i += 1;
+                    }
+                }
+                '"' => {
+                    self.i += 1;
+                    while let Some(c) = self.peek(0) {
+                        if c == '\\' {
+                            self.i += 1;
+                        } else if c == '"' {
+                            break;
+                        }
+                        self.i += 1;
+                    }
+                }
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        let inner = self.c[start..self.i].iter().collect();
+                        self.i += 1;
+                        return inner;
+                    }
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+        self.i = self.i.min(self.c.len());
+        self.c[start.min(self.c.len())..].iter().collect()
+    }
+
+    fn word(&mut self) -> Word {
+        let mut w = Word::default();
+        let mut lit = String::new();
+        let flush = |lit: &mut String, w: &mut Word, quoted: bool| {
+            if !lit.is_empty() {
+                w.segs.push(Seg::Lit(std::mem::take(lit), quoted));
+            }
+        };
+        while let Some(c) = self.peek(0) {
+            match c {
+                '<' | '>' if self.peek(1) == Some('(') => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 2;
+                    let inner = self.until_close_paren();
+                    w.segs.push(Seg::Sub(inner));
+                }
+                c if is_meta(c) => break,
+                '\\' => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 1;
+                    match self.peek(0) {
+                        Some('\n') => self.i += 1,
+                        Some(c) => {
+                            self.i += 1;
+                            w.segs.push(Seg::Lit(c.to_string(), true));
+                        }
+                        None => {}
+                    }
+                }
+                '\'' => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 1;
+                    let mut s = String::new();
+                    while let Some(c) = self.peek(0) {
+                        self.i += 1;
+                        if c == '\'' {
+                            break;
+                        }
+                        s.push(c);
+                    }
+                    w.segs.push(Seg::Lit(s, true));
+                }
+                '"' => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 1;
+                    self.double_quoted(&mut w);
+                }
+                '$' if self.peek(1) == Some('\'') => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 2;
+                    let s = self.ansi_c();
+                    w.segs.push(Seg::Lit(s, true));
+                }
+                '$' if self.peek(1) == Some('"') => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 2;
+                    self.double_quoted(&mut w);
+                }
+                '$' => {
+                    flush(&mut lit, &mut w, false);
+                    self.dollar(&mut w, false);
+                }
+                '`' => {
+                    flush(&mut lit, &mut w, false);
+                    self.i += 1;
+                    let s = self.backtick();
+                    w.segs.push(Seg::Sub(s));
+                }
+                c => {
+                    lit.push(c);
+                    self.i += 1;
+                }
+            }
+        }
+        flush(&mut lit, &mut w, false);
+        w
+    }
+
+    fn double_quoted(&mut self, w: &mut Word) {
+        let mut s = String::new();
+        while let Some(c) = self.peek(0) {
+            match c {
+                '"' => {
+                    self.i += 1;
+                    break;
+                }
+                '\\' => {
+                    self.i += 1;
+                    match self.peek(0) {
+                        Some('\n') => self.i += 1,
+                        Some(c @ ('$' | '`' | '"' | '\\')) => {
+                            s.push(c);
+                            self.i += 1;
+                        }
+                        _ => s.push('\\'),
+                    }
+                }
+                '$' | '`' => {
+                    if !s.is_empty() {
+                        w.segs.push(Seg::Lit(std::mem::take(&mut s), true));
+                    }
+                    if c == '`' {
+                        self.i += 1;
+                        let inner = self.backtick();
+                        w.segs.push(Seg::Sub(inner));
+                    } else {
+                        self.dollar(w, true);
+                    }
+                }
+                c => {
+                    s.push(c);
+                    self.i += 1;
+                }
+            }
+        }
+        // `""` is still a word, an empty one.
+        w.segs.push(Seg::Lit(s, true));
+    }
+
+    fn backtick(&mut self) -> String {
+        let mut s = String::new();
+        while let Some(c) = self.peek(0) {
+            self.i += 1;
+            match c {
+                '`' => break,
+                '\\' if matches!(self.peek(0), Some('`' | '\\' | '$')) => {
+                    s.extend(self.peek(0));
+                    self.i += 1;
+                }
+                c => s.push(c),
+            }
+        }
+        s
+    }
+
+    /// At a `$`: a variable, a substitution or arithmetic.
+    fn dollar(&mut self, w: &mut Word, quoted: bool) {
+        self.i += 1;
+        match self.peek(0) {
+            Some('(') if self.peek(1) == Some('(') => {
+                self.i += 2;
+                let _ = self.until_close_paren();
+                if self.peek(0) == Some(')') {
+                    self.i += 1;
+                }
+                w.segs.push(Seg::Unknown);
+            }
+            Some('(') => {
+                self.i += 1;
+                let inner = self.until_close_paren();
+                w.segs.push(Seg::Sub(inner));
+            }
+            Some('{') => {
+                self.i += 1;
+                let start = self.i;
+                let mut depth = 1;
+                while let Some(c) = self.peek(0) {
+                    match c {
+                        '\\' => self.i += 1,
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+                let end = self.i.min(self.c.len());
+                let inner: String = self.c[start..end].iter().collect();
+                self.i = (self.i + 1).min(self.c.len());
+                let name: String = inner.chars().take_while(|&c| is_name_char(c)).collect();
+                let rest = &inner[name.len()..];
+                if !name.is_empty() && rest.is_empty() {
+                    w.segs.push(Seg::Var(name, quoted));
+                } else if !name.is_empty() && (rest.starts_with(":?") || rest.starts_with('?')) {
+                    w.segs.push(Seg::NonEmpty);
+                } else {
+                    // A default (`${x:-rm}`) may hide a command: look inside.
+                    if let Some(pos) = rest.find(['-', '=', '+']) {
+                        w.segs.push(Seg::Sub(format!("echo {}", &rest[pos + 1..])));
+                    }
+                    w.segs.push(Seg::Unknown);
+                }
+            }
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                let start = self.i;
+                while self.peek(0).is_some_and(is_name_char) {
+                    self.i += 1;
+                }
+                w.segs
+                    .push(Seg::Var(self.c[start..self.i].iter().collect(), quoted));
+            }
+            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
+                self.i += 1;
+                w.segs.push(Seg::Unknown);
+            }
+            _ => w.segs.push(Seg::Lit("$".into(), quoted)),
+        }
+    }
+
+    /// `$'…'` with its escapes decoded, as bash does.
+    fn ansi_c(&mut self) -> String {
+        let mut s = String::new();
+        while let Some(c) = self.peek(0) {
+            self.i += 1;
+            match c {
+                '\'' => break,
+                '\\' => {
+                    let Some(e) = self.peek(0) else { break };
+                    self.i += 1;
+                    match e {
+                        'n' => s.push('\n'),
+                        't' => s.push('\t'),
+                        'r' => s.push('\r'),
+                        'e' | 'E' => s.push('\x1b'),
+                        'a' => s.push('\x07'),
+                        'b' => s.push('\x08'),
+                        'x' => s.push(self.digits(16, 2).unwrap_or('x')),
+                        'u' => s.push(self.digits(16, 4).unwrap_or('u')),
+                        'U' => s.push(self.digits(16, 8).unwrap_or('U')),
+                        '0'..='7' => {
+                            self.i -= 1;
+                            s.push(self.digits(8, 3).unwrap_or('0'));
+                        }
+                        other => s.push(other),
+                    }
+                }
+                c => s.push(c),
+            }
+        }
+        s
+    }
+
+    fn digits(&mut self, radix: u32, max: usize) -> Option<char> {
+        let mut v = 0u32;
+        let mut n = 0;
+        while n < max {
+            match self.peek(0).and_then(|c| c.to_digit(radix)) {
+                Some(d) => {
+                    v = v * radix + d;
+                    self.i += 1;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        (n > 0).then(|| char::from_u32(v)).flatten()
+    }
+}
+
+// ---------------------------------------------------------------- parser
+
+#[derive(Debug)]
+enum Cmd {
+    Simple {
+        words: Vec<Word>,
+        redirs: Vec<Redir>,
+    },
+    Group {
+        body: Vec<Pipeline>,
+        redirs: Vec<Redir>,
+    },
+    Func {
+        name: String,
+        body: Box<Cmd>,
+    },
+}
+
+#[derive(Debug)]
+struct Pipeline {
+    stages: Vec<Cmd>,
+    background: bool,
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    i: usize,
+    depth: usize,
+    too_deep: bool,
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum Closer {
+    Paren,
+    Brace,
+}
+
+impl Parser {
+    fn parse(text: &str) -> Result<Vec<Pipeline>, ()> {
+        let mut p = Parser {
+            toks: Lexer::new(text).run(),
+            i: 0,
+            depth: 0,
+            too_deep: false,
+        };
+        let list = p.list(None);
+        if p.too_deep {
+            Err(())
+        } else {
+            Ok(list)
+        }
+    }
+
+    fn is_brace(&self, b: &str) -> bool {
+        matches!(self.toks.get(self.i), Some(Tok::Word(w)) if w.bare() == Some(b))
+    }
+
+    fn list(&mut self, closer: Option<Closer>) -> Vec<Pipeline> {
+        let mut out: Vec<Pipeline> = Vec::new();
+        while self.i < self.toks.len() {
+            match &self.toks[self.i] {
+                Tok::Op(Op::Amp) => {
+                    if let Some(p) = out.last_mut() {
+                        p.background = true;
+                    }
+                    self.i += 1;
+                }
+                Tok::Op(Op::Semi | Op::Newline | Op::AndIf | Op::OrIf | Op::Pipe) => self.i += 1,
+                Tok::Op(Op::RParen) => {
+                    self.i += 1;
+                    if closer == Some(Closer::Paren) {
+                        return out;
+                    }
+                }
+                _ if closer == Some(Closer::Brace) && self.is_brace("}") => {
+                    self.i += 1;
+                    return out;
+                }
+                _ => {
+                    let before = self.i;
+                    let p = self.pipeline();
+                    if self.i == before {
+                        self.i += 1;
+                    }
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    fn pipeline(&mut self) -> Pipeline {
+        let mut stages = vec![self.command()];
+        while matches!(self.toks.get(self.i), Some(Tok::Op(Op::Pipe))) {
+            self.i += 1;
+            while matches!(self.toks.get(self.i), Some(Tok::Op(Op::Newline))) {
+                self.i += 1;
+            }
+            stages.push(self.command());
+        }
+        Pipeline {
+            stages,
+            background: false,
+        }
+    }
+
+    fn group(&mut self, closer: Closer) -> Cmd {
+        self.i += 1;
+        self.depth += 1;
+        let body = if self.depth > MAX_GROUPS {
+            self.too_deep = true;
+            self.i = self.toks.len();
+            Vec::new()
+        } else {
+            self.list(Some(closer))
+        };
+        self.depth -= 1;
+        let mut redirs = Vec::new();
+        while let Some(Tok::Redir(r)) = self.toks.get(self.i) {
+            redirs.push(r.clone());
+            self.i += 1;
+        }
+        Cmd::Group { body, redirs }
+    }
+
+    fn command(&mut self) -> Cmd {
+        if matches!(self.toks.get(self.i), Some(Tok::Op(Op::LParen))) {
+            return self.group(Closer::Paren);
+        }
+        if self.is_brace("{") {
+            return self.group(Closer::Brace);
+        }
+        let mut words = Vec::new();
+        let mut redirs = Vec::new();
+        loop {
+            match self.toks.get(self.i) {
+                Some(Tok::Word(w)) => {
+                    words.push(w.clone());
+                    self.i += 1;
+                }
+                Some(Tok::Redir(r)) => {
+                    redirs.push(r.clone());
+                    self.i += 1;
+                }
+                Some(Tok::Op(Op::LParen))
+                    if words.len() == 1
+                        && matches!(self.toks.get(self.i + 1), Some(Tok::Op(Op::RParen))) =>
+                {
+                    self.i += 2;
+                    while matches!(self.toks.get(self.i), Some(Tok::Op(Op::Newline))) {
+                        self.i += 1;
+                    }
+                    let name = words[0].bare().unwrap_or_default().to_string();
+                    self.depth += 1;
+                    if self.depth > MAX_GROUPS {
+                        self.too_deep = true;
+                        self.i = self.toks.len();
+                    }
+                    let body = Box::new(self.command());
+                    self.depth -= 1;
+                    return Cmd::Func { name, body };
+                }
+                _ => break,
+            }
+        }
+        Cmd::Simple { words, redirs }
+    }
+}
+
+// ---------------------------------------------------------------- analysis
+
+enum Hit {
+    Rule(&'static str, String),
+    /// Index into the user's word patterns.
+    Pattern(usize),
+}
+
+const RM_ROOT: &str = "recursive removal of / or a system directory";
+const NO_PRESERVE_ROOT: &str = "rm --no-preserve-root";
+const MKFS: &str = "making a filesystem";
+const WIPEFS: &str = "wiping filesystem signatures";
+const PARTITION: &str = "changing a disk's partitions";
+const BLOCK_WRITE: &str = "writing to a block device";
+const FORK_BOMB: &str = "a fork bomb";
+const CHMOD_ROOT: &str = "recursive chmod/chown of / or a system directory";
+const DECODE_EXEC: &str = "running decoded or hidden text as commands";
+const TOO_DEEP: &str = "nested too deeply to check";
+
+/// A word after expansion: `UNKNOWN` stands where a value cannot be known.
+#[derive(Debug, Clone, Default)]
+struct EWord {
+    text: String,
+    /// Holds a substitution whose commands decode something (`base64 -d`).
+    decoded: bool,
+    quoted: bool,
+    /// `NAME=value` with the name and `=` unquoted.
+    assign: bool,
+}
+
+impl EWord {
+    fn lit(s: &str) -> EWord {
+        EWord {
+            text: s.to_string(),
+            ..EWord::default()
+        }
+    }
+    fn unknown(&self) -> bool {
+        self.text.contains(UNKNOWN)
+    }
+}
+
+/// What a checked piece of script tells its neighbours.
+#[derive(Default, Clone)]
+struct Summary {
+    /// Some command in it decodes or unscrambles text.
+    decodes: bool,
+    /// The text it prints, when it is `echo`/`printf`/`cat <<EOF`.
+    prints: Option<String>,
+}
+
+impl Summary {
+    fn merge(&mut self, other: Summary) {
+        self.decodes |= other.decodes;
+        if other.prints.is_some() {
+            self.prints = other.prints;
+        }
+    }
+}
+
+struct Checker<'a> {
+    list: &'a Denylist,
+    /// Variables assigned earlier in the command; `None` when the value is
+    /// not known.
+    vars: HashMap<String, Option<String>>,
+    /// Functions being defined around the current command.
+    funcs: Vec<String>,
+}
+
+type Check = Result<Summary, Hit>;
+
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "yash", "rbash", "fish", "csh",
+    "tcsh",
+];
+
+const SYSTEM_DIRS: &[&str] = &[
+    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt", "opt",
+    "proc", "root", "run", "sbin", "snap", "srv", "sys", "usr", "var",
+];
+
+const USR_DIRS: &[&str] = &[
+    "bin", "lib", "lib32", "lib64", "libexec", "sbin", "share", "include", "local",
+];
+
+impl Checker<'_> {
+    fn script(&mut self, text: &str, depth: usize) -> Check {
+        if depth > MAX_DEPTH {
+            return Err(Hit::Rule(TOO_DEEP, crate::text::one_line(text, 60)));
+        }
+        let list = Parser::parse(text)
+            .map_err(|()| Hit::Rule(TOO_DEEP, crate::text::one_line(text, 60)))?;
+        self.pipelines(&list, &[], depth)
+    }
+
+    /// `upstream`: what feeds the list's input (a group inside a pipeline).
+    fn pipelines(&mut self, list: &[Pipeline], upstream: &[Summary], depth: usize) -> Check {
+        let mut sum = Summary::default();
+        for p in list {
+            let mut before: Vec<Summary> = upstream.to_vec();
+            for (i, stage) in p.stages.iter().enumerate() {
+                let piped = p.stages.len() > 1 || p.background;
+                let s = self.cmd(stage, &before, piped, i + 1 < p.stages.len(), depth)?;
+                if i == 0 {
+                    before.clear();
+                }
+                before.push(s.clone());
+                sum.decodes |= s.decodes;
+                if p.stages.len() == 1 {
+                    sum.prints = s.prints;
+                }
+            }
+        }
+        Ok(sum)
+    }
+
+    /// `before`: summaries of the pipeline's earlier stages. `piped`: runs
+    /// beside others (pipeline or `&`). `feeds`: a later stage reads its output.
+    fn cmd(
+        &mut self,
+        cmd: &Cmd,
+        before: &[Summary],
+        piped: bool,
+        feeds: bool,
+        depth: usize,
+    ) -> Check {
+        match cmd {
+            Cmd::Group { body, redirs } => {
+                // `base64 -d | (sh)`: the group's commands read the pipe.
+                let sum = self.pipelines(body, before, depth)?;
+                self.redirs(redirs, depth)?;
+                Ok(sum)
+            }
+            Cmd::Func { name, body } => {
+                self.funcs.push(name.clone());
+                let r = self.cmd(body, &[], false, false, depth);
+                self.funcs.pop();
+                r
+            }
+            Cmd::Simple { words, redirs } => {
+                self.simple(words, redirs, before, piped, feeds, depth)
+            }
+        }
+    }
+
+    /// Expands words, checking what their substitutions run.
+    fn expand(&mut self, words: &[Word], depth: usize) -> Result<Vec<EWord>, Hit> {
+        let mut out = Vec::new();
+        for w in words {
+            // `x="rm -rf"; $x /`: an unquoted variable splits into words.
+            if let [Seg::Var(name, false)] = w.segs.as_slice() {
+                if let Some(Some(v)) = self.vars.get(name) {
+                    out.extend(v.split_whitespace().map(EWord::lit));
+                    continue;
+                }
+            }
+            let mut e = EWord {
+                assign: is_assignment(w),
+                ..EWord::default()
+            };
+            for seg in &w.segs {
+                match seg {
+                    Seg::Lit(s, q) => {
+                        e.text.push_str(s);
+                        e.quoted |= q;
+                    }
+                    Seg::Var(name, q) => {
+                        e.quoted |= q;
+                        match self.vars.get(name) {
+                            Some(Some(v)) => e.text.push_str(v),
+                            Some(None) => e.text.push(UNKNOWN),
+                            None if name == "HOME" => e.text.push('~'),
+                            None => e.text.push(UNKNOWN),
+                        }
+                    }
+                    Seg::NonEmpty => e.text.push(NON_EMPTY),
+                    Seg::Unknown => e.text.push(UNKNOWN),
+                    Seg::Sub(inner) => {
+                        let saved = std::mem::take(&mut self.funcs);
+                        let r = self.script(inner, depth + 1);
+                        self.funcs = saved;
+                        e.decoded |= r?.decodes;
+                        e.text.push(UNKNOWN);
+                    }
+                }
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    fn redirs(&mut self, redirs: &[Redir], depth: usize) -> Result<Vec<(Redir, EWord)>, Hit> {
+        let mut out = Vec::new();
+        for r in redirs {
+            let target = self
+                .expand(std::slice::from_ref(&r.target), depth)?
+                .pop()
+                .unwrap_or_default();
+            if r.writes() && !(r.op.ends_with('&') && is_fd(&target.text)) {
+                let path = norm_path(&target.text);
+                if is_block_device(&path) {
+                    return Err(Hit::Rule(BLOCK_WRITE, format!("{} {}", r.op, target.text)));
+                }
+            }
+            out.push((r.clone(), target));
+        }
+        Ok(out)
+    }
+
+    fn simple(
+        &mut self,
+        words: &[Word],
+        redirs: &[Redir],
+        before: &[Summary],
+        piped: bool,
+        feeds: bool,
+        depth: usize,
+    ) -> Check {
+        let mut argv = self.expand(words, depth)?;
+        let redirs = self.redirs(redirs, depth)?;
+        // Leading assignments: `x=rm` alone sets x for later commands;
+        // `FOO=1 cmd` only sets it in cmd's environment.
+        let n_assign = argv.iter().take_while(|w| assignment(w).is_some()).count();
+        if n_assign == argv.len() {
+            for w in &argv {
+                self.assign(w);
+            }
+            return Ok(Summary::default());
+        }
+        argv.drain(..n_assign);
+        let ctx = Ctx {
+            redirs: &redirs,
+            before,
+            piped,
+            feeds,
+            depth,
+        };
+        self.run(argv, &ctx)
+    }
+
+    fn assign(&mut self, w: &EWord) {
+        if let Some((name, value)) = assignment(w) {
+            let value = (!value.contains([UNKNOWN, NON_EMPTY])).then(|| value.to_string());
+            self.vars.insert(name.to_string(), value);
+        }
+    }
+
+    /// Checks one command given as expanded words, unwrapping wrappers.
+    fn run(&mut self, mut argv: Vec<EWord>, ctx: &Ctx) -> Check {
+        let mut sum = Summary::default();
+        loop {
+            let Some(first) = argv.first() else {
+                return Ok(sum);
+            };
+            if first.decoded {
+                return Err(Hit::Rule(DECODE_EXEC, first.text.clone()));
+            }
+            if first.unknown() {
+                // `$x -rf /` with x unknown: judged as each command that
+                // would make those arguments dangerous.
+                for name in ["rm", "chmod", "chown", "dd", "sh"] {
+                    let mut guess = argv.clone();
+                    guess[0] = EWord::lit(name);
+                    self.rules(name, &guess, ctx)?;
+                }
+                return Ok(sum);
+            }
+            let name = basename(&first.text).to_string();
+            self.user_patterns(&name, &argv)?;
+            if !first.quoted {
+                match name.as_str() {
+                    "if" | "then" | "else" | "elif" | "do" | "while" | "until" | "!" | "fi"
+                    | "done" | "esac" | "{" | "}" => {
+                        argv.remove(0);
+                        continue;
+                    }
+                    "for" | "case" | "select" | "function" | "[[" => return Ok(sum),
+                    _ => {}
+                }
+            }
+            match unwrap(&name, &argv) {
+                Unwrapped::Command(at) => {
+                    argv.drain(..at);
+                    // `sudo FOO=1 rm …`, `env FOO=1 rm …`
+                    let n = argv.iter().take_while(|w| assignment(w).is_some()).count();
+                    argv.drain(..n);
+                    continue;
+                }
+                Unwrapped::Script(text) => {
+                    if text.decoded {
+                        return Err(Hit::Rule(DECODE_EXEC, text.text));
+                    }
+                    let s = self.script(&text.text, ctx.depth + 1)?;
+                    sum.decodes |= s.decodes;
+                    return Ok(sum);
+                }
+                Unwrapped::NoCommand => return Ok(sum),
+                Unwrapped::Xargs(at) => {
+                    let mut inner: Vec<EWord> = argv[at..].to_vec();
+                    if inner.is_empty() {
+                        inner.push(EWord::lit("echo"));
+                    }
+                    if let Some(text) = ctx.before.last().and_then(|s| s.prints.clone()) {
+                        inner.extend(text.split_whitespace().map(EWord::lit));
+                    }
+                    argv = inner;
+                    continue;
+                }
+                Unwrapped::NotWrapper => {}
+            }
+            let s = self.rules(&name, &argv, ctx)?;
+            sum.merge(s);
+            return Ok(sum);
+        }
+    }
+
+    fn user_patterns(&self, name: &str, argv: &[EWord]) -> Result<(), Hit> {
+        for (i, pat) in self.list.words.iter().enumerate() {
+            let Some((head, rest)) = pat.split_first() else {
+                continue;
+            };
+            if basename(head) != name {
+                continue;
+            }
+            let mut args = argv[1..].iter();
+            if rest.iter().all(|p| args.any(|a| a.text == *p)) {
+                return Err(Hit::Pattern(i));
+            }
+        }
+        Ok(())
+    }
+
+    /// The built-in rules for one command, `argv[0]` being `name`.
+    fn rules(&mut self, name: &str, argv: &[EWord], ctx: &Ctx) -> Check {
+        let args = &argv[1..];
+        let mut sum = Summary::default();
+        if let Some(f) = self.funcs.last() {
+            if f == name && ctx.piped {
+                return Err(Hit::Rule(FORK_BOMB, name.to_string()));
+            }
+        }
+        if is_decoder(name, args) {
+            sum.decodes = true;
+        }
+        match name {
+            "rm" => rm_rule(args)?,
+            "chmod" | "chown" | "chgrp" => {
+                let opts = Opts::parse(args, "", &["reference", "from"]);
+                if opts.has_short('R') || opts.has_long("recursive", 3) {
+                    if let Some(t) = opts.positional.iter().find(|t| dangerous_target(&t.text)) {
+                        return Err(Hit::Rule(CHMOD_ROOT, format!("{name} -R {}", t.text)));
+                    }
+                }
+            }
+            "find" => find_rule(self, args, ctx)?,
+            "dd" => {
+                for a in args {
+                    if let Some(of) = a.text.strip_prefix("of=") {
+                        if is_block_device(&norm_path(of)) {
+                            return Err(Hit::Rule(BLOCK_WRITE, a.text.clone()));
+                        }
+                    }
+                }
+            }
+            "tee" | "shred" | "blkdiscard" | "truncate" | "mkswap" => {
+                let opts = Opts::parse(args, "sn", &["size", "iterations", "offset", "length"]);
+                if let Some(t) = opts
+                    .positional
+                    .iter()
+                    .find(|t| is_block_device(&norm_path(&t.text)))
+                {
+                    return Err(Hit::Rule(BLOCK_WRITE, format!("{name} {}", t.text)));
+                }
+            }
+            "cp" | "mv" | "install" | "rsync" => {
+                let with_value = match name {
+                    "install" => "tSgmo",
+                    "rsync" => "e",
+                    _ => "tS",
+                };
+                let opts = Opts::parse(args, with_value, &["target-directory", "suffix"]);
+                let dest = match opts.value_of('t', "target-directory") {
+                    Some(d) if name != "rsync" => Some(d),
+                    _ if opts.positional.len() >= 2 => {
+                        opts.positional.last().map(|w| w.text.clone())
+                    }
+                    _ => None,
+                };
+                if let Some(d) = dest.filter(|d| is_block_device(&norm_path(d))) {
+                    return Err(Hit::Rule(BLOCK_WRITE, format!("{name} … {d}")));
+                }
+            }
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                for w in args {
+                    self.assign(w);
+                }
+            }
+            n if n.starts_with("mkfs") || n == "mke2fs" || n == "mkdosfs" || n == "mkntfs" => {
+                return Err(Hit::Rule(MKFS, n.to_string()));
+            }
+            "wipefs" => return Err(Hit::Rule(WIPEFS, name.to_string())),
+            "fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "cgdisk" | "parted"
+                if !partition_read_only(name, args) =>
+            {
+                return Err(Hit::Rule(PARTITION, name.to_string()));
+            }
+            "echo" | "printf" => sum.prints = Some(printed(name, args)),
+            "eval" => {
+                if let Some(w) = args.iter().find(|w| w.decoded) {
+                    return Err(Hit::Rule(DECODE_EXEC, format!("eval {}", w.text)));
+                }
+                let text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+                let s = self.script(&text.join(" "), ctx.depth + 1)?;
+                sum.decodes |= s.decodes;
+            }
+            "source" | "." => {
+                if let Some(w) = args.first() {
+                    if w.decoded {
+                        return Err(Hit::Rule(DECODE_EXEC, format!("{name} {}", w.text)));
+                    }
+                    if is_stdin_path(&w.text) {
+                        self.stdin_shell(name, ctx)?;
+                    }
+                }
+            }
+            n if SHELLS.contains(&n) => match shell_mode(args) {
+                ShellMode::Command(Some(text)) => {
+                    if text.decoded {
+                        return Err(Hit::Rule(DECODE_EXEC, text.text.clone()));
+                    }
+                    let s = self.script(&text.text, ctx.depth + 1)?;
+                    sum.decodes |= s.decodes;
+                }
+                ShellMode::Command(None) => {}
+                ShellMode::Script(w) if w.decoded => {
+                    return Err(Hit::Rule(DECODE_EXEC, format!("{name} {}", w.text)));
+                }
+                ShellMode::Script(w) if is_stdin_path(&w.text) => self.stdin_shell(name, ctx)?,
+                ShellMode::Script(_) => {}
+                ShellMode::Stdin => self.stdin_shell(name, ctx)?,
+            },
+            _ => {}
+        }
+        // What this command prints for a later stage: `cat <<EOF | sh`.
+        if name == "cat" && ctx.feeds {
+            if let Some(text) = fed_text(ctx) {
+                sum.prints = Some(text.0);
+                sum.decodes |= text.1;
+            }
+        }
+        Ok(sum)
+    }
+
+    /// A shell (or `source /dev/stdin`) running what it reads: check what feeds it.
+    fn stdin_shell(&mut self, name: &str, ctx: &Ctx) -> Result<(), Hit> {
+        if let Some((text, decoded)) = fed_text(ctx) {
+            if decoded {
+                return Err(Hit::Rule(DECODE_EXEC, format!("{name} <<< …")));
+            }
+            self.script(&text, ctx.depth + 1)?;
+            return Ok(());
+        }
+        if ctx.before.iter().any(|s| s.decodes) {
+            return Err(Hit::Rule(DECODE_EXEC, format!("… | {name}")));
+        }
+        if let Some(text) = ctx.before.last().and_then(|s| s.prints.clone()) {
+            self.script(&text, ctx.depth + 1)?;
+        }
+        Ok(())
+    }
+}
+
+struct Ctx<'r> {
+    redirs: &'r [(Redir, EWord)],
+    before: &'r [Summary],
+    piped: bool,
+    feeds: bool,
+    depth: usize,
+}
+
+/// The text a command's own stdin redirection gives it (here-document or
+/// here-string), and whether it was decoded.
+fn fed_text(ctx: &Ctx) -> Option<(String, bool)> {
+    ctx.redirs
+        .iter()
+        .rev()
+        .find_map(|(r, w)| match r.op.as_str() {
+            "<<<" => Some((w.text.clone(), w.decoded)),
+            "<<" | "<<-" => r.body.clone().map(|b| (b, false)),
+            _ => None,
+        })
+}
+
+fn is_fd(s: &str) -> bool {
+    s == "-" || (!s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn is_stdin_path(s: &str) -> bool {
+    matches!(s, "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0")
+}
+
+/// Whether a word is `NAME=value` (or `NAME+=value`) with the name unquoted.
+fn is_assignment(w: &Word) -> bool {
+    let Some(Seg::Lit(s, false)) = w.segs.first() else {
+        return false;
+    };
+    let Some(eq) = s.find('=') else {
+        return false;
+    };
+    let name = s[..eq].strip_suffix('+').unwrap_or(&s[..eq]);
+    !name.is_empty()
+        && name.chars().all(is_name_char)
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The name and value of an assignment word.
+fn assignment(w: &EWord) -> Option<(&str, &str)> {
+    if !w.assign {
+        return None;
+    }
+    let (name, value) = w.text.split_once('=')?;
+    Some((name.trim_end_matches('+'), value))
+}
+
+fn basename(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+/// A command's options, parsed the way getopt would: short clusters, long
+/// options (`--name=value`), `--` ending them, options after operands.
+struct Opts {
+    shorts: Vec<char>,
+    longs: Vec<String>,
+    /// Values of short options that take one, by option letter.
+    values: Vec<(char, String)>,
+    positional: Vec<EWord>,
+}
+
+impl Opts {
+    /// `with_value`: short options that take a value; `long_value`: long ones.
+    fn parse(args: &[EWord], with_value: &str, long_value: &[&str]) -> Opts {
+        let mut o = Opts {
+            shorts: Vec::new(),
+            longs: Vec::new(),
+            values: Vec::new(),
+            positional: Vec::new(),
+        };
+        let mut it = args.iter();
+        let mut done = false;
+        while let Some(a) = it.next() {
+            let t = a.text.as_str();
+            if done || t == "-" || !t.starts_with('-') {
+                o.positional.push(a.clone());
+            } else if t == "--" {
+                done = true;
+            } else if let Some(long) = t.strip_prefix("--") {
+                let (name, _) = long.split_once('=').unwrap_or((long, ""));
+                if !long.contains('=')
+                    && long_value
+                        .iter()
+                        .any(|l| l.starts_with(name) && !name.is_empty())
+                {
+                    let v = it.next().map(|w| w.text.clone()).unwrap_or_default();
+                    o.longs.push(format!("{name}={v}"));
+                } else {
+                    o.longs.push(long.to_string());
+                }
+            } else {
+                let cluster: Vec<char> = t[1..].chars().collect();
+                for (k, &c) in cluster.iter().enumerate() {
+                    o.shorts.push(c);
+                    if with_value.contains(c) {
+                        let rest: String = cluster[k + 1..].iter().collect();
+                        let v = if rest.is_empty() {
+                            it.next().map(|w| w.text.clone()).unwrap_or_default()
+                        } else {
+                            rest
+                        };
+                        o.values.push((c, v));
+                        break;
+                    }
+                }
+            }
+        }
+        o
+    }
+
+    fn has_short(&self, c: char) -> bool {
+        self.shorts.contains(&c)
+    }
+
+    /// A long option given as `name` or any unambiguous-looking prefix of it
+    /// at least `min` characters long (getopt accepts `--recur`).
+    fn has_long(&self, name: &str, min: usize) -> bool {
+        self.longs.iter().any(|l| {
+            let l = l.split('=').next().unwrap_or(l);
+            l.len() >= min && name.starts_with(l)
+        })
+    }
+
+    fn value_of(&self, short: char, long: &str) -> Option<String> {
+        self.values
+            .iter()
+            .find(|(c, _)| *c == short)
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                self.longs.iter().find_map(|l| {
+                    let (n, v) = l.split_once('=')?;
+                    (n.len() >= 3 && long.starts_with(n)).then(|| v.to_string())
+                })
+            })
+    }
+}
+
+fn rm_rule(args: &[EWord]) -> Result<(), Hit> {
+    let opts = Opts::parse(args, "", &[]);
+    if opts.has_long("no-preserve-root", 4) {
+        return Err(Hit::Rule(NO_PRESERVE_ROOT, "rm --no-preserve-root".into()));
+    }
+    if opts.has_short('r') || opts.has_short('R') || opts.has_long("recursive", 3) {
+        if let Some(t) = opts.positional.iter().find(|t| dangerous_target(&t.text)) {
+            return Err(Hit::Rule(RM_ROOT, format!("rm -r {}", t.text)));
+        }
+    }
+    Ok(())
+}
+
+/// `find / -delete`, `find /etc -exec rm -rf {} +`: the `-exec` commands are
+/// checked with `{}` standing for each starting point.
+fn find_rule(checker: &mut Checker, args: &[EWord], ctx: &Ctx) -> Result<(), Hit> {
+    let starts: Vec<&EWord> = args
+        .iter()
+        .take_while(|a| !a.text.starts_with('-') && !matches!(a.text.as_str(), "(" | "!"))
+        .collect();
+    // `find / -name '*.pyc' -delete` only touches what the name selects.
+    let by_name = args.iter().any(|a| {
+        matches!(
+            a.text.as_str(),
+            "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-regex" | "-iregex"
+        )
+    });
+    let danger = starts.iter().find(|s| dangerous_target(&s.text));
+    if let Some(d) = danger.filter(|_| !by_name) {
+        if args.iter().any(|a| a.text == "-delete") {
+            return Err(Hit::Rule(RM_ROOT, format!("find {} -delete", d.text)));
+        }
+    }
+    let mut i = 0;
+    while i < args.len() {
+        if matches!(
+            args[i].text.as_str(),
+            "-exec" | "-execdir" | "-ok" | "-okdir"
+        ) {
+            let end = args[i + 1..]
+                .iter()
+                .position(|a| a.text == ";" || a.text == "+")
+                .map_or(args.len(), |p| i + 1 + p);
+            // With a name filter `{}` is never the starting point itself.
+            let here = [EWord::lit(if by_name { "./{}" } else { "." })];
+            let starts: Vec<&EWord> = if starts.is_empty() || by_name {
+                here.iter().collect()
+            } else {
+                starts.clone()
+            };
+            for s in starts {
+                let inner: Vec<EWord> = args[i + 1..end]
+                    .iter()
+                    .map(|a| EWord {
+                        text: a.text.replace("{}", &s.text),
+                        ..a.clone()
+                    })
+                    .collect();
+                let sub = Ctx {
+                    redirs: &[],
+                    before: &[],
+                    piped: false,
+                    feeds: false,
+                    depth: ctx.depth + 1,
+                };
+                checker.run(inner, &sub)?;
+            }
+            i = end;
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Whether a path, once normalised, is `/`, `/*`, a top-level system
+/// directory (or everything in one), or a home directory. An unknown
+/// expansion at the start counts as empty, as it would be when the variable
+/// is unset (`"$DIR"/*`); further on it counts as some name
+/// (`/home/$USER` is one user's home, not `/home`).
+fn dangerous_target(text: &str) -> bool {
+    let rest = text.trim_start_matches(UNKNOWN);
+    let p = norm_path(&rest.replace(UNKNOWN, &NON_EMPTY.to_string()));
+    if p.contains(NON_EMPTY) {
+        return false;
+    }
+    if p == "/" || p == "~" || (p.starts_with('~') && !p.contains('/')) {
+        return true;
+    }
+    let parts: Vec<&str> = p.split('/').collect();
+    let glob = |s: &str| s.contains(['*', '?', '[']);
+    // `/*`, `/u*`, `/[a-z]*`: a pattern that can match a system directory.
+    let wild = |s: &str| {
+        let mut lit = String::new();
+        let mut in_class = false;
+        for c in s.chars() {
+            match c {
+                '[' => in_class = true,
+                ']' => in_class = false,
+                '*' | '?' if !in_class => break,
+                c if !in_class => lit.push(c),
+                _ => {}
+            }
+        }
+        glob(s) && SYSTEM_DIRS.iter().any(|d| d.starts_with(&lit))
+    };
+    match parts.as_slice() {
+        // `~/*`, `~user/*`
+        [home, all] if home.starts_with('~') => glob(all) && all.chars().all(|c| "*?".contains(c)),
+        ["", top] => SYSTEM_DIRS.contains(top) || wild(top),
+        ["", top, all] => {
+            SYSTEM_DIRS.contains(top) && (all.chars().all(|c| "*?".contains(c)))
+                || *top == "usr" && USR_DIRS.contains(all)
+                || *top == "var" && *all == "lib"
+        }
+        _ => false,
+    }
+}
+
+/// `//etc/./x/..` -> `/etc`: repeated slashes, `.` and `..` resolved by
+/// text; relative paths stay relative.
+fn norm_path(p: &str) -> String {
+    let abs = p.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if abs || parts.last().is_some_and(|l| *l != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    if abs {
+        format!("/{joined}")
+    } else if joined.is_empty() && !p.is_empty() {
+        ".".into()
+    } else {
+        joined
+    }
+}
+
+/// Whole disks and partitions under `/dev` (not `/dev/null`, not files
+/// that merely start like one, such as `/dev/sda1.txt`).
+fn is_block_device(path: &str) -> bool {
+    let Some(dev) = path.strip_prefix("/dev/") else {
+        return false;
+    };
+    if dev.starts_with("mapper/") || dev.starts_with("disk/") {
+        return true;
+    }
+    let letters_then_digits = |s: &str| {
+        let rest = s.trim_start_matches(|c: char| c.is_ascii_lowercase());
+        rest.len() < s.len() && rest.chars().all(|c| c.is_ascii_digit())
+    };
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    // `nvme0`, `nvme0n1`, `nvme0n1p2`; `mmcblk0`, `mmcblk0p1`.
+    let numbered = |s: &str, inner: char| {
+        let mut parts = s.splitn(2, inner);
+        let head = parts.next().unwrap_or("");
+        digits(head) && parts.next().is_none_or(|t| t.split(['n', 'p']).all(digits))
+    };
+    ["sd", "hd", "vd", "xvd"]
+        .iter()
+        .any(|p| dev.strip_prefix(p).is_some_and(letters_then_digits))
+        || dev.strip_prefix("nvme").is_some_and(|s| numbered(s, 'n'))
+        || dev.strip_prefix("mmcblk").is_some_and(|s| numbered(s, 'p'))
+        || dev.strip_prefix("dm-").is_some_and(digits)
+        || dev.strip_prefix("md").is_some_and(digits)
+}
+
+/// Listing a partition table is harmless (`fdisk -l`); anything else may
+/// rewrite it.
+fn partition_read_only(name: &str, args: &[EWord]) -> bool {
+    let opts = Opts::parse(args, "", &[]);
+    match name {
+        "fdisk" | "gdisk" => opts.has_short('l') || opts.has_long("list", 3),
+        "sfdisk" => {
+            opts.shorts.iter().any(|c| "ldsVJ".contains(*c))
+                || ["list", "dump", "show-size", "verify", "json"]
+                    .iter()
+                    .any(|l| opts.has_long(l, 3))
+        }
+        "sgdisk" => {
+            !opts.shorts.is_empty()
+                && opts.shorts.iter().all(|c| "piP".contains(*c))
+                && opts
+                    .longs
+                    .iter()
+                    .all(|l| l == "print" || l == "info" || l == "pretend")
+        }
+        "parted" => {
+            opts.has_short('l')
+                || opts.has_long("list", 3)
+                || opts.positional.len() >= 2
+                    && opts.positional[1..].iter().all(|w| w.text == "print")
+        }
+        _ => false,
+    }
+}
+
+/// Commands that turn unreadable text into something else: base64 and
+/// friends, hex, compression, and `printf`/`echo -e` of escape codes.
+fn is_decoder(name: &str, args: &[EWord]) -> bool {
+    let opts = Opts::parse(args, "", &[]);
+    match name {
+        "base64" | "base32" | "basenc" | "gbase64" => {
+            opts.has_short('d') || opts.has_short('D') || opts.has_long("decode", 3)
+        }
+        "xxd" => opts.has_short('r') || opts.longs.iter().any(|l| l.starts_with("rev")),
+        "openssl" => args
+            .iter()
+            .any(|a| a.text == "-d" || a.text == "-base64" && args.iter().any(|b| b.text == "-d")),
+        "uudecode" | "rev" | "gunzip" | "zcat" | "gzcat" | "bunzip2" | "bzcat" | "xzcat"
+        | "unxz" | "unzstd" | "zstdcat" | "lzcat" | "unlzma" => true,
+        "gzip" | "bzip2" | "xz" | "zstd" | "lz4" | "lzma" => {
+            opts.has_short('d') || opts.has_long("decompress", 3)
+        }
+        "tr" => true,
+        "printf" => args.iter().any(|a| has_escape_codes(&a.text)),
+        "echo" => opts.has_short('e') && args.iter().any(|a| has_escape_codes(&a.text)),
+        _ => false,
+    }
+}
+
+/// `\x72`, `\162`, `\u0072`: characters written as codes.
+fn has_escape_codes(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.windows(2)
+        .any(|w| w[0] == b'\\' && (matches!(w[1], b'x' | b'u' | b'U') || w[1].is_ascii_digit()))
+}
+
+/// What `echo`/`printf` without escape codes print.
+fn printed(name: &str, args: &[EWord]) -> String {
+    let mut words: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+    if name == "echo" {
+        while words.first().is_some_and(|w| {
+            w.len() > 1 && w.starts_with('-') && w[1..].chars().all(|c| "neE".contains(c))
+        }) {
+            words.remove(0);
+        }
+    }
+    words.join(" ").replace("\\n", "\n")
+}
+
+enum ShellMode {
+    /// `-c` and its text (None when missing).
+    Command(Option<EWord>),
+    /// Runs a script file (or `/dev/stdin`, or a process substitution).
+    Script(EWord),
+    /// Reads commands from its input.
+    Stdin,
+}
+
+fn shell_mode(args: &[EWord]) -> ShellMode {
+    let mut command = false;
+    let mut stdin = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let t = a.text.as_str();
+        if t == "--" || t == "-" {
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            if matches!(long, "rcfile" | "init-file") {
+                it.next();
+            }
+            continue;
+        }
+        if let Some(cluster) = t.strip_prefix('-').or_else(|| t.strip_prefix('+')) {
+            if cluster.contains('c') {
+                command = true;
+            }
+            if cluster.contains('s') {
+                stdin = true;
+            }
+            if cluster.contains('o') || cluster.contains('O') {
+                it.next();
+            }
+            continue;
+        }
+        return if command {
+            ShellMode::Command(Some(a.clone()))
+        } else if stdin {
+            ShellMode::Stdin
+        } else {
+            ShellMode::Script(a.clone())
+        };
+    }
+    if command {
+        ShellMode::Command(it.next().cloned())
+    } else {
+        ShellMode::Stdin
+    }
+}
+
+enum Unwrapped {
+    /// Not a wrapper: judge the command itself.
+    NotWrapper,
+    /// The wrapped command starts at this index.
+    Command(usize),
+    /// The wrapper runs this text as a shell command (`su -c`, `ssh host cmd`).
+    Script(EWord),
+    /// `xargs`: the command starts here; its arguments come from the input.
+    Xargs(usize),
+    /// Runs nothing (`command -v rm`, `sudo -l`).
+    NoCommand,
+}
+
+/// Skips a wrapper's options (and `skip` operands after them, such as
+/// timeout's duration) and says where the wrapped command starts.
+fn after_options(argv: &[EWord], with_value: &str, long_value: &[&str], skip: usize) -> usize {
+    let mut i = 1;
+    while i < argv.len() {
+        let t = argv[i].text.as_str();
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if !t.starts_with('-') || t == "-" {
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            if !long.contains('=') && long_value.contains(&long) {
+                i += 1;
+            }
+        } else {
+            let cluster: Vec<char> = t[1..].chars().collect();
+            if let Some(k) = cluster.iter().position(|c| with_value.contains(*c)) {
+                if k + 1 == cluster.len() {
+                    i += 1;
+                }
+            }
+        }
+        i += 1;
+    }
+    (i + skip).min(argv.len())
+}
+
+fn unwrap(name: &str, argv: &[EWord]) -> Unwrapped {
+    let cmd = |i: usize| {
+        if i < argv.len() {
+            Unwrapped::Command(i)
+        } else {
+            Unwrapped::NoCommand
+        }
+    };
+    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
+    match name {
+        "sudo" => {
+            if has("-l") || has("--list") || has("-e") || has("--edit") {
+                return Unwrapped::NoCommand;
+            }
+            let i = after_options(
+                argv,
+                "ugCDhprtUTR",
+                &[
+                    "user",
+                    "group",
+                    "close-from",
+                    "chdir",
+                    "host",
+                    "prompt",
+                    "role",
+                    "type",
+                    "other-user",
+                    "command-timeout",
+                    "chroot",
+                ],
+                0,
+            );
+            cmd(i)
+        }
+        "doas" => cmd(after_options(argv, "uC", &[], 0)),
+        "env" => {
+            let i = after_options(argv, "uCSP", &["unset", "chdir", "split-string"], 0);
+            // `env -S 'rm -rf /'` splits its argument into a command.
+            if let Some(pos) = argv[1..i.min(argv.len())]
+                .iter()
+                .position(|a| a.text.starts_with("-S") || a.text.starts_with("--split-string"))
+            {
+                let a = &argv[pos + 1];
+                let inline = a
+                    .text
+                    .strip_prefix("-S")
+                    .filter(|s| !s.is_empty())
+                    .or_else(|| a.text.strip_prefix("--split-string="));
+                let text = inline
+                    .map(str::to_string)
+                    .or_else(|| argv.get(pos + 2).map(|w| w.text.clone()))
+                    .unwrap_or_default();
+                let rest: Vec<&str> = argv[i..].iter().map(|w| w.text.as_str()).collect();
+                return Unwrapped::Script(EWord {
+                    text: format!("{text} {}", rest.join(" ")),
+                    decoded: a.decoded,
+                    ..EWord::default()
+                });
+            }
+            let n = argv[i..]
+                .iter()
+                .take_while(|w| assignment(w).is_some())
+                .count();
+            cmd(i + n)
+        }
+        "nice" => cmd(after_options(argv, "n", &["adjustment"], 0)),
+        _ => unwrap_more(name, argv),
+    }
+}
+
+fn unwrap_rest(name: &str, argv: &[EWord]) -> Unwrapped {
+    let cmd = |i: usize| {
+        if i < argv.len() {
+            Unwrapped::Command(i)
+        } else {
+            Unwrapped::NoCommand
+        }
+    };
+    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
+    match name {
+        "ionice" | "taskset" if has("-p") || has("--pid") => Unwrapped::NoCommand,
+        "faketime" | "chroot" | "taskset" | "chrt" => {
+            cmd(after_options(argv, "TPD", &["userspec", "groups"], 1))
+        }
+        _ => match WRAPPERS.iter().find(|w| w.0 == name) {
+            Some((_, short, long)) => cmd(after_options(argv, short, long, 0)),
+            None => Unwrapped::NotWrapper,
+        },
+    }
+}
+
+/// Programs that run their arguments as a command, with the options of
+/// theirs that take a value (short letters, long names).
+const WRAPPERS: &[(&str, &str, &[&str])] = &[
+    ("nohup", "", &[]),
+    ("setsid", "", &[]),
+    ("builtin", "", &[]),
+    ("time", "fo", &["format", "output"]),
+    ("stdbuf", "ioe", &["input", "output", "error"]),
+    ("ionice", "cn", &["class", "classdata"]),
+    ("exec", "a", &[]),
+    ("strace", "aeEIoOpPsSuUX", &["output", "user"]),
+    ("ltrace", "aeEnopsuADS", &["output"]),
+    ("unbuffer", "", &[]),
+    ("pkexec", "", &["user"]),
+    ("torsocks", "uapP", &[]),
+    ("proxychains", "f", &[]),
+    ("proxychains4", "f", &[]),
+    ("fakeroot", "lsi", &[]),
+    ("chronic", "", &[]),
+];
+
+fn unwrap_more(name: &str, argv: &[EWord]) -> Unwrapped {
+    let cmd = |i: usize| {
+        if i < argv.len() {
+            Unwrapped::Command(i)
+        } else {
+            Unwrapped::NoCommand
+        }
+    };
+    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
+    match name {
+        "command" => {
+            if has("-v") || has("-V") {
+                return Unwrapped::NoCommand;
+            }
+            cmd(after_options(argv, "", &[], 0))
+        }
+        "timeout" => cmd(after_options(argv, "sk", &["signal", "kill-after"], 1)),
+        "flock" => {
+            if let Some(p) = argv
+                .iter()
+                .position(|a| a.text == "-c" || a.text == "--command")
+            {
+                return argv
+                    .get(p + 1)
+                    .cloned()
+                    .map_or(Unwrapped::NoCommand, Unwrapped::Script);
+            }
+            cmd(after_options(
+                argv,
+                "wEn",
+                &["timeout", "conflict-exit-code"],
+                1,
+            ))
+        }
+        "busybox" => cmd(1),
+        "xargs" => Unwrapped::Xargs(after_options(
+            argv,
+            "adEILnPs",
+            &[
+                "arg-file",
+                "delimiter",
+                "eof",
+                "replace",
+                "max-lines",
+                "max-args",
+                "max-procs",
+                "max-chars",
+                "process-slot-var",
+            ],
+            0,
+        )),
+        "su" | "runuser" => {
+            let mut it = argv.iter().skip(1);
+            while let Some(a) = it.next() {
+                if a.text == "-c" || a.text == "--command" {
+                    return it
+                        .next()
+                        .cloned()
+                        .map_or(Unwrapped::NoCommand, Unwrapped::Script);
+                }
+                if let Some(t) = a.text.strip_prefix("--command=") {
+                    return Unwrapped::Script(EWord {
+                        text: t.into(),
+                        ..a.clone()
+                    });
+                }
+            }
+            // `su` alone opens a shell reading the terminal: nothing to see.
+            Unwrapped::NoCommand
+        }
+        "watch" => {
+            let i = after_options(argv, "nqd", &["interval", "differences"], 0);
+            joined_script(&argv[i..])
+        }
+        "ssh" => {
+            let mut i = after_options(argv, "BbcDEeFIiJLlmOopQRSWw", &[], 0);
+            // The host, then the remote command as one shell string.
+            i += 1;
+            joined_script(&argv[i.min(argv.len())..])
+        }
+        _ => unwrap_rest(name, argv),
+    }
+}
+
+/// Words that a program joins with spaces and hands to a shell.
+fn joined_script(words: &[EWord]) -> Unwrapped {
+    if words.is_empty() {
+        return Unwrapped::NoCommand;
+    }
+    Unwrapped::Script(EWord {
+        text: words
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        decoded: words.iter().any(|w| w.decoded),
+        ..EWord::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied(cmd: &str) -> Option<Denial> {
+        Denylist::new(&[]).check(cmd)
+    }
+
+    /// Each must be refused, with the rule named.
+    const DANGEROUS: &[(&str, &str)] = &[
+        ("rm -rf /", RM_ROOT),
+        ("rm -r -f /", RM_ROOT),
+        ("rm -Rf /", RM_ROOT),
+        ("rm -fr /", RM_ROOT),
+        ("rm -f -R /", RM_ROOT),
+        ("rm --recursive --force /", RM_ROOT),
+        ("rm --recur --force /", RM_ROOT),
+        ("rm -rf -- /", RM_ROOT),
+        ("rm / -rf", RM_ROOT),
+        ("rm -rf \"/\"", RM_ROOT),
+        ("rm -rf '/'", RM_ROOT),
+        ("r\"m\" -rf /", RM_ROOT),
+        ("\\rm -rf /", RM_ROOT),
+        ("'rm' '-rf' '/'", RM_ROOT),
+        ("rm -rf //", RM_ROOT),
+        ("rm -rf /./", RM_ROOT),
+        ("rm -rf /tmp/../", RM_ROOT),
+        ("rm -rf /*", RM_ROOT),
+        ("rm -rf /etc", RM_ROOT),
+        ("rm -rf /usr/", RM_ROOT),
+        ("rm -rf /usr/bin", RM_ROOT),
+        ("rm -rf /home/*", RM_ROOT),
+        ("rm -rf /boot /var", RM_ROOT),
+        ("rm -rf ~", RM_ROOT),
+        ("rm -rf ~/", RM_ROOT),
+        ("rm -rf ~/*", RM_ROOT),
+        ("rm -rf $HOME", RM_ROOT),
+        ("rm -rf \"${HOME}/\"", RM_ROOT),
+        ("rm -rf \"$DIR\"/*", RM_ROOT),
+        ("rm -rf /u*", RM_ROOT),
+        ("rm -rf /[a-z]*", RM_ROOT),
+        ("rm --no-preserve-root -rf /", NO_PRESERVE_ROOT),
+        ("rm -r --no-preserve-root /tmp/x", NO_PRESERVE_ROOT),
+        ("/bin/rm -rf /", RM_ROOT),
+        ("/usr/bin/rm -rf /", RM_ROOT),
+        ("sudo rm -rf /", RM_ROOT),
+        ("sudo -u root -- rm -rf /", RM_ROOT),
+        ("doas rm -rf /", RM_ROOT),
+        ("env FOO=1 rm -rf /", RM_ROOT),
+        ("FOO=1 rm -rf /", RM_ROOT),
+        ("nice -n 10 nohup timeout 5 rm -rf /", RM_ROOT),
+        ("time rm -rf /", RM_ROOT),
+        ("command rm -rf /", RM_ROOT),
+        ("exec rm -rf /", RM_ROOT),
+        ("busybox rm -rf /", RM_ROOT),
+        ("echo / | xargs rm -rf", RM_ROOT),
+        ("xargs -0 rm -rf /", RM_ROOT),
+        ("sh -c \"rm -rf /\"", RM_ROOT),
+        ("bash -c 'rm -r -f /'", RM_ROOT),
+        ("bash -lc 'sudo rm -rf /'", RM_ROOT),
+        ("sh -c \"bash -c 'rm -rf /'\"", RM_ROOT),
+        ("eval \"rm -rf /\"", RM_ROOT),
+        ("eval rm -rf /", RM_ROOT),
+        ("su -c 'rm -rf /'", RM_ROOT),
+        ("ssh host rm -rf /", RM_ROOT),
+        ("env -S 'rm -rf /'", RM_ROOT),
+        ("x=rm; $x -rf /", RM_ROOT),
+        ("x=rm y=-rf; $x $y /", RM_ROOT),
+        ("export x=rm; $x -rf /", RM_ROOT),
+        ("c='rm -rf'; $c /", RM_ROOT),
+        ("$CMD -rf /", RM_ROOT),
+        ("$(echo rm) -rf /", RM_ROOT),
+        ("`which rm` -rf /", RM_ROOT),
+        ("$'\\x72\\x6d' -rf /", RM_ROOT),
+        ("ls; rm -rf /", RM_ROOT),
+        ("true && rm -rf /", RM_ROOT),
+        ("false || rm -rf /", RM_ROOT),
+        ("ls\nrm -rf /", RM_ROOT),
+        ("(rm -rf /)", RM_ROOT),
+        ("{ rm -rf /; }", RM_ROOT),
+        ("sleep 1 & rm -rf /", RM_ROOT),
+        ("if true; then rm -rf /; fi", RM_ROOT),
+        ("for i in 1; do rm -rf /; done", RM_ROOT),
+        ("echo $(rm -rf /)", RM_ROOT),
+        ("echo \"`rm -rf /`\"", RM_ROOT),
+        ("cat <(rm -rf /)", RM_ROOT),
+        ("echo 'rm -rf /' | sh", RM_ROOT),
+        ("printf 'rm -rf /\\n' | bash", RM_ROOT),
+        ("sh <<< 'rm -rf /'", RM_ROOT),
+        ("bash <<EOF\nrm -rf /\nEOF", RM_ROOT),
+        ("cat <<'EOF' | sh\nrm -rf /\nEOF", RM_ROOT),
+        ("find / -delete", RM_ROOT),
+        ("find / -exec rm -rf {} +", RM_ROOT),
+        ("mkfs.ext4 /dev/sda1", MKFS),
+        ("mkfs -t xfs /dev/nvme0n1", MKFS),
+        ("sudo mke2fs /dev/sdb", MKFS),
+        ("wipefs -a /dev/sda", WIPEFS),
+        ("fdisk /dev/sda", PARTITION),
+        ("parted /dev/sda mklabel gpt", PARTITION),
+        ("sgdisk --zap-all /dev/nvme0n1", PARTITION),
+        ("dd if=/dev/zero of=/dev/sda bs=1M", BLOCK_WRITE),
+        ("dd if=/dev/urandom of=/dev/nvme0n1p2", BLOCK_WRITE),
+        ("dd of=/dev/mmcblk0 if=image.img", BLOCK_WRITE),
+        ("cat /dev/zero > /dev/sda", BLOCK_WRITE),
+        ("echo x >> /dev/vda", BLOCK_WRITE),
+        ("cat img 2> /dev/hda", BLOCK_WRITE),
+        ("cat img &> /dev/xvda", BLOCK_WRITE),
+        ("cat img >| /dev/dm-0", BLOCK_WRITE),
+        ("cat img | tee /dev/mapper/root", BLOCK_WRITE),
+        ("cp disk.img /dev/sdb", BLOCK_WRITE),
+        ("shred -n 1 /dev/sda", BLOCK_WRITE),
+        ("d=/dev/sda; cat x > $d", BLOCK_WRITE),
+        (":(){ :|:& };:", FORK_BOMB),
+        ("bomb() { bomb | bomb & }; bomb", FORK_BOMB),
+        ("chmod -R 777 /", CHMOD_ROOT),
+        ("chown -R nobody:nogroup /", CHMOD_ROOT),
+        ("chmod --recursive 000 /etc", CHMOD_ROOT),
+        ("echo cm0gLXJmIC8K | base64 -d | sh", DECODE_EXEC),
+        ("base64 --decode payload.txt | bash", DECODE_EXEC),
+        ("cat x | base64 -d | gunzip | sh", DECODE_EXEC),
+        ("xxd -r -p hex.txt | bash", DECODE_EXEC),
+        ("eval \"$(echo cm0gLXJmIC8K | base64 -d)\"", DECODE_EXEC),
+        ("sh -c \"$(base64 -d <<< cm0gLXJmIC8K)\"", DECODE_EXEC),
+        ("bash <(echo cm0= | base64 -d)", DECODE_EXEC),
+        ("$(echo cm0= | base64 -d) -rf /", DECODE_EXEC),
+        (
+            "printf '\\x72\\x6d\\x20\\x2d\\x72\\x66\\x20\\x2f' | sh",
+            DECODE_EXEC,
+        ),
+        ("echo -e '\\x72\\x6d -rf /' | bash", DECODE_EXEC),
+        ("base64 -d x | sudo sh", DECODE_EXEC),
+        ("base64 -d x | (sh)", DECODE_EXEC),
+    ];
+
+    const SAFE: &[&str] = &[
+        "rm -rf /tmp/x",
+        "rm -rf ./build",
+        "rm -rf build target",
+        "rm -rf ~/.cache/buddy",
+        "rm -rf \"$HOME/.cache\"",
+        "rm -rf /tmp/*",
+        "rm -f /etc/foo.conf",
+        "rm /",
+        "rm -rf \"${DIR:?}\"/*",
+        "echo \"rm -rf /\"",
+        "echo rm -rf /",
+        "grep mkfs notes.txt",
+        "grep -r 'rm -rf /' .",
+        "git commit -m \"rm -rf /\"",
+        "cat /dev/sda1.txt",
+        "cat /dev/sda > disk.img",
+        "dd if=/dev/sda of=backup.img bs=4M",
+        "echo hi > /dev/null",
+        "ls 2>&1 > out.txt",
+        "fdisk -l",
+        "sudo parted /dev/sda print",
+        "chmod -R 755 ./public",
+        "chown -R me /srv/app/data",
+        "base64 -d key.b64 > key.bin",
+        "echo aGk= | base64 -d",
+        "curl -fsSL https://example.org/install.sh | sh",
+        "find . -name '*.o' -delete",
+        "find /tmp -exec rm -rf {} +",
+        "cat <<'EOF' > notes.md\nrm -rf /\nEOF",
+        "sudo reboot",
+        "shutdown -h now",
+        "command -v rm",
+        "man rm",
+        "ls -la /",
+        "cp /dev/sda1.txt backup/",
+        "x=hello; echo $x",
+        "printf '%s\\n' hello | sh",
+        "it's a typo in a pane",
+        "rm -rf $TMPDIR/buddy-*",
+        "chown -R $USER:$USER /home/$USER",
+        "rm -rf /usr/$X",
+        "find / -name '*.pyc' -delete",
+        "find / -name __pycache__ -exec rm -rf {} +",
+        "bash script.sh",
+        "sudo apt-get install -y ripgrep",
+        "ssh -i key host",
+        "tr -d '\\r' < in.txt > out.txt",
+        "mkswap /swapfile",
+    ];
+
+    #[test]
+    fn dangerous_variants_are_refused() {
+        let mut count = 0;
+        for (cmd, rule) in DANGEROUS {
+            let d = denied(cmd).unwrap_or_else(|| panic!("not refused: {cmd:?}"));
+            assert_eq!(d.rule, *rule, "{cmd:?}: {d}");
+            count += 1;
+        }
+        assert!(count >= 40);
+    }
+
+    #[test]
+    fn look_alikes_pass() {
+        for cmd in SAFE {
+            assert_eq!(denied(cmd), None, "{cmd:?}");
+        }
+        assert!(SAFE.len() >= 20);
+    }
+
+    /// A small xorshift generator: the same seed gives the same cases.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+            xs[(self.next() % xs.len() as u64) as usize]
+        }
+        fn chance(&mut self, in_n: u64) -> bool {
+            self.next().is_multiple_of(in_n)
+        }
+    }
+
+    /// One shell spelling of the word `w`.
+    fn quote(rng: &mut Rng, w: &str) -> String {
+        match rng.next() % 6 {
+            0 => format!("'{w}'"),
+            1 => format!("\"{w}\""),
+            2 => w.chars().map(|c| format!("\\{c}")).collect(),
+            3 if w.len() > 1 => format!("{}''{}", &w[..1], &w[1..]),
+            4 if w.len() > 1 => format!("\"{}\"{}", &w[..1], &w[1..]),
+            _ => w.to_string(),
+        }
+    }
+
+    /// `text` as one word for `sh -c` / `eval`.
+    fn as_one_word(rng: &mut Rng, text: &str) -> String {
+        if !text.contains('\'') && rng.chance(2) {
+            format!("'{text}'")
+        } else {
+            let escaped: String = text
+                .chars()
+                .map(|c| match c {
+                    '"' | '\\' | '$' | '`' => format!("\\{c}"),
+                    c => c.to_string(),
+                })
+                .collect();
+            format!("\"{escaped}\"")
+        }
+    }
+
+    fn variant(rng: &mut Rng) -> String {
+        let flag_sets: &[&[&str]] = &[
+            &["-rf"],
+            &["-fr"],
+            &["-Rf"],
+            &["-r", "-f"],
+            &["-f", "-R"],
+            &["-r"],
+            &["-R"],
+            &["--recursive", "--force"],
+            &["--force", "--recursive"],
+            &["-rfv"],
+            &["-v", "-r", "-i"],
+        ];
+        let flags = flag_sets[(rng.next() % flag_sets.len() as u64) as usize];
+        let name = rng.pick(&["rm", "/bin/rm", "/usr/bin/rm", "rm"]);
+        let target = rng.pick(&[
+            "/", "//", "/.", "/./", "/*", "/usr", "/etc/", "~", "/tmp/..",
+        ]);
+        let mut words = vec![quote(rng, name)];
+        let flags: Vec<String> = flags.iter().map(|f| quote(rng, f)).collect();
+        let target = if target.contains(['*', '~']) {
+            target.to_string()
+        } else {
+            quote(rng, target)
+        };
+        if rng.chance(3) {
+            words.push(target);
+            words.extend(flags);
+        } else {
+            words.extend(flags);
+            if rng.chance(3) {
+                words.push("--".into());
+            }
+            words.push(target);
+        }
+        let mut cmd = words.join(" ");
+        for _ in 0..rng.next() % 4 {
+            cmd = match rng.next() % 9 {
+                0 => format!("sudo {cmd}"),
+                1 => format!("env A=1 {cmd}"),
+                2 => format!("nice -n 5 {cmd}"),
+                3 => format!("timeout 10 {cmd}"),
+                4 => format!(
+                    "{} -c {}",
+                    rng.pick(&["sh", "bash", "dash", "zsh"]),
+                    as_one_word(rng, &cmd)
+                ),
+                5 => format!("eval {}", as_one_word(rng, &cmd)),
+                6 => format!("true && {cmd}"),
+                7 => format!("( {cmd} )"),
+                _ => format!("FOO=bar {cmd}"),
+            };
+        }
+        cmd
+    }
+
+    #[test]
+    fn random_spellings_of_rm_rf_root_are_always_refused() {
+        let mut rng = Rng(0x5eed_1234_abcd_9876);
+        for _ in 0..5000 {
+            let cmd = variant(&mut rng);
+            let d = denied(&cmd).unwrap_or_else(|| panic!("not refused: {cmd}"));
+            assert_eq!(d.rule, RM_ROOT, "{cmd}: {d}");
+        }
+    }
+
+    #[test]
+    fn user_patterns_match_leading_words_after_wrappers() {
+        let list = Denylist::new(&["git push --force".to_string(), "curl".to_string()]);
+        for cmd in [
+            "git push --force",
+            "sudo git push --force origin main",
+            "git push origin main --force",
+            "cd repo && 'git' push \"--force\"",
+            "sh -c 'git push --force'",
+            "curl -fsSL https://example.org/x | sh",
+        ] {
+            let d = list
+                .check(cmd)
+                .unwrap_or_else(|| panic!("not refused: {cmd}"));
+            assert!(d.user_pattern, "{cmd}");
+        }
+        for cmd in [
+            "git push origin main",
+            "git push --force-with-lease",
+            "echo git push --force",
+            "git commit -m 'git push --force'",
+        ] {
+            assert_eq!(list.check(cmd), None, "{cmd}");
+        }
+        // The built-in rules stay on beside the user's list.
+        assert_eq!(list.check("rm -rf /").map(|d| d.rule), Some(RM_ROOT.into()));
+        let d = list.check("sudo git push --force").unwrap();
+        assert_eq!(
+            d.to_string(),
+            "it matches the denylist pattern `git push --force`"
+        );
+    }
+
+    #[test]
+    fn patterns_that_are_not_plain_words_keep_the_old_text_match() {
+        let list = Denylist::new(&["> /dev/ttyS".to_string(), "  ".to_string()]);
+        assert!(list.check("echo hi >   /dev/ttyS0").is_some());
+        assert_eq!(list.check("echo hi > out.txt"), None);
+    }
+
+    #[test]
+    fn broken_quoting_is_read_as_if_closed() {
+        assert_eq!(denied("rm -rf \"/").map(|d| d.rule), Some(RM_ROOT.into()));
+        assert_eq!(
+            denied("sh -c 'rm -rf /").map(|d| d.rule),
+            Some(RM_ROOT.into())
+        );
+        assert_eq!(
+            denied("echo $(rm -rf /").map(|d| d.rule),
+            Some(RM_ROOT.into())
+        );
+        assert_eq!(denied("echo \"it's fine"), None);
+    }
+
+    #[test]
+    fn nesting_too_deep_is_refused_not_overflowed() {
+        let mut cmd = "ls".to_string();
+        for _ in 0..12 {
+            cmd = format!("sh -c {}", as_one_word(&mut Rng(7), &cmd));
+        }
+        assert_eq!(denied(&cmd).map(|d| d.rule), Some(TOO_DEEP.into()));
+        // Far past any limit, on a small stack: refused, and no overflow.
+        let deep = format!("{}ls{}", "(".repeat(100_000), ")".repeat(100_000));
+        let funcs = "f()".repeat(100_000);
+        let subs = format!("{}ls{}", "$(".repeat(50_000), ")".repeat(50_000));
+        let rule = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                [deep, funcs, subs]
+                    .iter()
+                    .map(|c| denied(c).map(|d| d.rule))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(rule, vec![Some(TOO_DEEP.to_string()); 3]);
+    }
+
+    #[test]
+    fn the_reason_names_the_rule_and_shows_the_match_safely() {
+        let d = denied("rm -rf \"/\x1b[2J\"/..").unwrap();
+        assert_eq!(d.rule, RM_ROOT);
+        assert!(!d.to_string().contains('\x1b'), "{d}");
+        let d = denied("rm -rf \"$D\"/*").unwrap();
+        assert_eq!(
+            d.to_string(),
+            "it is recursive removal of / or a system directory (`rm -r $…/*`)"
+        );
+    }
+}
