@@ -27,6 +27,9 @@
 //!   lines between two blocks are reproduced too.
 //! - An ordered list split into one segment per item keeps counting (`1.`,
 //!   `2.`…) across the split, as a single list would.
+//! - Grammars are slow (about 1 MB/s): only the first 64 KiB of code in an
+//!   answer is coloured, the rest is shown plain. A count of bytes, not a
+//!   clock, so the output stays the same for the same text.
 //!
 //! Every decision depends only on the sequence of complete lines, so the
 //! output is the same however the stream is chunked (a property test below
@@ -69,6 +72,8 @@ pub struct MarkdownRenderer {
     fence: Option<Fence>,
     /// Where an ordered list continues if the next segment is one of its items.
     next_ordered: Option<u64>,
+    /// Bytes of code that may still be coloured in this answer.
+    code_budget: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +105,7 @@ impl MarkdownRenderer {
             started: false,
             fence: None,
             next_ordered: None,
+            code_budget: render::HIGHLIGHT_BUDGET,
         }
     }
 
@@ -126,6 +132,12 @@ impl MarkdownRenderer {
             self.partial.drain(..taken);
         }
         out
+    }
+
+    /// The source line still waiting for its newline, made visible: for a
+    /// live preview of the unfinished line (it is not rendered yet).
+    pub fn pending_line(&self) -> std::borrow::Cow<'_, str> {
+        crate::text::visible(&self.partial)
     }
 
     /// Ends the answer: renders whatever is held and resets for the next one.
@@ -168,7 +180,14 @@ impl MarkdownRenderer {
             None
         };
         let before = out.len();
-        self.next_ordered = render_segment(&seg, self.width, self.colour, start, out);
+        self.next_ordered = render_segment(
+            &seg,
+            self.width,
+            self.colour,
+            start,
+            &mut self.code_budget,
+            out,
+        );
         self.started |= out.len() > before;
         self.seg_kind = SegKind::Empty;
         self.inner_fence = None;
@@ -183,7 +202,7 @@ impl MarkdownRenderer {
                 return;
             }
             let code = strip_indent(raw, f.indent);
-            let lines = code_lines(f.hl.as_mut(), code, self.width);
+            let lines = code_lines(f.hl.as_mut(), code, self.width, &mut self.code_budget);
             for l in lines {
                 self.emit(out, &l);
             }
@@ -335,7 +354,7 @@ fn is_atx_heading(line: &str) -> bool {
             .is_none_or(|c| c == ' ' || c == '\t')
 }
 
-/// `- `, `* `, `+ `, `1. `, `1) ` that is not a thematic break (`- - -`).
+/// `---`, `* * *`, `___`: a rule, which wins over a list marker.
 fn is_thematic_break(line: &str) -> bool {
     let t: String = line.chars().filter(|c| !c.is_whitespace()).collect();
     let Some(ch) = t.chars().next() else {
@@ -350,6 +369,7 @@ struct ListMarker {
     interrupts: bool,
 }
 
+/// A list item's marker starting `line`: `- `, `* `, `+ `, `1. `, `1) `.
 fn list_marker(line: &str) -> Option<ListMarker> {
     if indent_of(line) > 3 || is_thematic_break(line) {
         return None;

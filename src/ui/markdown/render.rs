@@ -274,14 +274,31 @@ fn expand_tabs(line: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// Bytes of code coloured per answer. Grammars cost about a microsecond per
+/// byte; past this the code is shown uncoloured so that a huge answer still
+/// renders in well under a second. Typical answers hold far less code.
+pub const HIGHLIGHT_BUDGET: usize = 64 * 1024;
+
 /// One source line of code (no newline) as screen lines `width` wide.
-/// `hl` is `None` without colour; code then keeps the default colour.
-pub fn code_lines(hl: Option<&mut Highlighter>, line: &str, width: usize) -> Vec<Vec<Span>> {
+/// `hl` is `None` without colour; code then keeps the default colour, as it
+/// does once the answer's `budget` of coloured bytes is spent.
+pub fn code_lines(
+    hl: Option<&mut Highlighter>,
+    line: &str,
+    width: usize,
+    budget: &mut usize,
+) -> Vec<Vec<Span>> {
     let line = crate::text::visible(line);
     let line = expand_tabs(&line);
     let spans = match hl {
-        Some(h) => h.line(&line),
-        None => vec![(line.into_owned(), Paint::default())],
+        Some(h) if *budget >= line.len() => {
+            *budget -= line.len();
+            h.line(&line)
+        }
+        _ => {
+            *budget = 0;
+            vec![(line.into_owned(), Paint::default())]
+        }
     };
     hard_wrap(&spans, width)
 }
@@ -369,6 +386,7 @@ pub fn render_segment(
     width: usize,
     colour: bool,
     list_start: Option<u64>,
+    budget: &mut usize,
     out: &mut String,
 ) -> Option<u64> {
     let mut opts = Options::empty();
@@ -396,11 +414,13 @@ pub fn render_segment(
         code: None,
         last_end: None,
         next_ordered: None,
+        budget: *budget,
     };
     for (ev, range) in Parser::new_ext(src, opts).into_offset_iter() {
         r.event(ev, range);
     }
     r.flush_inline();
+    *budget = r.budget;
     r.next_ordered
 }
 
@@ -421,6 +441,8 @@ struct Seg<'s, 'o> {
     code: Option<Code>,
     last_end: Option<usize>,
     next_ordered: Option<u64>,
+    /// Coloured code bytes left for this answer.
+    budget: usize,
 }
 
 /// Source lines between two blocks that are blank (quote markers aside):
@@ -827,7 +849,7 @@ impl Seg<'_, '_> {
 
     fn code_line(&mut self, code: &mut Code, line: &str) {
         let avail = self.w.avail();
-        for l in code_lines(code.hl.as_mut(), line, avail) {
+        for l in code_lines(code.hl.as_mut(), line, avail, &mut self.budget) {
             self.w.line(&l);
         }
     }

@@ -106,6 +106,10 @@ fn lines_come_out_as_soon_as_their_block_is_complete() {
     assert_eq!(r.push("```sh\necho one\n"), "\n```sh\necho one\n");
     assert_eq!(r.push("echo two\n"), "echo two\n");
     assert_eq!(r.push("```\n"), "```\n");
+    assert_eq!(r.push("half a \x1b line"), "");
+    assert_eq!(r.pending_line(), "half a ␛ line");
+    assert_eq!(r.push("\n\n"), "half a ␛ line\n");
+    assert_eq!(r.pending_line(), "");
     assert_eq!(r.finish(), "");
 }
 
@@ -273,11 +277,11 @@ fn prose_wraps_to_the_width_counting_wide_characters() {
 fn control_characters_never_reach_the_terminal() {
     let doc = "a \x1b[2J b &#27;[31m c\x07\n\n```\nx\x1b]0;t\x07\n```\n\n[l](http://\x1b[1m) `\x1b[5m` \u{202E}rev\n";
     let out = plain(doc, 80);
-    assert!(!out.chars().any(|c| crate::text::is_unsafe(c)), "{out:?}");
+    assert!(!out.chars().any(crate::text::is_unsafe), "{out:?}");
     assert!(out.contains("␛[2J") && out.contains("␛[31m") && out.contains('␇'));
     let out = render(doc, 80, true);
     assert!(only_sgr_escapes(&out), "{out:?}");
-    assert!(!strip_sgr(&out).chars().any(|c| crate::text::is_unsafe(c)));
+    assert!(!strip_sgr(&out).chars().any(crate::text::is_unsafe));
     assert!(out.contains("<U+202E>rev"));
 }
 
@@ -313,4 +317,16 @@ fn finish_resets_for_the_next_answer() {
     r.set_width(5);
     r.push("aaa bbb\n");
     assert_eq!(r.finish(), "aaa\nbbb\n");
+}
+
+#[test]
+fn code_past_the_colour_budget_is_shown_plain() {
+    let line = "let x = 1;\n";
+    let n = render::HIGHLIGHT_BUDGET / (line.len() - 1) + 10;
+    let doc = format!("```rust\n{}```\n", line.repeat(n));
+    let out = render(&doc, 80, true);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[1].contains("\x1b[35mlet"), "first line coloured");
+    assert_eq!(lines[n], "let x = 1;", "last line plain");
+    assert_eq!(strip_sgr(&out), plain(&doc, 80));
 }
