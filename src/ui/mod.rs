@@ -1,9 +1,10 @@
 //! Front ends: renderers of the agent's event stream. `exec` is the one-shot
 //! front end, `repl` the interactive one; `style` decides colour and formats
-//! previews.
+//! previews; `markdown` renders streamed answers for a terminal.
 
 pub mod exec;
 pub mod json;
+pub mod markdown;
 pub mod repl;
 pub mod style;
 pub mod toolview;
