@@ -159,10 +159,22 @@ impl Sandbox {
             (_, Err(why)) => Some(why),
             (Ok(_), Ok(())) => None,
         };
+        // Paths in the reason come from outside; it is shown as one line.
+        let unavailable = unavailable.map(|w| crate::text::one_line(&w, 300));
         Sandbox {
             policy,
             exe: exe.unwrap_or_default(),
             unavailable,
+        }
+    }
+
+    /// A sandbox this kernel cannot enforce, for tests of the refusal.
+    #[cfg(test)]
+    pub(crate) fn unenforceable(policy: Policy, why: &str) -> Sandbox {
+        Sandbox {
+            policy,
+            exe: PathBuf::from("/nonexistent/buddy"),
+            unavailable: Some(why.to_string()),
         }
     }
 

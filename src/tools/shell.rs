@@ -622,6 +622,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_unenforceable_sandbox_runs_nothing_and_says_why() {
+        use crate::host::sandbox::{Mode, Policy};
+        let dir = std::env::temp_dir().join(format!("buddy-shell-sbx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let policy = Policy::for_workdir(Mode::ReadOnly, &dir, true);
+        let t = ShellTool::new(ShellOptions {
+            sandbox: Some(Arc::new(Sandbox::unenforceable(policy, "no Landlock"))),
+            ..tool(false, 1000).opts
+        });
+        let c = ToolContext::local(dir.clone(), Arc::new(crate::tools::approval::AlwaysApprove));
+        let err = t
+            .execute(json!({"command": "touch ran"}), &c)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("command not run: the read-only sandbox"),
+            "{err}"
+        );
+        assert!(err.contains("no Landlock") && !err.contains('\n'), "{err}");
+        assert!(!dir.join("ran").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
     async fn background_children_do_not_hold_the_result() {
         let t0 = Instant::now();
         let out = run_cmd(
