@@ -423,6 +423,8 @@ target() {
     per_call "$label" "$WORK/t-plain.json" "$WORK/t-loop.json"
 }
 target "run_shell true, direct" 40
+# The auto-approve default confines each command with the Landlock wrapper.
+target "run_shell true, direct, sandboxed" 40 --dangerously-auto-approve
 export TMUX_TMPDIR="$WORK/tmux"
 mkdir -p "$TMUX_TMPDIR"
 target "run_shell true, tmux-backed" 20 --tmux=bench

@@ -5,6 +5,15 @@
 use clap::Parser;
 
 fn main() {
+    // The sandbox wrapper (see host::sandbox) confines itself and becomes the
+    // command: before clap, which must not know it, and before any thread.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == buddy::host::sandbox::ENTRY)
+    {
+        std::process::exit(buddy::host::sandbox::wrapper_main(&args[2..]));
+    }
     let cli = buddy::cli::Cli::parse();
     // One thread is plenty for one conversation: the work is waiting on the
     // network and on child processes, and a single-threaded runtime starts

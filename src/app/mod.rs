@@ -37,7 +37,7 @@ mod serve;
 mod sessions;
 mod shell_help;
 
-use execution::Execution;
+use execution::{Execution, SandboxChoice};
 
 /// How a command ended when it did what it was asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,7 +325,7 @@ fn agent_setup(
     let cwd = std::env::current_dir()
         .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
     let client = client_for(settings)?;
-    let registry = build_tools(settings, execution.tmux());
+    let registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
@@ -375,7 +375,10 @@ async fn exec(
     let prompt = read_prompt(&args)?;
     let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
-    let execution = execution::open(&target_args, &settings, false).await?;
+    let choice = SandboxChoice::new(&settings.tools, args.dangerously_auto_approve);
+    let mut execution =
+        execution::open(&target_args, &settings, false, choice.mode.is_some()).await?;
+    execution::confine(&mut execution, choice, style)?;
     if let Some(a) = &execution.attach {
         eprintln!("{}", style.dim(a));
     }
@@ -564,7 +567,10 @@ async fn interactive(
     let (settings, overrides) = load_settings(overrides).await?;
     let overrides = &overrides;
     let style = Style::detect(settings.display.color);
-    let execution = execution::open(target_args, &settings, true).await?;
+    let choice = SandboxChoice::new(&settings.tools, false);
+    let mut execution =
+        execution::open(target_args, &settings, true, choice.mode.is_some()).await?;
+    execution::confine(&mut execution, choice, style)?;
     let switcher = repl::Switcher {
         settings: settings.clone(),
         overrides: overrides.clone(),
@@ -617,7 +623,7 @@ async fn interactive(
         banner.push_str(&format!("\n{text}"));
     }
     let mut host = repl::Host {
-        tools: build_tools(&settings, execution.tmux())
+        tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
             .names()
             .into_iter()
             .map(String::from)
@@ -654,7 +660,10 @@ async fn line_session(
     use tokio::io::AsyncBufReadExt;
     let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
-    let execution = execution::open(target_args, &settings, false).await?;
+    let choice = SandboxChoice::new(&settings.tools, false);
+    let mut execution =
+        execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
+    execution::confine(&mut execution, choice, style)?;
     if let Some(a) = &execution.attach {
         eprintln!("{}", style.dim(a));
     }
@@ -740,7 +749,11 @@ async fn wait_for_run_end(agent: &mut AgentHandle) {
 
 /// The registry for the enabled tools, each capped by its own limit, else the
 /// global one, else the tool's default.
-pub fn build_tools(settings: &Settings, tmux: bool) -> ToolRegistry {
+pub fn build_tools(
+    settings: &Settings,
+    tmux: bool,
+    sandbox: Option<Arc<crate::host::sandbox::Sandbox>>,
+) -> ToolRegistry {
     let t = &settings.tools;
     let cap =
         |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
@@ -754,6 +767,7 @@ pub fn build_tools(settings: &Settings, tmux: bool) -> ToolRegistry {
                     tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
                 ),
                 tmux,
+                sandbox,
             },
         )));
         if tmux {

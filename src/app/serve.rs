@@ -22,7 +22,10 @@ pub(crate) async fn serve(
 ) -> Result<Exit, AppError> {
     let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
-    let execution = execution::open(target_args, &settings, false).await?;
+    let choice = execution::SandboxChoice::new(&settings.tools, false);
+    let mut execution =
+        execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
+    execution::confine(&mut execution, choice, style)?;
     let token = args
         .token
         .or_else(|| std::env::var("BUDDY_SERVE_TOKEN").ok())

@@ -209,6 +209,23 @@ pub struct ToolsSection {
     pub files_max_output_chars: Option<usize>,
     pub fetch_max_output_chars: Option<usize>,
     pub search_max_output_chars: Option<usize>,
+    /// Landlock confinement of local commands; `None` when not configured
+    /// (then on with `--dangerously-auto-approve`, else off).
+    pub sandbox: Option<SandboxMode>,
+    /// Whether sandboxed commands may open TCP connections and listen.
+    #[serde(default = "yes")]
+    pub sandbox_network: bool,
+}
+
+/// `[tools] sandbox`: what local commands may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    Off,
+    /// Read anywhere, write in the working directory and temp directories.
+    WorkspaceWrite,
+    /// Read anywhere, write nothing.
+    ReadOnly,
 }
 
 impl Default for ToolsSection {
@@ -229,6 +246,8 @@ impl Default for ToolsSection {
             files_max_output_chars: None,
             fetch_max_output_chars: None,
             search_max_output_chars: None,
+            sandbox: None,
+            sandbox_network: true,
         })
     }
 }

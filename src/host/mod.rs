@@ -6,6 +6,7 @@
 pub mod container;
 pub mod error;
 pub mod remote_job;
+pub mod sandbox;
 pub mod ssh;
 pub mod tmux;
 

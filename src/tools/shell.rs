@@ -7,12 +7,14 @@ use super::approval::{Approval, ApprovalRequest};
 use super::capture::BoundedCapture;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
 use crate::host::remote_job::RemoteJob;
+use crate::host::sandbox::Sandbox;
 use crate::host::tmux::{Stream, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
@@ -28,6 +30,9 @@ pub struct ShellOptions {
     pub max_output_chars: usize,
     /// Commands go to a shared tmux pane, and the `wait` argument is offered.
     pub tmux: bool,
+    /// Confines commands run directly on this host (not in the pane, not on
+    /// remote targets).
+    pub sandbox: Option<Arc<Sandbox>>,
 }
 
 pub struct ShellTool {
@@ -180,6 +185,18 @@ impl Tool for ShellTool {
                 "`wait` needs tmux-backed execution, which is off; leave it out".into(),
             ));
         }
+        let sandbox = match &self.opts.sandbox {
+            Some(sb) if pane.is_none() && ctx.target.is_local() => Some(sb.as_ref()),
+            _ => None,
+        };
+        // A sandbox the user asked for that cannot be enforced runs nothing:
+        // nobody is asked about a command that will not run.
+        if let Some(why) = sandbox.and_then(|sb| sb.unavailable()) {
+            return Err(ToolError::Failed(format!(
+                "command not run: the {} sandbox is configured but cannot be enforced here ({why}); set [tools] sandbox = \"off\" to run commands unconfined",
+                sandbox.map_or("", |sb| sb.policy().mode.as_str())
+            )));
+        }
         let request = ApprovalRequest {
             call_id: ctx.call_id.clone(),
             tool: "run_shell".into(),
@@ -206,7 +223,16 @@ impl Tool for ShellTool {
                 )
                 .await
             }
-            None => run(&args.command, ctx, timeout, self.opts.max_output_chars).await,
+            None => {
+                run(
+                    &args.command,
+                    ctx,
+                    sandbox,
+                    timeout,
+                    self.opts.max_output_chars,
+                )
+                .await
+            }
         }
     }
 }
@@ -278,6 +304,7 @@ async fn run_in_pane(
 async fn run(
     command: &str,
     ctx: &ToolContext,
+    sandbox: Option<&Sandbox>,
     timeout: Duration,
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
@@ -287,9 +314,11 @@ async fn run(
         Some(job) => job.wrap(command),
         None => command.to_string(),
     };
-    let mut child = ctx
-        .target
-        .command(&script, &ctx.cwd)
+    let mut command = match sandbox {
+        Some(sb) => sb.command(&script, &ctx.cwd),
+        None => ctx.target.command(&script, &ctx.cwd),
+    };
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -365,7 +394,18 @@ async fn run(
             (None, None) => "exit code: none".to_string(),
         }
     };
-    Ok(render_result(&header, &out, &err, limit))
+    let mut result = render_result(&header, &out, &err, limit);
+    // Landlock refusals read as EACCES: say it was the sandbox, so the model
+    // neither blames file modes nor tries to work around them.
+    if let Some(sb) = sandbox {
+        if result.text.contains("Permission denied") {
+            result.text.push('\n');
+            result
+                .text
+                .push_str(&crate::host::sandbox::refusal_note(sb.policy()));
+        }
+    }
+    Ok(result)
 }
 
 /// Room kept for the header, section labels and omission lines.
@@ -484,6 +524,7 @@ mod tests {
             default_timeout: Duration::from_secs(10),
             max_output_chars: limit,
             tmux: false,
+            sandbox: None,
         })
     }
 
@@ -537,6 +578,31 @@ mod tests {
             out.text
         );
         assert!(out.text.contains("before"));
+    }
+
+    #[tokio::test]
+    async fn an_unenforceable_sandbox_runs_nothing_and_says_why() {
+        use crate::host::sandbox::{Mode, Policy};
+        let dir = std::env::temp_dir().join(format!("buddy-shell-sbx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let policy = Policy::for_workdir(Mode::ReadOnly, &dir, true);
+        let t = ShellTool::new(ShellOptions {
+            sandbox: Some(Arc::new(Sandbox::unenforceable(policy, "no Landlock"))),
+            ..tool(false, 1000).opts
+        });
+        let c = ToolContext::local(dir.clone(), Arc::new(crate::tools::approval::AlwaysApprove));
+        let err = t
+            .execute(json!({"command": "touch ran"}), &c)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("command not run: the read-only sandbox"),
+            "{err}"
+        );
+        assert!(err.contains("no Landlock") && !err.contains('\n'), "{err}");
+        assert!(!dir.join("ran").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

@@ -51,6 +51,12 @@ pub struct TempDir {
 impl TempDir {
     /// Creates `<tmp>/buddy-test-<label>-<pid>-<n>-<nanos>`.
     pub fn new(label: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), label)
+    }
+
+    /// Like [`TempDir::new`], under `parent` (for tests that need a directory
+    /// outside the temp dirs, such as the sandbox's).
+    pub fn new_in(parent: &Path, label: &str) -> TempDir {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -58,8 +64,8 @@ impl TempDir {
         loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
             let name = format!("buddy-test-{label}-{}-{n}-{nanos}", std::process::id());
-            let path = std::env::temp_dir().join(name);
-            match std::fs::create_dir(&path) {
+            let path = parent.join(name);
+            match std::fs::create_dir_all(parent).and_then(|()| std::fs::create_dir(&path)) {
                 Ok(()) => return TempDir { path },
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => panic!("cannot create temp dir {}: {e}", path.display()),
@@ -170,7 +176,15 @@ impl Drop for BuddyCmd {
 
 impl BuddyCmd {
     pub fn new() -> BuddyCmd {
-        let root = TempDir::new("buddy");
+        BuddyCmd::in_root(TempDir::new("buddy"))
+    }
+
+    /// Like [`BuddyCmd::new`], with home and working directory under `parent`.
+    pub fn new_in(parent: &Path) -> BuddyCmd {
+        BuddyCmd::in_root(TempDir::new_in(parent, "buddy"))
+    }
+
+    fn in_root(root: TempDir) -> BuddyCmd {
         for dir in [
             "home",
             "xdg-config",

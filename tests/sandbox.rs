@@ -1,0 +1,254 @@
+//! End-to-end tests of the Landlock sandbox: the real binary runs `run_shell`
+//! calls from the fake provider, and the files on disk (and a loopback
+//! listener) show what the commands could and could not do.
+//!
+//! buddy's home and working directory live under Cargo's target dir here, not
+//! under /tmp: /tmp is writable in workspace-write mode, so a workdir there
+//! would prove nothing.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::{fake_config, BuddyCmd, TempDir};
+
+fn outside_temp() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-tests")
+}
+
+fn config(p: &FakeProvider, tools: &str) -> String {
+    format!(
+        "{}\n[tools]\nshell_confirm = false\n{tools}\n",
+        fake_config(p)
+    )
+}
+
+fn shell(id: &str, command: &str) -> ToolCallSpec {
+    ToolCallSpec::new(id, "run_shell", json!({ "command": command }).to_string())
+}
+
+fn tool_result(req: &RecordedRequest, id: &str) -> String {
+    req.json()["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no result for {id} in {}", req.body_text()))
+}
+
+/// Runs `buddy exec` in a workdir outside the temp dirs with one model turn
+/// of `calls`, and returns the command (for its dirs) and the tool results.
+fn run(tools: &str, extra_args: &[&str], calls: Vec<ToolCallSpec>) -> (BuddyCmd, Vec<Value>) {
+    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let p = FakeProvider::start(vec![Reply::tool_calls(calls), Reply::text("done")]);
+    let mut args = vec!["exec"];
+    args.extend_from_slice(extra_args);
+    args.push("go");
+    let cmd = BuddyCmd::new_in(&outside_temp())
+        .config(config(&p, tools))
+        .args(args);
+    assert!(
+        !cmd.work_dir().starts_with(std::env::temp_dir()),
+        "the workdir must be outside the temp dirs"
+    );
+    let out = cmd.run();
+    out.assert_success();
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 2, "stderr: {}", out.stderr);
+    let results = ids
+        .iter()
+        .map(|id| Value::String(tool_result(&reqs[1], id)))
+        .collect();
+    (cmd, results)
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+/// A fresh file name directly in the system temp dir.
+fn temp_file(label: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "buddy-sandbox-{label}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ))
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[test]
+fn workspace_write_allows_the_workdir_and_temp_but_not_elsewhere() {
+    let outside = TempDir::new_in(&outside_temp(), "outside");
+    let target = outside.join("escaped.txt");
+    let tmp = temp_file("ww");
+    let (cmd, r) = run(
+        "sandbox = \"workspace-write\"",
+        &[],
+        vec![
+            shell("in", "echo inside > inside.txt && mkdir sub && echo ok"),
+            shell("out", &format!("echo x > {}", q(&target))),
+            shell("tmp", &format!("echo t > {} && echo tmp-ok", q(&tmp))),
+            shell("dev", "echo hi > /dev/null && echo err >&2 && echo dev-ok"),
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(cmd.work_dir().join("inside.txt")).ok(),
+        Some("inside\n".into())
+    );
+    assert!(text(&r[0]).starts_with("exit code: 0"), "{}", r[0]);
+    assert!(!target.exists(), "a write outside the workdir got through");
+    assert!(text(&r[1]).contains("Permission denied"), "{}", r[1]);
+    assert!(
+        text(&r[1]).contains("sandbox (workspace-write)"),
+        "{}",
+        r[1]
+    );
+    assert!(text(&r[1]).starts_with("exit code: 2"), "{}", r[1]);
+    assert!(tmp.exists(), "{}", r[2]);
+    let _ = std::fs::remove_file(&tmp);
+    assert!(text(&r[3]).contains("dev-ok"), "{}", r[3]);
+    assert!(!text(&r[3]).contains("note:"), "{}", r[3]);
+}
+
+#[test]
+fn read_only_refuses_the_workdir_and_temp_too() {
+    let tmp = temp_file("ro");
+    let (cmd, r) = run(
+        "sandbox = \"read-only\"",
+        &[],
+        vec![
+            shell("in", "echo inside > inside.txt"),
+            shell("tmp", &format!("echo t > {}", q(&tmp))),
+            shell("read", "cat buddy.toml > /dev/null && echo read-ok"),
+        ],
+    );
+    assert!(!cmd.work_dir().join("inside.txt").exists(), "{}", r[0]);
+    assert!(text(&r[0]).contains("Permission denied"), "{}", r[0]);
+    assert!(text(&r[0]).contains("read-only sandbox"), "{}", r[0]);
+    assert!(!tmp.exists(), "{}", r[1]);
+    assert!(text(&r[2]).contains("read-ok"), "{}", r[2]);
+}
+
+#[test]
+fn off_allows_writes_anywhere_even_with_auto_approve() {
+    let outside = TempDir::new_in(&outside_temp(), "outside");
+    let target = outside.join("written.txt");
+    let (_cmd, r) = run(
+        "sandbox = \"off\"",
+        &["--dangerously-auto-approve"],
+        vec![shell("out", &format!("echo x > {}", q(&target)))],
+    );
+    assert!(target.exists(), "{}", r[0]);
+}
+
+#[test]
+fn auto_approve_confines_commands_by_default() {
+    let outside = TempDir::new_in(&outside_temp(), "outside");
+    let target = outside.join("escaped.txt");
+    let (cmd, r) = run(
+        "",
+        &["--dangerously-auto-approve"],
+        vec![
+            shell("out", &format!("echo x > {}", q(&target))),
+            shell("in", "echo y > inside.txt"),
+        ],
+    );
+    assert!(!target.exists(), "{}", r[0]);
+    assert!(text(&r[0]).contains("workspace-write"), "{}", r[0]);
+    assert!(cmd.work_dir().join("inside.txt").exists(), "{}", r[1]);
+}
+
+#[test]
+fn exit_status_and_timeouts_are_kept_inside_the_sandbox() {
+    let (cmd, r) = run(
+        "sandbox = \"workspace-write\"",
+        &[],
+        vec![
+            shell("code", "echo out; echo err >&2; exit 3"),
+            ToolCallSpec::new(
+                "slow",
+                "run_shell",
+                json!({"command": "sleep 30 & echo $! > bg.pid; sleep 30", "timeout": "1s"})
+                    .to_string(),
+            ),
+        ],
+    );
+    assert_eq!(text(&r[0]), "exit code: 3\nstdout:\nout\nstderr:\nerr");
+    assert!(text(&r[1]).starts_with("timed out after 1 s"), "{}", r[1]);
+    // The background child was in the command's process group, so it died too.
+    let pid = std::fs::read_to_string(cmd.work_dir().join("bg.pid")).expect("bg.pid");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+    assert!(
+        stat.is_empty() || state.starts_with('Z'),
+        "background sleep survived: {stat}"
+    );
+}
+
+/// A loopback listener; after the run, whether a connection reached it.
+fn listener() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = l.local_addr().expect("addr").port();
+    (l, port)
+}
+
+fn was_connected(l: &std::net::TcpListener) -> bool {
+    // The handshake completes in the kernel before buddy's run ends, so a
+    // connection that was made is already queued.
+    l.set_nonblocking(true).expect("nonblocking");
+    l.accept().is_ok()
+}
+
+fn connect_to(port: u16) -> String {
+    format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo connected")
+}
+
+#[test]
+fn sandbox_network_false_refuses_tcp_connections() {
+    let (l, port) = listener();
+    let (_cmd, r) = run(
+        "sandbox = \"workspace-write\"\nsandbox_network = false",
+        &[],
+        vec![shell("net", &connect_to(port))],
+    );
+    assert!(!was_connected(&l), "{}", r[0]);
+    assert!(text(&r[0]).contains("Permission denied"), "{}", r[0]);
+    assert!(text(&r[0]).contains("no network connections"), "{}", r[0]);
+}
+
+#[test]
+fn the_network_is_allowed_by_default() {
+    let (l, port) = listener();
+    let (_cmd, r) = run(
+        "sandbox = \"workspace-write\"",
+        &[],
+        vec![shell("net", &connect_to(port))],
+    );
+    assert!(text(&r[0]).contains("connected"), "{}", r[0]);
+    assert!(was_connected(&l));
+}
+
+#[test]
+fn a_configured_sandbox_refuses_an_explicit_tmux_pane() {
+    let p = FakeProvider::start(vec![Reply::text("unused")]);
+    let out = BuddyCmd::new()
+        .config(config(&p, "sandbox = \"read-only\""))
+        .args(["exec", "--tmux", "go"])
+        .run();
+    out.assert_code(2);
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(errors[0].contains("tmux pane"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 0);
+}
