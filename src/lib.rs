@@ -5,7 +5,8 @@
 //! (registry and built-in tools), `agent` (the loop, history,
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events). `text` makes outside text safe
-//! to show on a terminal.
+//! to show on a terminal; `localfile` reads local files with a type check and
+//! a size bound.
 //! `cli` defines the command line; `main.rs` only wires these together.
 
 pub mod agent;
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod host;
+pub mod localfile;
 pub mod net;
 pub mod provider;
 pub mod serve;

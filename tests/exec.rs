@@ -960,4 +960,48 @@ fn tool_calls_and_results_read_as_a_person_would() {
     assert!(err.contains("  ← oops\n  ✗ run_shell: exit 3"), "{err}");
     assert!(err.contains("▶ write notes.txt (2 lines, 8 B)"), "{err}");
     assert!(!err.contains("{\"command\""), "raw JSON shown: {err}");
+
+#[test]
+fn config_from_dev_zero_is_one_line_error_at_once() {
+    let cmd = BuddyCmd::new()
+        .args(["--config", "/dev/zero", "exec", "hi"])
+        .timeout(Duration::from_secs(20));
+    let out = cmd.run();
+    out.assert_code(2);
+    assert_eq!(
+        out.stderr.trim(),
+        "error: config error: cannot read /dev/zero: it is a character device, not a regular file"
+    );
+}
+
+#[test]
+fn stdin_from_dev_zero_is_refused_past_the_cap() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("never")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let mut child = cmd
+        .command_with(&["exec".into(), "-".into()])
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Guard: before the fix buddy read /dev/zero until memory ran out.
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("buddy exec kept reading /dev/zero");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the prompt on stdin is larger than 8 MiB"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert_eq!(p.request_count(), 0);
 }

@@ -13,6 +13,8 @@ use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec}
 use support::{fake_config, BuddyCmd};
 
 const CANCELLED: &str = "operation cancelled by user";
+/// A call that was running when buddy stopped, as a resume records it.
+const INTERRUPTED_TOOL: &str = "interrupted: buddy stopped while this tool call was running; it may have run in part or in full, so check its effects before running it again";
 
 fn config_no_confirm(p: &FakeProvider) -> String {
     format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
@@ -254,7 +256,7 @@ fn torn_last_record_is_dropped_with_a_warning() {
 }
 
 #[test]
-fn pending_tool_call_at_the_end_gets_a_cancelled_result() {
+fn pending_tool_call_of_an_old_file_gets_an_interrupted_result() {
     let p = FakeProvider::start(vec![Reply::text("resumed")]);
     let cmd = BuddyCmd::new().config_for(&p);
     write_session(
@@ -269,8 +271,10 @@ fn pending_tool_call_at_the_end_gets_a_cancelled_result() {
     );
     let out = cmd.rerun(["exec", "--resume", "last", "what happened?"]);
     out.assert_success();
+    // A version 1 file recorded no tool starts: the call may have run.
     assert!(
-        out.stderr.contains("recorded as cancelled"),
+        out.stderr
+            .contains("recorded as interrupted (they may have run)"),
         "{}",
         out.stderr
     );
@@ -279,7 +283,7 @@ fn pending_tool_call_at_the_end_gets_a_cancelled_result() {
         pairs(&[
             ("user", "run it"),
             ("assistant", "call t1"),
-            ("tool", CANCELLED),
+            ("tool", INTERRUPTED_TOOL),
             ("user", "what happened?"),
         ])
     );
@@ -431,14 +435,15 @@ fn kill_9_mid_tool_leaves_a_session_that_resumes_with_a_valid_history() {
         pairs(&[
             ("user", "sleep for me"),
             ("assistant", "call nap"),
-            ("tool", CANCELLED),
+            ("tool", INTERRUPTED_TOOL),
             ("user", "are you there?"),
         ])
     );
     // The repair was written: the file now loads cleanly, history intact.
     let (_, path) = only_session(&cmd);
     let text = fs::read_to_string(path).unwrap();
-    assert_eq!(text.matches(CANCELLED).count(), 1, "{text}");
+    assert_eq!(text.matches(INTERRUPTED_TOOL).count(), 1, "{text}");
+    assert!(!text.contains(CANCELLED), "{text}");
 }
 
 #[test]
@@ -592,4 +597,80 @@ fn sessions_with_none_saved_says_so() {
     out.assert_success();
     assert_eq!(out.stdout, "");
     assert!(out.stderr.contains("no saved sessions"), "{}", out.stderr);
+}
+
+#[test]
+fn text_streamed_before_a_kill_9_is_resumed_as_an_interrupted_answer() {
+    let p = FakeProvider::start(vec![
+        Reply::stamped_text(200).chunk_delay(Duration::from_millis(50)),
+        Reply::text("resumed"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let mut child = cmd
+        .command_with(&["exec".into(), "tell a long story".into()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill once the journal holds a few pieces of the answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = session_files(&cmd)
+            .first()
+            .and_then(|(_, path)| fs::read_to_string(path).ok())
+            .is_some_and(|t| t.contains("{\"partial\"") && t.contains("3@"));
+        if seen {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no partial record appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill("-KILL", child.id());
+    child.wait().unwrap();
+
+    let out = cmd.rerun(["exec", "--resume", "last", "go on"]);
+    out.assert_success();
+    assert!(out.stderr.contains("cut off"), "{}", out.stderr);
+    let reqs = p.chat_requests();
+    let msgs = messages(&reqs[1]);
+    assert_eq!(msgs[msgs.len() - 1]["content"], "go on");
+    let cut = &msgs[msgs.len() - 2];
+    assert_eq!(cut["role"], "assistant");
+    let text = cut["content"].as_str().unwrap();
+    assert!(text.starts_with("0@"), "{text}");
+    assert!(text.contains("3@"), "{text}");
+    assert!(
+        text.ends_with("[interrupted: the answer was cut off here]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_fifo_named_like_a_session_is_reported_not_waited_on() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("ok")]);
+    let cmd = BuddyCmd::new()
+        .config_for(&p)
+        .timeout(Duration::from_secs(20));
+    write_session(&cmd, "20250102-000000-beef", &[msg("user", "good one")]);
+    let fifo = sessions_dir(&cmd).join("20250103-000000-f1f0.jsonl");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Before the fix both of these blocked forever opening the FIFO.
+    let out = cmd.rerun(["sessions"]);
+    out.assert_success();
+    assert!(out.stdout.contains("good one"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("FIFO (named pipe), not a regular file"),
+        "{}",
+        out.stderr
+    );
+    let out = cmd.rerun(["exec", "--resume", "20250103", "hi"]);
+    assert!(!out.status.success());
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+    let errors = out.stderr.lines().filter(|l| l.contains("error")).count();
+    assert_eq!(errors, 1, "{}", out.stderr);
 }

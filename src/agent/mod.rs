@@ -13,6 +13,7 @@ pub mod cancel;
 pub mod compact;
 pub mod control;
 pub mod emitter;
+mod partial;
 pub mod prompt;
 pub mod protocol;
 pub mod service;
@@ -37,6 +38,19 @@ use tokio::time::Instant;
 pub const CANCELLED: &str = "operation cancelled by user";
 /// Text of the tool results a run's time limit cut off.
 pub const TIME_LIMIT_RESULT: &str = "stopped: the run reached its time limit";
+/// Appended to an answer whose streaming was cut off (a stop, a failure, or
+/// a kill found on load), so the model and the user know it is incomplete.
+pub const INTERRUPTED_NOTE: &str = "[interrupted: the answer was cut off here]";
+
+/// The history entry for an answer streamed only as far as `text`.
+pub fn interrupted_answer(text: &str) -> Message {
+    let sep = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    Message::assistant(format!("{text}{sep}{INTERRUPTED_NOTE}"))
+}
 
 /// How the tool calls of one reply are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +128,20 @@ pub trait HistorySink: Send + Sync {
 
     /// The model the next turns run on (after a switch), for the record.
     fn set_model(&mut self, _model: &str, _profile: &str) {}
+
+    /// Answer text streamed since the last call, about to be shown. Called at
+    /// a bounded rate while a reply streams; the reply's message, saved when
+    /// it is whole, replaces these.
+    fn partial(&mut self, text: &str) -> Result<(), HostedError> {
+        let _ = text;
+        Ok(())
+    }
+
+    /// The tool calls `ids` (already saved with their reply) are about to run.
+    fn tools_started(&mut self, ids: &[&str]) -> Result<(), HostedError> {
+        let _ = ids;
+        Ok(())
+    }
 
     /// The first `replaces` saved messages of the history (system prompt not
     /// counted) were replaced by `with` (a compaction). The sink keeps the
@@ -410,20 +438,38 @@ impl Agent {
             }
             turns += 1;
             self.emit(EventKind::ModelRequest { turn: turns }).await;
+            // Streamed text is journaled before it is shown (partial.rs).
+            let journal = partial::StreamJournal::new(self.sink.take(), self.emitter.clone());
             let response = {
-                let em = self.emitter.clone();
-                let sink = move |ev: StreamEvent| em.delta(stream_event(ev));
+                let on_event = |ev: StreamEvent| match ev {
+                    StreamEvent::Text(text) => journal.text(text),
+                    other => self.emitter.delta(stream_event(other)),
+                };
                 let request = ModelRequest {
                     messages: &self.messages,
                     tools: self.tools.definitions(),
                 };
-                tokio::select! {
-                    biased;
-                    stop = stop_signal(&mut cancel, deadline) => Err(stop),
-                    r = self.client.complete(request, &sink) => Ok(r),
+                let reply = self.client.complete(request, &on_event);
+                tokio::pin!(reply);
+                let mut tick = tokio::time::interval(partial::INTERVAL);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        biased;
+                        stop = stop_signal(&mut cancel, deadline) => break Err(stop),
+                        r = &mut reply => break Ok(r),
+                        _ = tick.tick() => journal.tick(),
+                    }
                 }
             };
+            let (sink, shown) = journal.finish();
+            self.sink = sink;
             self.emitter.flush().await;
+            if !matches!(response, Ok(Ok(_))) && !shown.is_empty() {
+                // The user saw part of an answer: keep it, marked, so the
+                // history says what was shown (a kill is caught on load).
+                self.messages.push(interrupted_answer(&shown));
+            }
             let response = match response {
                 Err(stop) => return self.stopped(stop, started),
                 Ok(Err(e)) => {
@@ -732,6 +778,20 @@ impl Agent {
         cancel: &mut Cancel,
         deadline: Option<Instant>,
     ) -> Result<bool, Stop> {
+        if let Some(sink) = self.sink.as_mut() {
+            let ids: Vec<&str> = batch.calls[range.clone()]
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect();
+            // Written before anything runs, so a resume after a kill can tell
+            // a call that may have run from one that never started.
+            if let Err(e) = sink.tools_started(&ids) {
+                if !self.save_failing {
+                    self.save_failing = true;
+                    self.warn(format!("session not saved: {e}")).await;
+                }
+            }
+        }
         let mut set = tokio::task::JoinSet::new();
         for i in range {
             let call = &batch.calls[i];
@@ -854,6 +914,15 @@ struct Batch<'a> {
 /// Fills in a result for every tool call that has none, so a history cut off
 /// mid-batch (cancellation, a crash) is one a provider will accept.
 pub fn repair_history(messages: &mut Vec<Message>) -> usize {
+    repair_history_with(messages, |_| CANCELLED)
+}
+
+/// `repair_history` with the result text for each unanswered call id chosen
+/// by `result_for` (a loaded session knows which calls had started).
+pub fn repair_history_with(
+    messages: &mut Vec<Message>,
+    mut result_for: impl FnMut(&str) -> &'static str,
+) -> usize {
     let mut repaired = 0;
     let mut i = 0;
     while i < messages.len() {
@@ -868,7 +937,7 @@ pub fn repair_history(messages: &mut Vec<Message>) -> usize {
                 j += 1;
             }
             for id in calls.iter().filter(|id| !answered.contains(id)) {
-                messages.insert(j, Message::tool_result(id.clone(), CANCELLED));
+                messages.insert(j, Message::tool_result(id.clone(), result_for(id)));
                 j += 1;
                 repaired += 1;
             }

@@ -24,7 +24,7 @@ use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
 use crate::ui::json::JsonFrontEnd;
 use crate::ui::style::Style;
 use std::fmt;
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -783,7 +783,10 @@ pub fn build_tools(
             t.files_max_output_chars,
             tools::files::DEFAULT_MAX_OUTPUT_CHARS,
         );
-        reg.register(Arc::new(tools::files::ReadFileTool::new(max)));
+        reg.register(Arc::new(
+            tools::files::ReadFileTool::new(max)
+                .with_timeout(Duration::from_secs(t.shell_timeout_secs.max(1))),
+        ));
         reg.register(Arc::new(tools::files::WriteFileTool::new(max)));
     }
     let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
@@ -845,16 +848,27 @@ fn login_issuer(
     Ok(config::issuer_for(&file.auth, &provider))
 }
 
+/// The most `buddy exec` reads from piped stdin: several times what a large
+/// context window holds, so a real prompt always fits.
+pub const MAX_STDIN_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Reads the prompt from the arguments or, for `-` or none with piped input, stdin.
 fn read_prompt(args: &ExecArgs) -> Result<String, AppError> {
     let from_stdin =
         args.prompt == ["-"] || (args.prompt.is_empty() && !std::io::stdin().is_terminal());
     let prompt = if from_stdin {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| AppError::Usage(format!("cannot read the prompt from stdin: {e}")))?;
-        s
+        // Piped context is bounded: `buddy exec < /dev/zero` or a runaway
+        // producer is refused once past the cap, not read forever.
+        let bytes = crate::localfile::read_bounded(std::io::stdin().lock(), MAX_STDIN_BYTES)
+            .map_err(|e| match e {
+                crate::localfile::ReadError::TooBig { limit } => AppError::Usage(format!(
+                    "the prompt on stdin is larger than {}; buddy exec reads at most that much (save it to a file and ask the model to read the part it needs)",
+                    crate::localfile::size(limit)
+                )),
+                e => AppError::Usage(format!("cannot read the prompt from stdin: {e}")),
+            })?;
+        String::from_utf8(bytes)
+            .map_err(|_| AppError::Usage("the prompt on stdin is not UTF-8 text".into()))?
     } else {
         args.prompt.join(" ")
     };

@@ -1,7 +1,20 @@
 //! Configuration errors, each one line that says what to fix and where.
 
+use crate::text::one_line;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Characters of a path, a message or a name an error quotes: a config file
+/// can hold anything (a 10 MB key name), and its error stays one short line.
+const QUOTE_CHARS: usize = 200;
+
+fn q(s: &str) -> String {
+    one_line(s, QUOTE_CHARS)
+}
+
+fn p(path: &Path) -> String {
+    q(&path.display().to_string())
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
@@ -33,7 +46,7 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::Io { path, error } => {
-                write!(f, "config error: cannot read {}: {error}", path.display())
+                write!(f, "config error: cannot read {}: {}", p(path), q(error))
             }
             ConfigError::Parse {
                 path,
@@ -43,34 +56,41 @@ impl fmt::Display for ConfigError {
             } => {
                 let name = path
                     .as_ref()
-                    .map(|p| p.display().to_string())
+                    .map(|path| p(path))
                     .unwrap_or_else(|| "built-in config".into());
                 write!(
                     f,
-                    "config error in {name} line {line}, column {column}: {message}"
+                    "config error in {name} line {line}, column {column}: {}",
+                    q(message)
                 )
             }
             ConfigError::Invalid {
-                path: Some(p),
+                path: Some(path),
                 message,
             } => {
-                write!(f, "config error in {}: {message}", p.display())
+                write!(f, "config error in {}: {}", p(path), q(message))
             }
             ConfigError::Invalid {
                 path: None,
                 message,
-            } => write!(f, "config error: {message}"),
+            } => write!(f, "config error: {}", q(message)),
             ConfigError::UnknownProfile { name, known } => write!(
                 f,
-                "unknown model profile `{name}`; known profiles: {}",
+                "unknown model profile `{}`; known profiles: {}",
+                q(name),
                 if known.is_empty() {
                     "(none)".to_string()
                 } else {
-                    known.join(", ")
+                    q(&known.join(", "))
                 }
             ),
             ConfigError::MissingKey { profile, hint } => {
-                write!(f, "no API key for model profile `{profile}`: {hint}")
+                write!(
+                    f,
+                    "no API key for model profile `{}`: {}",
+                    q(profile),
+                    q(hint)
+                )
             }
         }
     }

@@ -161,37 +161,73 @@ pub fn load_file(
     cli: &CliOverrides,
 ) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
     let (source, text) = match &cli.config {
-        Some(p) => match std::fs::read_to_string(p) {
-            Ok(t) => (Some(p.clone()), t),
-            Err(e) => {
-                return Err(ConfigError::Io {
-                    path: p.clone(),
-                    error: e.to_string(),
-                })
-            }
-        },
+        Some(p) => (Some(p.clone()), read_config(p)?),
         None => {
             let mut found = None;
             for p in search_path(cwd, env) {
-                match std::fs::read_to_string(&p) {
-                    Ok(t) => {
-                        found = Some((Some(p), t));
+                match read_config_bytes(&p) {
+                    Ok(bytes) => {
+                        found = Some((decode_config(&p, bytes)?, p));
                         break;
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => {
-                        return Err(ConfigError::Io {
-                            path: p,
-                            error: e.to_string(),
-                        })
-                    }
+                    Err(e) if e.is_not_found() => continue,
+                    Err(e) => return Err(io_error(&p, &e)),
                 }
             }
-            found.unwrap_or((None, TEMPLATE.to_string()))
+            match found {
+                Some((text, p)) => (Some(p), text),
+                None => (None, TEMPLATE.to_string()),
+            }
         }
     };
     let file = parse(&text, source.as_deref())?;
     Ok((file, source))
+}
+
+/// The most a config file may hold: far more than any real one, small enough
+/// that a wrong path (a log, /dev/zero) is refused at once.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// The most an `api_key_file` may hold.
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+fn read_config_bytes(path: &Path) -> Result<Vec<u8>, crate::localfile::ReadError> {
+    crate::localfile::read_regular(path, MAX_CONFIG_BYTES)
+}
+
+fn io_error(path: &Path, e: &crate::localfile::ReadError) -> ConfigError {
+    ConfigError::Io {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    }
+}
+
+/// Reads config file `path`: a regular file of at most `MAX_CONFIG_BYTES`, in UTF-8.
+fn read_config(path: &Path) -> Result<String, ConfigError> {
+    let bytes = read_config_bytes(path).map_err(|e| io_error(path, &e))?;
+    decode_config(path, bytes)
+}
+
+/// UTF-8 text of `bytes`, or an error at the line and column of the first
+/// invalid byte (TOML is UTF-8; a Latin-1 or binary file is not guessed at).
+fn decode_config(path: &Path, bytes: Vec<u8>) -> Result<String, ConfigError> {
+    match String::from_utf8(bytes) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let bytes = e.as_bytes();
+            let at = e.utf8_error().valid_up_to();
+            let valid = String::from_utf8_lossy(&bytes[..at]);
+            let (line, column) = line_col(&valid, valid.len());
+            Err(ConfigError::Parse {
+                path: Some(path.to_path_buf()),
+                line,
+                column,
+                message: format!(
+                    "invalid UTF-8 (byte 0x{:02x}); save the file as UTF-8",
+                    bytes[at]
+                ),
+            })
+        }
+    }
 }
 
 /// Parses TOML text; errors name the file, line and column.
@@ -516,7 +552,15 @@ fn resolve_profile_key(
     }
     if let Some(path) = &profile.api_key_file {
         let expanded = expand_home(path, env);
-        return match std::fs::read_to_string(&expanded) {
+        let read = crate::localfile::read_regular(&expanded, MAX_KEY_FILE_BYTES).and_then(|b| {
+            String::from_utf8(b).map_err(|_| {
+                crate::localfile::ReadError::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "it is not UTF-8 text",
+                ))
+            })
+        });
+        return match read {
             Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
             Ok(_) => Err(ConfigError::MissingKey {
                 profile: name.to_string(),

@@ -317,3 +317,74 @@ fn an_explicit_profile_takes_a_raw_model_id() {
         ("b", "model-z")
     );
 }
+
+fn temp_file(label: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("buddy-cfg-{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("buddy.toml");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn load_path(path: &Path) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
+    let cli = CliOverrides {
+        config: Some(path.to_path_buf()),
+        ..Default::default()
+    };
+    load_file(Path::new("/nonexistent"), &env_of(&[]), &cli)
+}
+
+#[test]
+fn invalid_utf8_names_the_file_line_and_column() {
+    let path = temp_file("utf8", b"[agent]\nmodel = \"ab\xe9\"\n");
+    let msg = load_path(&path).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "config error in {} line 2, column 12: invalid UTF-8 (byte 0xe9); save the file as UTF-8",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_huge_key_name_gives_one_short_line() {
+    let key = "k".repeat(10 * 1024 * 1024);
+    let text = format!("[agent]\n{key} = 1\n");
+    let msg = parse(&text, Some(Path::new("/x/buddy.toml")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("config error in /x/buddy.toml line 2, column 1: "),
+        "{}",
+        &msg[..100]
+    );
+    assert!(msg.chars().count() < 400, "{} chars", msg.chars().count());
+    assert!(!msg.contains('\n'));
+}
+
+#[test]
+fn devices_fifos_and_huge_files_are_refused_at_once() {
+    let msg = load_path(Path::new("/dev/zero")).unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        "config error: cannot read /dev/zero: it is a character device, not a regular file"
+    );
+    let big = temp_file("big", &vec![b'#'; MAX_CONFIG_BYTES as usize + 1]);
+    let msg = load_path(&big).unwrap_err().to_string();
+    assert!(msg.ends_with("it is larger than 1 MiB"), "{msg}");
+    let fifo = big.with_file_name("fifo.toml");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Without the check this blocks forever waiting for a writer.
+    let msg = load_path(&fifo).unwrap_err().to_string();
+    assert!(
+        msg.ends_with("it is a FIFO (named pipe), not a regular file"),
+        "{msg}"
+    );
+    std::fs::remove_dir_all(big.parent().unwrap()).unwrap();
+}

@@ -1,13 +1,23 @@
 //! The session file format and its reader and writer. A session file is a
 //! journal: one JSON record per line, only ever appended to, so saving a turn
-//! costs the size of the turn, not of the history. Four kinds of record:
+//! costs the size of the turn, not of the history. Six kinds of record:
 //!
 //! ```text
-//! {"header":{"version":1,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
+//! {"header":{"version":2,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
 //! {"message":{"role":"user","content":"…"}}
+//! {"partial":{"text":"…"}}
+//! {"started":{"ids":["call_1","call_2"]}}
 //! {"turn":{"at":…,"messages":12,"model":"…","profile":"…","title":"…","tokens":{…}}}
 //! {"compaction":{"replaces":9,"messages":[{"role":"user","content":"[Summary…"}]}}
 //! ```
+//!
+//! `partial` records carry an answer's text as it streams (each one the text
+//! shown since the previous), so a kill loses nothing the user saw. The
+//! assistant message record that follows a run of them replaces them; a run
+//! followed by anything else, or by the end of the file, loads as an answer
+//! marked interrupted. `started` is written just before tool calls run: a
+//! call with a start and no result was running when buddy stopped, and may
+//! have done its work; a call without one never ran.
 //!
 //! A `turn` mark closes each turn with the running totals, so a listing reads
 //! only the end of a file. A `compaction` says that, in the history as loaded
@@ -22,11 +32,14 @@
 use crate::agent::TokenTracker;
 use crate::wire::{Message, Role};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Write};
 
 /// Written into every header; a file from a newer format is refused, not guessed at.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 added `partial` and `started` records (a version 1 reader would
+/// take them for damage, so it is told the file is newer instead).
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
@@ -104,6 +117,16 @@ pub struct Compaction {
     pub messages: Vec<Message>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partial {
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    pub ids: Vec<String>,
+}
+
 #[derive(Serialize)]
 pub struct CompactionRef<'a> {
     pub replaces: u64,
@@ -119,6 +142,8 @@ pub enum Record {
     Message(Message),
     Turn(TurnMark),
     Compaction(Compaction),
+    Partial(Partial),
+    Started(Started),
 }
 
 /// The borrowed twin of `Record`, so writing never clones a message.
@@ -129,6 +154,8 @@ pub enum RecordRef<'a> {
     Message(&'a Message),
     Turn(&'a TurnMark),
     Compaction(CompactionRef<'a>),
+    Partial(&'a Partial),
+    Started(&'a Started),
 }
 
 const HEADER_PREFIX: &[u8] = b"{\"header\":";
@@ -176,7 +203,10 @@ fn redact(value: &mut serde_json::Value, secrets: &[&str]) {
             for (k, v) in map.iter_mut() {
                 // Structure, not text: roles, types and ids must stay what the
                 // reader expects (a key "e" must not turn "user" into "us…r").
-                if !matches!(k.as_str(), "role" | "type" | "id" | "tool_call_id" | "name") {
+                if !matches!(
+                    k.as_str(),
+                    "role" | "type" | "id" | "tool_call_id" | "name" | "ids"
+                ) {
                     redact(v, secrets);
                 }
             }
@@ -208,6 +238,17 @@ pub struct Parsed {
     pub good_len: u64,
     /// Bytes after that: a torn or damaged tail, dropped.
     pub dropped: u64,
+    /// Ids of tool calls recorded as started.
+    pub started: HashSet<String>,
+    /// Answers rebuilt from `partial` records (streaming cut off by a stop).
+    pub interrupted: u64,
+}
+
+impl Parsed {
+    /// The format version of the file (the current one when it has no header yet).
+    pub fn version(&self) -> u32 {
+        self.header.as_ref().map_or(FORMAT_VERSION, |h| h.version)
+    }
 }
 
 /// Why a journal cannot be used.
@@ -235,6 +276,8 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     let mut first_bad: Option<(usize, String)> = None;
     let mut pos = 0usize;
     let mut line_no = 0usize;
+    // Text of `partial` records not yet replaced by the answer's message.
+    let mut streamed: Option<String> = None;
     while pos < bytes.len() {
         line_no += 1;
         let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
@@ -254,6 +297,17 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
             Ok(record) => {
                 if let Some((line, reason)) = first_bad.take() {
                     return Err(ParseError::Corrupt { line, reason });
+                }
+                if let Some(text) = streamed.take() {
+                    match &record {
+                        Record::Partial(_) => streamed = Some(text),
+                        // The whole answer was saved after all.
+                        Record::Message(m) if m.role == Role::Assistant => {}
+                        _ => {
+                            out.messages.push(crate::agent::interrupted_answer(&text));
+                            out.interrupted += 1;
+                        }
+                    }
                 }
                 match record {
                     Record::Header(h) => {
@@ -275,6 +329,10 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                         out.messages.push(m);
                     }
                     Record::Turn(t) => out.last_turn = Some(t),
+                    Record::Partial(p) => {
+                        streamed.get_or_insert_with(String::new).push_str(&p.text)
+                    }
+                    Record::Started(s) => out.started.extend(s.ids),
                     Record::Compaction(c) => {
                         // A whole line we wrote that does not fit what precedes
                         // it is no crash damage: refuse rather than guess.
@@ -305,6 +363,10 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     {
         // Not even the start of a header: this is not a session file of ours.
         return Err(ParseError::NoHeader { line: 1 });
+    }
+    if let Some(text) = streamed {
+        out.messages.push(crate::agent::interrupted_answer(&text));
+        out.interrupted += 1;
     }
     out.dropped = bytes.len() as u64 - out.good_len;
     Ok(out)

@@ -12,8 +12,9 @@ pub mod journal;
 
 pub use error::SessionError;
 
-use crate::agent::{repair_history, HistorySink, HostedError, TokenTracker};
+use crate::agent::{repair_history_with, HistorySink, HostedError, TokenTracker};
 use crate::clock;
+use crate::localfile::{self, ReadError};
 use crate::wire::{Message, Role};
 use journal::{Header, RecordRef, SavedTokens, TurnMark, Writer};
 use std::fs::{self, File, OpenOptions, TryLockError};
@@ -29,6 +30,10 @@ const EXT: &str = "jsonl";
 /// little first, more if the last turn was big, then the whole file.
 const SMALL_TAIL_WINDOW: u64 = 4 * 1024;
 const TAIL_WINDOW: u64 = 64 * 1024;
+/// The largest session file buddy loads. A session holds its whole transcript
+/// (tool outputs are capped at a few KiB each), so real ones stay far below;
+/// the bound keeps a wrong file from filling memory.
+pub const MAX_SESSION_BYTES: u64 = 256 * 1024 * 1024;
 /// Characters of the first prompt kept as a session's title.
 const TITLE_CHARS: usize = 60;
 
@@ -226,14 +231,14 @@ impl Store {
     /// taking its lock (it may be in use): for showing, not for continuing.
     pub fn read_history(&self, id: &str) -> Result<Vec<Message>, SessionError> {
         let path = self.path_of(id);
-        let bytes = fs::read(&path).map_err(|e| SessionError::io("read session file", &path, e))?;
-        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
-        let mut history: Vec<Message> = parsed
-            .messages
+        let bytes =
+            localfile::read_regular(&path, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
+        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
             .into_iter()
             .filter(|m| m.role != Role::System)
             .collect();
-        repair_history(&mut history);
+        repair(&mut history, &parsed);
         Ok(history)
     }
 
@@ -243,16 +248,14 @@ impl Store {
     pub fn open(&self, id: &str, info: SessionInfo) -> Result<Opened, SessionError> {
         let path = self.path_of(id);
         let mut warnings = self.ensure_dir()?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| SessionError::io("open session file", &path, e))?;
+        let file = localfile::open_regular(&path, |p| {
+            OpenOptions::new().read(true).append(true).open(p)
+        })
+        .map_err(|e| read_error(&path, e))?;
         lock(&file, id, &path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| SessionError::io("read session file", &path, e))?;
-        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        let bytes =
+            localfile::read_bounded(&file, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
+        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
         drop(bytes);
         if let Some(w) = restrict(&path, 0o600)? {
             warnings.push(w);
@@ -266,16 +269,25 @@ impl Store {
                 parsed.dropped
             ));
         }
-        let mut history: Vec<Message> = parsed
-            .messages
+        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
             .into_iter()
             .filter(|m| m.role != Role::System)
             .collect();
         let saved = history.len();
-        let repaired = repair_history(&mut history);
-        if repaired > 0 {
+        if parsed.interrupted > 0 {
             warnings.push(format!(
-                "session {id}: {repaired} tool call(s) never finished; they are recorded as cancelled"
+                "session {id}: an answer was cut off by an earlier stop; it is kept as far as it was shown, marked interrupted"
+            ));
+        }
+        let (ran, never) = repair(&mut history, &parsed);
+        if ran > 0 {
+            warnings.push(format!(
+                "session {id}: {ran} tool call(s) were running when buddy stopped; they are recorded as interrupted (they may have run)"
+            ));
+        }
+        if never > 0 {
+            warnings.push(format!(
+                "session {id}: {never} tool call(s) never started; they are recorded as not run"
             ));
         }
         // From the file's first prompt: a compacted history starts with its summary.
@@ -343,8 +355,9 @@ impl Store {
     /// there (a crash in its first turn, or a giant last turn) is read whole.
     fn summarize(&self, id: &str, used: u64) -> Result<Summary, SessionError> {
         let path = self.path_of(id);
+        // A FIFO or device here must not hang the listing.
         let mut file =
-            File::open(&path).map_err(|e| SessionError::io("read session file", &path, e))?;
+            localfile::open_regular(&path, |p| File::open(p)).map_err(|e| read_error(&path, e))?;
         let len = file
             .metadata()
             .map_err(|e| SessionError::io("read session file", &path, e))?
@@ -375,7 +388,9 @@ impl Store {
         let bytes = if start == 0 {
             tail
         } else {
-            fs::read(&path).map_err(|e| SessionError::io("read session file", &path, e))?
+            file.seek(SeekFrom::Start(0))
+                .map_err(|e| SessionError::io("read session file", &path, e))?;
+            localfile::read_bounded(&file, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?
         };
         let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
         Ok(Summary {
@@ -395,6 +410,38 @@ impl Store {
                 .unwrap_or_default(),
         })
     }
+}
+
+fn read_error(path: &Path, e: ReadError) -> SessionError {
+    let source = match e {
+        ReadError::Io(e) => e,
+        other => io::Error::new(io::ErrorKind::InvalidInput, other.to_string()),
+    };
+    SessionError::io("read session file", path, source)
+}
+
+/// Text of the result given on load to a tool call that was running when
+/// buddy stopped (a kill, a crash): it may have done its work.
+pub const INTERRUPTED_TOOL: &str = "interrupted: buddy stopped while this tool call was running; it may have run in part or in full, so check its effects before running it again";
+/// Text of the result given on load to a tool call that never started.
+pub const NOT_STARTED_TOOL: &str = "not run: buddy stopped before this tool call started";
+
+/// Fills in results for unanswered tool calls: interrupted for those recorded
+/// as started (and for every one in a version 1 file, which recorded no
+/// starts), not run for the rest. Returns (interrupted, not run).
+fn repair(history: &mut Vec<Message>, parsed: &journal::Parsed) -> (usize, usize) {
+    let (mut ran, mut never) = (0, 0);
+    let knows_starts = parsed.version() >= 2;
+    repair_history_with(history, |id| {
+        if !knows_starts || parsed.started.contains(id) {
+            ran += 1;
+            INTERRUPTED_TOOL
+        } else {
+            never += 1;
+            NOT_STARTED_TOOL
+        }
+    });
+    (ran, never)
 }
 
 fn parse_error(path: &Path, e: journal::ParseError) -> SessionError {
@@ -591,6 +638,17 @@ impl Session {
     }
 }
 
+impl Session {
+    /// One record in one write, not synced: a kill cannot lose what reached
+    /// the kernel, and a power cut may lose this much anyway.
+    fn append_record(&mut self, record: RecordRef<'_>) -> Result<(), HostedError> {
+        let mut buf = Vec::new();
+        journal::encode(record, &self.info.secrets, &mut buf)
+            .and_then(|()| self.writer.append(&buf))
+            .map_err(|e| SessionError::io("write", &self.path, e).into())
+    }
+}
+
 impl HistorySink for Session {
     fn save(
         &mut self,
@@ -610,6 +668,20 @@ impl HistorySink for Session {
     ) -> Result<(), HostedError> {
         self.write_compaction(replaces, with, tokens)
             .map_err(|e| SessionError::io("write", &self.path, e).into())
+    }
+
+    fn partial(&mut self, text: &str) -> Result<(), HostedError> {
+        let record = journal::Partial {
+            text: text.to_string(),
+        };
+        self.append_record(RecordRef::Partial(&record))
+    }
+
+    fn tools_started(&mut self, ids: &[&str]) -> Result<(), HostedError> {
+        let record = journal::Started {
+            ids: ids.iter().map(|s| s.to_string()).collect(),
+        };
+        self.append_record(RecordRef::Started(&record))
     }
 
     fn set_model(&mut self, model: &str, profile: &str) {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::agent::CANCELLED;
+use crate::agent::interrupted_answer;
 use crate::wire::ToolCall;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -188,7 +188,7 @@ fn file_cut_at_every_offset_of_its_last_record_still_loads() {
 }
 
 #[test]
-fn pending_tool_calls_get_cancelled_results_on_load() {
+fn pending_tool_calls_get_not_run_results_on_load() {
     let tmp = Tmp::new();
     let store = Store::for_workdir(&tmp.0);
     let (mut s, _) = store.create(info()).unwrap();
@@ -207,9 +207,12 @@ fn pending_tool_calls_get_cancelled_results_on_load() {
     drop(s);
     let mut opened = store.open(&id, info()).unwrap();
     assert_eq!(opened.history.len(), 4);
-    assert_eq!(opened.history[3], Message::tool_result("c2", CANCELLED));
+    assert_eq!(
+        opened.history[3],
+        Message::tool_result("c2", NOT_STARTED_TOOL)
+    );
     assert_eq!(opened.saved, 3);
-    assert!(opened.warnings.iter().any(|w| w.contains("cancelled")));
+    assert!(opened.warnings.iter().any(|w| w.contains("not run")));
     // The repair is written with the next save, then loads without warnings.
     let repair = opened.history[opened.saved..].to_vec();
     opened
@@ -542,7 +545,7 @@ fn a_cut_at_any_byte_loads_every_record_before_it() {
         let complete = ends.iter().filter(|&&e| e <= cut).count();
         let messages = complete.saturating_sub(1).min(4);
         let mut expected = conversation()[..messages].to_vec();
-        repair_history(&mut expected);
+        repair_history_with(&mut expected, |_| NOT_STARTED_TOOL);
         assert_eq!(opened.history, expected, "cut at {cut}");
         drop(opened);
     }
@@ -818,4 +821,141 @@ fn secrets_never_reach_a_compaction() {
     let opened = store.open(&id, info()).unwrap();
     assert_eq!(opened.history[0], summary("key [REDACTED]"));
     assert_eq!(opened.history.len(), 3);
+}
+
+#[test]
+fn a_started_call_without_result_loads_as_interrupted_not_cancelled() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (mut s, _) = store.create(info()).unwrap();
+    let mut two = assistant_calling("c1");
+    two.tool_calls
+        .as_mut()
+        .unwrap()
+        .push(ToolCall::new("c2", "time", "{}"));
+    s.save(&[Message::user("go"), two], &tracker(1, 1), false)
+        .unwrap();
+    // c1 started (a kill came while it ran); c2 never did.
+    s.tools_started(&["c1"]).unwrap();
+    let id = s.id().to_string();
+    drop(s);
+    let opened = store.open(&id, info()).unwrap();
+    assert_eq!(
+        opened.history[2],
+        Message::tool_result("c1", INTERRUPTED_TOOL)
+    );
+    assert_eq!(
+        opened.history[3],
+        Message::tool_result("c2", NOT_STARTED_TOOL)
+    );
+    assert!(opened.history[2].text().contains("may have run"));
+    assert!(
+        opened
+            .warnings
+            .iter()
+            .any(|w| w.contains("1 tool call(s) were running")),
+        "{:?}",
+        opened.warnings
+    );
+    // A version 1 file recorded no starts: its calls may have run.
+    let path = store.path_of(&id);
+    let v1 = fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"version\":2", "\"version\":1")
+        .lines()
+        .filter(|l| !l.starts_with("{\"started\""))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    drop(opened);
+    fs::write(&path, v1).unwrap();
+    let history = store.read_history(&id).unwrap();
+    assert_eq!(history[2], Message::tool_result("c1", INTERRUPTED_TOOL));
+    assert_eq!(history[3], Message::tool_result("c2", INTERRUPTED_TOOL));
+}
+
+#[test]
+fn streamed_text_survives_a_kill_and_loads_as_an_interrupted_answer() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (mut s, _) = store.create(info()).unwrap();
+    s.save(&[Message::user("tell me")], &tracker(1, 1), false)
+        .unwrap();
+    s.partial("Once upon ").unwrap();
+    s.partial("a time sk-secret-123456").unwrap();
+    let id = s.id().to_string();
+    // A kill: nothing more is written.
+    drop(s);
+    let text = fs::read_to_string(store.path_of(&id)).unwrap();
+    assert!(!text.contains("sk-secret"), "{text}");
+    let mut opened = store.open(&id, info()).unwrap();
+    let shown = "Once upon a time [REDACTED]";
+    assert_eq!(
+        opened.history,
+        vec![Message::user("tell me"), interrupted_answer(shown)]
+    );
+    assert!(opened.history[1]
+        .text()
+        .ends_with(crate::agent::INTERRUPTED_NOTE));
+    assert_eq!(opened.saved, 2);
+    assert!(opened.warnings.iter().any(|w| w.contains("cut off")));
+    // The next turn goes on from it, and it stays where it was.
+    let next = [Message::user("go on"), Message::assistant("the end")];
+    opened.session.save(&next, &tracker(2, 2), true).unwrap();
+    drop(opened);
+    let again = store.open(&id, info()).unwrap();
+    assert_eq!(again.history.len(), 4);
+    assert_eq!(again.history[1], interrupted_answer(shown));
+    assert_eq!(again.history[3], Message::assistant("the end"));
+}
+
+#[test]
+fn a_whole_answer_replaces_its_partial_records() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (mut s, _) = store.create(info()).unwrap();
+    s.save(&[Message::user("q")], &tracker(1, 1), false)
+        .unwrap();
+    s.partial("Hel").unwrap();
+    s.partial("lo").unwrap();
+    s.save(&[Message::assistant("Hello")], &tracker(1, 1), true)
+        .unwrap();
+    let id = s.id().to_string();
+    drop(s);
+    let opened = store.open(&id, info()).unwrap();
+    assert_eq!(
+        opened.history,
+        vec![Message::user("q"), Message::assistant("Hello")]
+    );
+    assert!(opened.warnings.is_empty(), "{:?}", opened.warnings);
+}
+
+#[test]
+fn a_fifo_in_the_session_dir_is_an_error_not_a_hang() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let (s, _) = store.create(info()).unwrap();
+    drop(s);
+    let fifo = store.path_of("20990101-000000-ffff");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Opening it for reading would wait for a writer forever.
+    let (list, errors) = store.list().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(errors.len(), 1);
+    let e = errors[0].to_string();
+    assert!(e.contains("FIFO (named pipe), not a regular file"), "{e}");
+    let e = store
+        .open("20990101-000000-ffff", info())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = store
+        .read_history("20990101-000000-ffff")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
 }

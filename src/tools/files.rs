@@ -10,12 +10,16 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
 
 pub struct ReadFileTool {
     max_output_chars: usize,
+    /// A read that takes longer (a hung network mount, a remote target that
+    /// stopped answering) ends with an error, as a shell command would.
+    timeout: Duration,
 }
 
 pub struct WriteFileTool {
@@ -24,7 +28,16 @@ pub struct WriteFileTool {
 
 impl ReadFileTool {
     pub fn new(max_output_chars: usize) -> Self {
-        ReadFileTool { max_output_chars }
+        ReadFileTool {
+            max_output_chars,
+            timeout: super::shell::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The shell tool's timeout, so every tool call ends in the same time.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 }
 
@@ -79,11 +92,22 @@ impl Tool for ReadFileTool {
         let path = ctx.resolve(&args.path);
         // Enough bytes for the character limit plus one, whatever the encoding width.
         let cap = self.max_output_chars.saturating_mul(4) + 4;
-        let (buf, size) = if ctx.target.is_local() {
-            read_local(&path, cap).await?
-        } else {
-            read_remote(ctx, &path, cap).await?
+        let read = async {
+            if ctx.target.is_local() {
+                read_local(&path, cap).await
+            } else {
+                read_remote(ctx, &path, cap).await
+            }
         };
+        let (buf, size) = tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| {
+                ToolError::Failed(format!(
+                    "reading {} took longer than {} s; gave up",
+                    path.display(),
+                    self.timeout.as_secs()
+                ))
+            })??;
         self.present(&path, buf, size, cap)
     }
 }
@@ -94,6 +118,14 @@ async fn read_local(path: &Path, cap: usize) -> Result<(Vec<u8>, u64), ToolError
         .map_err(|e| io_error("read", path, e))?;
     if meta.is_dir() {
         return Err(is_a_directory(path));
+    }
+    // Opening a FIFO blocks until a writer comes, and a device never ends.
+    if !meta.is_file() {
+        return Err(ToolError::Failed(format!(
+            "{} is {}, not a regular file; read_file reads regular files only",
+            path.display(),
+            crate::localfile::kind_of(meta.file_type())
+        )));
     }
     let file = tokio::fs::File::open(path)
         .await
@@ -450,6 +482,36 @@ mod tests {
             })
         );
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn fifos_and_devices_are_refused_without_blocking() {
+        let d = tempdir("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(d.join("pipe"))
+            .status()
+            .unwrap()
+            .success());
+        let t = ReadFileTool::new(100);
+        // Without the type check the open blocks for a writer that never comes.
+        let read = |p: &'static str| {
+            let (t, c) = (&t, ctx(&d));
+            async move {
+                tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    t.execute(json!({"path": p}), &c),
+                )
+                .await
+                .expect("read_file returned")
+            }
+        };
+        let err = read("pipe").await.unwrap_err().to_string();
+        assert!(
+            err.contains("is a FIFO (named pipe), not a regular file"),
+            "{err}"
+        );
+        let err = read("/dev/zero").await.unwrap_err().to_string();
+        assert!(err.contains("is a character device"), "{err}");
     }
 
     #[tokio::test]

@@ -1,0 +1,165 @@
+//! Reading local files buddy expects to be regular files of a sane size
+//! (config, key files, session journals, `read_file`). A FIFO, a device or a
+//! huge file named by mistake must give one clear error, never a read that
+//! blocks forever or fills memory: the file's type is checked before it is
+//! opened (opening a FIFO for reading blocks until a writer comes) and again
+//! on the open descriptor, and every read stops one byte past its limit.
+
+use std::fmt;
+use std::fs::{File, FileType, Metadata};
+use std::io::{self, Read};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+#[derive(Debug)]
+pub enum ReadError {
+    /// Not a regular file; `kind` says what it is ("a FIFO", "a directory"…).
+    NotRegular {
+        kind: &'static str,
+    },
+    /// Longer than `limit` bytes.
+    TooBig {
+        limit: u64,
+    },
+    Io(io::Error),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::NotRegular { kind } => write!(f, "it is {kind}, not a regular file"),
+            ReadError::TooBig { limit } => write!(f, "it is larger than {}", size(*limit)),
+            ReadError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl ReadError {
+    /// True when the path does not exist (callers that search a path list skip those).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io(e) if e.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// `n` bytes as a short human figure ("1 MiB", "300 KiB", "12 bytes").
+pub fn size(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{} KiB", n / 1024)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// What a file type is, in words, for errors.
+pub fn kind_of(t: FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Ok for a regular file (symbolic links followed by `metadata`).
+pub fn check_regular(meta: &Metadata) -> Result<(), ReadError> {
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(ReadError::NotRegular {
+            kind: kind_of(meta.file_type()),
+        })
+    }
+}
+
+/// Checks `path` is a regular file, then opens it with `open` and checks the
+/// descriptor again (the path may have changed in between).
+pub fn open_regular(
+    path: &Path,
+    open: impl FnOnce(&Path) -> io::Result<File>,
+) -> Result<File, ReadError> {
+    check_regular(&std::fs::metadata(path)?)?;
+    let file = open(path)?;
+    check_regular(&file.metadata()?)?;
+    Ok(file)
+}
+
+/// The whole of regular file `path`, refused if longer than `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let file = open_regular(path, |p| File::open(p))?;
+    read_bounded(file, limit)
+}
+
+/// All of `reader`, refused once it passes `limit` bytes (only `limit + 1`
+/// are ever read, so an endless source such as /dev/zero ends quickly).
+pub fn read_bounded(reader: impl Read, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let mut buf = Vec::new();
+    reader.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(ReadError::TooBig { limit });
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("buddy-localfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // Opening a FIFO with no writer would block this test forever.
+        let e = read_regular(&fifo, 100).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "it is a FIFO (named pipe), not a regular file"
+        );
+        let e = read_regular(Path::new("/dev/zero"), 100).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "it is a character device, not a regular file"
+        );
+        let e = read_regular(&dir, 100).unwrap_err();
+        assert_eq!(e.to_string(), "it is a directory, not a regular file");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reads_stop_one_byte_past_the_limit() {
+        let zero = File::open("/dev/zero").unwrap();
+        let e = read_bounded(zero, 1024 * 1024).unwrap_err();
+        assert_eq!(e.to_string(), "it is larger than 1 MiB");
+        assert_eq!(read_bounded(&b"12345"[..], 5).unwrap(), b"12345");
+        assert!(matches!(
+            read_bounded(&b"123456"[..], 5),
+            Err(ReadError::TooBig { limit: 5 })
+        ));
+    }
+}
