@@ -12,6 +12,7 @@ pub mod buffer;
 pub mod commands;
 pub mod editor;
 pub mod history;
+pub mod menu;
 
 use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
@@ -393,11 +394,16 @@ impl<'h> Repl<'h> {
             if key.kind != KeyEventKind::Release {
                 let alt = key.modifiers.contains(KeyModifiers::ALT);
                 match key.code {
-                    KeyCode::Esc if self.task.is_some() => {
+                    // An open menu or search takes Esc and Tab first.
+                    KeyCode::Esc if self.task.is_some() && !self.editor.menu_open() => {
                         self.interrupt();
                         return false;
                     }
-                    KeyCode::Tab if self.task.is_some() && self.approval.is_none() => {
+                    KeyCode::Tab
+                        if self.task.is_some()
+                            && self.approval.is_none()
+                            && !self.editor.menu_open() =>
+                    {
                         let text = self.editor.buffer.text();
                         if !text.trim().is_empty() && !text.starts_with('/') {
                             self.editor.buffer.clear();
