@@ -257,6 +257,10 @@ pub const HELP: &str = "\
 /help                    this list
 /quit, /exit, /q         leave (Ctrl-D on an empty line too)
 
+Input: / lists the commands, @path attaches a file (Tab completes both),
+!command runs a command now and shows the model its output with your next
+prompt, Ctrl-R searches the history, Ctrl-J or a trailing \\ starts a new line.
+
 While a task runs: Enter steers it (the message joins as soon as the running
 tool finishes), Tab queues a follow-up for when it is done, Alt-Up takes queued
 messages back, Esc or Ctrl-C interrupts.";
