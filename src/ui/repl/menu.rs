@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 pub const MAX_LISTED: usize = 2_000;
 /// Rows the menu shows at once; the selection scrolls through the rest.
 pub const ROWS: usize = 8;
+/// Completions kept per keystroke: more than anyone scrolls through, and
+/// the cost of a key in a huge directory stays small.
+pub const MAX_ITEMS: usize = 200;
 /// Directories never offered: big, generated or not the user's files.
 const SKIPPED: &[&str] = &[".git", "target", "node_modules"];
 
@@ -195,6 +198,7 @@ pub fn path_items(typed: &str, listing: &Listing) -> Vec<Item> {
         .entries
         .iter()
         .filter(|(n, _)| n.starts_with(name) && (hidden || !n.starts_with('.')))
+        .take(MAX_ITEMS)
         .map(|(n, is_dir)| Item {
             insert: format!("@{dir}{n}{}", if *is_dir { "/" } else { "" }),
             detail: String::new(),
