@@ -92,5 +92,73 @@ fn main() {
         recall.push(t.elapsed());
     }
     stats("history Up/Down + redraw (10,000 entries)", recall);
+
+    // The slash menu: `/`, a letter, Down, then erased again, each redrawn.
+    editor.buffer.clear();
+    let mut slash = Vec::new();
+    for i in 0..4_000 {
+        let code = match i % 4 {
+            0 => KeyCode::Char('/'),
+            1 => KeyCode::Char('s'),
+            2 => KeyCode::Down,
+            _ => KeyCode::Char('x'),
+        };
+        let t = Instant::now();
+        editor.handle(&key(code));
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        slash.push(t.elapsed());
+        if i % 4 == 3 {
+            editor.buffer.clear();
+        }
+    }
+    stats("slash menu: type, filter, move + redraw", slash);
+
+    // `@` completion in a directory of 2,000 files (the listing is cached
+    // per directory; the first key pays for reading it).
+    let dir = std::env::temp_dir().join(format!("buddy-repl-bench-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    for i in 0..2_000 {
+        std::fs::write(dir.join(format!("file-{i:04}.txt")), "").expect("bench file");
+    }
+    editor.set_cwd(dir.clone());
+    editor.buffer.clear();
+    let mut mention = Vec::new();
+    for i in 0..3_000 {
+        let code = match i % 6 {
+            0 => KeyCode::Char('@'),
+            1 => KeyCode::Char('f'),
+            2 => KeyCode::Char('i'),
+            3 => KeyCode::Char('l'),
+            4 => KeyCode::Char('e'),
+            _ => KeyCode::Char(' '),
+        };
+        let t = Instant::now();
+        editor.handle(&key(code));
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        mention.push(t.elapsed());
+    }
+    stats("@ completion, 2,000-file directory + redraw", mention);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Ctrl-R over 10,000 entries: each typed character searches again.
+    editor.buffer.clear();
+    let mut search = Vec::new();
+    for i in 0..2_000 {
+        let ev = match i % 5 {
+            0 => Event::Key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::CONTROL)),
+            1 => key(KeyCode::Char('9')),
+            2 => key(KeyCode::Char('9')),
+            3 => Event::Key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::CONTROL)),
+            _ => key(KeyCode::Esc),
+        };
+        let t = Instant::now();
+        editor.handle(&ev);
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        search.push(t.elapsed());
+    }
+    stats("Ctrl-R search + redraw (10,000 entries)", search);
     let _ = std::fs::remove_file(path);
 }

@@ -377,6 +377,13 @@ impl Agent {
         self.emit(EventKind::UserMessage { text, via }).await;
     }
 
+    /// A user message that starts no run (`Op::AddContext`); saved with the
+    /// conversation like any other.
+    pub async fn add_context(&mut self, text: String) {
+        self.messages.push(Message::user(text));
+        self.persist(false).await;
+    }
+
     async fn announce_queues(&self) {
         let (steering, follow_ups) = self.control.queues();
         self.emit(EventKind::Queues {

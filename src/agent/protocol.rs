@@ -54,6 +54,13 @@ pub enum Op {
     Resume {
         query: String,
     },
+    /// Adds a user message to the conversation without starting a run (no
+    /// event; the model sees it with the next prompt): a command the user ran
+    /// (`!cmd` in the REPL), or files attached to the prompt that follows.
+    /// Refused with `Error` during a run.
+    AddContext {
+        text: String,
+    },
     /// Reports `Status`.
     Status,
     /// Ends a run in progress, saves, reports `ShutdownComplete` and stops.

@@ -380,6 +380,7 @@ impl Core {
                 self.emit(EventKind::SessionCleared).await;
             }
             Op::Resume { query } => self.resume(&query).await,
+            Op::AddContext { text } => self.agent.add_context(text).await,
             Op::Status => {
                 let report = self.agent.status(None);
                 self.emit(EventKind::Status(Box::new(report))).await;
@@ -502,7 +503,11 @@ async fn busy_op(
                 emitter.emit(EventKind::Status(Box::new(report))).await;
             }
         }
-        Op::SwitchModel { .. } | Op::Compact | Op::NewSession | Op::Resume { .. } => {
+        Op::SwitchModel { .. }
+        | Op::Compact
+        | Op::NewSession
+        | Op::Resume { .. }
+        | Op::AddContext { .. } => {
             emitter
                 .emit(EventKind::Error {
                     message: "not while a task is running: wait for it to end, or interrupt it"

@@ -623,6 +623,10 @@ async fn interactive(
         banner.push_str(&format!("\n{text}"));
     }
     let mut host = repl::Host {
+        target: match &execution.pane {
+            Some(pane) => pane.base().clone(),
+            None => execution.target.clone(),
+        },
         tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
             .names()
             .into_iter()

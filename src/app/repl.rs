@@ -11,6 +11,8 @@ use crate::ui::repl::ReplHost;
 use std::sync::Arc;
 
 pub(crate) struct Host {
+    /// Where `!command` runs (the tools' target; behind a tmux pane, its host).
+    pub target: Arc<dyn crate::host::Target>,
     pub settings: Settings,
     pub overrides: CliOverrides,
     pub tools: Vec<String>,
@@ -69,6 +71,10 @@ impl ReplHost for Host {
             let models = client?.list_models().await.map_err(|e| e.to_string())?;
             Ok(models.into_iter().map(|m| m.id).collect())
         })
+    }
+
+    fn target(&self) -> Option<Arc<dyn crate::host::Target>> {
+        Some(self.target.clone())
     }
 
     fn login_target(

@@ -40,6 +40,11 @@ impl Buffer {
         self.cursor = self.chars.len();
     }
 
+    /// Puts the cursor before character `at` (at most the end).
+    pub fn move_to(&mut self, at: usize) {
+        self.cursor = at.min(self.chars.len());
+    }
+
     pub fn clear(&mut self) {
         self.chars.clear();
         self.cursor = 0;

@@ -11,6 +11,30 @@ pub const NAMES: &[&str] = &[
     "/session", "/clear", "/init", "/login", "/help", "/quit", "/exit", "/q",
 ];
 
+/// The commands with one line each, in the order the completion menu lists
+/// them (aliases of `/quit` left out).
+pub const DESCRIBED: &[(&str, &str)] = &[
+    ("/help", "list the commands and keys"),
+    (
+        "/status",
+        "model, endpoint, tools, session and token counters",
+    ),
+    ("/context", "estimated context use and token totals"),
+    ("/compact", "shrink the context now"),
+    ("/model", "switch model profile or model id"),
+    ("/approve", "shell approvals: ask, all, none or for a while"),
+    ("/session", "list, resume or start sessions"),
+    ("/login", "log in to a provider"),
+    ("/ps", "running tasks"),
+    ("/kill", "cancel a task: /kill <id>"),
+    ("/timeout", "give a task a deadline: /timeout 5m [id]"),
+    ("/quit", "leave (also /exit, /q, Ctrl-D)"),
+];
+
+/// Commands that are only usage errors without an argument: picking one
+/// from the menu with Enter leaves it in the input for the argument.
+pub const NEED_ARGUMENTS: &[&str] = &["/kill", "/timeout"];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApproveArg {
     Ask,
@@ -247,6 +271,10 @@ pub const HELP: &str = "\
 /help                    this list
 /quit, /exit, /q         leave (Ctrl-D on an empty line too)
 
+Input: / lists the commands, @path attaches a file (Tab completes both),
+!command runs a command now and shows the model its output with your next
+prompt, Ctrl-R searches the history, Ctrl-J or a trailing \\ starts a new line.
+
 While a task runs: Enter steers it (the message joins as soon as the running
 tool finishes), Tab queues a follow-up for when it is done, Alt-Up takes queued
 messages back, Esc or Ctrl-C interrupts.";
@@ -319,6 +347,16 @@ mod tests {
             e.to_string(),
             "usage: /approve ask|all|none|<duration such as 10m>"
         );
+    }
+
+    #[test]
+    fn every_described_command_is_known() {
+        for (name, _) in DESCRIBED {
+            assert!(NAMES.contains(name), "{name}");
+        }
+        for name in NEED_ARGUMENTS {
+            assert!(parse(name).unwrap().is_err(), "{name}");
+        }
     }
 
     #[test]

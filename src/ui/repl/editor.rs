@@ -7,12 +7,14 @@
 
 use super::buffer::Buffer;
 use super::history::History;
+use super::menu::{self, Kind, Listing, Menu};
 use crossterm::cursor::{MoveToColumn, MoveUp};
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::queue;
 use crossterm::style::Print;
 use crossterm::terminal::{Clear, ClearType};
 use std::io::{self, Write};
+use std::path::PathBuf;
 use unicode_width::UnicodeWidthChar;
 
 /// What a key did, for the REPL to act on.
@@ -40,6 +42,28 @@ pub struct Editor {
     /// Rows between the top of the input area and the cursor after the last draw.
     cursor_row: usize,
     width: usize,
+    /// The completion menu, while the word at the cursor has completions.
+    menu: Option<Menu>,
+    /// The input Esc closed the menu at; it stays closed until that changes.
+    menu_dismissed: Option<String>,
+    /// The directory `@` completion last listed, reused while typing in it.
+    listing: Option<Listing>,
+    /// Where `@` paths are relative to.
+    cwd: PathBuf,
+    /// Ctrl-R reverse history search, while active.
+    search: Option<Search>,
+}
+
+/// A Ctrl-R search in progress.
+#[derive(Debug, Default)]
+struct Search {
+    query: String,
+    /// The history index of the match shown.
+    found: Option<usize>,
+    /// The last search found nothing (shown as `failed`).
+    failed: bool,
+    /// The input before the search, given back on Esc or Ctrl-G.
+    saved: String,
 }
 
 /// Display width of text that may hold ANSI colour sequences.
@@ -107,7 +131,198 @@ impl Editor {
             commands: commands.to_vec(),
             cursor_row: 0,
             width: 80,
+            menu: None,
+            menu_dismissed: None,
+            listing: None,
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            search: None,
         }
+    }
+
+    /// Where `@` mentions are completed from (the working directory by default).
+    pub fn set_cwd(&mut self, cwd: PathBuf) {
+        self.cwd = cwd;
+        self.listing = None;
+    }
+
+    /// Whether keys go to the completion menu or the history search, which
+    /// take Esc and Tab before the REPL does.
+    pub fn menu_open(&self) -> bool {
+        self.menu.is_some() || self.search.is_some()
+    }
+
+    /// Opens, updates or closes the menu for the word at the cursor.
+    fn refresh_menu(&mut self) {
+        let text = self.buffer.text();
+        if self.menu_dismissed.as_deref() == Some(text.as_str()) {
+            self.menu = None;
+            return;
+        }
+        self.menu_dismissed = None;
+        let Some((kind, start, word)) = menu::word_at(self.buffer.chars(), self.buffer.cursor())
+        else {
+            self.menu = None;
+            return;
+        };
+        let items = match kind {
+            Kind::Slash => menu::slash_items(&word, super::commands::DESCRIBED),
+            Kind::Mention => {
+                let (dir, _) = menu::split_mention(&word);
+                let path = self.cwd.join(dir);
+                if self.listing.as_ref().is_none_or(|l| l.dir != path) {
+                    self.listing = Some(Listing::read(&path));
+                }
+                self.listing
+                    .as_ref()
+                    .map(|l| menu::path_items(&word, l))
+                    .unwrap_or_default()
+            }
+        };
+        self.menu = (!items.is_empty()).then_some(Menu {
+            kind,
+            start,
+            items,
+            selected: 0,
+        });
+    }
+
+    /// Puts the menu's selection in place of the word. A command is followed
+    /// by a space, a file by a space, a directory by nothing (its entries
+    /// are offered next).
+    fn accept(&mut self) {
+        let Some(m) = self.menu.take() else {
+            return;
+        };
+        let Some(item) = m.current() else {
+            return;
+        };
+        let mut insert = item.insert.clone();
+        if !insert.ends_with('/') || m.kind == Kind::Slash {
+            insert.push(' ');
+        }
+        let chars = self.buffer.chars();
+        let cursor = self.buffer.cursor();
+        let mut text: String = chars[..m.start].iter().collect();
+        text.push_str(&insert);
+        let at = text.chars().count();
+        text.extend(chars[cursor..].iter());
+        self.buffer.set(&text);
+        self.buffer.move_to(at);
+        self.refresh_menu();
+    }
+
+    /// Keys while the menu is open; `None` passes the key on to editing.
+    fn menu_key(&mut self, key: &KeyEvent) -> Option<Outcome> {
+        let m = self.menu.as_mut()?;
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Up | KeyCode::BackTab => m.prev(),
+            KeyCode::Char('p') if ctrl => m.prev(),
+            KeyCode::Down => m.next(),
+            KeyCode::Char('n') if ctrl => m.next(),
+            KeyCode::Tab => self.accept(),
+            KeyCode::Esc => {
+                self.menu = None;
+                self.menu_dismissed = Some(self.buffer.text());
+            }
+            KeyCode::Enter if m.kind == Kind::Slash && key.modifiers.is_empty() => {
+                // Enter runs the picked command, unless it needs an argument.
+                let name = m.current().map(|i| i.insert.clone()).unwrap_or_default();
+                if super::commands::NEED_ARGUMENTS.contains(&name.as_str()) {
+                    self.accept();
+                } else {
+                    self.menu = None;
+                    self.buffer.clear();
+                    self.history.add(&name);
+                    return Some(Outcome::Submit(name));
+                }
+            }
+            KeyCode::Enter if key.modifiers.is_empty() => self.accept(),
+            _ => return None,
+        }
+        Some(Outcome::Continue)
+    }
+
+    /// Keys during a Ctrl-R search; `None` ends the search with the match in
+    /// the input and passes the key on (as bash does for movement keys).
+    fn search_key(&mut self, key: &KeyEvent) -> Option<Outcome> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let s = self.search.as_mut()?;
+        match key.code {
+            KeyCode::Char('r') if ctrl => {
+                let before = s.found.unwrap_or(self.history.len());
+                match self.history.search(&s.query, before) {
+                    Some(i) => {
+                        s.found = Some(i);
+                        s.failed = false;
+                    }
+                    None => s.failed = true,
+                }
+            }
+            KeyCode::Esc => self.end_search(false),
+            KeyCode::Char('g') | KeyCode::Char('c') if ctrl => self.end_search(false),
+            KeyCode::Char(c) if !ctrl => {
+                s.query.push(c);
+                Self::research(s, &self.history);
+            }
+            KeyCode::Backspace => {
+                s.query.pop();
+                Self::research(s, &self.history);
+            }
+            KeyCode::Enter => {
+                self.end_search(true);
+                let text = self.buffer.text();
+                self.buffer.clear();
+                self.history.add(&text);
+                return Some(Outcome::Submit(text));
+            }
+            _ => {
+                self.end_search(true);
+                return None;
+            }
+        }
+        Some(Outcome::Continue)
+    }
+
+    /// Searches again from the newest entry after the query changed.
+    fn research(s: &mut Search, history: &History) {
+        if s.query.is_empty() {
+            s.found = None;
+            s.failed = false;
+            return;
+        }
+        match history.search(&s.query, history.len()) {
+            Some(i) => {
+                s.found = Some(i);
+                s.failed = false;
+            }
+            None => s.failed = true,
+        }
+    }
+
+    /// Leaves the search with the match in the input (`take`) or the input
+    /// as it was before.
+    fn end_search(&mut self, take: bool) {
+        let Some(s) = self.search.take() else {
+            return;
+        };
+        let text = match s.found.and_then(|i| self.history.entry(i)) {
+            Some(e) if take => e.to_string(),
+            _ => s.saved,
+        };
+        self.buffer.set(&text);
+    }
+
+    /// The search line shown in place of the prompt.
+    fn search_line(&self) -> Option<String> {
+        let s = self.search.as_ref()?;
+        let found = s
+            .found
+            .and_then(|i| self.history.entry(i))
+            .unwrap_or_default()
+            .replace('\n', " ↵ ");
+        let failed = if s.failed { "failed " } else { "" };
+        Some(format!("({failed}reverse-i-search)'{}': {found}", s.query))
     }
 
     pub fn set_prompt(&mut self, prompt: String) {
@@ -183,7 +398,9 @@ impl Editor {
         match event {
             Event::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
             Event::Paste(text) => {
+                self.end_search(true);
                 self.buffer.insert_str(text);
+                self.refresh_menu();
                 Outcome::Continue
             }
             _ => Outcome::Continue,
@@ -191,11 +408,48 @@ impl Editor {
     }
 
     fn key(&mut self, key: &KeyEvent) -> Outcome {
+        if self.search.is_some() {
+            if let Some(outcome) = self.search_key(key) {
+                return outcome;
+            }
+        }
+        if let Some(outcome) = self.menu_key(key) {
+            return outcome;
+        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let navigation = matches!(key.code, KeyCode::Up | KeyCode::Down)
+            || (ctrl && matches!(key.code, KeyCode::Char('p') | KeyCode::Char('n')));
+        let outcome = self.edit_key(key, ctrl, alt);
+        // Recalled history is not typed text: no menu pops up over it.
+        if navigation {
+            self.menu = None;
+        } else if outcome == Outcome::Continue {
+            self.refresh_menu();
+        }
+        outcome
+    }
+
+    fn edit_key(&mut self, key: &KeyEvent, ctrl: bool, alt: bool) -> Outcome {
         let b = &mut self.buffer;
         match key.code {
             KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => b.insert('\n'),
+            // Ctrl-J is a line feed: a newline in the input, as in readline's
+            // multi-line modes and Codex.
+            KeyCode::Char('j') if ctrl => b.insert('\n'),
+            // A trailing backslash continues the prompt on the next line
+            // instead of sending it (the backslash itself is dropped).
+            KeyCode::Enter if b.cursor() == b.chars().len() && b.chars().last() == Some(&'\\') => {
+                b.backspace();
+                b.insert('\n');
+            }
+            KeyCode::Char('r') if ctrl => {
+                self.search = Some(Search {
+                    saved: b.text(),
+                    ..Search::default()
+                });
+                self.menu = None;
+            }
             KeyCode::Enter => {
                 let text = b.text();
                 b.clear();
@@ -284,6 +538,23 @@ impl Editor {
                 queue!(out, Print(line), Print("\r\n"))?;
                 top += visible_width(line).div_ceil(self.width).max(1);
             }
+        }
+        if let Some(m) = &self.menu {
+            for line in m.render(self.width, &dim) {
+                queue!(out, Print(&line), Print("\r\n"))?;
+                top += visible_width(&line).div_ceil(self.width).max(1);
+            }
+        }
+        if let Some(line) = self.search_line() {
+            // The search replaces the prompt line; cut to one row so the
+            // cursor's row is known.
+            let line: String = crate::text::visible(&line)
+                .chars()
+                .take(self.width.saturating_sub(1))
+                .collect();
+            queue!(out, Print(&line))?;
+            self.cursor_row = top;
+            return out.flush();
         }
         queue!(out, Print(&self.prompt))?;
         let chars = self.buffer.chars();

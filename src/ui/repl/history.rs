@@ -118,6 +118,18 @@ impl History {
         Some(&self.entries[self.pos])
     }
 
+    /// The newest entry before index `before` that contains `query` (Ctrl-R):
+    /// its index. A linear scan from the newest end; at 10,000 entries it
+    /// stays well inside a keystroke's budget.
+    pub fn search(&self, query: &str, before: usize) -> Option<usize> {
+        let end = before.min(self.entries.len());
+        self.entries[..end].iter().rposition(|e| e.contains(query))
+    }
+
+    pub fn entry(&self, index: usize) -> Option<&str> {
+        self.entries.get(index).map(String::as_str)
+    }
+
     /// The newer entry, or the draft once past the newest.
     pub fn newer(&mut self) -> Option<String> {
         if self.pos >= self.entries.len() {
@@ -161,6 +173,20 @@ mod tests {
         assert_eq!(h.newer().as_deref(), Some("two"));
         assert_eq!(h.newer().as_deref(), Some("typing"));
         assert_eq!(h.newer(), None);
+    }
+
+    #[test]
+    fn search_finds_older_matches_in_turn() {
+        let mut h = History::load(None);
+        for e in ["cargo build", "ls", "cargo test", "git status"] {
+            h.add(e);
+        }
+        let newest = h.search("cargo", h.len());
+        assert_eq!(newest.and_then(|i| h.entry(i)), Some("cargo test"));
+        let older = newest.and_then(|i| h.search("cargo", i));
+        assert_eq!(older.and_then(|i| h.entry(i)), Some("cargo build"));
+        assert_eq!(older.and_then(|i| h.search("cargo", i)), None);
+        assert_eq!(h.search("nothing like it", h.len()), None);
     }
 
     #[test]

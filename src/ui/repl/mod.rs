@@ -8,10 +8,13 @@
 //! profiles, login) it asks of a `ReplHost`, so it knows no config or files.
 
 pub mod approval;
+pub mod bang;
 pub mod buffer;
 pub mod commands;
 pub mod editor;
 pub mod history;
+pub mod mentions;
+pub mod menu;
 
 use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
@@ -46,6 +49,11 @@ pub trait ReplHost {
     /// The model ids `profile`'s server offers, for the `/model` picker; an
     /// error is one line.
     fn server_models(&self, profile: &str) -> ModelList;
+    /// Where `!command` runs: the target the tools use (for a shared tmux
+    /// pane, the host behind it). `None`: not available.
+    fn target(&self) -> Option<std::sync::Arc<dyn crate::host::Target>> {
+        None
+    }
 }
 
 /// The server's model list, on its way.
@@ -230,6 +238,13 @@ pub struct Repl<'h> {
     /// Streamed text not yet ending in a newline.
     partial: String,
     reasoning: String,
+    /// A `!command` in progress.
+    bang: Option<tokio::task::JoinHandle<bang::Ran>>,
+    /// Context for the model (a `!command` that ended during a task) sent
+    /// before the next prompt.
+    pending_context: Vec<String>,
+    /// Where `@path` mentions are read from.
+    cwd: PathBuf,
     out: std::io::Stderr,
 }
 
@@ -256,6 +271,9 @@ impl<'h> Repl<'h> {
             queued: (Vec::new(), Vec::new()),
             partial: String::new(),
             reasoning: String::new(),
+            bang: None,
+            pending_context: Vec::new(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             out: std::io::stderr(),
         }
     }
@@ -365,8 +383,22 @@ impl<'h> Repl<'h> {
                     self.model_list = None;
                     self.on_model_list(listed);
                 }
+                ran = async {
+                    match self.bang.as_mut() {
+                        Some(run) => run.await,
+                        None => std::future::pending().await,
+                    }
+                }, if self.bang.is_some() => {
+                    self.bang = None;
+                    if let Ok(ran) = ran {
+                        self.on_bang_done(ran);
+                    }
+                }
                 _ = tick.tick() => self.on_tick(),
             }
+        }
+        if let Some(run) = self.bang.take() {
+            run.abort();
         }
         if let Some(fetch) = self.model_list.take() {
             fetch.abort();
@@ -406,11 +438,20 @@ impl<'h> Repl<'h> {
             if key.kind != KeyEventKind::Release {
                 let alt = key.modifiers.contains(KeyModifiers::ALT);
                 match key.code {
-                    KeyCode::Esc if self.task.is_some() => {
+                    // An open menu or search takes Esc and Tab first.
+                    KeyCode::Esc if self.bang.is_some() && !self.editor.menu_open() => {
+                        self.stop_bang();
+                        return false;
+                    }
+                    KeyCode::Esc if self.task.is_some() && !self.editor.menu_open() => {
                         self.interrupt();
                         return false;
                     }
-                    KeyCode::Tab if self.task.is_some() && self.approval.is_none() => {
+                    KeyCode::Tab
+                        if self.task.is_some()
+                            && self.approval.is_none()
+                            && !self.editor.menu_open() =>
+                    {
                         let text = self.editor.buffer.text();
                         if !text.trim().is_empty() && !text.starts_with('/') {
                             self.editor.buffer.clear();
@@ -435,7 +476,9 @@ impl<'h> Repl<'h> {
         match self.editor.handle(&ev) {
             Outcome::Continue => self.redraw(),
             Outcome::Interrupt => {
-                if self.task.is_some() {
+                if self.bang.is_some() {
+                    self.stop_bang();
+                } else if self.task.is_some() {
                     self.interrupt();
                 } else {
                     self.redraw();
@@ -583,17 +626,106 @@ impl<'h> Repl<'h> {
             self.redraw();
             return false;
         }
+        if let Some(command) = trimmed.strip_prefix('!') {
+            self.start_bang(command.trim());
+            return false;
+        }
         match commands::parse(trimmed) {
             Some(Err(e)) => self.say_error(&e.to_string()),
             Some(Ok(cmd)) => return self.on_command(cmd),
             None if self.task.is_some() => {
+                if !mentions::find(&line).is_empty() {
+                    self.say(
+                        &self.opts.style.dim(
+                            "note: files are attached only to prompts sent while no task runs",
+                        ),
+                    );
+                }
                 // Enter while the agent works steers it; Tab would queue instead.
                 self.send(Op::Steer { text: line });
                 self.redraw();
             }
-            None => self.send(Op::Prompt { text: line }),
+            None => {
+                for text in std::mem::take(&mut self.pending_context) {
+                    self.send(Op::AddContext { text });
+                }
+                let attached = mentions::attach(&line, &self.cwd);
+                for note in &attached.notes {
+                    let note = self.opts.style.dim(&format!("note: {note}"));
+                    self.say(&note);
+                }
+                // The files go first, as their own message, so the prompt
+                // the model gets (and the echo) is exactly what was typed.
+                if let Some(text) = attached.context {
+                    self.send(Op::AddContext { text });
+                }
+                self.send(Op::Prompt { text: line });
+            }
         }
         false
+    }
+
+    /// `!command`: runs it now on the tools' target. No approval and no
+    /// denylist: the user typed it, as in their own shell; the denylist
+    /// guards against the model. One at a time; it may run alongside a task,
+    /// and then reaches the model with the next prompt after the task.
+    fn start_bang(&mut self, command: &str) {
+        let st = self.opts.style;
+        if command.is_empty() {
+            self.say("usage: !command (runs it now; the model sees it with the next prompt)");
+            return;
+        }
+        if self.bang.is_some() {
+            self.say("a ! command is already running (Ctrl-C stops it)");
+            return;
+        }
+        let Some(target) = self.host.target() else {
+            self.say_error("! commands are not available here");
+            return;
+        };
+        let echo = format!(
+            "{}{}",
+            st.dim(&self.opts.prompt),
+            visible(&format!("!{command}"))
+        );
+        self.say(&echo);
+        let cwd = self.cwd.clone();
+        self.bang = Some(tokio::spawn(bang::run(target, cwd, command.to_string())));
+    }
+
+    fn stop_bang(&mut self) {
+        if let Some(run) = self.bang.take() {
+            // Dropping the process handle kills it.
+            run.abort();
+            self.say(&self.opts.style.warning("! command stopped"));
+        }
+    }
+
+    fn on_bang_done(&mut self, ran: bang::Ran) {
+        let st = self.opts.style;
+        let shown = ran.screen_text();
+        if !shown.is_empty() {
+            self.say(&shown);
+        }
+        if let Some(e) = &ran.error {
+            self.say_error(&format!("cannot run it: {}", visible(e)));
+        } else if ran.failed() {
+            self.say(&st.error(&ran.status()));
+        }
+        if ran.dropped > 0 {
+            self.say(&st.dim(&format!("({} more bytes of output not kept)", ran.dropped)));
+        }
+        let actor = self
+            .host
+            .target()
+            .map(|t| t.actor())
+            .unwrap_or_else(|| "this host".into());
+        let text = ran.context(&actor);
+        if self.task.is_some() {
+            self.pending_context.push(text);
+        } else {
+            self.send(Op::AddContext { text });
+        }
     }
 
     /// Starts the device flow in the background; the code and link appear
