@@ -88,6 +88,16 @@ pub enum Command {
     Logout(LogoutArgs),
     /// Serve the agent over HTTP (JSON + Server-Sent Events) with a web page
     Serve(ServeArgs),
+    /// Trust a project's buddy.toml as it is now, so buddy uses all of its
+    /// settings (keys sent to its URLs, approvals off, …) until it changes
+    Trust(TrustArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TrustArgs {
+    /// The config file (default: buddy.toml or agent.toml in this directory)
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

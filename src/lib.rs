@@ -5,7 +5,7 @@
 //! (registry and built-in tools), `agent` (the loop, history,
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events). `text` makes outside text safe
-//! to show on a terminal.
+//! to show on a terminal; `redact` keeps known secrets out of everything shown.
 //! `cli` defines the command line; `main.rs` only wires these together.
 
 pub mod agent;
@@ -17,6 +17,7 @@ pub mod config;
 pub mod host;
 pub mod net;
 pub mod provider;
+pub mod redact;
 pub mod serve;
 pub mod session;
 pub mod text;

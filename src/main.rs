@@ -28,9 +28,11 @@ fn main() {
         Ok(exit) => exit.code(),
         Err(e) => {
             let style = buddy::ui::style::Style::detect(!no_color);
-            eprintln!("{} {e}", style.error("error:"));
+            // The last line of defence for keys a server or a file echoed.
+            let line = e.to_string();
+            eprintln!("{} {}", style.error("error:"), buddy::redact::text(&line));
             for hint in e.hints() {
-                eprintln!("{hint}");
+                eprintln!("{}", buddy::redact::text(&hint));
             }
             e.exit_code()
         }

@@ -4,6 +4,7 @@
 
 mod error;
 mod file;
+pub mod trust;
 
 pub use error::ConfigError;
 pub use file::*;
@@ -91,6 +92,11 @@ pub struct Settings {
     pub execution: ExecutionSection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
+    /// Keys written in the file (every profile's `api_key`): redacted from
+    /// whatever buddy shows, whichever profile is in use.
+    pub profile_keys: Vec<String>,
+    /// Set when the file is an untrusted project file: what was ignored.
+    pub untrusted: Option<trust::Untrusted>,
 }
 
 /// Where buddy's own global files live: `$XDG_CONFIG_HOME/buddy`, else
@@ -190,8 +196,27 @@ pub fn load_file(
             found.unwrap_or((None, TEMPLATE.to_string()))
         }
     };
-    let file = parse(&text, source.as_deref())?;
+    let mut file = parse(&text, source.as_deref())?;
+    if let Some(path) = &source {
+        if trust::is_project_file(path, cwd, cli.config.is_some()) {
+            let trusted = trust::store_path(env)
+                .is_some_and(|s| trust::TrustStore::new(s).is_trusted(path, text.as_bytes()));
+            if !trusted {
+                let env_key = env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]).is_some();
+                let untrusted = trust::hold_back(&mut file, path, env_key);
+                file.untrusted = Some(untrusted);
+            }
+        }
+    }
     Ok((file, source))
+}
+
+/// The project-local config file buddy would load here (not `--config`),
+/// with its text; `None` when the global one or none applies.
+pub fn project_file(cwd: &Path) -> Option<(PathBuf, String)> {
+    [cwd.join("buddy.toml"), cwd.join("agent.toml")]
+        .into_iter()
+        .find_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
 }
 
 /// Parses TOML text; errors name the file, line and column.
@@ -315,7 +340,14 @@ pub fn resolve(
         let provider = profile.provider.clone().unwrap_or_else(|| "openai".into());
         issuer_for(&file.auth, &provider)
     });
-    let api_key = match (&login, env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"])) {
+    // An untrusted project file's profile that sends elsewhere gets no key
+    // from the environment (see `trust`).
+    let env_key_allowed = !file
+        .untrusted
+        .as_ref()
+        .is_some_and(|u| u.no_env_key.contains(&profile_name));
+    let env_key = env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]).filter(|_| env_key_allowed);
+    let api_key = match (&login, env_key) {
         // A login-backed profile uses its tokens, never a stray key.
         (Some(_), _) => None,
         (None, Some(k)) => Some(k.trim().to_string()),
@@ -393,6 +425,11 @@ pub fn resolve(
     .collect();
     hidden_env.sort();
     hidden_env.dedup();
+    let profile_keys = file
+        .models
+        .values()
+        .filter_map(|p| p.api_key.clone())
+        .collect();
     Ok(Settings {
         source,
         hidden_env,
@@ -418,6 +455,8 @@ pub fn resolve(
         display: file.display,
         execution: file.execution,
         profiles,
+        profile_keys,
+        untrusted: file.untrusted,
     })
 }
 

@@ -212,6 +212,9 @@ pub fn stream_error(v: &serde_json::Value, described: String) -> ApiError {
 }
 
 fn one_line(s: &str) -> String {
+    // A server may echo the key back (a 401 quoting the header); it goes
+    // before the cut, so half a key cannot survive it.
+    let s = crate::redact::text(s);
     let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut out: String = joined.chars().take(300).collect();
     if joined.chars().count() > 300 {
