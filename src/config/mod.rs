@@ -198,7 +198,12 @@ pub fn load_file(
     };
     let mut file = parse(&text, source.as_deref())?;
     if let Some(path) = &source {
-        if trust::is_project_file(path, cwd, cli.config.is_some()) {
+        // Started inside buddy's own config directory, the global file is
+        // still the user's own.
+        let global = global_dir(env).map(|d| d.join("buddy.toml"));
+        if trust::is_project_file(path, cwd, cli.config.is_some())
+            && global.as_deref() != Some(path.as_path())
+        {
             let trusted = trust::store_path(env)
                 .is_some_and(|s| trust::TrustStore::new(s).is_trusted(path, text.as_bytes()));
             if !trusted {
