@@ -92,6 +92,9 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print a man page (roff): `buddy man | man -l -`, `buddy man exec`
     Man(ManArgs),
+    /// Trust a project's buddy.toml as it is now, so buddy uses all of its
+    /// settings (keys sent to its URLs, approvals off, …) until it changes
+    Trust(TrustArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -109,6 +112,13 @@ pub struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_name = "SHELL")]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TrustArgs {
+    /// The config file (default: buddy.toml or agent.toml in this directory)
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -6,7 +6,7 @@
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events). `text` makes outside text safe
 //! to show on a terminal; `localfile` reads local files with a type check and
-//! a size bound.
+//! a size bound; `redact` keeps known secrets out of everything shown.
 //! `cli` defines the command line; `main.rs` only wires these together.
 
 pub mod agent;
@@ -19,6 +19,7 @@ pub mod host;
 pub mod localfile;
 pub mod net;
 pub mod provider;
+pub mod redact;
 pub mod serve;
 pub mod session;
 pub mod text;

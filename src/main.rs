@@ -37,13 +37,11 @@ fn main() {
         Ok(exit) => exit.code(),
         Err(e) => {
             let style = buddy::ui::style::Style::detect(!no_color);
-            eprintln!(
-                "{} {}",
-                style.error("error:"),
-                buddy::text::visible(&e.to_string())
-            );
+            // The last line of defence for keys a server or a file echoed.
+            let line = buddy::redact::text(&e.to_string()).into_owned();
+            eprintln!("{} {}", style.error("error:"), buddy::text::visible(&line));
             for hint in e.hints() {
-                eprintln!("{hint}");
+                eprintln!("{}", buddy::redact::text(&hint));
             }
             e.exit_code()
         }

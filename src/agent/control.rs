@@ -22,7 +22,9 @@ use tokio::sync::oneshot;
 /// Said to the model when the user sent a message while its tools ran.
 pub const SKIPPED_FOR_STEER: &str = "skipped: the user sent a new message";
 
-/// How commands that need consent are decided.
+/// How commands and file changes that need consent are decided. File writes
+/// follow the same rules as shell commands: a shell command can write any
+/// file, so asking more (or less) for one than the other would buy nothing.
 #[derive(Debug, Clone)]
 pub struct ApprovalRules {
     pub policy: ApprovalPolicy,
@@ -194,7 +196,9 @@ impl Control {
             ApprovalPolicy::None => {
                 return Some((
                     Approval::Denied {
-                        reason: "the user denies all shell commands for now (/approve none)".into(),
+                        reason:
+                            "the user denies all commands and file changes for now (/approve none)"
+                                .into(),
                     },
                     DecidedBy::Policy,
                 ))
@@ -277,6 +281,7 @@ impl Approver for Gate {
                 tool: request.tool.clone(),
                 actor: request.actor.clone(),
                 command: request.command.clone(),
+                detail: request.detail.clone(),
             })
             .await;
         match answer.await {

@@ -183,6 +183,10 @@ pub enum EventKind {
         tool: String,
         actor: String,
         command: String,
+        /// What the change is, for a front end to show before asking: a
+        /// unified diff for a file write (bounded in size).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// How a request for consent ended, whoever decided it.
     ApprovalDecided {
@@ -253,6 +257,75 @@ pub enum EventKind {
         message: String,
     },
     ShutdownComplete,
+}
+
+impl EventKind {
+    /// Replaces known secrets in the text this event carries to whoever
+    /// watches: outputs, previews, errors and answers. Ids and names are left
+    /// alone; they come from buddy or the model's protocol, not from outside.
+    pub fn redact(&mut self, secrets: &crate::redact::Secrets) {
+        if secrets.is_empty() {
+            return;
+        }
+        let r = |t: &mut String| secrets.text_in_place(t);
+        match self {
+            EventKind::RunStarted { prompt } => r(prompt),
+            EventKind::TextDelta { text } | EventKind::Reasoning { text, .. } => r(text),
+            EventKind::ToolCall { arguments, .. } => r(arguments),
+            EventKind::ToolResult { text, .. } => r(text),
+            EventKind::Retrying { error, .. } => r(error),
+            EventKind::Warning { message } | EventKind::Error { message } => r(message),
+            EventKind::ApprovalRequested {
+                command, detail, ..
+            } => {
+                r(command);
+                if let Some(d) = detail {
+                    r(d);
+                }
+            }
+            EventKind::ApprovalDecided {
+                command, reason, ..
+            } => {
+                r(command);
+                if let Some(reason) = reason {
+                    r(reason);
+                }
+            }
+            EventKind::UserMessage { text, .. } => r(text),
+            EventKind::Queues {
+                steering,
+                follow_ups,
+            } => steering.iter_mut().chain(follow_ups.iter_mut()).for_each(r),
+            EventKind::Unqueued { texts } => texts.iter_mut().for_each(r),
+            EventKind::RunFinished { outcome } => match outcome {
+                RunOutcome::Answered { text } => r(text),
+                RunOutcome::Failed { message } | RunOutcome::LimitReached { message } => r(message),
+                RunOutcome::Interrupted => {}
+            },
+            EventKind::SessionResumed {
+                warnings,
+                note,
+                last_prompt,
+                last_answer,
+                ..
+            } => {
+                warnings.iter_mut().for_each(r);
+                note.iter_mut()
+                    .chain(last_prompt.iter_mut())
+                    .chain(last_answer.iter_mut())
+                    .for_each(r);
+            }
+            EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
+            EventKind::ModelRequest { .. }
+            | EventKind::Usage { .. }
+            | EventKind::Compacted { .. }
+            | EventKind::Status(_)
+            | EventKind::ApprovalPolicyChanged { .. }
+            | EventKind::SessionStarted { .. }
+            | EventKind::SessionCleared
+            | EventKind::ShutdownComplete => {}
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

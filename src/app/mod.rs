@@ -36,6 +36,7 @@ mod repl;
 mod serve;
 mod sessions;
 mod shell_help;
+mod trust;
 
 use execution::{Execution, SandboxChoice};
 
@@ -184,6 +185,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Models) => list_models(&overrides).await,
         Some(Command::Completions(args)) => shell_help::completions(args.shell),
         Some(Command::Man(args)) => shell_help::man_page(&args),
+        Some(Command::Trust(args)) => trust::trust(args.path),
         None => interactive(&overrides, None, &cli.global.target).await,
     }
 }
@@ -238,20 +240,21 @@ async fn load_settings(overrides: &CliOverrides) -> Result<(Settings, CliOverrid
             style.dim(&format!("created a default config at {}", path.display()))
         );
     }
-    match config::load(&workdir(), &env, overrides) {
-        Ok(s) => {
-            crate::host::hide_env(s.hidden_env.clone());
-            Ok((s, overrides.clone()))
-        }
+    trust::ask_if_untrusted(overrides);
+    let loaded = match config::load(&workdir(), &env, overrides) {
+        Ok(s) => (s, overrides.clone()),
         Err(e @ ConfigError::MissingKey { .. }) => {
             let style = Style::detect(!overrides.no_color);
-            let found =
-                discovery::instead_of_missing_key(&workdir(), &env, overrides, e, style).await?;
-            crate::host::hide_env(found.0.hidden_env.clone());
-            Ok(found)
+            discovery::instead_of_missing_key(&workdir(), &env, overrides, e, style).await?
         }
-        Err(e) => Err(AppError::Usage(e.to_string())),
+        Err(e) => return Err(AppError::Usage(e.to_string())),
+    };
+    crate::host::hide_env(loaded.0.hidden_env.clone());
+    if let Some(line) = loaded.0.untrusted.as_ref().and_then(trust::warning) {
+        let style = Style::detect(!overrides.no_color);
+        eprintln!("{} {line}", style.warning("warning:"));
     }
+    Ok(loaded)
 }
 
 /// The approval rules from config: the denylist and `shell_confirm`.
@@ -353,7 +356,7 @@ fn agent_setup(
         follow_up_mode: queue_mode(settings.agent.follow_up_mode),
         sessions: Some(Box::new(sessions::Sessions::new(
             workdir(),
-            settings.api.api_key.iter().cloned().collect(),
+            crate::redact::known().all().to_vec(),
         ))),
         models,
     })
@@ -791,7 +794,9 @@ pub fn build_tools(
             tools::files::ReadFileTool::new(max)
                 .with_timeout(Duration::from_secs(t.shell_timeout_secs.max(1))),
         ));
-        reg.register(Arc::new(tools::files::WriteFileTool::new(max)));
+        reg.register(Arc::new(
+            tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
+        ));
     }
     let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
     if t.fetch_enabled {
@@ -819,6 +824,33 @@ pub fn build_tools(
         reg.register(Arc::new(tools::time::TimeTool));
     }
     reg
+}
+
+/// buddy's own files, which the file tools never write: every config file
+/// it loaded or would load, its config directory (auth.json, the trust list,
+/// the history), and this directory's sessions.
+fn own_files(settings: &Settings) -> tools::protect::Protected {
+    let cwd = workdir();
+    let mut p = tools::protect::Protected::new();
+    for path in config::search_path(&cwd, &env)
+        .iter()
+        .chain(settings.source.iter())
+    {
+        p = p.file("config file", path);
+    }
+    if let Some(dir) = config::global_dir(&env) {
+        p = p.dir("config directory", &dir);
+    }
+    if let Some(path) = crate::auth::store::AuthStore::default_path() {
+        p = p.file("login store", &path);
+    }
+    if let Some(path) = config::trust::store_path(&env) {
+        p = p.file("trust list", &path);
+    }
+    for dir in [session::DIR, session::LEGACY_DIR] {
+        p = p.dir("session directory", &cwd.join(dir));
+    }
+    p
 }
 
 /// Which provider `buddy login [provider|profile]` means, and its issuer: a
@@ -884,8 +916,27 @@ fn read_prompt(args: &ExecArgs) -> Result<String, AppError> {
     Ok(prompt)
 }
 
-/// The model client for the active profile of `settings`.
+/// Makes every secret `settings` can reach known to the redaction (keys,
+/// the values of the variables buddy hides from commands, login tokens).
+fn remember_secrets(settings: &Settings) {
+    crate::redact::remember(
+        settings
+            .api
+            .api_key
+            .iter()
+            .cloned()
+            .chain(settings.hidden_env.iter().filter_map(|n| env(n)))
+            .chain(settings.profile_keys.iter().cloned()),
+    );
+    if let Ok(store) = auth_store() {
+        crate::redact::remember(store.secrets());
+    }
+}
+
+/// The model client for the active profile of `settings`. Its secrets are
+/// known to the redaction before it can send (or a server echo) any of them.
 fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
+    remember_secrets(settings);
     let api = &settings.api;
     let protocol: Box<dyn Protocol> = match api.protocol {
         ApiProtocol::Completions => Box::new(Completions),

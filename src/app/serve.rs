@@ -36,9 +36,11 @@ pub(crate) async fn serve(
         approval_timeout: args.approval_timeout,
         max_body: MAX_BODY,
     };
+    super::remember_secrets(&settings);
+    crate::redact::remember(token.iter());
     let backend = Arc::new(ServeBackend {
         store: Store::for_workdir(&workdir()),
-        secrets: settings.api.api_key.iter().cloned().collect(),
+        secrets: crate::redact::known().all().to_vec(),
         settings,
         execution,
     });

@@ -386,6 +386,8 @@ impl LoginCredentials {
         match reply {
             Ok(t) => {
                 let fresh = tokens_from(t, Some(tokens));
+                // New tokens are secrets like the old ones: never shown.
+                crate::redact::remember(fresh.secrets());
                 self.store.put(&self.issuer.provider, fresh.clone())?;
                 Ok(fresh)
             }

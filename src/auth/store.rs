@@ -21,6 +21,15 @@ pub struct Tokens {
     pub account_id: Option<String>,
 }
 
+impl Tokens {
+    /// The access and refresh tokens.
+    pub fn secrets(&self) -> Vec<String> {
+        std::iter::once(self.access_token.clone())
+            .chain(self.refresh_token.clone())
+            .collect()
+    }
+}
+
 // Hand-written so a token can never reach a log or a trace.
 impl fmt::Debug for Tokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -86,6 +95,14 @@ impl AuthStore {
 
     pub fn get(&self, provider: &str) -> Result<Option<Tokens>, AuthError> {
         Ok(self.read()?.providers.get(provider).cloned())
+    }
+
+    /// Every token of every provider, for redaction; nothing when the file
+    /// is missing or unreadable (then there is nothing of it to show either).
+    pub fn secrets(&self) -> Vec<String> {
+        self.read()
+            .map(|f| f.providers.values().flat_map(Tokens::secrets).collect())
+            .unwrap_or_default()
     }
 
     pub fn put(&self, provider: &str, tokens: Tokens) -> Result<(), AuthError> {

@@ -23,6 +23,10 @@ pub struct ConfigFile {
     pub auth: BTreeMap<String, AuthProvider>,
     #[serde(default)]
     pub discovery: DiscoverySection,
+    /// Not in the file: what was held back from it because it is an
+    /// untrusted project file (see `trust`).
+    #[serde(skip)]
+    pub untrusted: Option<super::trust::Untrusted>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

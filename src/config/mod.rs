@@ -4,6 +4,7 @@
 
 mod error;
 mod file;
+pub mod trust;
 
 pub use error::ConfigError;
 pub use file::*;
@@ -91,6 +92,11 @@ pub struct Settings {
     pub execution: ExecutionSection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
+    /// Keys written in the file (every profile's `api_key`): redacted from
+    /// whatever buddy shows, whichever profile is in use.
+    pub profile_keys: Vec<String>,
+    /// Set when the file is an untrusted project file: what was ignored.
+    pub untrusted: Option<trust::Untrusted>,
 }
 
 /// Where buddy's own global files live: `$XDG_CONFIG_HOME/buddy`, else
@@ -180,7 +186,23 @@ pub fn load_file(
             }
         }
     };
-    let file = parse(&text, source.as_deref())?;
+    let mut file = parse(&text, source.as_deref())?;
+    if let Some(path) = &source {
+        // Started inside buddy's own config directory, the global file is
+        // still the user's own.
+        let global = global_dir(env).map(|d| d.join("buddy.toml"));
+        if trust::is_project_file(path, cwd, cli.config.is_some())
+            && global.as_deref() != Some(path.as_path())
+        {
+            let trusted = trust::store_path(env)
+                .is_some_and(|s| trust::TrustStore::new(s).is_trusted(path, text.as_bytes()));
+            if !trusted {
+                let env_key = env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]).is_some();
+                let untrusted = trust::hold_back(&mut file, path, env_key);
+                file.untrusted = Some(untrusted);
+            }
+        }
+    }
     Ok((file, source))
 }
 
@@ -228,6 +250,14 @@ fn decode_config(path: &Path, bytes: Vec<u8>) -> Result<String, ConfigError> {
             })
         }
     }
+}
+
+/// The project-local config file buddy would load here (not `--config`),
+/// with its text; `None` when the global one or none applies.
+pub fn project_file(cwd: &Path) -> Option<(PathBuf, String)> {
+    [cwd.join("buddy.toml"), cwd.join("agent.toml")]
+        .into_iter()
+        .find_map(|p| read_config(&p).ok().map(|t| (p, t)))
 }
 
 /// Parses TOML text; errors name the file, line and column.
@@ -351,7 +381,14 @@ pub fn resolve(
         let provider = profile.provider.clone().unwrap_or_else(|| "openai".into());
         issuer_for(&file.auth, &provider)
     });
-    let api_key = match (&login, env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"])) {
+    // An untrusted project file's profile that sends elsewhere gets no key
+    // from the environment (see `trust`).
+    let env_key_allowed = !file
+        .untrusted
+        .as_ref()
+        .is_some_and(|u| u.no_env_key.contains(&profile_name));
+    let env_key = env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]).filter(|_| env_key_allowed);
+    let api_key = match (&login, env_key) {
         // A login-backed profile uses its tokens, never a stray key.
         (Some(_), _) => None,
         (None, Some(k)) => Some(k.trim().to_string()),
@@ -429,6 +466,11 @@ pub fn resolve(
     .collect();
     hidden_env.sort();
     hidden_env.dedup();
+    let profile_keys = file
+        .models
+        .values()
+        .filter_map(|p| p.api_key.clone())
+        .collect();
     Ok(Settings {
         source,
         hidden_env,
@@ -454,6 +496,8 @@ pub fn resolve(
         display: file.display,
         execution: file.execution,
         profiles,
+        profile_keys,
+        untrusted: file.untrusted,
     })
 }
 

@@ -228,7 +228,10 @@ pub fn stream_error(v: &serde_json::Value, described: String) -> ApiError {
 }
 
 fn one_line(s: &str) -> String {
-    crate::text::one_line(s, MAX_QUOTE_CHARS)
+    // A server may echo the key back (a 401 quoting the header); it goes
+    // before the cut, so half a key cannot survive it.
+    let s = crate::redact::text(s);
+    crate::text::one_line(&s, MAX_QUOTE_CHARS)
 }
 
 #[cfg(test)]

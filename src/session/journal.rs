@@ -181,7 +181,7 @@ pub fn encode(record: RecordRef<'_>, secrets: &[String], buf: &mut Vec<u8>) -> i
         // Replace only inside string values: a short key must never turn a
         // field name or a number into something no reader can load.
         let mut value = serde_json::to_value(&record).map_err(io::Error::other)?;
-        redact(&mut value, &secrets);
+        crate::redact::Secrets::new(&secrets).json(&mut value);
         buf.truncate(start);
         serde_json::to_writer(&mut *buf, &value).map_err(io::Error::other)?;
     }
@@ -189,34 +189,8 @@ pub fn encode(record: RecordRef<'_>, secrets: &[String], buf: &mut Vec<u8>) -> i
     Ok(())
 }
 
-fn redact(value: &mut serde_json::Value, secrets: &[&str]) {
-    match value {
-        serde_json::Value::String(text) => {
-            for secret in secrets {
-                if text.contains(secret) {
-                    *text = text.replace(secret, REDACTED);
-                }
-            }
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| redact(v, secrets)),
-        serde_json::Value::Object(map) => {
-            for (k, v) in map.iter_mut() {
-                // Structure, not text: roles, types and ids must stay what the
-                // reader expects (a key "e" must not turn "user" into "us…r").
-                if !matches!(
-                    k.as_str(),
-                    "role" | "type" | "id" | "tool_call_id" | "name" | "ids"
-                ) {
-                    redact(v, secrets);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// What a secret is replaced with in a session file.
-pub const REDACTED: &str = "[REDACTED]";
+pub const REDACTED: &str = crate::redact::REDACTED;
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)

@@ -13,8 +13,12 @@ pub struct ApprovalRequest {
     pub tool: String,
     /// Who would run it, `user@host`.
     pub actor: String,
-    /// What would run, shown verbatim to the user.
+    /// What would run or change, shown verbatim to the user: a command, or
+    /// for a file write the path and what happens to it.
     pub command: String,
+    /// What a front end should show beside `command` before asking: for a
+    /// file write, a unified diff of the change (bounded; see `files::diff`).
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

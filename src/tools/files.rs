@@ -1,7 +1,10 @@
 //! `read_file` and `write_file`. Reads are bounded (a huge file costs a fixed
 //! buffer, not its size) and refuse binary content; writes are atomic (a temp
-//! file in the same directory, synced, then renamed over the target).
+//! file in the same directory, synced, then renamed over the target). A write
+//! asks the `Approver` like a shell command, showing the change as a diff,
+//! and never touches buddy's own files (`protect`).
 
+use super::approval::{Approval, ApprovalRequest};
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
 use crate::host::{run_script, shell_quote};
 use crate::wire::ToolDefinition;
@@ -24,6 +27,8 @@ pub struct ReadFileTool {
 
 pub struct WriteFileTool {
     max_output_chars: usize,
+    /// buddy's own files: never written, whatever the approval says.
+    protected: std::sync::Arc<super::protect::Protected>,
 }
 
 impl ReadFileTool {
@@ -43,9 +48,23 @@ impl ReadFileTool {
 
 impl WriteFileTool {
     pub fn new(max_output_chars: usize) -> Self {
-        WriteFileTool { max_output_chars }
+        WriteFileTool {
+            max_output_chars,
+            protected: Default::default(),
+        }
+    }
+
+    /// Refuses writes to these files (on this host; a remote target's files
+    /// are not buddy's).
+    pub fn protecting(mut self, protected: super::protect::Protected) -> Self {
+        self.protected = std::sync::Arc::new(protected);
+        self
     }
 }
+
+/// Largest old file read to show what a write changes; a bigger one is
+/// described, not diffed.
+const MAX_DIFF_SOURCE_BYTES: u64 = 1 << 20;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -281,6 +300,26 @@ impl Tool for WriteFileTool {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: WriteArgs = parse_args(args)?;
         let path = ctx.resolve(&args.path);
+        if ctx.target.is_local() {
+            if let Some(what) = self.protected.check(&path) {
+                // Not a question for the user: an approval given in a hurry
+                // must not be able to turn buddy's own safety settings off.
+                return Err(ToolError::Failed(format!(
+                    "refused: {} is buddy's own {what}; tools never change buddy's config, login, trust or session files (the user can edit it themselves)",
+                    path.display()
+                )));
+            }
+        }
+        let request = write_request(ctx, &path, &args.content).await;
+        match ctx.approver.approve(request).await {
+            Approval::Approved => {}
+            Approval::Denied { reason } => {
+                return Ok(ToolOutput::text(format!("file not written: {reason}")))
+            }
+            Approval::Refused { reason } => {
+                return Err(ToolError::Failed(format!("file write refused: {reason}")))
+            }
+        }
         let bytes = args.content.into_bytes();
         let len = bytes.len();
         if !ctx.target.is_local() {
@@ -299,6 +338,87 @@ impl Tool for WriteFileTool {
             "wrote {len} bytes to {}",
             path.display()
         )))
+    }
+}
+
+/// The approval question for writing `content` to `path`: the path and what
+/// happens to it in `command`, the change as a unified diff in `detail`.
+async fn write_request(ctx: &ToolContext, path: &Path, content: &str) -> ApprovalRequest {
+    let shown = path.display().to_string();
+    let old = old_content(ctx, path).await;
+    let (what, detail) = match old {
+        Old::Missing => (
+            "new file".to_string(),
+            Some(super::diff::unified(&shown, "", content)),
+        ),
+        Old::Text(old) => {
+            let diff = super::diff::unified(&shown, &old, content);
+            let what = if diff.is_empty() {
+                "content unchanged".to_string()
+            } else {
+                format!("replaces {} bytes", old.len())
+            };
+            (what, Some(diff).filter(|d| !d.is_empty()))
+        }
+        Old::Opaque(why) => (format!("replaces {why}"), None),
+    };
+    ApprovalRequest {
+        call_id: ctx.call_id.clone(),
+        tool: "write_file".into(),
+        actor: ctx.target.actor(),
+        command: format!("write_file {shown} ({} bytes, {what})", content.len()),
+        detail,
+    }
+}
+
+/// What is at a path before a write, as far as a diff needs to know.
+enum Old {
+    Missing,
+    Text(String),
+    /// Not shown line by line: binary, too large or unreadable, and why.
+    Opaque(String),
+}
+
+async fn old_content(ctx: &ToolContext, path: &Path) -> Old {
+    let cap = MAX_DIFF_SOURCE_BYTES;
+    let (bytes, size) = if ctx.target.is_local() {
+        let meta = match tokio::fs::metadata(path).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Old::Missing,
+            Err(e) => return Old::Opaque(format!("a file buddy cannot inspect ({e})")),
+        };
+        if meta.len() > cap {
+            return Old::Opaque(format!("a {}-byte file", meta.len()));
+        }
+        match tokio::fs::read(path).await {
+            Ok(b) => (b, meta.len()),
+            Err(e) => return Old::Opaque(format!("a file buddy cannot read ({e})")),
+        }
+    } else {
+        let p = shell_quote(&path.to_string_lossy());
+        let script = format!(
+            "if [ ! -e {p} ]; then exit 23; fi; wc -c < {p}; exec head -c {} -- {p}",
+            cap + 1
+        );
+        match run_script(ctx.target.as_ref(), &script, &ctx.cwd, None).await {
+            Ok((Some(23), _, _)) => return Old::Missing,
+            Ok((Some(0), out, _)) => {
+                let nl = out.iter().position(|&b| b == b'\n').unwrap_or(out.len());
+                let size = String::from_utf8_lossy(&out[..nl])
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
+                (out.get(nl + 1..).unwrap_or_default().to_vec(), size)
+            }
+            _ => return Old::Opaque("a file buddy cannot read".into()),
+        }
+    };
+    if size > cap || bytes.len() as u64 > cap {
+        return Old::Opaque(format!("a {size}-byte file"));
+    }
+    match String::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => Old::Text(t),
+        _ => Old::Opaque(format!("a {size}-byte binary file")),
     }
 }
 
@@ -433,6 +553,97 @@ mod tests {
         assert_eq!(r, ToolOutput::text("héllo\n"));
         let leftovers: Vec<_> = std::fs::read_dir(d.join("sub/dir")).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp file left behind");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Records what it was asked and answers with `answer`.
+    struct Recording {
+        asked: std::sync::Mutex<Vec<ApprovalRequest>>,
+        answer: Approval,
+    }
+
+    #[async_trait]
+    impl crate::tools::Approver for Recording {
+        async fn approve(&self, request: ApprovalRequest) -> Approval {
+            self.asked.lock().unwrap().push(request);
+            self.answer.clone()
+        }
+    }
+
+    fn recording(answer: Approval) -> Arc<Recording> {
+        Arc::new(Recording {
+            asked: Default::default(),
+            answer,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_write_asks_with_the_diff_and_a_denial_changes_nothing() {
+        let d = tempdir("ask");
+        std::fs::write(d.join("a.txt"), "one\ntwo\n").unwrap();
+        let approver = recording(Approval::Denied {
+            reason: "nobody to ask".into(),
+        });
+        let c = ToolContext::local(d.clone(), approver.clone());
+        let out = WriteFileTool::new(1000)
+            .execute(json!({"path": "a.txt", "content": "one\n2\n"}), &c)
+            .await
+            .unwrap();
+        assert_eq!(out.text, "file not written: nobody to ask");
+        assert_eq!(
+            std::fs::read_to_string(d.join("a.txt")).unwrap(),
+            "one\ntwo\n"
+        );
+        let asked = approver.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].tool, "write_file");
+        let shown = d.join("a.txt").display().to_string();
+        assert_eq!(
+            asked[0].command,
+            format!("write_file {shown} (6 bytes, replaces 8 bytes)")
+        );
+        let diff = asked[0].detail.clone().unwrap();
+        assert!(diff.contains(" one\n-two\n+2\n"), "{diff}");
+
+        // A new file: said so, the diff is all additions, and approval writes it.
+        let approver = recording(Approval::Approved);
+        let c = ToolContext::local(d.clone(), approver.clone());
+        WriteFileTool::new(1000)
+            .execute(json!({"path": "new.txt", "content": "hi\n"}), &c)
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("new.txt")).unwrap(), "hi\n");
+        let asked = approver.asked.lock().unwrap().clone();
+        assert!(
+            asked[0].command.ends_with("(3 bytes, new file)"),
+            "{}",
+            asked[0].command
+        );
+        assert!(asked[0].detail.as_deref().unwrap().ends_with("+hi\n"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn buddys_own_files_are_refused_without_asking() {
+        let d = tempdir("own");
+        std::fs::write(d.join("buddy.toml"), "[tools]\n").unwrap();
+        let approver = recording(Approval::Approved);
+        let c = ToolContext::local(d.clone(), approver.clone());
+        let tool = WriteFileTool::new(1000).protecting(
+            crate::tools::protect::Protected::new().file("config file", &d.join("buddy.toml")),
+        );
+        for path in ["buddy.toml", "./sub/../buddy.toml"] {
+            let e = tool
+                .execute(json!({"path": path, "content": "x"}), &c)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("buddy's own config file"), "{e}");
+        }
+        assert!(approver.asked.lock().unwrap().is_empty());
+        assert_eq!(
+            std::fs::read_to_string(d.join("buddy.toml")).unwrap(),
+            "[tools]\n"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

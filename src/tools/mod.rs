@@ -5,9 +5,11 @@
 pub mod approval;
 pub mod capture;
 pub mod denylist;
+pub mod diff;
 pub mod fetch;
 pub mod files;
 pub mod pane;
+pub mod protect;
 pub mod search;
 pub mod shell;
 pub mod time;
@@ -180,9 +182,13 @@ impl ToolRegistry {
             }
         };
         let limit = tool.max_output_chars();
+        // Known secrets leave before anything else sees the result: the model,
+        // the events, the session file. Before cutting, so a key cut in half
+        // by the limit is still recognised.
+        let secrets = crate::redact::known();
         match tool.execute(args, ctx).await {
             Ok(out) => {
-                let (text, cut) = truncate(&out.text, limit);
+                let (text, cut) = truncate(&secrets.text(&out.text), limit);
                 // Tools never write the marker themselves; they report what they cut.
                 let truncated = match (out.truncated, cut) {
                     (None, c) => c,
@@ -203,7 +209,7 @@ impl ToolRegistry {
                 }
             }
             Err(e) => {
-                let (text, _) = truncate(&format!("error: {e}"), limit.max(200));
+                let (text, _) = truncate(&secrets.text(&format!("error: {e}")), limit.max(200));
                 error_result(text)
             }
         }

@@ -193,6 +193,7 @@ impl Tool for SendKeysTool {
                 tool: "send-keys".into(),
                 actor: ctx.target.actor(),
                 command: text.clone(),
+                detail: None,
             };
             match ctx.approver.approve(request).await {
                 Approval::Approved => {}

@@ -202,6 +202,7 @@ impl Tool for ShellTool {
             tool: "run_shell".into(),
             actor: ctx.target.actor(),
             command: args.command.clone(),
+            detail: None,
         };
         match ctx.approver.approve(request).await {
             Approval::Approved => {}

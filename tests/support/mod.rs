@@ -140,7 +140,8 @@ const ISOLATED_ENV: &[&str] = &[
 ///   `XDG_CACHE_HOME` point into a fresh temp dir, so no real config leaks in and
 ///   nothing is written to the real home;
 /// - the working directory is a fresh `work/` dir in it, holding `buddy.toml` when
-///   [`BuddyCmd::config`] was given;
+///   [`BuddyCmd::config`] was given (trusted with `buddy trust`, as the user's
+///   own file would be) or [`BuddyCmd::project_config`] (left untrusted);
 /// - every `BUDDY_*`, `AGENT_*` and `*_API_KEY` variable is removed; `NO_COLOR=1`;
 /// - the proxy variables (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY`, in
 ///   either case) and `SSL_CERT_FILE`/`SSL_CERT_DIR` are removed: a developer's
@@ -154,6 +155,8 @@ pub struct BuddyCmd {
     args: Vec<OsString>,
     envs: Vec<(OsString, OsString)>,
     config: Option<String>,
+    /// Whether `config` is trusted (`buddy trust`) once written.
+    trust_config: bool,
     stdin: Option<Vec<u8>>,
     timeout: Duration,
 }
@@ -203,6 +206,7 @@ impl BuddyCmd {
             args: Vec::new(),
             envs: Vec::new(),
             config: None,
+            trust_config: true,
             stdin: None,
             timeout: DEFAULT_RUN_TIMEOUT,
         }
@@ -236,6 +240,15 @@ impl BuddyCmd {
     /// Writes `toml` to `buddy.toml` in the working dir before the run.
     pub fn config(mut self, toml: impl Into<String>) -> BuddyCmd {
         self.config = Some(toml.into());
+        self
+    }
+
+    /// Writes `toml` to `buddy.toml` in the working dir before the run, as a
+    /// file that came with the project: not trusted, so buddy holds back the
+    /// settings such a file may not use (see `buddy trust`).
+    pub fn project_config(mut self, toml: impl Into<String>) -> BuddyCmd {
+        self.config = Some(toml.into());
+        self.trust_config = false;
         self
     }
 
@@ -300,7 +313,26 @@ impl BuddyCmd {
             let path = self.work_dir().join("buddy.toml");
             std::fs::write(&path, toml)
                 .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+            if self.trust_config {
+                // The test's config stands for the user's own: trusted the way
+                // a user would, so its settings all apply.
+                let out = self
+                    .isolated(&["trust".into(), path.clone().into()])
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("run buddy trust");
+                assert!(
+                    out.status.success(),
+                    "buddy trust failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
         }
+        self.isolated(args)
+    }
+
+    /// The isolated command with `args`, writing nothing.
+    fn isolated(&self, args: &[OsString]) -> Command {
         let mut cmd = Command::new(buddy_bin());
         for (key, _) in std::env::vars_os() {
             let name = key.to_string_lossy();

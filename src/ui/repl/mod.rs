@@ -1146,6 +1146,7 @@ impl<'h> Repl<'h> {
                 tool,
                 actor,
                 command,
+                ..
             } => {
                 self.flush_partial();
                 self.set_state("awaiting approval");

@@ -1,0 +1,115 @@
+//! `buddy trust [PATH]`, the question asked on a terminal when an untrusted
+//! project config would be used, and the one warning line when it is used
+//! untrusted. The rules themselves live in `config::trust`.
+
+use super::{env, workdir, AppError, Exit};
+use crate::config::trust::{hold_back, store_path, TrustStore, Untrusted};
+use crate::config::{self, CliOverrides};
+use crate::text::one_line;
+use crate::ui::style::Style;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// `buddy trust [PATH]`: trusts the file (default: the project config here)
+/// as it is now, and says which of its settings that lets through.
+pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
+    let path = match path {
+        Some(p) => p,
+        None => config::project_file(&workdir())
+            .map(|(p, _)| p)
+            .ok_or_else(|| {
+                AppError::Usage(format!(
+                    "no buddy.toml or agent.toml in {}; name the file: `buddy trust PATH`",
+                    workdir().display()
+                ))
+            })?,
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| AppError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    // A file that does not parse would be refused anyway; say so now.
+    let mut file = config::parse(&text, Some(&path)).map_err(|e| AppError::Usage(e.to_string()))?;
+    let store = store()?;
+    let canonical = store.trust(&path, text.as_bytes()).map_err(|e| {
+        AppError::Failed(format!(
+            "cannot write the trust list {}: {e}",
+            store.path().display()
+        ))
+    })?;
+    let env_key = env("BUDDY_API_KEY")
+        .or_else(|| env("AGENT_API_KEY"))
+        .is_some();
+    let lets = hold_back(&mut file, &path, env_key).held_back;
+    let what = if lets.is_empty() {
+        String::new()
+    } else {
+        format!("; it may now set {}", lets.join(", "))
+    };
+    eprintln!(
+        "trusted {} as it is now{what} (a change makes it untrusted again)",
+        canonical.display()
+    );
+    Ok(Exit::Ok)
+}
+
+fn store() -> Result<TrustStore, AppError> {
+    store_path(&env)
+        .map(TrustStore::new)
+        .ok_or_else(|| AppError::Usage("no config directory: set HOME or XDG_CONFIG_HOME".into()))
+}
+
+/// On a terminal, before settings are loaded: asks once whether to trust a
+/// project config that has settings an untrusted one may not use.
+pub fn ask_if_untrusted(overrides: &CliOverrides) {
+    if overrides.config.is_some()
+        || !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
+    {
+        return;
+    }
+    let Ok((file, _)) = config::load_file(&workdir(), &env, overrides) else {
+        return;
+    };
+    let Some(u) = file.untrusted.filter(|u| !u.held_back.is_empty()) else {
+        return;
+    };
+    let Ok(text) = std::fs::read(&u.path) else {
+        return;
+    };
+    let style = Style::detect(!overrides.no_color);
+    eprint!(
+        "{} {} comes with this directory and sets {}. Trust it? [y/N] ",
+        style.warning("trust:"),
+        u.path.display(),
+        one_line(&u.held_back.join(", "), 300)
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return;
+    }
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        if let Ok(store) = store() {
+            if let Err(e) = store.trust(&u.path, &text) {
+                eprintln!(
+                    "{} cannot remember the trust: {e}",
+                    style.warning("warning:")
+                );
+            }
+        }
+    }
+}
+
+/// The one line said when an untrusted project config is used.
+pub fn warning(u: &Untrusted) -> Option<String> {
+    if u.held_back.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "ignoring {} from the untrusted {}; run `buddy trust` if you mean them",
+        one_line(&u.held_back.join(", "), 400),
+        shown(&u.path)
+    ))
+}
+
+fn shown(path: &Path) -> String {
+    one_line(&path.display().to_string(), 200)
+}
