@@ -916,12 +916,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn session_names_come_from_the_directory() {
-        assert_eq!(
-            default_session_name(Path::new("/home/me/my.project")),
-            "buddy-my-project"
+    fn session_names_come_from_the_directory_and_differ_per_path() {
+        let a = default_session_name(Path::new("/home/me/my.project"));
+        assert!(a.starts_with("buddy-my-project-"), "{a}");
+        assert_eq!(a.len(), "buddy-my-project-".len() + 6);
+        // Stable: users attach by it and configs may name it.
+        assert_eq!(a, default_session_name(Path::new("/home/me/my.project")));
+        assert_eq!(path_hash(b"/home/me/work"), 0x8c2132);
+        // Two projects with one name get two sessions.
+        let (x, y) = (
+            default_session_name(Path::new("/home/me/work")),
+            default_session_name(Path::new("/srv/other/work")),
         );
-        assert_eq!(default_session_name(Path::new("/")), "buddy-main");
+        assert!(x.starts_with("buddy-work-") && y.starts_with("buddy-work-"));
+        assert_ne!(x, y);
+        assert!(default_session_name(Path::new("/")).starts_with("buddy-root-"));
+        assert!(check_session_name(&x).is_ok());
         assert!(check_session_name("buddy-x").is_ok());
         assert!(check_session_name("a:b").is_err());
         assert!(check_session_name("-t").is_err());
