@@ -406,9 +406,6 @@ impl TmuxTarget {
         // the script run by sh.
         let direct = format!(" . {}", shell_quote(&job_file));
         let via_sh = format!(" sh {}", shell_quote(&job_file));
-        // A delimiter the job script cannot contain: its only line that
-        // comes from outside is quoted words after `printf`.
-        let eof = format!("BUDDY_JOB_{}_{n}", self.tag.replace('-', "_"));
         let script = format!(
             "{prev_check}\
              umask 077\n\
@@ -427,16 +424,14 @@ impl TmuxTarget {
              done\n\
              [ \"$mode\" = 1 ] && tmux send-keys -t {pane} -X cancel\n\
              rows=$(( (x + ${{#line}} - 1) / (w > 0 ? w : 1) + 1 ))\n\
-             {{ printf '%s\\n' \"printf '\\\\033[${{rows}}A\\\\r\\\\033[${{rows}}M'\"; cat <<'{eof}'\n\
-             {job}{eof}\n\
-             }} > {job_q} || exit 1\n\
+             printf '%s\\n%s' \"printf '\\\\033[${{rows}}A\\\\r\\\\033[${{rows}}M'\" {job} > {job_q} || exit 1\n\
              tmux send-keys -t {pane} -l -- \"$line\" || exit 1\n\
              tmux send-keys -t {pane} Enter || exit 1\n\
              echo typed\n",
             cmd_file = shell_quote(&self.file(n, "sh")),
             direct_q = shell_quote(&direct),
             via_sh_q = shell_quote(&via_sh),
-            job = self.job_script(n, command),
+            job = shell_quote(&self.job_script(n, command)),
             job_q = shell_quote(&job_file),
         );
         let (code, out, err) = super::run_script(
