@@ -452,6 +452,44 @@ fn wide_characters_edit_as_single_steps() {
     assert_eq!(last_user(&p.chat_requests()[0]), "日本éabc");
 }
 
+/// The managed session the banner names: `buddy-<dir>-<hash of its path>`.
+fn managed_session(banner: &str) -> String {
+    let name = banner
+        .split("tmux session ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session in the banner: {banner}"));
+    assert!(name.starts_with("buddy-work-"), "{name}");
+    name.to_string()
+}
+
+#[test]
+fn the_default_pane_runs_commands_in_the_project_directory() {
+    // A name no earlier run can have left in /.
+    let name = format!("buddy-touched-{}", std::process::id());
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("t", &format!("touch {name}; pwd"))]),
+        Reply::text("touched it"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let project = cmd.work_dir().canonicalize().expect("work dir");
+    // No flags: the REPL's default, a shared pane in a new session.
+    let t = repl(&cmd, &[]);
+    t.line("make the file");
+    t.wait_text("touched it");
+    assert!(project.join(&name).exists(), "not in the project directory");
+    assert!(
+        !std::path::Path::new("/").join(&name).exists(),
+        "landed in /"
+    );
+    assert!(
+        tool_result(&p.chat_requests()[1], "t")
+            .ends_with(&format!("stdout:\n{}", project.display())),
+        "{}",
+        tool_result(&p.chat_requests()[1], "t")
+    );
+}
+
 #[test]
 fn the_banner_says_where_shell_commands_run_and_how_to_watch() {
     let p = FakeProvider::start(vec![
@@ -463,14 +501,18 @@ fn the_banner_says_where_shell_commands_run_and_how_to_watch() {
     // Joined, since the attach line is wider than the pane.
     let joined = |t: &Tmux, target: &str| t.tmux_cmd(&["capture-pane", "-p", "-J", "-t", target]);
     let banner = joined(&t, "buddy-test");
+    let session = managed_session(&banner);
     assert!(
-        banner.contains("shell commands run in tmux session buddy-work (window buddy-shared); watch with: tmux attach -t buddy-work"),
+        banner.contains(&format!(
+            "shell commands run in tmux session {session} (window buddy-shared) in {}; watch with: tmux attach -t {session}",
+            cmd.work_dir().display()
+        )),
         "{banner}"
     );
     t.line("run it");
     t.wait_text("ran it");
-    let pane = joined(&t, "=buddy-work:buddy-shared");
-    assert!(pane.contains("echo seen-in-the-pane"), "{pane}");
+    let pane = joined(&t, &format!("={session}:buddy-shared"));
+    assert!(pane.contains("$ echo seen-in-the-pane"), "{pane}");
     assert!(tool_result(&p.chat_requests()[1], "one").ends_with("stdout:\nseen-in-the-pane"));
 
     // With --no-tmux, commands run directly and there is nothing to attach to.

@@ -52,6 +52,31 @@ fn pane_text(cmd: &BuddyCmd, session: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The one session on buddy's private tmux server (its name comes from the
+/// working directory's path).
+fn only_session(cmd: &BuddyCmd) -> String {
+    let out = cmd.tmux(&["list-sessions", "-F", "#{session_name}"]);
+    let names = String::from_utf8_lossy(&out.stdout).into_owned();
+    let names: Vec<&str> = names.lines().collect();
+    assert_eq!(names.len(), 1, "sessions: {names:?}");
+    names[0].to_string()
+}
+
+/// Fails when the pane shows any of buddy's plumbing rather than just the
+/// commands, their output and failing statuses.
+fn assert_no_plumbing(pane: &str) {
+    for word in [
+        "trap",
+        "tee ",
+        "wait-for",
+        "buddy-tmux.",
+        "exec tee",
+        "3>&1",
+    ] {
+        assert!(!pane.contains(word), "the pane shows {word:?}:\n{pane}");
+    }
+}
+
 #[test]
 fn run_shell_in_the_pane_returns_exact_output_and_exit_code() {
     let p = FakeProvider::start(vec![
@@ -79,10 +104,13 @@ fn run_shell_in_the_pane_returns_exact_output_and_exit_code() {
     let out = cmd.run();
     out.assert_success();
     assert_eq!(out.stdout, "done\n");
+    let session = only_session(&cmd);
+    assert!(session.starts_with("buddy-work-"), "{session}");
     assert!(
-        out.stderr.contains(
-            "tmux session buddy-work (window buddy-shared); watch with: tmux attach -t buddy-work"
-        ),
+        out.stderr.contains(&format!(
+            "tmux session {session} (window buddy-shared) in {}; watch with: tmux attach -t {session}",
+            cmd.work_dir().display()
+        )),
         "attach instructions missing: {}",
         out.stderr
     );
@@ -100,10 +128,28 @@ fn run_shell_in_the_pane_returns_exact_output_and_exit_code() {
         "{}",
         result_of(&reqs, "c")
     );
-    // A person attached saw the command typed and its output.
-    let pane = pane_text(&cmd, "buddy-work");
-    assert!(pane.contains("printf 'out line\\n'"), "{pane}");
-    assert!(pane.contains("err line"), "{pane}");
+    // A person attached saw each command, its output and failing statuses,
+    // and none of the plumbing that runs them.
+    let pane = pane_text(&cmd, &session);
+    // (stdout and stderr reach the screen through two tees, in either order)
+    let first = pane
+        .split("$ printf 'out line\\n'; printf 'err line\\n' >&2; exit 3\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("first command not shown: {pane}"));
+    let first = first.split("$ ").next().unwrap_or_default();
+    assert!(
+        first.contains("out line\n")
+            && first.contains("err line\n")
+            && first.ends_with("[exit 3]\n"),
+        "{pane}"
+    );
+    assert!(
+        pane.contains("$ printf 'x\\ty!\\n'\n> echo second-line\n"),
+        "{pane}"
+    );
+    assert!(!pane.contains("[exit 0]"), "{pane}");
+    assert!(pane.contains("[exit 143]"), "{pane}");
+    assert_no_plumbing(&pane);
     // The tool descriptions offered the pane tools and the wait modes.
     let tools = reqs[0].json()["tools"].to_string();
     assert!(tools.contains("capture-pane") && tools.contains("send-keys"));
@@ -185,7 +231,7 @@ fn a_duration_wait_expires_a_busy_pane_refuses_and_ctrl_c_stops_it() {
         b.contains("still running") && b.contains("sleep 31.25"),
         "{b}"
     );
-    let pane = pane_text(&cmd, "buddy-work");
+    let pane = pane_text(&cmd, &only_session(&cmd));
     assert!(!pane.contains("should-not-run\n"), "{pane}");
     assert_eq!(
         result_of(&reqs, "d"),
@@ -267,7 +313,7 @@ fn starting_inside_the_managed_pane_is_refused() {
     // buddy's own pane is the managed one: session buddy-work, window buddy-shared.
     let t = Tmux::start_in(
         &cmd,
-        &["exec", "--tmux", "hello"],
+        &["exec", "--tmux=buddy-work", "hello"],
         "buddy-work",
         Some("buddy-shared"),
     );
@@ -337,9 +383,11 @@ fn capture_pane_reads_scrollback_ranges_and_other_panes() {
         call("g", "capture-pane", json!({"pane": "nosuch:pane"})),
         Reply::text("done"),
     ]);
-    let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
-        .args(["exec", "--tmux", "go"]);
+    // Named, so the model's commands can address the session.
+    let cmd =
+        BuddyCmd::new()
+            .config(config_no_confirm(&p))
+            .args(["exec", "--tmux=buddy-work", "go"]);
     cmd.run().assert_success();
     let reqs = p.chat_requests();
     // From the start of history: the first rows, long scrolled off the screen.

@@ -36,7 +36,7 @@ pub fn render(ctx: &PromptContext<'_>) -> String {
     };
     let mut execution = String::new();
     if ctx.tmux {
-        execution.push_str("- Shell commands run in a shared tmux pane the user may be watching. Start long-running\n  commands with `wait: false` (or a duration) and follow them with capture-pane; drive\n  interactive programs with send-keys. Each command runs in a fresh subshell.\n");
+        execution.push_str("- Shell commands run in a shared tmux pane the user may be watching. Start long-running\n  commands with `wait: false` (or a duration) and follow them with capture-pane; drive\n  interactive programs with send-keys. Each command runs in a fresh subshell\n  that starts in the working directory.\n");
     } else {
         execution.push_str(
             "- Shell commands run non-interactively with `sh -c`; they must not wait for input.\n",

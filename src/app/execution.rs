@@ -197,19 +197,27 @@ pub(crate) async fn open(
     if !wanted {
         return Ok(direct(base, label));
     }
+    // Commands in the pane start where buddy was started, as the file tools'
+    // relative paths do.
+    let workdir = std::env::current_dir().map_err(|source| HostError::Io {
+        context: "cannot read the working directory",
+        source,
+    })?;
     let session = match args.tmux.as_deref().filter(|s| !s.is_empty()) {
         Some(s) => s.to_string(),
         None => match &settings.execution.tmux_session {
             Some(s) => s.clone(),
-            None => default_session_name(&std::env::current_dir().unwrap_or_default()),
+            // Canonical, so every spelling of the directory finds one session.
+            None => default_session_name(&workdir.canonicalize().unwrap_or(workdir.clone())),
         },
     };
-    match TmuxTarget::open(base.clone(), &session).await {
+    match TmuxTarget::open(base.clone(), &session, &workdir).await {
         Ok(t) => {
             let attach = format!(
-                "shell commands run in tmux session {} (window {}); watch with: {}",
+                "shell commands run in tmux session {} (window {}) in {}; watch with: {}",
                 t.session(),
                 crate::host::tmux::WINDOW,
+                crate::text::visible(t.workdir()),
                 interactive_command(&t.attach_command())
             );
             let pane = Arc::new(t);

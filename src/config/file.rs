@@ -314,7 +314,7 @@ pub struct ExecutionSection {
     /// is installed on the target.
     #[serde(default = "yes")]
     pub tmux: bool,
-    /// The managed tmux session's name; by default `buddy-<directory name>`.
+    /// The managed tmux session's name; by default `buddy-<directory name>-<path hash>`.
     pub tmux_session: Option<String>,
 }
 

@@ -31,6 +31,11 @@ pub struct TmuxTarget {
     pane: String,
     /// Private directory on the target for command output and exit codes.
     dir: String,
+    /// Where every command starts (`cd` in its subshell), whatever the pane's
+    /// shell was moved to: buddy's working directory on this host, the
+    /// directory remote commands start in elsewhere. File tools resolve
+    /// relative paths against the same one.
+    workdir: String,
     /// Makes wait-for channel names unique to this buddy process.
     tag: String,
     next: AtomicU64,
@@ -65,8 +70,13 @@ pub struct CaptureOptions {
     pub delay: Option<Duration>,
 }
 
-/// A `buddy-<name>` session name from a directory name, as tmux accepts it.
+/// The default session name for a working directory: `buddy-<name>-<hash>`,
+/// the directory's name (as tmux accepts it, for a readable `tmux attach`)
+/// and six hex digits of a hash of the whole path, so two projects that share
+/// a name never share a pane and type into each other's commands. `cwd`
+/// should be canonical, so every way of spelling the path names one session.
 pub fn default_session_name(cwd: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
     let base = cwd
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
@@ -82,12 +92,25 @@ pub fn default_session_name(cwd: &Path) -> String {
         })
         .take(40)
         .collect();
-    let clean = clean.trim_matches('-');
-    if clean.is_empty() {
-        "buddy-main".to_string()
-    } else {
-        format!("buddy-{clean}")
+    let clean = match clean.trim_matches('-') {
+        "" => "root",
+        c => c,
+    };
+    format!(
+        "buddy-{clean}-{:06x}",
+        path_hash(cwd.as_os_str().as_bytes())
+    )
+}
+
+/// 24 bits of FNV-1a: stable across builds and platforms (std's hasher is
+/// not promised to be), which a name users type and scripts keep needs.
+fn path_hash(bytes: &[u8]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
     }
+    ((h ^ (h >> 32)) & 0xff_ffff) as u32
 }
 
 /// Session names tmux would misread (`:` and `.` separate targets).
@@ -144,7 +167,14 @@ impl TmuxTarget {
     /// Finds or creates `session` with its `buddy-shared` window on `base`, and
     /// a private directory for command results. Refuses to run from inside the
     /// managed pane itself, where typing commands would type into buddy.
-    pub async fn open(base: Arc<dyn Target>, session: &str) -> Result<TmuxTarget, HostError> {
+    /// `workdir` is buddy's working directory, where commands start on this
+    /// host; a remote base's own starting directory is used instead, the one
+    /// its file operations see.
+    pub async fn open(
+        base: Arc<dyn Target>,
+        session: &str,
+        workdir: &Path,
+    ) -> Result<TmuxTarget, HostError> {
         check_session_name(session)?;
         let s = shell_quote(&format!("={session}"));
         let w = shell_quote(&format!("={session}:{WINDOW}"));
@@ -162,22 +192,31 @@ impl TmuxTarget {
             ),
             None => String::new(),
         };
+        // Locally the script starts in `workdir`; a remote one starts where
+        // that target's commands (and relative file paths) always do.
+        let wd = if base.is_local() {
+            shell_quote(&workdir.to_string_lossy())
+        } else {
+            "\"$(pwd)\"".to_string()
+        };
         let script = format!(
             "command -v tmux >/dev/null 2>&1 || {{ echo no-tmux; exit 0; }}\n\
              {here_check}\
+             wd={wd}\n\
              if ! tmux has-session -t {s} 2>/dev/null; then\n\
-               tmux new-session -d -s {name} -n {WINDOW} -x 200 -y 50 || exit 1\n\
+               tmux new-session -d -s {name} -n {WINDOW} -c \"$wd\" -x 200 -y 50 || exit 1\n\
                echo created\n\
              elif ! tmux list-windows -t {s} -F '#{{window_name}}' | grep -qx {WINDOW}; then\n\
-               tmux new-window -d -t {s} -n {WINDOW} || exit 1\n\
+               tmux new-window -d -t {s} -n {WINDOW} -c \"$wd\" || exit 1\n\
                echo created\n\
              fi\n\
              tmux display-message -p -t {w} 'pane #{{pane_id}}' || exit 1\n\
              d=$(mktemp -d \"${{TMPDIR:-/tmp}}/buddy-tmux.XXXXXX\") || exit 1\n\
-             echo \"dir $d\"\n",
+             echo \"dir $d\"\n\
+             echo \"cwd $wd\"\n",
             name = shell_quote(session),
         );
-        let (code, out, err) = super::run_script(base.as_ref(), &script, Path::new("/"), None)
+        let (code, out, err) = super::run_script(base.as_ref(), &script, workdir, None)
             .await
             .map_err(|source| HostError::TmuxStart {
                 actor: base.actor(),
@@ -198,7 +237,14 @@ impl TmuxTarget {
             out.lines()
                 .find_map(|l| l.strip_prefix(key).map(str::to_string))
         };
-        let (Some(pane), Some(dir), Some(0)) = (field("pane "), field("dir "), code) else {
+        let workdir = if base.is_local() {
+            Some(workdir.to_string_lossy().to_string())
+        } else {
+            field("cwd ")
+        };
+        let (Some(pane), Some(dir), Some(workdir), Some(0)) =
+            (field("pane "), field("dir "), workdir, code)
+        else {
             let err = String::from_utf8_lossy(&err);
             let why = err
                 .lines()
@@ -216,6 +262,7 @@ impl TmuxTarget {
             session: session.to_string(),
             pane,
             dir,
+            workdir,
             tag: format!(
                 "buddy-{}-{:x}",
                 std::process::id(),
@@ -260,6 +307,11 @@ impl TmuxTarget {
         &self.base
     }
 
+    /// The directory every command starts in.
+    pub fn workdir(&self) -> &str {
+        &self.workdir
+    }
+
     /// The command that attaches to the managed session, to be run the way
     /// the target runs interactive commands.
     pub fn attach_command(&self) -> String {
@@ -280,16 +332,42 @@ impl TmuxTarget {
         format!("{}/{n}.{ext}", self.dir)
     }
 
-    /// The command typed into the pane: `command` in a subshell, its stdout and
-    /// stderr each teed to the screen and to a file, its status written once it
-    /// ends, a done marker once the tees have flushed, then the channel
-    /// signalled (by a tmux client off the terminal: on one, it would need
-    /// terminfo, which bare containers lack). The tees and the recording shell
-    /// survive Ctrl-C, so an interrupted command still reports (code 130).
-    fn wrapper(&self, n: u64, command: &str) -> String {
+    /// What runs the command file `file` inside the job's subshell, once it
+    /// is in the working directory. Sourced, so the pane shell's aliases and
+    /// functions apply as they would to a typed line. The one place a wrapper
+    /// (a sandbox) would go: `WRAPPER sh FILE` instead.
+    fn run_line(&self, file: &str) -> String {
+        format!(". {}", shell_quote(file))
+    }
+
+    /// The job script the pane sources. The command lives in a file of its
+    /// own, so a `#`, an unclosed quote or a syntax error in it cannot swallow
+    /// the bookkeeping, and nothing in it is typed (no history expansion of
+    /// `!`, no line editing of control characters, no length limit):
+    ///
+    /// - first, erase the short line that was typed to start it (the caller
+    ///   puts `printf` of the cursor movement above this text) and show
+    ///   `$ COMMAND` instead, made visible and clipped;
+    /// - the command in a subshell that starts with `cd` to the working
+    ///   directory, its stdout and stderr each teed to the screen and to a
+    ///   file, its status written once it ends;
+    /// - `[exit N]` on the screen when it failed, a done marker, then the
+    ///   channel signalled (by a tmux client off the terminal: on one, it
+    ///   would need terminfo, which bare containers lack).
+    ///
+    /// All of it runs in a subshell that survives Ctrl-C, as do the tees, so
+    /// an interrupted command still reports (code 130) and nothing is left
+    /// set in the user's shell.
+    fn job_script(&self, n: u64, command: &str) -> String {
         let q = |ext: &str| shell_quote(&self.file(n, ext));
         format!(
-            " {{ {{ trap : INT; ( {command}\n); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); : >{d}; tmux wait-for -S {chan} </dev/null",
+            "( trap : INT; printf '%s\\n' {shown}; \
+             {{ {{ trap : INT; ( cd -- {wd} || exit; {run} ); echo $? >{c}; }} 2>&1 >&3 3>&- | (trap '' INT; exec tee {e}) >&2 3>&-; }} 3>&1 | (trap '' INT; exec tee {o}); \
+             read -r s <{c}; [ \"${{s:-0}}\" = 0 ] || printf '[exit %s]\\n' \"$s\"; \
+             : >{d}; tmux wait-for -S {chan} </dev/null )\n",
+            shown = shown_command(command),
+            wd = shell_quote(&self.workdir),
+            run = self.run_line(&self.file(n, "sh")),
             c = q("c"),
             d = q("d"),
             e = q("e"),
@@ -298,10 +376,11 @@ impl TmuxTarget {
         )
     }
 
-    /// Types `command` into the pane. Refuses, with a message for the model,
-    /// when an earlier command is still running or another program holds the
-    /// pane (after a second's grace: one just interrupted takes a moment to
-    /// finish).
+    /// Starts `command` in the pane: writes it and its job script to the
+    /// target, and types one short line that sources the script. Refuses,
+    /// with a message for the model, when an earlier command is still
+    /// running or another program holds the pane (after a second's grace:
+    /// one just interrupted takes a moment to finish). One round trip.
     pub async fn start(&self, command: &str) -> Result<Job, HostError> {
         let previous = self.running_job();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
@@ -318,62 +397,54 @@ impl TmuxTarget {
         let posix = POSIX_SHELLS.join("|");
         let other = OTHER_SHELLS.join("|");
         let pane = shell_quote(&self.pane);
-        // What the shell would rewrite or the line editor would act on (Tab,
-        // control keys, `!` history expansion) is not typed: the command goes
-        // to a file on the target and the pane sources it.
-        let body = if typeable(command) {
-            command.to_string()
-        } else {
-            let file = self.file(n, "sh");
-            let (code, _, err) = super::run_script(
-                self.base.as_ref(),
-                &format!("umask 077; cat > {}", shell_quote(&file)),
-                Path::new("/"),
-                Some(command.as_bytes()),
-            )
-            .await
-            .map_err(|source| HostError::Io {
-                context: "cannot reach tmux",
-                source,
-            })?;
-            if code != Some(0) {
-                return Err(HostError::WriteCommand {
-                    detail: String::from_utf8_lossy(&err).trim().to_string(),
-                });
-            }
-            format!(". {}", shell_quote(&file))
-        };
-        let wrapper = self.wrapper(n, &body);
-        let direct = type_lines(&pane, &wrapper);
-        // A shell with another syntax gets the wrapper handed to sh.
-        let via_sh = type_lines(
-            &pane,
-            &format!(" sh -c {}", shell_quote(wrapper.trim_start())),
-        );
+        let job_file = self.file(n, "run");
+        // The typed line is short and starts with a space (kept out of the
+        // history by most shells). The job script erases the rows it took
+        // (the cursor is on the row after them), deleting those lines: an
+        // erase from the screen's top corner would push the screen into the
+        // scrollback, where tmux keeps it. A shell with another syntax gets
+        // the script run by sh.
+        let direct = format!(" . {}", shell_quote(&job_file));
+        let via_sh = format!(" sh {}", shell_quote(&job_file));
         let script = format!(
             "{prev_check}\
+             umask 077\n\
+             cat > {cmd_file} || exit 1\n\
              i=0\n\
              while :; do\n\
-               info=$(tmux display-message -p -t {pane} '#{{pane_in_mode}} #{{pane_current_command}}') || exit 1\n\
-               mode=${{info%% *}}; cur=${{info#* }}; cur=${{cur#-}}; cur=${{cur##*/}}\n\
+               info=$(tmux display-message -p -t {pane} '#{{pane_in_mode}} #{{cursor_x}} #{{pane_width}} #{{pane_current_command}}') || exit 1\n\
+               set -- $info\n\
+               mode=$1; x=$2; w=$3; cur=${{4:-}}; cur=${{cur#-}}; cur=${{cur##*/}}\n\
                case \"$cur\" in\n\
-                 {posix}) direct=1; break ;;\n\
-                 {other}) direct=0; break ;;\n\
+                 {posix}) line={direct_q}; break ;;\n\
+                 {other}) line={via_sh_q}; break ;;\n\
                esac\n\
                i=$((i+1)); [ $i -ge 10 ] && {{ echo \"busy $cur\"; exit 0; }}\n\
                sleep 0.05 2>/dev/null || sleep 1\n\
              done\n\
              [ \"$mode\" = 1 ] && tmux send-keys -t {pane} -X cancel\n\
-             if [ $direct = 1 ]; then\n{direct}else\n{via_sh}fi\n\
+             rows=$(( (x + ${{#line}} - 1) / (w > 0 ? w : 1) + 1 ))\n\
+             printf '%s\\n%s' \"printf '\\\\033[${{rows}}A\\\\r\\\\033[${{rows}}M'\" {job} > {job_q} || exit 1\n\
+             tmux send-keys -t {pane} -l -- \"$line\" || exit 1\n\
              tmux send-keys -t {pane} Enter || exit 1\n\
-             echo typed\n"
+             echo typed\n",
+            cmd_file = shell_quote(&self.file(n, "sh")),
+            direct_q = shell_quote(&direct),
+            via_sh_q = shell_quote(&via_sh),
+            job = shell_quote(&self.job_script(n, command)),
+            job_q = shell_quote(&job_file),
         );
-        let (code, out, err) = super::run_script(self.base.as_ref(), &script, Path::new("/"), None)
-            .await
-            .map_err(|source| HostError::Io {
-                context: "cannot reach tmux",
-                source,
-            })?;
+        let (code, out, err) = super::run_script(
+            self.base.as_ref(),
+            &script,
+            Path::new("/"),
+            Some(command.as_bytes()),
+        )
+        .await
+        .map_err(|source| HostError::Io {
+            context: "cannot reach tmux",
+            source,
+        })?;
         let out = String::from_utf8_lossy(&out);
         let out = out.trim();
         if out == "running" {
@@ -734,27 +805,22 @@ fn last_line(stderr: &str) -> String {
         .to_string()
 }
 
-fn type_lines(pane: &str, text: &str) -> String {
-    let mut typing = String::new();
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            typing.push_str(&format!("tmux send-keys -t {pane} Enter\n"));
-        }
-        if !line.is_empty() {
-            typing.push_str(&format!(
-                "tmux send-keys -t {pane} -l -- {} || exit 1\n",
-                shell_quote(line)
-            ));
-        }
-    }
-    typing
-}
+/// Longest command text the pane shows; the command itself is not cut.
+const SHOWN_MAX: usize = 2_000;
 
-/// Whether `command` survives being typed at an interactive shell unchanged.
-fn typeable(command: &str) -> bool {
-    command.len() <= 1000
-        && !command.contains('!')
-        && !command.chars().any(|c| c.is_control() && c != '\n')
+/// `command` as the pane shows it, as quoted `printf` words: `$ ` and the
+/// first line, `> ` and each further one, control characters made visible
+/// (a command must not be able to redraw the screen it is shown on), clipped
+/// to [`SHOWN_MAX`] characters.
+fn shown_command(command: &str) -> String {
+    let text = crate::text::visible(command);
+    let text = crate::text::clip(&text, SHOWN_MAX);
+    text.trim_end_matches('\n')
+        .split('\n')
+        .enumerate()
+        .map(|(i, line)| shell_quote(&format!("{} {line}", if i == 0 { '$' } else { '>' })))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn one_line(s: &str) -> String {
@@ -827,10 +893,11 @@ impl Target for TmuxTarget {
 
     fn description(&self) -> String {
         format!(
-            "{}; shell commands run in the shared tmux pane {} (session {}, window {WINDOW}) where the user can watch",
+            "{}; shell commands run in the shared tmux pane {} (session {}, window {WINDOW}) where the user can watch, each starting in {}",
             self.base.description(),
             self.pane,
-            self.session
+            self.session,
+            self.workdir
         )
     }
 
@@ -844,23 +911,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn session_names_come_from_the_directory() {
-        assert_eq!(
-            default_session_name(Path::new("/home/me/my.project")),
-            "buddy-my-project"
+    fn session_names_come_from_the_directory_and_differ_per_path() {
+        let a = default_session_name(Path::new("/home/me/my.project"));
+        assert!(a.starts_with("buddy-my-project-"), "{a}");
+        assert_eq!(a.len(), "buddy-my-project-".len() + 6);
+        // Stable: users attach by it and configs may name it.
+        assert_eq!(a, default_session_name(Path::new("/home/me/my.project")));
+        assert_eq!(path_hash(b"/home/me/work"), 0x8c2132);
+        // Two projects with one name get two sessions.
+        let (x, y) = (
+            default_session_name(Path::new("/home/me/work")),
+            default_session_name(Path::new("/srv/other/work")),
         );
-        assert_eq!(default_session_name(Path::new("/")), "buddy-main");
+        assert!(x.starts_with("buddy-work-") && y.starts_with("buddy-work-"));
+        assert_ne!(x, y);
+        assert!(default_session_name(Path::new("/")).starts_with("buddy-root-"));
+        assert!(check_session_name(&x).is_ok());
         assert!(check_session_name("buddy-x").is_ok());
         assert!(check_session_name("a:b").is_err());
         assert!(check_session_name("-t").is_err());
     }
 
     #[test]
-    fn only_plain_commands_are_typed() {
-        assert!(typeable("ls -la | grep x && echo 'a b'\ncat f"));
-        assert!(!typeable("echo hi!"));
-        assert!(!typeable("printf 'a\tb'"));
-        assert!(!typeable(&"x".repeat(2000)));
+    fn the_pane_shows_the_command_visible_and_clipped() {
+        assert_eq!(shown_command("ls -la"), "'$ ls -la'");
+        assert_eq!(
+            shown_command("echo 'a'\ncat f\n"),
+            r#"'$ echo '\''a'\''' '> cat f'"#
+        );
+        // An escape sequence cannot reach the terminal as itself.
+        let shown = shown_command("printf '\x1b[2J'; echo\rhidden");
+        assert!(!shown.contains('\x1b') && !shown.contains('\r'), "{shown}");
+        assert!(shown.contains('\u{241b}'), "{shown}");
+        assert!(shown_command(&"x".repeat(100_000)).len() < SHOWN_MAX + 100);
     }
 
     #[test]

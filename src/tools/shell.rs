@@ -148,7 +148,7 @@ impl Tool for ShellTool {
         }
         ToolDefinition::function(
             "run_shell",
-            "Run a shell command in the shared tmux pane, where the user can watch, and return its exact exit code, stdout and stderr. Each command runs in a subshell of the pane's shell (cd and export do not carry over; chain with &&). One command at a time: a new one is refused while the last still runs. For full-screen or interactive programs use send-keys, and capture-pane to read the screen. Long output is truncated.",
+            "Run a shell command in the shared tmux pane, where the user can watch, and return its exact exit code, stdout and stderr. Each command runs in a subshell of the pane's shell that starts in the working directory (cd and export do not carry over; chain with &&). One command at a time: a new one is refused while the last still runs. For full-screen or interactive programs use send-keys, and capture-pane to read the screen. Long output is truncated.",
             json!({
                 "type": "object",
                 "properties": {
