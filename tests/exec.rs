@@ -960,6 +960,7 @@ fn tool_calls_and_results_read_as_a_person_would() {
     assert!(err.contains("  ← oops\n  ✗ run_shell: exit 3"), "{err}");
     assert!(err.contains("▶ write notes.txt (2 lines, 8 B)"), "{err}");
     assert!(!err.contains("{\"command\""), "raw JSON shown: {err}");
+}
 
 #[test]
 fn config_from_dev_zero_is_one_line_error_at_once() {
