@@ -80,8 +80,21 @@ fn assert_no_assistant_message_saved(cmd: &BuddyCmd) {
         values.iter().any(|v| has_role(v, "user")),
         "the prompt was not saved: {text}"
     );
+    // Text shown before the cut is journaled (what the user saw survives a
+    // kill), so it may stay as an answer marked interrupted, never as whole.
+    let whole = text.lines().any(|l| {
+        l.contains("\"role\":\"assistant\"")
+            && !l.contains("[interrupted: the answer was cut off here]")
+    });
+    assert!(!whole, "a complete assistant message was saved: {text}");
+}
+
+/// Nothing at all from the model was saved (nothing was shown either).
+fn assert_no_assistant_message_at_all(cmd: &BuddyCmd) {
+    let files = session_files(cmd);
+    let text = std::fs::read_to_string(&files[0]).expect("session file");
     assert!(
-        !values.iter().any(|v| has_role(v, "assistant")),
+        !text.contains("\"role\":\"assistant\""),
         "an assistant message was saved: {text}"
     );
 }
@@ -286,6 +299,7 @@ fn a_stream_of_only_done_is_an_error_and_saves_no_empty_answer() {
     );
     assert_eq!(out.stdout, "");
     assert_no_assistant_message_saved(&cmd);
+    assert_no_assistant_message_at_all(&cmd);
 }
 
 #[test]
