@@ -14,7 +14,22 @@ use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec}
 use support::{fake_config, BuddyCmd, TempDir};
 
 fn outside_temp() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-tests")
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let temp_dirs = [
+        std::env::temp_dir(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev/shm"),
+    ];
+    if !temp_dirs.iter().any(|t| target.starts_with(t)) {
+        return target.join("sandbox-tests");
+    }
+    // A checkout under /tmp (a fresh clone may be): the runner's own cache
+    // directory is outside every directory the sandbox leaves writable.
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .expect("HOME is set");
+    home.join(".cache").join("buddy-sandbox-tests")
 }
 
 fn config(p: &FakeProvider, tools: &str) -> String {
@@ -50,7 +65,10 @@ fn run(tools: &str, extra_args: &[&str], calls: Vec<ToolCallSpec>) -> (BuddyCmd,
         .config(config(&p, tools))
         .args(args);
     assert!(
-        !cmd.work_dir().starts_with(std::env::temp_dir()),
+        ["/tmp", "/var/tmp", "/dev/shm"]
+            .iter()
+            .chain([std::env::temp_dir().to_str().unwrap_or("/tmp")].iter())
+            .all(|t| !cmd.work_dir().starts_with(t)),
         "the workdir must be outside the temp dirs"
     );
     let out = cmd.run();
