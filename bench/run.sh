@@ -73,6 +73,9 @@ model = "fake-model"
 [tools]
 shell_confirm = false
 TOML
+    # The bench stands in for the user's own config: trusted, so its
+    # shell_confirm applies (an old binary without `trust` needs nothing).
+    "$BUDDY" trust "$1/buddy.toml" > /dev/null 2>&1 || true
 }
 
 # stats LABEL JSON: min and median from a hyperfine export, in ms.
