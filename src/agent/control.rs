@@ -355,3 +355,130 @@ impl Approver for Gate {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::protocol::Event;
+    use tokio::sync::mpsc;
+
+    fn gate() -> (Arc<Gate>, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(64);
+        let control = Control::new(
+            Emitter::new(tx),
+            ApprovalRules::default(),
+            QueueMode::OneAtATime,
+            QueueMode::OneAtATime,
+        );
+        (Arc::new(Gate { control }), rx)
+    }
+
+    fn shell(id: &str, command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: id.into(),
+            tool: "run_shell".into(),
+            actor: "me@here".into(),
+            command: command.into(),
+            detail: None,
+        }
+    }
+
+    /// Asks, waits for the question and answers it with `decision`.
+    async fn answered(
+        gate: &Arc<Gate>,
+        rx: &mut mpsc::Receiver<Event>,
+        request: ApprovalRequest,
+        decision: Decision,
+    ) -> (Approval, Option<String>) {
+        let g = gate.clone();
+        let asking = tokio::spawn(async move { g.approve(request).await });
+        let offered = match rx.recv().await.map(|e| e.kind) {
+            Some(EventKind::ApprovalRequested {
+                call_id, always, ..
+            }) => {
+                assert!(gate.control.answer(&call_id, decision));
+                always
+            }
+            other => panic!("expected a question, got {other:?}"),
+        };
+        (asking.await.expect("the gate answers"), offered)
+    }
+
+    #[tokio::test]
+    async fn always_allows_its_prefix_but_never_what_the_denylist_refuses() {
+        let (gate, mut rx) = gate();
+        let (first, offered) = answered(
+            &gate,
+            &mut rx,
+            shell("1", "rm scratch.txt"),
+            Decision::ApproveAlways,
+        )
+        .await;
+        assert_eq!(
+            (first, offered.as_deref()),
+            (Approval::Approved, Some("rm"))
+        );
+        match rx.recv().await.map(|e| e.kind) {
+            Some(EventKind::ApprovalDecided { by, always, .. }) => {
+                assert_eq!((by, always.as_deref()), (DecidedBy::User, Some("rm")))
+            }
+            other => panic!("{other:?}"),
+        }
+
+        assert_eq!(
+            gate.approve(shell("2", "rm other.txt")).await,
+            Approval::Approved
+        );
+        match rx.recv().await.map(|e| e.kind) {
+            Some(EventKind::ApprovalDecided { by, always, .. }) => {
+                assert_eq!((by, always.as_deref()), (DecidedBy::AllowList, Some("rm")))
+            }
+            other => panic!("{other:?}"),
+        }
+
+        for command in ["rm -rf /", "rm -rf ~", "rm -rf --no-preserve-root /"] {
+            let refused = gate.approve(shell("3", command)).await;
+            assert!(
+                matches!(refused, Approval::Refused { .. }),
+                "{command}: {refused:?}"
+            );
+            match rx.recv().await.map(|e| e.kind) {
+                Some(EventKind::ApprovalDecided { by, .. }) => assert_eq!(by, DecidedBy::Denylist),
+                other => panic!("{other:?}"),
+            }
+        }
+
+        // A compound command does not ride on the prefix: it is asked about.
+        let (denied, offered) = answered(
+            &gate,
+            &mut rx,
+            shell("4", "rm a; reboot"),
+            Decision::Deny { reason: None },
+        )
+        .await;
+        assert!(matches!(denied, Approval::Denied { .. }));
+        assert_eq!(offered, None);
+    }
+
+    #[tokio::test]
+    async fn always_is_only_this_once_where_nothing_was_offered() {
+        let (gate, mut rx) = gate();
+        let (first, offered) = answered(
+            &gate,
+            &mut rx,
+            shell("1", "ls | wc -l"),
+            Decision::ApproveAlways,
+        )
+        .await;
+        assert_eq!((first, offered), (Approval::Approved, None));
+        let _decided = rx.recv().await;
+        let (again, _) = answered(
+            &gate,
+            &mut rx,
+            shell("2", "ls | wc -l"),
+            Decision::Deny { reason: None },
+        )
+        .await;
+        assert!(matches!(again, Approval::Denied { .. }));
+    }
+}

@@ -97,14 +97,15 @@ pub fn detail_lines(detail: &str, style: Style) -> Vec<String> {
     out
 }
 
-/// The keys an approval prompt offers, naming exactly what "always" allows.
+/// The keys an approval prompt offers, naming exactly what "always" allows
+/// (kept short: the REPL's prompt is one terminal line).
 pub fn approval_choices(always: Option<&str>) -> String {
     match always {
         Some(prefix) => format!(
-            "-- approve? [y]es / [n]o / [a]lways `{}` / [e]xplain why not",
+            "-- approve? [y]es [n]o [a]lways `{}` [e]xplain",
             crate::text::visible(prefix)
         ),
-        None => "-- approve? [y]es / [n]o / [e]xplain why not".to_string(),
+        None => "-- approve? [y]es [n]o [e]xplain".to_string(),
     }
 }
 

@@ -1272,7 +1272,12 @@ impl<'h> Repl<'h> {
                 }
                 // The input line holds one line: a longer command is shown
                 // whole above it, and the prompt points there.
-                let inline = if shown.contains('\n') || shown.chars().count() > 160 {
+                let choices = crate::ui::approval_choices(always.as_deref());
+                let width = crossterm::terminal::size().map_or(80, |(w, _)| w as usize);
+                let fits =
+                    actor.chars().count() + shown.chars().count() + choices.chars().count() + 4
+                        < width;
+                let inline = if shown.contains('\n') || shown.chars().count() > 160 || !fits {
                     self.say(&format!(
                         "{}{} {}",
                         st.actor(&actor),
@@ -1288,7 +1293,7 @@ impl<'h> Repl<'h> {
                     st.actor(&actor),
                     st.actor("$"),
                     inline,
-                    st.warning(&crate::ui::approval_choices(always.as_deref()))
+                    st.warning(&choices)
                 );
                 let stashed = self.editor.buffer.text();
                 self.editor.buffer.clear();
