@@ -359,3 +359,41 @@ fn sigterm_interrupts_running_sessions_and_journals_them() {
     let result = ms.iter().find(|m| m["tool_call_id"] == "nap").unwrap();
     assert_eq!(result["content"], CANCELLED);
 }
+
+/// `{"approve":true,"always":true}` allows the offered prefix for the rest of
+/// the run: the next matching command runs without a question.
+#[test]
+fn always_over_http_allows_the_offered_prefix() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "echo first")]),
+        Reply::tool_calls(vec![shell("c2", "echo second")]),
+        Reply::text("both ran"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut stream = prompt(&c, &id, "run two");
+    let before = stream.until("approval_request");
+    assert_eq!(before.last().unwrap().data["always"], "echo");
+    let r = c.post(
+        &format!("/api/sessions/{id}/approvals/c1"),
+        r#"{"approve":true,"always":true}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    let rest = stream.until("done");
+    assert!(
+        !rest.iter().any(|e| e.event == "approval_request"),
+        "asked again: {rest:?}"
+    );
+    let decided: Vec<&SseEvent> = rest
+        .iter()
+        .filter(|e| e.event == "approval_decided")
+        .collect();
+    assert_eq!(decided.len(), 2, "{rest:?}");
+    assert_eq!(decided[0].data["by"], "user");
+    assert_eq!(decided[0].data["always"], "echo");
+    assert_eq!(decided[1].data["by"], "allow_list");
+    assert_eq!(decided[1].data["call_id"], "c2");
+    assert_eq!(rest.last().unwrap().data["outcome"]["status"], "answered");
+}

@@ -6,10 +6,12 @@
 //! The approval policy lives here and nowhere else. A tool that needs consent
 //! asks the `Gate`; the gate applies, in order, the denylist (refused, even
 //! with everything approved), `shell_confirm = false` (approved), the policy
-//! (all, none, a time window) and, when it says ask, a front end through an
+//! (all, none, a time window), the prefixes the user allowed with "always"
+//! (`allowlist.rs`) and, when it says ask, a front end through an
 //! `ApprovalRequested` event answered by `Op::Approve`, or, with nobody to ask,
 //! a denial with the reason.
 
+use super::allowlist::{self, AllowList};
 use super::emitter::Emitter;
 use super::protocol::{ApprovalPolicy, DecidedBy, Decision, EventKind, QueueMode, StatusReport};
 use crate::tools::denylist::Denylist;
@@ -56,6 +58,8 @@ struct State {
     steering_mode: QueueMode,
     follow_up_mode: QueueMode,
     rules: ApprovalRules,
+    /// Prefixes allowed with "always"; for the agent's life, never saved.
+    allowed: AllowList,
     waiting: HashMap<String, oneshot::Sender<Decision>>,
     /// The latest status the running agent published.
     snapshot: Option<StatusReport>,
@@ -174,8 +178,9 @@ impl Control {
         self.lock().waiting.clear();
     }
 
-    /// Decides without asking, when the rules allow.
-    fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy)> {
+    /// Decides without asking, when the rules allow; with the allow-list
+    /// prefix that approved it, if one did.
+    fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy, Option<String>)> {
         let mut st = self.lock();
         let rules = &st.rules;
         if let Some(denial) = rules.denylist.check(&request.command) {
@@ -186,13 +191,14 @@ impl Control {
                     ),
                 },
                 DecidedBy::Denylist,
+                None,
             ));
         }
         if !rules.confirm {
-            return Some((Approval::Approved, DecidedBy::Policy));
+            return Some((Approval::Approved, DecidedBy::Policy, None));
         }
         match rules.policy {
-            ApprovalPolicy::All => return Some((Approval::Approved, DecidedBy::Policy)),
+            ApprovalPolicy::All => return Some((Approval::Approved, DecidedBy::Policy, None)),
             ApprovalPolicy::None => {
                 return Some((
                     Approval::Denied {
@@ -201,13 +207,17 @@ impl Control {
                                 .into(),
                     },
                     DecidedBy::Policy,
+                    None,
                 ))
             }
             ApprovalPolicy::Until { unix_ms } if crate::clock::now_unix_ms() < unix_ms => {
-                return Some((Approval::Approved, DecidedBy::Policy))
+                return Some((Approval::Approved, DecidedBy::Policy, None))
             }
             ApprovalPolicy::Until { .. } => st.rules.policy = ApprovalPolicy::Ask,
             ApprovalPolicy::Ask => {}
+        }
+        if let Some(prefix) = st.allowed.find(&request.tool, &request.command) {
+            return Some((Approval::Approved, DecidedBy::AllowList, Some(prefix)));
         }
         st.rules.no_approver_reason.as_ref().map(|reason| {
             (
@@ -215,8 +225,14 @@ impl Control {
                     reason: reason.clone(),
                 },
                 DecidedBy::NoApprover,
+                None,
             )
         })
+    }
+
+    /// Allows `prefix` for the rest of this agent's life.
+    fn allow(&self, prefix: Vec<String>) {
+        self.lock().allowed.add(prefix);
     }
 
     fn wait_for(&self, call_id: &str) -> oneshot::Receiver<Decision> {
@@ -250,16 +266,19 @@ impl Approver for Gate {
     async fn approve(&self, request: ApprovalRequest) -> Approval {
         let control = &self.control;
         let _turn = control.one_at_a_time.lock().await;
-        let decided =
-            |approved: bool, by: DecidedBy, reason: Option<String>| EventKind::ApprovalDecided {
-                call_id: request.call_id.clone(),
-                tool: request.tool.clone(),
-                command: request.command.clone(),
-                approved,
-                by,
-                reason,
-            };
-        if let Some((answer, by)) = control.decide(&request) {
+        let decided = |approved: bool,
+                       by: DecidedBy,
+                       reason: Option<String>,
+                       always: Option<String>| EventKind::ApprovalDecided {
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            command: request.command.clone(),
+            approved,
+            by,
+            reason,
+            always,
+        };
+        if let Some((answer, by, always)) = control.decide(&request) {
             let (approved, reason) = match &answer {
                 Approval::Approved => (true, None),
                 Approval::Denied { reason } | Approval::Refused { reason } => {
@@ -269,10 +288,14 @@ impl Approver for Gate {
             // `shell_confirm = false` is the quiet default some users choose:
             // no event per command, as before.
             if !approved || control.lock().rules.confirm {
-                control.emitter.emit(decided(approved, by, reason)).await;
+                control
+                    .emitter
+                    .emit(decided(approved, by, reason, always))
+                    .await;
             }
             return answer;
         }
+        let offered = allowlist::offer(&request.tool, &request.command);
         let answer = control.wait_for(&request.call_id);
         control
             .emitter
@@ -282,13 +305,26 @@ impl Approver for Gate {
                 actor: request.actor.clone(),
                 command: request.command.clone(),
                 detail: request.detail.clone(),
+                always: offered.as_deref().map(allowlist::shown),
             })
             .await;
         match answer.await {
             Ok(Decision::Approve) => {
                 control
                     .emitter
-                    .emit(decided(true, DecidedBy::User, None))
+                    .emit(decided(true, DecidedBy::User, None, None))
+                    .await;
+                Approval::Approved
+            }
+            Ok(Decision::ApproveAlways) => {
+                // Only the prefix offered above: a client cannot widen it.
+                let shown = offered.as_deref().map(allowlist::shown);
+                if let Some(prefix) = offered {
+                    control.allow(prefix);
+                }
+                control
+                    .emitter
+                    .emit(decided(true, DecidedBy::User, None, shown))
                     .await;
                 Approval::Approved
             }
@@ -299,7 +335,7 @@ impl Approver for Gate {
                     .unwrap_or_else(|| "the user denied it".into());
                 control
                     .emitter
-                    .emit(decided(false, DecidedBy::User, Some(reason.clone())))
+                    .emit(decided(false, DecidedBy::User, Some(reason.clone()), None))
                     .await;
                 Approval::Denied { reason }
             }
@@ -307,10 +343,142 @@ impl Approver for Gate {
                 let reason = "the run ended before the user answered".to_string();
                 control
                     .emitter
-                    .emit(decided(false, DecidedBy::Interrupted, Some(reason.clone())))
+                    .emit(decided(
+                        false,
+                        DecidedBy::Interrupted,
+                        Some(reason.clone()),
+                        None,
+                    ))
                     .await;
                 Approval::Denied { reason }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::protocol::Event;
+    use tokio::sync::mpsc;
+
+    fn gate() -> (Arc<Gate>, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(64);
+        let control = Control::new(
+            Emitter::new(tx),
+            ApprovalRules::default(),
+            QueueMode::OneAtATime,
+            QueueMode::OneAtATime,
+        );
+        (Arc::new(Gate { control }), rx)
+    }
+
+    fn shell(id: &str, command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: id.into(),
+            tool: "run_shell".into(),
+            actor: "me@here".into(),
+            command: command.into(),
+            detail: None,
+        }
+    }
+
+    /// Asks, waits for the question and answers it with `decision`.
+    async fn answered(
+        gate: &Arc<Gate>,
+        rx: &mut mpsc::Receiver<Event>,
+        request: ApprovalRequest,
+        decision: Decision,
+    ) -> (Approval, Option<String>) {
+        let g = gate.clone();
+        let asking = tokio::spawn(async move { g.approve(request).await });
+        let offered = match rx.recv().await.map(|e| e.kind) {
+            Some(EventKind::ApprovalRequested {
+                call_id, always, ..
+            }) => {
+                assert!(gate.control.answer(&call_id, decision));
+                always
+            }
+            other => panic!("expected a question, got {other:?}"),
+        };
+        (asking.await.expect("the gate answers"), offered)
+    }
+
+    #[tokio::test]
+    async fn always_allows_its_prefix_but_never_what_the_denylist_refuses() {
+        let (gate, mut rx) = gate();
+        let (first, offered) = answered(
+            &gate,
+            &mut rx,
+            shell("1", "rm scratch.txt"),
+            Decision::ApproveAlways,
+        )
+        .await;
+        assert_eq!(
+            (first, offered.as_deref()),
+            (Approval::Approved, Some("rm"))
+        );
+        match rx.recv().await.map(|e| e.kind) {
+            Some(EventKind::ApprovalDecided { by, always, .. }) => {
+                assert_eq!((by, always.as_deref()), (DecidedBy::User, Some("rm")))
+            }
+            other => panic!("{other:?}"),
+        }
+
+        assert_eq!(
+            gate.approve(shell("2", "rm other.txt")).await,
+            Approval::Approved
+        );
+        match rx.recv().await.map(|e| e.kind) {
+            Some(EventKind::ApprovalDecided { by, always, .. }) => {
+                assert_eq!((by, always.as_deref()), (DecidedBy::AllowList, Some("rm")))
+            }
+            other => panic!("{other:?}"),
+        }
+
+        for command in ["rm -rf /", "rm -rf ~", "rm -rf --no-preserve-root /"] {
+            let refused = gate.approve(shell("3", command)).await;
+            assert!(
+                matches!(refused, Approval::Refused { .. }),
+                "{command}: {refused:?}"
+            );
+            match rx.recv().await.map(|e| e.kind) {
+                Some(EventKind::ApprovalDecided { by, .. }) => assert_eq!(by, DecidedBy::Denylist),
+                other => panic!("{other:?}"),
+            }
+        }
+
+        // A compound command does not ride on the prefix: it is asked about.
+        let (denied, offered) = answered(
+            &gate,
+            &mut rx,
+            shell("4", "rm a; reboot"),
+            Decision::Deny { reason: None },
+        )
+        .await;
+        assert!(matches!(denied, Approval::Denied { .. }));
+        assert_eq!(offered, None);
+    }
+
+    #[tokio::test]
+    async fn always_is_only_this_once_where_nothing_was_offered() {
+        let (gate, mut rx) = gate();
+        let (first, offered) = answered(
+            &gate,
+            &mut rx,
+            shell("1", "ls | wc -l"),
+            Decision::ApproveAlways,
+        )
+        .await;
+        assert_eq!((first, offered), (Approval::Approved, None));
+        let _decided = rx.recv().await;
+        let (again, _) = answered(
+            &gate,
+            &mut rx,
+            shell("2", "ls | wc -l"),
+            Decision::Deny { reason: None },
+        )
+        .await;
+        assert!(matches!(again, Approval::Denied { .. }));
     }
 }

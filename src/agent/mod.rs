@@ -9,6 +9,7 @@
 //! journals every change through a `HistorySink`, and keeps the history valid
 //! (every tool call answered) however a run ends.
 
+pub mod allowlist;
 pub mod cancel;
 pub mod compact;
 pub mod control;

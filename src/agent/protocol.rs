@@ -83,6 +83,11 @@ pub enum QueueKind {
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum Decision {
     Approve,
+    /// Approves this call and, from now on in this agent, every later command
+    /// that starts with the words offered in `ApprovalRequested::always`
+    /// (the front end cannot widen them). Where nothing was offered it
+    /// approves this call only.
+    ApproveAlways,
     /// `reason` goes to the model with the denial.
     Deny {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,6 +192,10 @@ pub enum EventKind {
         /// unified diff for a file write (bounded in size).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
+        /// The words an `approve_always` answer would allow from now on, as
+        /// a command prefix (`cargo test`); absent when "always" is not offered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        always: Option<String>,
     },
     /// How a request for consent ended, whoever decided it.
     ApprovalDecided {
@@ -197,6 +206,10 @@ pub enum EventKind {
         by: DecidedBy,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The allow-list prefix involved: the one that approved this
+        /// (`by: allow_list`) or the one the user's "always" just added.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        always: Option<String>,
     },
     /// A user message joined the history.
     UserMessage {
@@ -276,20 +289,22 @@ impl EventKind {
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message } => r(message),
             EventKind::ApprovalRequested {
-                command, detail, ..
+                command,
+                detail,
+                always,
+                ..
             } => {
                 r(command);
-                if let Some(d) = detail {
-                    r(d);
-                }
+                detail.iter_mut().chain(always.iter_mut()).for_each(r);
             }
             EventKind::ApprovalDecided {
-                command, reason, ..
+                command,
+                reason,
+                always,
+                ..
             } => {
                 r(command);
-                if let Some(reason) = reason {
-                    r(reason);
-                }
+                reason.iter_mut().chain(always.iter_mut()).for_each(r);
             }
             EventKind::UserMessage { text, .. } => r(text),
             EventKind::Queues {
@@ -335,6 +350,8 @@ pub enum DecidedBy {
     /// The approval policy (`/approve all`, a window, `--dangerously-auto-approve`).
     Policy,
     Denylist,
+    /// A prefix the user allowed earlier with "always" (`always` names it).
+    AllowList,
     /// Nobody can be asked (exec without a terminal).
     NoApprover,
     /// The run ended first.

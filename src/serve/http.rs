@@ -386,6 +386,9 @@ async fn events(
 #[serde(deny_unknown_fields)]
 struct ApproveBody {
     approve: bool,
+    /// With `approve`: also allow the prefix the request offered (`always`).
+    #[serde(default)]
+    always: bool,
     reason: Option<String>,
 }
 
@@ -404,7 +407,9 @@ async fn approve(
             format!("no approval is waiting for call {call_id:?}"),
         );
     }
-    let decision = if body.approve {
+    let decision = if body.approve && body.always {
+        Decision::ApproveAlways
+    } else if body.approve {
         Decision::Approve
     } else {
         Decision::Deny {

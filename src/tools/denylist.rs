@@ -112,6 +112,14 @@ fn normalise_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The words of `command` when it is one simple command of nothing but
+/// literal words (quotes allowed): no list, pipe, redirection, group,
+/// substitution or expansion. The allow list trusts a prefix only on these,
+/// so nothing can ride along behind the allowed words.
+pub fn literal_words(command: &str) -> Option<Vec<String>> {
+    plain_words(command).filter(|w| !w.is_empty())
+}
+
 /// A pattern's words when it is nothing but words (quotes allowed).
 fn plain_words(p: &str) -> Option<Vec<String>> {
     let toks = Lexer::new(p).run();

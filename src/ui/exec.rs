@@ -228,11 +228,29 @@ impl ExecFrontEnd {
                 call_id,
                 actor,
                 command,
+                detail,
+                always,
                 ..
             } => {
                 self.clear_spinner();
-                let decision = self.ask(&actor, &command).await;
+                let decision = ask(st, &actor, &command, detail.as_deref(), always).await;
                 let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
+            }
+            EventKind::ApprovalDecided {
+                command,
+                by: DecidedBy::AllowList,
+                always: Some(prefix),
+                ..
+            } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{}",
+                    st.dim(&format!(
+                        "auto-approved (always `{}`): {}",
+                        crate::text::visible(&prefix),
+                        crate::text::visible(&command)
+                    ))
+                );
             }
             EventKind::ApprovalDecided {
                 tool,
@@ -248,32 +266,6 @@ impl ExecFrontEnd {
                 );
             }
             _ => {}
-        }
-    }
-
-    /// Asks on the controlling terminal; a failure to ask denies.
-    async fn ask(&mut self, actor: &str, command: &str) -> Decision {
-        let st = self.opts.style;
-        let (shown, note) = super::approval_command(command);
-        let mut prompt = String::new();
-        if let Some(note) = note {
-            prompt.push_str(&st.warning(&format!("note: {note}")));
-            prompt.push('\n');
-        }
-        prompt.push_str(&format!(
-            "{}{} {} {} ",
-            st.actor(&crate::text::visible(actor)),
-            st.actor("$"),
-            st.accent(&shown),
-            st.warning("-- approve? [y/N]")
-        ));
-        let asked = tokio::task::spawn_blocking(move || ask_on_tty(&prompt)).await;
-        match asked {
-            Ok(Some(true)) => Decision::Approve,
-            Ok(Some(false)) => Decision::Deny { reason: None },
-            _ => Decision::Deny {
-                reason: Some("approval is required and the terminal could not be asked".into()),
-            },
         }
     }
 
@@ -362,8 +354,48 @@ impl ExecFrontEnd {
     }
 }
 
-/// Asks a yes/no question on the controlling terminal. `None` when there is none.
-pub(crate) fn ask_on_tty(prompt: &str) -> Option<bool> {
+/// Asks on the controlling terminal, showing the change (`detail`) first;
+/// a failure to ask denies. Shared by `exec` and `exec --json`.
+pub(crate) async fn ask(
+    st: Style,
+    actor: &str,
+    command: &str,
+    detail: Option<&str>,
+    always: Option<String>,
+) -> Decision {
+    let (shown, note) = super::approval_command(command);
+    let mut prompt = String::new();
+    for line in detail
+        .map(|d| super::detail_lines(d, st))
+        .unwrap_or_default()
+    {
+        prompt.push_str(&line);
+        prompt.push('\n');
+    }
+    if let Some(note) = note {
+        prompt.push_str(&st.warning(&format!("note: {note}")));
+        prompt.push('\n');
+    }
+    prompt.push_str(&format!(
+        "{}{} {} {} ",
+        st.actor(&crate::text::visible(actor)),
+        st.actor("$"),
+        st.accent(&shown),
+        st.warning(&super::approval_choices(always.as_deref()))
+    ));
+    let asked = tokio::task::spawn_blocking(move || ask_on_tty(&prompt, always.is_some())).await;
+    match asked {
+        Ok(Some(decision)) => decision,
+        _ => Decision::Deny {
+            reason: Some("approval is required and the terminal could not be asked".into()),
+        },
+    }
+}
+
+/// Asks on the controlling terminal, a line per answer: `y`, `a` (when
+/// "always" is offered) or `e` and then a reason for the model; anything
+/// else denies. `None` when there is no terminal.
+fn ask_on_tty(prompt: &str, always_offered: bool) -> Option<Decision> {
     use std::io::BufRead;
     let tty = std::fs::OpenOptions::new()
         .read(true)
@@ -371,10 +403,24 @@ pub(crate) fn ask_on_tty(prompt: &str) -> Option<bool> {
         .open("/dev/tty")
         .ok()?;
     let mut writer = tty.try_clone().ok()?;
-    writer.write_all(prompt.as_bytes()).ok()?;
-    writer.flush().ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(tty).read_line(&mut line).ok()?;
-    let answer = line.trim().to_ascii_lowercase();
-    Some(answer == "y" || answer == "yes")
+    let mut reader = std::io::BufReader::new(tty);
+    let mut read = |prompt: &str| -> Option<String> {
+        writer.write_all(prompt.as_bytes()).ok()?;
+        writer.flush().ok()?;
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        Some(line.trim().to_string())
+    };
+    let answer = read(prompt)?;
+    Some(match super::Choice::parse(&answer) {
+        Some(super::Choice::Yes) => Decision::Approve,
+        Some(super::Choice::Always) if always_offered => Decision::ApproveAlways,
+        Some(super::Choice::Explain) => {
+            let reason = read("reason for the model: ")?;
+            Decision::Deny {
+                reason: Some(reason).filter(|r| !r.is_empty()),
+            }
+        }
+        _ => Decision::Deny { reason: None },
+    })
 }

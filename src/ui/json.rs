@@ -5,9 +5,9 @@
 //! The schema is the serialised `agent::protocol::Event`, documented in
 //! docs/EVENTS.md.
 
-use super::exec::{ask_on_tty, ExecOutcome};
+use super::exec::ExecOutcome;
 use super::style::{preview, Style};
-use crate::agent::protocol::{DecidedBy, Decision, Event, EventKind, Op, RunOutcome};
+use crate::agent::protocol::{DecidedBy, Event, EventKind, Op, RunOutcome};
 use crate::agent::AgentHandle;
 use std::io::Write;
 
@@ -78,8 +78,8 @@ impl JsonFrontEnd {
                     self.diagnose(&ev.kind);
                     match ev.kind {
                         EventKind::RunFinished { outcome } => return outcome_of(outcome),
-                        EventKind::ApprovalRequested { call_id, actor, command, .. } => {
-                            let decision = self.ask(&actor, &command).await;
+                        EventKind::ApprovalRequested { call_id, actor, command, detail, always, .. } => {
+                            let decision = super::exec::ask(self.style, &actor, &command, detail.as_deref(), always).await;
                             let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
                         }
                         _ => {}
@@ -124,24 +124,6 @@ impl JsonFrontEnd {
                 preview(command, 60)
             ),
             _ => {}
-        }
-    }
-
-    async fn ask(&self, actor: &str, command: &str) -> Decision {
-        let st = self.style;
-        let prompt = format!(
-            "{}{} {} {} ",
-            st.actor(actor),
-            st.actor("$"),
-            st.accent(command),
-            st.warning("-- approve? [y/N]")
-        );
-        match tokio::task::spawn_blocking(move || ask_on_tty(&prompt)).await {
-            Ok(Some(true)) => Decision::Approve,
-            Ok(Some(false)) => Decision::Deny { reason: None },
-            _ => Decision::Deny {
-                reason: Some("approval is required and the terminal could not be asked".into()),
-            },
         }
     }
 }

@@ -66,3 +66,89 @@ pub fn approval_command(command: &str) -> (String, Option<&'static str>) {
     );
     (shown, note)
 }
+
+/// How many lines of an approval's diff are shown before "… N more lines".
+pub const DETAIL_LINES: usize = 40;
+
+/// An approval's `detail` (a unified diff) as terminal lines: at most
+/// `DETAIL_LINES`, added lines green and removed ones red on a colour
+/// terminal, every line made safe to print.
+pub fn detail_lines(detail: &str, style: Style) -> Vec<String> {
+    let lines: Vec<&str> = detail.lines().collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(DETAIL_LINES)
+        .map(|line| {
+            let safe = crate::text::visible(line);
+            if line.starts_with("+++") || line.starts_with("---") || line.starts_with("@@") {
+                style.dim(&safe)
+            } else if line.starts_with('+') {
+                style.added(&safe)
+            } else if line.starts_with('-') {
+                style.removed(&safe)
+            } else {
+                safe.into_owned()
+            }
+        })
+        .collect();
+    if lines.len() > DETAIL_LINES {
+        out.push(style.dim(&format!("… {} more lines", lines.len() - DETAIL_LINES)));
+    }
+    out
+}
+
+/// The keys an approval prompt offers, naming exactly what "always" allows
+/// (kept short: the REPL's prompt is one terminal line).
+pub fn approval_choices(always: Option<&str>) -> String {
+    match always {
+        Some(prefix) => format!(
+            "-- approve? [y]es [n]o [a]lways `{}` [e]xplain",
+            crate::text::visible(prefix)
+        ),
+        None => "-- approve? [y]es [n]o [e]xplain".to_string(),
+    }
+}
+
+/// One answer to an approval prompt, typed as a key or a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Yes,
+    No,
+    Always,
+    Explain,
+}
+
+impl Choice {
+    /// `y`, `yes`, `a`, `always`…; `None` for anything else.
+    pub fn parse(answer: &str) -> Option<Choice> {
+        match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Some(Choice::Yes),
+            "n" | "no" => Some(Choice::No),
+            "a" | "always" => Some(Choice::Always),
+            "e" | "explain" => Some(Choice::Explain),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_diff_is_cut_and_coloured_only_with_colour() {
+        let diff: String = (0..50).map(|i| format!("+line {i}\n")).collect();
+        let plain = detail_lines(&format!("-old\n{diff}"), Style::plain());
+        assert_eq!(plain.len(), DETAIL_LINES + 1);
+        assert_eq!(plain[0], "-old");
+        assert_eq!(plain[1], "+line 0");
+        assert_eq!(plain[DETAIL_LINES], "… 11 more lines");
+        let colour = detail_lines("-old\n+new\n+\x1b[2Jx", Style { color: true });
+        assert!(colour[0].contains("\x1b[") && colour[0].contains("-old"));
+        assert_ne!(colour[0], colour[1].replace("+new", "-old"));
+        assert!(
+            colour[2].contains('␛'),
+            "escape codes from the diff are shown, not obeyed"
+        );
+    }
+}

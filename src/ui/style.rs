@@ -52,6 +52,14 @@ impl Style {
     pub fn actor(&self, t: &str) -> String {
         self.paint(t, |s| s.green().bold())
     }
+    /// A line a diff adds.
+    pub fn added(&self, t: &str) -> String {
+        self.paint(t, |s| s.green())
+    }
+    /// A line a diff removes.
+    pub fn removed(&self, t: &str) -> String {
+        self.paint(t, |s| s.red())
+    }
 }
 
 /// One line of at most `max` characters: whitespace runs collapsed, `…` when cut.

@@ -25,6 +25,7 @@ use crate::auth::store::AuthStore;
 use crate::auth::{AuthError, Issuer};
 use crate::text::visible;
 use crate::ui::style::{preview, Style};
+use crate::ui::Choice;
 use approval::{describe, policy_from_arg, short_duration};
 use commands::Slash;
 use crossterm::event::Event;
@@ -166,6 +167,12 @@ struct PendingApproval {
     call_id: String,
     tool: String,
     command: String,
+    /// The prefix "always" would allow, when offered.
+    always: Option<String>,
+    /// The question with its keys, shown again when a reason is abandoned.
+    prompt: String,
+    /// `e` was pressed: the input line is the reason for the model.
+    explaining: bool,
     /// The input that was being typed, given back afterwards.
     stashed: String,
 }
@@ -219,6 +226,9 @@ pub struct Repl<'h> {
     /// A mirror of the agent's approval policy, for `/approve`.
     policy: ApprovalPolicy,
     approval: Option<PendingApproval>,
+    /// After a one-key answer: the rest of its word (`es` after `y`) and an
+    /// Enter, dropped if they follow, so typing `yes` Enter still works.
+    swallow: Option<String>,
     picker: Option<Picker>,
     /// The saved session in use, to say how to resume it on the way out.
     session_id: Option<String>,
@@ -262,6 +272,7 @@ impl<'h> Repl<'h> {
             task: None,
             policy: ApprovalPolicy::Ask,
             approval: None,
+            swallow: None,
             picker: None,
             session_id: None,
             model_list: None,
@@ -434,6 +445,9 @@ impl<'h> Repl<'h> {
             self.on_picker_input(&ev);
             return false;
         }
+        if self.approval_key(&ev) {
+            return false;
+        }
         if let Event::Key(key) = &ev {
             if key.kind != KeyEventKind::Release {
                 let alt = key.modifiers.contains(KeyModifiers::ALT);
@@ -496,10 +510,94 @@ impl<'h> Repl<'h> {
         false
     }
 
+    /// A key for a pending approval (or the tail of a word it answered):
+    /// `y`, `n`, `a`, `e` answer at once on an empty line; Esc while typing a
+    /// reason goes back to the question. True when the key was used here.
+    fn approval_key(&mut self, ev: &Event) -> bool {
+        use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
+        let Event::Key(key) = ev else {
+            return false;
+        };
+        if key.kind == KeyEventKind::Release {
+            return false;
+        }
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if let Some(rest) = self.swallow.take() {
+            match key.code {
+                KeyCode::Enter => return true,
+                KeyCode::Char(c) if plain && rest.starts_with(c.to_ascii_lowercase()) => {
+                    self.swallow = Some(rest[c.len_utf8()..].to_string());
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        let Some(p) = self.approval.as_mut() else {
+            return false;
+        };
+        if p.explaining {
+            if key.code == KeyCode::Esc {
+                p.explaining = false;
+                let prompt = p.prompt.clone();
+                self.editor.buffer.clear();
+                self.editor.set_prompt(prompt);
+                self.update_status();
+                self.redraw();
+                return true;
+            }
+            return false;
+        }
+        let KeyCode::Char(c) = key.code else {
+            return false;
+        };
+        if !plain || !self.editor.buffer.text().is_empty() {
+            return false;
+        }
+        let Some(choice) = Choice::parse(&c.to_string()) else {
+            return false;
+        };
+        self.choose(choice);
+        self.swallow = match choice {
+            Choice::Yes => Some("es".into()),
+            Choice::No => Some("o".into()),
+            Choice::Always => Some("lways".into()),
+            // What follows `e` is the reason itself.
+            Choice::Explain => None,
+        };
+        true
+    }
+
+    /// Carries out an answer to the pending approval.
+    fn choose(&mut self, choice: Choice) {
+        let Some(mut p) = self.approval.take() else {
+            return;
+        };
+        match choice {
+            Choice::Yes => self.answer(p, Decision::Approve),
+            Choice::No => self.answer(p, Decision::Deny { reason: None }),
+            Choice::Always if p.always.is_some() => self.answer(p, Decision::ApproveAlways),
+            Choice::Always => {
+                self.approval = Some(p);
+                self.say("\"always\" is offered only for a simple shell command; answer y, n or e");
+            }
+            Choice::Explain => {
+                p.explaining = true;
+                self.editor.buffer.clear();
+                self.editor
+                    .set_prompt(self.opts.style.warning("reason for the model: "));
+                self.approval = Some(p);
+                self.update_status();
+                self.redraw();
+            }
+        }
+    }
+
     /// Esc, Ctrl-C: a pending approval is denied and the run interrupted.
     fn interrupt(&mut self) {
         if let Some(p) = self.approval.take() {
-            self.answer(p, false);
+            self.answer(p, Decision::Deny { reason: None });
         }
         if let Some(t) = &self.task {
             let id = t.id;
@@ -582,11 +680,19 @@ impl<'h> Repl<'h> {
         self.redraw();
     }
 
-    fn answer(&mut self, p: PendingApproval, yes: bool) {
-        let decision = if yes {
-            Decision::Approve
-        } else {
-            Decision::Deny { reason: None }
+    fn answer(&mut self, p: PendingApproval, decision: Decision) {
+        let command = visible(&p.command);
+        let verdict = match (&decision, &p.always) {
+            (Decision::Approve, _) => format!("approved: {command}"),
+            (Decision::ApproveAlways, Some(prefix)) => format!(
+                "approved, and always `{}` from now on: {command}",
+                visible(prefix)
+            ),
+            (Decision::ApproveAlways, None) => format!("approved: {command}"),
+            (Decision::Deny { reason: Some(r) }, _) if !r.trim().is_empty() => {
+                format!("denied: {command} — reason: {}", visible(r))
+            }
+            (Decision::Deny { .. }, _) => format!("denied: {command}"),
         };
         self.send(Op::Approve {
             call_id: p.call_id.clone(),
@@ -594,13 +700,7 @@ impl<'h> Repl<'h> {
         });
         self.restore_prompt(&p.stashed);
         self.set_state(&format!("running {}", p.tool));
-        let verdict = if yes { "approved" } else { "denied" };
-        self.say(
-            &self
-                .opts
-                .style
-                .dim(&format!("{verdict}: {}", visible(&p.command))),
-        );
+        self.say(&self.opts.style.dim(&verdict));
     }
 
     fn restore_prompt(&mut self, stashed: &str) {
@@ -611,13 +711,20 @@ impl<'h> Repl<'h> {
 
     fn on_line(&mut self, line: String) -> bool {
         if let Some(p) = self.approval.take() {
-            match line.trim().to_ascii_lowercase().as_str() {
-                "y" | "yes" => self.answer(p, true),
-                "n" | "no" => self.answer(p, false),
-                _ => {
-                    self.approval = Some(p);
-                    self.say("answer y (yes) or n (no)");
-                }
+            if p.explaining {
+                let reason = line.trim().to_string();
+                self.answer(
+                    p,
+                    Decision::Deny {
+                        reason: Some(reason),
+                    },
+                );
+                return false;
+            }
+            self.approval = Some(p);
+            match Choice::parse(&line) {
+                Some(choice) => self.choose(choice),
+                None => self.say("answer y (yes), n (no), a (always) or e (explain why not)"),
             }
             return false;
         }
@@ -940,8 +1047,10 @@ impl<'h> Repl<'h> {
         let hint = if !self.queued.0.is_empty() || !self.queued.1.is_empty() {
             lines.push(st.dim("    (Alt-Up takes them back)"));
             None
+        } else if self.approval.as_ref().is_some_and(|p| p.explaining) {
+            Some(" · Enter sends the reason, Esc goes back")
         } else if self.approval.is_some() {
-            Some(" · y or n answers, Esc interrupts")
+            Some(" · y, n, a or e answers, Esc interrupts")
         } else {
             Some(" · Enter steers, Tab queues a follow-up, Esc interrupts")
         };
@@ -1146,10 +1255,16 @@ impl<'h> Repl<'h> {
                 tool,
                 actor,
                 command,
-                ..
+                detail,
+                always,
             } => {
                 self.flush_partial();
                 self.set_state("awaiting approval");
+                // A new question: no key is a leftover of the last answer.
+                self.swallow = None;
+                if let Some(detail) = &detail {
+                    self.say(&crate::ui::detail_lines(detail, st).join("\n"));
+                }
                 let actor = visible(&actor).into_owned();
                 let (shown, note) = crate::ui::approval_command(&command);
                 if let Some(note) = note {
@@ -1157,7 +1272,12 @@ impl<'h> Repl<'h> {
                 }
                 // The input line holds one line: a longer command is shown
                 // whole above it, and the prompt points there.
-                let inline = if shown.contains('\n') || shown.chars().count() > 160 {
+                let choices = crate::ui::approval_choices(always.as_deref());
+                let width = crossterm::terminal::size().map_or(80, |(w, _)| w as usize);
+                let fits =
+                    actor.chars().count() + shown.chars().count() + choices.chars().count() + 4
+                        < width;
+                let inline = if shown.contains('\n') || shown.chars().count() > 160 || !fits {
                     self.say(&format!(
                         "{}{} {}",
                         st.actor(&actor),
@@ -1173,15 +1293,18 @@ impl<'h> Repl<'h> {
                     st.actor(&actor),
                     st.actor("$"),
                     inline,
-                    st.warning("-- approve?")
+                    st.warning(&choices)
                 );
                 let stashed = self.editor.buffer.text();
                 self.editor.buffer.clear();
-                self.editor.set_prompt(prompt);
+                self.editor.set_prompt(prompt.clone());
                 self.approval = Some(PendingApproval {
                     call_id,
                     tool,
                     command,
+                    always,
+                    prompt,
+                    explaining: false,
                     stashed,
                 });
                 self.redraw();
@@ -1191,8 +1314,14 @@ impl<'h> Repl<'h> {
                 command,
                 approved,
                 by,
+                always,
                 ..
             } => match by {
+                DecidedBy::AllowList => self.say(&st.dim(&format!(
+                    "auto-approved (always `{}`): {}",
+                    visible(always.as_deref().unwrap_or("")),
+                    visible(&command)
+                ))),
                 DecidedBy::Policy if approved => {
                     self.say(&st.dim(&format!("auto-approved: {}", visible(&command))))
                 }
