@@ -84,7 +84,7 @@ fn answer_lines(t: &Tmux, prompt: &str) -> Vec<String> {
         lines
             .iter()
             .position(|l| *l == echo)
-            .is_some_and(|i| lines[i + 1..].iter().any(|l| *l == ">"))
+            .is_some_and(|i| lines[i + 1..].contains(&">"))
             && !s.contains("[task ")
     });
     let lines: Vec<&str> = screen.lines().collect();
