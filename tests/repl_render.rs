@@ -146,7 +146,15 @@ fn a_resize_mid_stream_keeps_the_transcript_and_the_prompt() {
     t.line("first");
     t.wait_text("the first answer");
     t.line("second");
-    t.wait_for("the live line", |s| s.lines().any(|l| l == first));
+    let screen = t.wait_for("the live line", |s| s.lines().any(|l| l == first));
+    // The status says what the task does, with a spinner frame and the time.
+    let status = screen
+        .lines()
+        .find(|l| l.starts_with("[task 2] "))
+        .unwrap_or_else(|| panic!("no status line:\n{screen}"));
+    let frame = status.chars().nth("[task 2] ".len()).unwrap_or(' ');
+    assert!("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏".contains(frame), "{status}");
+    assert!(status.contains(" writing the answer · "), "{status}");
     t.type_text("typed while it streams");
     t.wait_text("> typed while it streams");
     let session = "buddy-test";
