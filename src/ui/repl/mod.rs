@@ -965,10 +965,10 @@ impl<'h> Repl<'h> {
         let mut lines = Vec::new();
         if let Some(t) = &self.task {
             lines.push(st.dim(&format!(
-                "[task {}] {} {} · {}",
+                "[task {}] {} · {} {}",
                 t.id,
-                SPINNER[self.spin],
                 t.state,
+                SPINNER[self.spin],
                 short_duration(t.started.elapsed())
             )));
         }
