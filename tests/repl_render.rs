@@ -345,3 +345,22 @@ fn exec_renders_markdown_on_a_terminal_and_a_pipe_gets_the_exact_text() {
     out.assert_success();
     assert_eq!(out.stdout, format!("{DOC}\n"));
 }
+
+#[test]
+fn exec_on_a_terminal_prints_the_token_line_after_the_answer() {
+    let p = FakeProvider::start(vec![Reply::text("para one\n\npara two ends unfinished")]);
+    let cmd = BuddyCmd::new().config(format!(
+        "{}\n[display]\nshow_tokens = true\n",
+        support::fake_config(&p)
+    ));
+    let t = Tmux::start(&cmd, &["exec", "count"]);
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    let screen = t.screen();
+    let lines: Vec<&str> = screen.lines().collect();
+    let from = lines
+        .iter()
+        .position(|l| *l == "para one")
+        .unwrap_or_else(|| panic!("no answer:\n{screen}"));
+    assert_eq!(lines[from + 1..from + 3], ["", "para two ends unfinished"]);
+    assert!(lines[from + 3].starts_with("tokens: "), "{screen}");
+}
