@@ -160,5 +160,50 @@ fn main() {
         search.push(t.elapsed());
     }
     stats("Ctrl-R search + redraw (10,000 entries)", search);
+
+    // Typing while a Markdown answer streams, as the REPL does it: per key a
+    // 16-byte delta goes through the renderer (its finished lines printed
+    // above the input area, colour on), the held text becomes the live
+    // preview (at most 10 lines), then the key and a full redraw.
+    editor.buffer.clear();
+    editor.set_status(Some(
+        "[task 1] ⠋ writing the answer · 3s · Enter steers, Tab queues a follow-up, Esc interrupts"
+            .into(),
+    ));
+    let answer = "## A heading\n\nSome *prose* with `code`, one sentence per line.\nAnd a second line of the paragraph.\n\n- an item\n- another item\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n";
+    let doc: String = answer.repeat(200);
+    let mut md = buddy::ui::markdown::MarkdownRenderer::new(100, true);
+    let mut streaming = Vec::new();
+    let mut at = 0;
+    for c in "while it streams i keep typing a follow-up "
+        .chars()
+        .cycle()
+        .take(3_000)
+    {
+        let t = Instant::now();
+        let mut end = (at + 16).min(doc.len());
+        while !doc.is_char_boundary(end) {
+            end += 1;
+        }
+        let done = md.push(&doc[at..end]);
+        at = if end == doc.len() { 0 } else { end };
+        if !done.is_empty() {
+            out.clear();
+            editor
+                .print_above(&mut out, done.trim_end_matches('\n'), dim)
+                .expect("print");
+        }
+        let held = md.held();
+        let lines: Vec<&str> = held.split('\n').collect();
+        editor.set_live(Some(lines[lines.len().saturating_sub(10)..].join("\n")));
+        if c == ' ' && editor.buffer.chars().len() > 200 {
+            editor.buffer.clear();
+        }
+        editor.handle(&key(KeyCode::Char(c)));
+        out.clear();
+        editor.redraw(&mut out, dim).expect("redraw");
+        streaming.push(t.elapsed());
+    }
+    stats("type + redraw while a Markdown answer streams", streaming);
     let _ = std::fs::remove_file(path);
 }

@@ -558,13 +558,17 @@ async fn resume(
 }
 
 /// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
-/// when input or output is redirected.
+/// when input or output is redirected or the terminal is dumb.
 async fn interactive(
     overrides: &CliOverrides,
     resume: Option<String>,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+    // A dumb terminal cannot take the editor's cursor movement and redraws:
+    // it gets the plain line session, as a pipe does.
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
+        || crate::ui::style::dumb_terminal()
+    {
         return line_session(overrides, resume, target_args).await;
     }
     let (settings, overrides) = load_settings(overrides).await?;
@@ -657,8 +661,8 @@ async fn interactive(
     Ok(Exit::Code(code))
 }
 
-/// A plain line-by-line conversation when input or output is redirected: one
-/// prompt per line, Ctrl-D to quit.
+/// A plain line-by-line conversation when input or output is redirected or
+/// the terminal is dumb (`TERM=dumb`): one prompt per line, Ctrl-D to quit.
 async fn line_session(
     overrides: &CliOverrides,
     resume: Option<String>,

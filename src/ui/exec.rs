@@ -2,8 +2,11 @@
 //! session): renders one run's events to stderr, asks on the terminal when the
 //! agent requests approval, and puts the final answer alone on stdout. Whether
 //! a command needs asking at all is the agent's decision, not this file's.
+//! On a terminal the answer streams as rendered Markdown, a line at a time; a
+//! pipe gets the model's text exactly, once the run has ended.
 
-use super::style::{preview, Style};
+use super::markdown::MarkdownRenderer;
+use super::style::{dumb_terminal, preview, Style, SPINNER};
 use crate::agent::protocol::{DecidedBy, Decision, EventKind, Op, RunOutcome};
 use crate::agent::AgentHandle;
 use std::io::{IsTerminal, Write};
@@ -30,7 +33,13 @@ pub struct ExecFrontEnd {
     opts: ExecOptions,
     /// Stream the answer to stdout as it arrives: only when a person is reading it.
     stream_stdout: bool,
+    /// The answer rendered for the terminal (only when streaming to one).
+    md: Option<MarkdownRenderer>,
+    /// Whether stderr takes the spinner's redraws (a terminal, not a dumb one).
+    spin: bool,
     spinner: Option<Spinner>,
+    /// Whether a spinner line is on the screen now.
+    spinner_shown: bool,
     streamed_any: bool,
     at_line_start: bool,
     reasoning_open: bool,
@@ -42,14 +51,22 @@ struct Spinner {
     frame: usize,
 }
 
-const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+/// The terminal's width now (read again for each line, so a resize applies to
+/// what follows).
+fn terminal_width() -> usize {
+    crossterm::terminal::size().map_or(0, |(w, _)| w as usize)
+}
 
 impl ExecFrontEnd {
     pub fn new(opts: ExecOptions) -> Self {
+        let stream_stdout = std::io::stdout().is_terminal();
         ExecFrontEnd {
             opts,
-            stream_stdout: std::io::stdout().is_terminal(),
+            stream_stdout,
+            md: stream_stdout.then(|| MarkdownRenderer::new(terminal_width(), opts.style.color)),
+            spin: std::io::stderr().is_terminal() && !dumb_terminal(),
             spinner: None,
+            spinner_shown: false,
             streamed_any: false,
             at_line_start: true,
             reasoning_open: false,
@@ -59,7 +76,7 @@ impl ExecFrontEnd {
     /// Renders events until the run finishes. Ctrl-C interrupts the run (a
     /// second one gives up waiting).
     pub async fn run(mut self, agent: &mut AgentHandle) -> ExecOutcome {
-        let spin = std::io::stderr().is_terminal();
+        let spin = self.spin;
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut interrupted = false;
@@ -80,6 +97,8 @@ impl ExecFrontEnd {
                 },
                 _ = tokio::signal::ctrl_c() => {
                     self.clear_spinner();
+                    // The answer so far goes out before the note that ends it.
+                    self.end_stream_line();
                     if interrupted {
                         return ExecOutcome::Interrupted;
                     }
@@ -114,14 +133,26 @@ impl ExecFrontEnd {
                 });
             }
             EventKind::TextDelta { text: t } if self.stream_stdout => {
-                self.clear_spinner();
                 self.close_reasoning();
-                let mut out = std::io::stdout().lock();
-                // Only ever a terminal here: its text is shown, not obeyed.
-                let _ = out.write_all(crate::text::visible(&t).as_bytes());
-                let _ = out.flush();
+                match &mut self.spinner {
+                    Some(s) => "writing the answer".clone_into(&mut s.label),
+                    None => {
+                        self.spinner = Some(Spinner {
+                            label: "writing the answer".into(),
+                            started: Instant::now(),
+                            frame: 0,
+                        })
+                    }
+                }
                 self.streamed_any = true;
-                self.at_line_start = t.ends_with('\n');
+                // Only ever a terminal here: the renderer shows control
+                // characters, never passes them on.
+                let Some(md) = self.md.as_mut() else {
+                    return;
+                };
+                md.set_width(terminal_width());
+                let lines = md.push(&t);
+                self.write_answer(&lines);
             }
             EventKind::Reasoning { field, text } => {
                 self.clear_spinner();
@@ -174,6 +205,7 @@ impl ExecFrontEnd {
                 estimated,
             } if self.opts.show_tokens => {
                 self.clear_spinner();
+                self.end_stream_line();
                 let approx = if estimated { "~" } else { "" };
                 let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
                 eprintln!(
@@ -273,14 +305,20 @@ impl ExecFrontEnd {
         self.close_reasoning();
         match outcome {
             RunOutcome::Answered { text: answer } => {
-                let mut out = std::io::stdout().lock();
-                let written = if self.stream_stdout && self.streamed_any {
-                    if self.at_line_start {
-                        Ok(())
+                if let Some(md) = self.md.as_mut() {
+                    // Rendered for the terminal; an answer that did not
+                    // stream (no deltas) is rendered whole here.
+                    let mut rest = if self.streamed_any {
+                        String::new()
                     } else {
-                        out.write_all(b"\n")
-                    }
-                } else {
+                        md.push(&answer)
+                    };
+                    rest.push_str(&md.finish());
+                    self.write_answer(&rest);
+                    return ExecOutcome::Answered;
+                }
+                let mut out = std::io::stdout().lock();
+                let written = {
                     let trimmed = answer.trim_end_matches(['\n', '\r']);
                     // A pipe gets the answer exactly; a terminal sees it made safe.
                     let shown = if std::io::stdout().is_terminal() {
@@ -311,12 +349,40 @@ impl ExecFrontEnd {
         }
     }
 
+    /// Ends the answer shown so far: what the renderer holds is printed,
+    /// so whatever follows comes after the text it belongs to.
     fn end_stream_line(&mut self) {
+        if let Some(md) = self.md.as_mut() {
+            let rest = md.finish();
+            self.write_answer(&rest);
+        }
         if self.stream_stdout && self.streamed_any && !self.at_line_start {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(b"\n");
             let _ = out.flush();
             self.at_line_start = true;
+        }
+    }
+
+    /// Rendered lines of the answer to stdout, under the spinner's line.
+    fn write_answer(&mut self, lines: &str) {
+        if lines.is_empty() {
+            return;
+        }
+        self.hide_spinner();
+        let mut out = std::io::stdout().lock();
+        // A reader that went away is not a failure of ours.
+        let _ = out.write_all(lines.as_bytes()).and_then(|_| out.flush());
+        self.at_line_start = lines.ends_with('\n');
+    }
+
+    /// Takes the spinner's line off the screen; the next tick draws it again.
+    fn hide_spinner(&mut self) {
+        if self.spinner_shown {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+            self.spinner_shown = false;
         }
     }
 
@@ -332,25 +398,27 @@ impl ExecFrontEnd {
             return;
         }
         if let Some(s) = &mut self.spinner {
-            s.frame = (s.frame + 1) % FRAMES.len();
+            s.frame = (s.frame + 1) % SPINNER.len();
             let line = format!(
                 "{} {} {:.1}s",
-                FRAMES[s.frame],
+                SPINNER[s.frame],
                 s.label,
                 s.started.elapsed().as_secs_f64()
             );
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K{}", self.opts.style.dim(&line));
             let _ = err.flush();
+            self.spinner_shown = true;
         }
     }
 
     fn clear_spinner(&mut self) {
-        if self.spinner.take().is_some() && std::io::stderr().is_terminal() {
+        if self.spinner.take().is_some() && self.spin {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();
         }
+        self.spinner_shown = false;
     }
 }
 

@@ -140,6 +140,16 @@ impl MarkdownRenderer {
         crate::text::visible(&self.partial)
     }
 
+    /// All source text not rendered yet (the lines of the block still open,
+    /// then the unfinished line), made visible: a live preview for front ends
+    /// that can redraw it until the rendered lines replace it.
+    pub fn held(&self) -> String {
+        let mut s = String::with_capacity(self.seg.len() + self.partial.len());
+        s.push_str(&self.seg);
+        s.push_str(&self.partial);
+        crate::text::visible(&s).into_owned()
+    }
+
     /// Ends the answer: renders whatever is held and resets for the next one.
     pub fn finish(&mut self) -> String {
         let mut out = String::new();

@@ -10,11 +10,15 @@ pub struct Style {
 }
 
 impl Style {
-    /// Colour only when config allows it, `NO_COLOR` is unset and stderr is a terminal.
+    /// Colour only when config allows it, `NO_COLOR` is unset, stderr is a
+    /// terminal and that terminal is not a dumb one.
     pub fn detect(config_color: bool) -> Style {
         let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style {
-            color: config_color && !no_color_env && std::io::stderr().is_terminal(),
+            color: config_color
+                && !no_color_env
+                && !dumb_terminal()
+                && std::io::stderr().is_terminal(),
         }
     }
 
@@ -61,6 +65,15 @@ impl Style {
         self.paint(t, |s| s.red())
     }
 }
+
+/// `TERM=dumb`: a terminal that understands no escape sequences at all, so
+/// it gets plain lines (no colour, no cursor movement, no spinner redraws).
+pub fn dumb_terminal() -> bool {
+    std::env::var_os("TERM").is_some_and(|t| t == "dumb")
+}
+
+/// Spinner frames, shared by exec's spinner and the REPL's status line.
+pub const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 /// One line of at most `max` characters: whitespace runs collapsed, `…` when cut.
 pub fn preview(text: &str, max: usize) -> String {

@@ -635,12 +635,36 @@ enum Piece {
     Bytes(Vec<u8>),
     /// Close the socket here, without ending the chunked body.
     Disconnect,
+    /// Wait here until the test opens the gate.
+    Gate(Gate),
     /// `head`, then stamp `seq` made at write time ([`stamp`]), then `tail`.
     Stamped {
         head: Vec<u8>,
         seq: usize,
         tail: Vec<u8>,
     },
+}
+
+/// A point where a stream waits for the test ([`SseChunk::gate`]); clones
+/// share one gate.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+
+    /// Lets every stream waiting here (and any that reaches it later) go on.
+    pub fn open(&self) {
+        self.0.add_permits(1);
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new()
+    }
 }
 
 impl SseChunk {
@@ -668,6 +692,16 @@ impl SseChunk {
     pub fn raw(bytes: impl Into<Vec<u8>>) -> SseChunk {
         SseChunk {
             piece: Piece::Bytes(bytes.into()),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// Holds the stream at this point until `gate` is opened, so a test can
+    /// act at a known point of a stream (resize the terminal, say) instead
+    /// of after a sleep.
+    pub fn gate(gate: &Gate) -> SseChunk {
+        SseChunk {
+            piece: Piece::Gate(gate.clone()),
             delay: Duration::ZERO,
         }
     }
@@ -706,7 +740,7 @@ impl SseChunk {
     pub fn bytes(&self) -> &[u8] {
         match &self.piece {
             Piece::Bytes(b) => b,
-            Piece::Disconnect | Piece::Stamped { .. } => &[],
+            Piece::Disconnect | Piece::Stamped { .. } | Piece::Gate(_) => &[],
         }
     }
 
@@ -1419,6 +1453,11 @@ async fn write_sse(
         let stamped;
         let bytes: &[u8] = match &chunk.piece {
             Piece::Disconnect => return Ok(false),
+            Piece::Gate(gate) => {
+                // The permit goes back when dropped: once open, it stays open.
+                let _ = gate.0.acquire().await;
+                continue;
+            }
             Piece::Bytes(bytes) => bytes,
             Piece::Stamped { head, seq, tail } => {
                 stamped = [head.as_slice(), stamp(*seq).as_bytes(), tail].concat();

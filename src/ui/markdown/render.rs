@@ -569,10 +569,10 @@ impl Seg<'_, '_> {
                     self.text(&format!("`{t}`"), Paint::default());
                 }
             }
-            Event::SoftBreak => {
-                let p = self.paint();
-                push_span(&mut self.inline, " ", p);
-            }
+            // A single newline inside a paragraph stays a line break: models
+            // write a sentence or a list-like run per line and mean it to be
+            // read that way, as a plain-text view would show it.
+            Event::SoftBreak => push_span(&mut self.inline, "\n", Paint::default()),
             Event::HardBreak => push_span(&mut self.inline, "\n", Paint::default()),
             Event::Html(t) | Event::InlineHtml(t) => {
                 let t = t.trim_end_matches('\n');

@@ -133,7 +133,8 @@ fn plain_output_keeps_structure_without_escapes() {
          \x20  - another\n\
          3. Third\n\
          \n\
-         > A quote that continues\n\
+         > A quote\n\
+         > that continues\n\
          >\n\
          > and a second paragraph\n\
          \n\
@@ -287,7 +288,27 @@ fn control_characters_never_reach_the_terminal() {
 
 #[test]
 fn crlf_line_ends_are_plain_newlines() {
-    assert_eq!(plain("a\r\nb\r\n\r\nc\r\n", 40), "a b\n\nc\n");
+    assert_eq!(plain("a\r\nb\r\n\r\nc\r\n", 40), "a\nb\n\nc\n");
+}
+
+#[test]
+fn a_single_newline_inside_a_paragraph_stays_a_line_break() {
+    // One sentence per line, as models write: shown as written, each line
+    // still wrapped to the width on its own.
+    assert_eq!(
+        plain("First sentence.\nSecond one, longer than the width.\n", 20),
+        "First sentence.\nSecond one, longer\nthan the width.\n"
+    );
+    assert_eq!(plain("- a\n  b\n", 20), "- a\n  b\n");
+}
+
+#[test]
+fn held_text_is_what_is_not_rendered_yet() {
+    let mut r = MarkdownRenderer::new(40, false);
+    assert_eq!(r.push("para one\npara"), "");
+    assert_eq!(r.held(), "para one\npara");
+    assert_eq!(r.push(" two\n\n"), "para one\npara two\n");
+    assert_eq!(r.held(), "");
 }
 
 #[test]

@@ -41,6 +41,13 @@ pub struct Editor {
     commands: Vec<&'static str>,
     /// Rows between the top of the input area and the cursor after the last draw.
     cursor_row: usize,
+    /// The last draw as the terminal holds it: the display width of each line
+    /// ended by a newline above the cursor's line, and the cursor's column
+    /// counted from the start of its own line. Terminals re-wrap lines on a
+    /// resize, so this, not `cursor_row`, says where the top of the input
+    /// area is afterwards.
+    drawn: Vec<usize>,
+    cursor_col: usize,
     width: usize,
     /// The completion menu, while the word at the cursor has completions.
     menu: Option<Menu>,
@@ -83,6 +90,63 @@ pub fn visible_width(s: &str) -> usize {
         width += c.width().unwrap_or(0);
     }
     width
+}
+
+/// `line` cut into rows of at most `width` columns, at the last space that
+/// fits where there is one (a space at a cut is dropped). ANSI colour
+/// sequences take no room and are never cut; a colour carries over the cut.
+pub fn wrap_rows(line: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut rows = Vec::new();
+    let mut row = String::new();
+    let mut w = 0;
+    // Just after the row's last space: byte offset and width up to there.
+    let mut space: Option<(usize, usize)> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            row.push(c);
+            for d in chars.by_ref() {
+                row.push(d);
+                if ('@'..='~').contains(&d) && d != '[' {
+                    break;
+                }
+            }
+            continue;
+        }
+        let cw = c.width().unwrap_or(0);
+        if w + cw > width && w > 0 {
+            match space {
+                Some((at, upto)) if c != ' ' => {
+                    let rest = row.split_off(at);
+                    rows.push(row.trim_end_matches(' ').to_string());
+                    row = rest;
+                    w -= upto;
+                }
+                _ => {
+                    rows.push(std::mem::take(&mut row));
+                    w = 0;
+                }
+            }
+            space = None;
+            if c == ' ' {
+                continue;
+            }
+        }
+        row.push(c);
+        w += cw;
+        if c == ' ' {
+            space = Some((row.len(), w));
+        }
+    }
+    rows.push(row);
+    rows
+}
+
+/// Rows a line of display width `w` takes on a terminal `width` columns wide
+/// (one that exactly fills its last row waits there for the newline).
+fn rows(w: usize, width: usize) -> usize {
+    w.div_ceil(width).max(1)
 }
 
 /// Where each character of `chars` starts and where the text ends, as (row,
@@ -130,6 +194,8 @@ impl Editor {
             live: None,
             commands: commands.to_vec(),
             cursor_row: 0,
+            drawn: Vec::new(),
+            cursor_col: 0,
             width: 80,
             menu: None,
             menu_dismissed: None,
@@ -330,8 +396,22 @@ impl Editor {
         self.prompt = prompt;
     }
 
+    /// A new terminal width. A reflowing terminal (tmux, VTE, kitty,
+    /// alacritty, iTerm2…) has already re-wrapped the input area, so the
+    /// cursor's row in it is worked out again from the lines drawn; erasing
+    /// with the old row count would climb into the transcript (wider) or
+    /// leave a stale copy of the input area behind (narrower).
     pub fn set_width(&mut self, width: usize) {
-        self.width = width.max(10);
+        let width = width.max(10);
+        if width != self.width {
+            self.cursor_row =
+                self.drawn.iter().map(|&w| rows(w, width)).sum::<usize>() + self.cursor_col / width;
+        }
+        self.width = width;
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
     }
 
     pub fn set_status(&mut self, status: Option<String>) {
@@ -518,32 +598,40 @@ impl Editor {
         }
         queue!(out, MoveToColumn(0), Clear(ClearType::FromCursorDown))?;
         self.cursor_row = 0;
+        self.drawn.clear();
+        self.cursor_col = 0;
         Ok(())
     }
 
     /// Draws the status line, prompt, input and hint, and places the cursor.
     pub fn redraw(&mut self, out: &mut impl Write, dim: impl Fn(&str) -> String) -> io::Result<()> {
         self.erase(out)?;
+        self.drawn.clear();
         let mut top = 0;
+        // The lines above the prompt are cut into rows here, each ended by a
+        // newline, rather than left to the terminal's wrapping: a wider
+        // terminal then has nothing of the input area to re-join, so the
+        // cursor's row stays right even before the resize is reported.
+        let mut above: Vec<String> = Vec::new();
         if let Some(live) = &self.live {
-            for line in live.split('\n') {
-                queue!(out, Print(line), Print("\r\n"))?;
-                // Rows the line took; one that exactly fills its last row
-                // waits there for the newline instead of wrapping.
-                top += visible_width(line).div_ceil(self.width).max(1);
-            }
+            above.extend(live.split('\n').flat_map(|l| wrap_rows(l, self.width)));
         }
         if let Some(status) = &self.status {
-            for line in status.split('\n') {
-                queue!(out, Print(line), Print("\r\n"))?;
-                top += visible_width(line).div_ceil(self.width).max(1);
-            }
+            above.extend(status.split('\n').flat_map(|l| wrap_rows(l, self.width)));
         }
         if let Some(m) = &self.menu {
-            for line in m.render(self.width, &dim) {
-                queue!(out, Print(&line), Print("\r\n"))?;
-                top += visible_width(&line).div_ceil(self.width).max(1);
-            }
+            above.extend(
+                m.render(self.width, &dim)
+                    .iter()
+                    .flat_map(|l| wrap_rows(l, self.width)),
+            );
+        }
+        for row in &above {
+            queue!(out, Print(row), Print("\r\n"))?;
+            // A row that exactly fills the width waits there for the
+            // newline instead of wrapping: one row each.
+            top += 1;
+            self.drawn.push(visible_width(row));
         }
         if let Some(line) = self.search_line() {
             // The search replaces the prompt line; cut to one row so the
@@ -554,6 +642,7 @@ impl Editor {
                 .collect();
             queue!(out, Print(&line))?;
             self.cursor_row = top;
+            self.cursor_col = visible_width(&line);
             return out.flush();
         }
         queue!(out, Print(&self.prompt))?;
@@ -592,6 +681,17 @@ impl Editor {
         }
         queue!(out, MoveToColumn(col as u16))?;
         self.cursor_row = top + row;
+        // The input's own lines, for a later resize.
+        let mut line_width = self.prompt_width;
+        for &c in &chars[..cursor.min(chars.len())] {
+            if c == '\n' {
+                self.drawn.push(line_width);
+                line_width = self.prompt_width;
+            } else {
+                line_width += c.width().unwrap_or(0);
+            }
+        }
+        self.cursor_col = line_width;
         out.flush()
     }
 
@@ -718,6 +818,41 @@ mod tests {
         assert_eq!(at[2], (1, 2));
         assert_eq!(end, (1, 3));
         assert_eq!(visible_width("\u{1b}[32m> \u{1b}[0m"), 2);
+    }
+
+    #[test]
+    fn lines_above_the_prompt_are_cut_into_rows_at_spaces() {
+        assert_eq!(wrap_rows("one two three", 8), ["one two", "three"]);
+        assert_eq!(wrap_rows("abcdefghij", 4), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap_rows("ab 漢字漢字", 5), ["ab", "漢字", "漢字"]);
+        assert_eq!(wrap_rows("", 5), [""]);
+        let dim = "\u{1b}[90mone two\u{1b}[39m";
+        assert_eq!(wrap_rows(dim, 4), ["\u{1b}[90mone", "two\u{1b}[39m"]);
+    }
+
+    #[test]
+    fn a_resize_finds_the_top_of_the_input_area_in_the_rewrapped_lines() {
+        let mut e = editor();
+        e.set_width(40);
+        e.set_live(Some("x".repeat(30)));
+        e.set_status(Some("s".repeat(50)));
+        typed(&mut e, &"y".repeat(45));
+        let mut out = Vec::new();
+        e.redraw(&mut out, |s| s.to_string()).unwrap();
+        // 1 live row, 2 status rows (cut by the editor), then "> " + 45
+        // characters: cursor on row 1 of the input.
+        assert_eq!(e.cursor_row, 4);
+        // Wider: the cut rows stay rows, the input re-joins.
+        e.set_width(100);
+        assert_eq!(e.cursor_row, 3);
+        // Narrower: rows of 30, 40 and 10 → 2 + 2 + 1, the cursor at column 47 → row 2.
+        e.set_width(20);
+        assert_eq!(e.cursor_row, 7);
+        // Redrawing erases from exactly that many rows up.
+        let mut out = Vec::new();
+        e.redraw(&mut out, |s| s.to_string()).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("\u{1b}[7A"), "{s:?}");
     }
 
     #[test]

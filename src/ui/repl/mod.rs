@@ -24,7 +24,8 @@ use crate::agent::AgentHandle;
 use crate::auth::store::AuthStore;
 use crate::auth::{AuthError, Issuer};
 use crate::text::visible;
-use crate::ui::style::{preview, Style};
+use crate::ui::markdown::MarkdownRenderer;
+use crate::ui::style::{preview, Style, SPINNER};
 use crate::ui::Choice;
 use approval::{describe, policy_from_arg, short_duration};
 use commands::Slash;
@@ -245,9 +246,19 @@ pub struct Repl<'h> {
     wants: VecDeque<Want>,
     /// Messages waiting in the agent's queues (steering, follow-ups).
     queued: (Vec<String>, Vec<String>),
-    /// Streamed text not yet ending in a newline.
-    partial: String,
+    /// The answer as it streams: complete lines are rendered Markdown,
+    /// printed above; the text not rendered yet shows as the live preview.
+    md: MarkdownRenderer,
+    /// Whether the live area holds the answer's preview (it may hold a picker).
+    live_answer: bool,
+    /// Reasoning text not yet ending in a newline.
     reasoning: String,
+    /// Whether a reasoning block's first line (with its label) is printed.
+    reasoning_open: bool,
+    /// The status line's spinner frame.
+    spin: usize,
+    /// Terminal rows, to bound the live preview.
+    height: usize,
     /// A `!command` in progress.
     bang: Option<tokio::task::JoinHandle<bang::Ran>>,
     /// Context for the model (a `!command` that ended during a task) sent
@@ -262,6 +273,7 @@ impl<'h> Repl<'h> {
     pub fn new(agent: AgentHandle, host: &'h mut dyn ReplHost, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
+        let colour = opts.style.color;
         Repl {
             editor: Editor::new(prompt, history, commands::NAMES),
             profile: opts.profile.clone(),
@@ -280,8 +292,12 @@ impl<'h> Repl<'h> {
             login_switch: false,
             wants: VecDeque::new(),
             queued: (Vec::new(), Vec::new()),
-            partial: String::new(),
+            md: MarkdownRenderer::new(80, colour),
+            live_answer: false,
             reasoning: String::new(),
+            reasoning_open: false,
+            spin: 0,
+            height: 24,
             bang: None,
             pending_context: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -294,7 +310,21 @@ impl<'h> Repl<'h> {
         move |s: &str| style.dim(s)
     }
 
+    /// Follows the terminal's width before drawing: a resize can land while
+    /// agent events are handled, before its own event arrives, and the
+    /// editor must know the terminal re-wrapped the input area.
+    fn sync_size(&mut self) {
+        if let Ok((w, h)) = crossterm::terminal::size() {
+            self.height = h as usize;
+            if w as usize != self.editor.width() {
+                self.editor.set_width(w as usize);
+                self.md.set_width(w as usize);
+            }
+        }
+    }
+
     fn say(&mut self, text: &str) {
+        self.sync_size();
         let dim = self.dim();
         let _ = self.editor.print_above(&mut self.out, text, dim);
     }
@@ -305,6 +335,7 @@ impl<'h> Repl<'h> {
     }
 
     fn redraw(&mut self) {
+        self.sync_size();
         let dim = self.dim();
         let _ = self.editor.redraw(&mut self.out, dim);
     }
@@ -331,9 +362,7 @@ impl<'h> Repl<'h> {
             }
         };
         let mut input = terminal_events();
-        if let Ok((w, _)) = crossterm::terminal::size() {
-            self.editor.set_width(w as usize);
-        }
+        self.sync_size();
         if !self.opts.banner.is_empty() {
             let banner = self.opts.banner.clone();
             self.say(&banner);
@@ -436,8 +465,14 @@ impl<'h> Repl<'h> {
     /// Handles one terminal event; true to quit.
     async fn on_input(&mut self, ev: Event) -> bool {
         use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
-        if let Event::Resize(w, _) = ev {
+        if let Event::Resize(w, h) = ev {
+            // What is printed already stays as the terminal re-wrapped it;
+            // lines rendered from now on, the live preview and the input
+            // area take the new width.
+            self.height = h as usize;
             self.editor.set_width(w as usize);
+            self.md.set_width(w as usize);
+            self.show_live_answer();
             self.redraw();
             return false;
         }
@@ -602,6 +637,8 @@ impl<'h> Repl<'h> {
         if let Some(t) = &self.task {
             let id = t.id;
             self.send(Op::Interrupt);
+            // The answer so far is shown before the note that ends it.
+            self.flush_partial();
             self.say(&self.opts.style.warning(&format!("cancelling task {id}…")));
         }
     }
@@ -913,6 +950,7 @@ impl<'h> Repl<'h> {
             Slash::Kill(id) => match &self.task {
                 Some(t) if t.id == id => {
                     self.send(Op::Interrupt);
+                    self.flush_partial();
                     self.say(&format!("cancelling task {id}…"));
                 }
                 _ => self.say(&format!("no running task {id} (see /ps)")),
@@ -1013,6 +1051,7 @@ impl<'h> Repl<'h> {
         }
         if let Some(id) = expired {
             self.send(Op::Interrupt);
+            self.flush_partial();
             self.say(
                 &self
                     .opts
@@ -1021,6 +1060,7 @@ impl<'h> Repl<'h> {
             );
         }
         if self.task.is_some() {
+            self.spin = (self.spin + 1) % SPINNER.len();
             self.update_status();
             self.redraw();
         }
@@ -1032,9 +1072,10 @@ impl<'h> Repl<'h> {
         let mut lines = Vec::new();
         if let Some(t) = &self.task {
             lines.push(st.dim(&format!(
-                "[task {}] {} · {}",
+                "[task {}] {} · {} {}",
                 t.id,
                 t.state,
+                SPINNER[self.spin],
                 short_duration(t.started.elapsed())
             )));
         }
@@ -1070,16 +1111,64 @@ impl<'h> Repl<'h> {
         self.update_status();
     }
 
+    /// Prints what is held of the reasoning and the answer, so whatever is
+    /// said next (a tool call, a token line, "cancelling…") comes after
+    /// the text it follows.
     fn flush_partial(&mut self) {
-        if !self.reasoning.is_empty() {
-            let r = std::mem::take(&mut self.reasoning);
-            self.say(&self.opts.style.dim(r.trim_end()));
-        }
-        if !self.partial.is_empty() {
-            let p = std::mem::take(&mut self.partial);
+        self.end_reasoning();
+        let rest = self.md.finish();
+        if self.live_answer {
+            self.live_answer = false;
             self.editor.set_live(None);
-            self.say(&p);
         }
+        if !rest.is_empty() {
+            self.say(rest.strip_suffix('\n').unwrap_or(&rest));
+        }
+    }
+
+    /// Reasoning lines, labelled so they can be told from the answer without
+    /// colour: the block's first line starts `thinking: `, the rest are
+    /// indented under it.
+    fn say_reasoning(&mut self, text: &str) {
+        let mut shown = String::with_capacity(text.len() + 16);
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                shown.push('\n');
+            }
+            shown.push_str(if self.reasoning_open {
+                "  "
+            } else {
+                "thinking: "
+            });
+            self.reasoning_open = true;
+            shown.push_str(line);
+        }
+        let shown = self.opts.style.dim(&shown);
+        self.say(&shown);
+    }
+
+    /// Ends a reasoning block: its unfinished line is printed.
+    fn end_reasoning(&mut self) {
+        let r = std::mem::take(&mut self.reasoning);
+        let r = r.trim_end();
+        if !r.is_empty() {
+            self.say_reasoning(r);
+        }
+        self.reasoning_open = false;
+    }
+
+    /// The answer's text not rendered yet, shown live above the status line;
+    /// only its last lines when it is taller than a third of the screen, so
+    /// the input area always fits.
+    fn show_live_answer(&mut self) {
+        if !self.live_answer {
+            return;
+        }
+        let held = self.md.held();
+        let keep = (self.height / 3).max(1);
+        let lines: Vec<&str> = held.split('\n').collect();
+        let from = lines.len().saturating_sub(keep);
+        self.editor.set_live(Some(lines[from..].join("\n")));
     }
 
     fn on_run_finished(&mut self, outcome: RunOutcome) {
@@ -1162,20 +1251,17 @@ impl<'h> Repl<'h> {
             }
             EventKind::ModelRequest { .. } => self.set_state("waiting for model"),
             EventKind::TextDelta { text } => {
-                if !self.reasoning.is_empty() {
-                    let r = std::mem::take(&mut self.reasoning);
-                    self.say(&st.dim(r.trim_end()));
-                }
+                self.end_reasoning();
                 self.set_state("writing the answer");
-                self.partial.push_str(&visible(&text));
-                if let Some(i) = self.partial.rfind('\n') {
-                    let done: String = self.partial.drain(..=i).collect();
-                    self.editor.set_live(Some(self.partial.clone()));
-                    self.say(&done[..done.len() - 1]);
-                } else {
-                    // The unfinished line shows as it grows, above the prompt.
-                    self.editor.set_live(Some(self.partial.clone()));
+                // The renderer makes the text visible itself.
+                let done = self.md.push(&text);
+                // The text not rendered yet shows as it grows, above the prompt.
+                self.live_answer = true;
+                self.show_live_answer();
+                if done.is_empty() {
                     self.redraw();
+                } else {
+                    self.say(done.strip_suffix('\n').unwrap_or(&done));
                 }
             }
             EventKind::Reasoning { text, .. } => {
@@ -1183,7 +1269,7 @@ impl<'h> Repl<'h> {
                 self.reasoning.push_str(&visible(&text));
                 if let Some(i) = self.reasoning.rfind('\n') {
                     let done: String = self.reasoning.drain(..=i).collect();
-                    self.say(&st.dim(&done[..done.len() - 1]));
+                    self.say_reasoning(&done[..done.len() - 1]);
                 }
             }
             EventKind::ToolCall {
