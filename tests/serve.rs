@@ -360,6 +360,54 @@ fn sigterm_interrupts_running_sessions_and_journals_them() {
     assert_eq!(result["content"], CANCELLED);
 }
 
+/// The stamped pieces (`SEQ@NANOS;`) of a stream's text deltas, checked to
+/// be every piece once, in order; with the number of delta events.
+fn stamped_text(events: &[SseEvent], pieces: usize) -> (String, usize) {
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|e| e.event == "content_delta")
+        .map(|e| e.data["text"].as_str().unwrap())
+        .collect();
+    let text: String = deltas.concat();
+    let seqs: Vec<usize> = support::fake_provider::parse_stamps(&text)
+        .unwrap_or_else(|| panic!("not whole stamps: {text:?}"))
+        .into_iter()
+        .map(|(seq, _)| seq)
+        .collect();
+    assert_eq!(seqs, (0..pieces).collect::<Vec<_>>());
+    let ids: Vec<u64> = events.iter().map(|e| e.id.unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    (text, deltas.len())
+}
+
+#[test]
+fn a_fast_stream_merged_into_batches_reaches_two_clients_whole_and_in_order() {
+    // Zero delay: pieces arrive faster than one event each, so buddy merges
+    // them; every client must still get all of them once, in order.
+    const PIECES: usize = 3000;
+    let p = FakeProvider::start(vec![Reply::stamped_text(PIECES)]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut first = prompt(&c, &id, "stream fast");
+    let (r, second) = c.sse("GET", &format!("/api/sessions/{id}/events"), &[], None);
+    assert_eq!(r.status, 200);
+    let mut second = second.unwrap();
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| first.until("done"));
+        let b = s.spawn(|| second.until("done"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (text_a, events_a) = stamped_text(&a, PIECES);
+    let (text_b, _) = stamped_text(&b, PIECES);
+    assert_eq!(text_a, text_b);
+    assert!(events_a <= PIECES, "{events_a} deltas for {PIECES} pieces");
+    assert_eq!(a.last().unwrap().data["outcome"]["text"], text_a.as_str());
+    let history = messages(&c, &id);
+    assert_eq!(history.last().unwrap()["content"], text_a.as_str());
+}
+
 /// `{"approve":true,"always":true}` allows the offered prefix for the rest of
 /// the run: the next matching command runs without a question.
 #[test]

@@ -451,7 +451,11 @@ impl Agent {
             let response = {
                 let on_event = |ev: StreamEvent| match ev {
                     StreamEvent::Text(text) => journal.text(text),
-                    other => self.emitter.delta(stream_event(other)),
+                    other => {
+                        // Held text came first: it goes first.
+                        journal.release_held();
+                        self.emitter.delta(stream_event(other))
+                    }
                 };
                 let request = ModelRequest {
                     messages: &self.messages,
@@ -459,15 +463,10 @@ impl Agent {
                 };
                 let reply = self.client.complete(request, &on_event);
                 tokio::pin!(reply);
-                let mut tick = tokio::time::interval(partial::INTERVAL);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tokio::select! {
-                        biased;
-                        stop = stop_signal(&mut cancel, deadline) => break Err(stop),
-                        r = &mut reply => break Ok(r),
-                        _ = tick.tick() => journal.tick(),
-                    }
+                tokio::select! {
+                    biased;
+                    stop = stop_signal(&mut cancel, deadline) => Err(stop),
+                    r = partial::release_when_waiting(reply, &journal) => Ok(r),
                 }
             };
             let (sink, shown) = journal.finish();

@@ -110,6 +110,42 @@ struct ChunkParser {
     acc: StreamAccumulator,
 }
 
+/// A chunk parsed in one pass, straight into its fields (most of a stream's
+/// parsing time went into building a `Value` of each chunk first).
+#[derive(serde::Deserialize)]
+struct Frame {
+    #[serde(default)]
+    error: Present,
+    #[serde(default)]
+    choices: Vec<crate::wire::chat::ChunkChoice>,
+    #[serde(default)]
+    usage: Option<crate::wire::Usage>,
+}
+
+/// Whether a field was there at all, even as `null`.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(Present(true))
+    }
+}
+
+/// A chunk that carries an error, or did not parse as one: the error.
+fn slow_chunk(data: &str) -> Result<ChatChunk, ApiError> {
+    let value: serde_json::Value = serde_json::from_str(data)
+        .map_err(|e| ApiError::InvalidResponse(format!("malformed stream chunk ({e})")))?;
+    if value.get("error").is_some() {
+        let msg = crate::provider::error::error_message(&value)
+            .unwrap_or_else(|| error_message_from_body(data));
+        return Err(crate::provider::error::stream_error(&value, msg));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::InvalidResponse(format!("unexpected stream chunk ({e})")))
+}
+
 impl StreamParser for ChunkParser {
     fn event(&mut self, ev: &SseEvent, on_event: EventSink<'_>) -> Result<Flow, ApiError> {
         let data = ev.data.trim();
@@ -119,15 +155,16 @@ impl StreamParser for ChunkParser {
         if data.is_empty() {
             return Ok(Flow::More);
         }
-        let value: serde_json::Value = serde_json::from_str(data)
-            .map_err(|e| ApiError::InvalidResponse(format!("malformed stream chunk ({e})")))?;
-        if value.get("error").is_some() {
-            let msg = crate::provider::error::error_message(&value)
-                .unwrap_or_else(|| error_message_from_body(data));
-            return Err(crate::provider::error::stream_error(&value, msg));
-        }
-        let chunk: ChatChunk = serde_json::from_value(value)
-            .map_err(|e| ApiError::InvalidResponse(format!("unexpected stream chunk ({e})")))?;
+        let chunk = match serde_json::from_str::<Frame>(data) {
+            Ok(Frame {
+                error: Present(false),
+                choices,
+                usage,
+            }) => ChatChunk { choices, usage },
+            // Errors, and chunks that do not fit, take the slower path
+            // through a `Value`, which has the whole body for the message.
+            _ => slow_chunk(data)?,
+        };
         let delta = self
             .acc
             .push(chunk)
