@@ -412,7 +412,7 @@ async fn exec(
                 j.event(ev);
             }
         };
-        resume_first(&mut agent, query, style, false, &mut seen).await?;
+        resume_first(&mut agent, query, style, Notice::Notes, &mut seen).await?;
     }
     let _ = agent.ops.send(Op::Prompt { text: prompt }).await;
     let outcome = match json {
@@ -441,15 +441,26 @@ async fn finish(agent: AgentHandle, outcome: &ExecOutcome) {
     let _ = tokio::time::timeout(wait, agent.shutdown()).await;
 }
 
+/// What `resume_first` prints of the resumed session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Notice {
+    /// Nothing: the caller shows the event (the REPL replays it).
+    Quiet,
+    /// Warnings and the model note.
+    Notes,
+    /// Those and the last exchange.
+    LastExchange,
+}
+
 /// Loads session `query` into the agent before anything else, telling the
-/// user what they should know. `show_last` also prints where it left off.
+/// user what `notice` says; returns the `SessionResumed` event.
 async fn resume_first(
     agent: &mut AgentHandle,
     query: &str,
     style: Style,
-    show_last: bool,
+    notice: Notice,
     seen: &mut dyn FnMut(&Event),
-) -> Result<String, AppError> {
+) -> Result<Event, AppError> {
     let _ = agent
         .ops
         .send(Op::Resume {
@@ -460,10 +471,10 @@ async fn resume_first(
         seen(&ev);
         match &ev.kind {
             EventKind::SessionResumed { warnings, note, .. } => {
-                let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
-                if show_last {
+                if notice == Notice::LastExchange {
+                    let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
                     eprintln!("{text}");
-                } else {
+                } else if notice == Notice::Notes {
                     for w in warnings {
                         eprintln!("{} {w}", style.warning("warning:"));
                     }
@@ -471,7 +482,7 @@ async fn resume_first(
                         eprintln!("{}", style.dim(n));
                     }
                 }
-                return Ok(text);
+                return Ok(ev);
             }
             EventKind::Error { message } => return Err(AppError::Usage(message.clone())),
             _ => {}
@@ -615,15 +626,15 @@ async fn interactive(
             ))
         ));
     }
+    let mut resumed = None;
     if let Some(query) = &resume {
-        let text = match resume_first(&mut agent, query, style, false, &mut |_| {}).await {
-            Ok(t) => t,
+        match resume_first(&mut agent, query, style, Notice::Quiet, &mut |_| {}).await {
+            Ok(ev) => resumed = Some(ev),
             Err(e) => {
                 agent.shutdown().await;
                 return Err(e);
             }
         };
-        banner.push_str(&format!("\n{text}"));
     }
     let mut host = repl::Host {
         target: match &execution.pane {
@@ -648,6 +659,7 @@ async fn interactive(
         show_tokens: settings.display.show_tokens,
         history_file: config::global_dir(&env).map(|d| d.join("history")),
         banner,
+        resumed,
         profile: settings.api.profile.clone(),
         model: settings.api.model.clone(),
     };
@@ -686,7 +698,9 @@ async fn line_session(
         None,
     )?);
     if let Some(query) = &resume {
-        if let Err(e) = resume_first(&mut agent, query, style, true, &mut |_| {}).await {
+        if let Err(e) =
+            resume_first(&mut agent, query, style, Notice::LastExchange, &mut |_| {}).await
+        {
             agent.shutdown().await;
             return Err(e);
         }

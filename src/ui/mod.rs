@@ -23,6 +23,7 @@ pub fn resumed_text(ev: &EventKind, style: Style) -> Option<String> {
         note,
         last_prompt,
         last_answer,
+        ..
     } = ev
     else {
         return None;
