@@ -31,6 +31,7 @@ use std::time::Duration;
 
 mod discovery;
 mod execution;
+mod pick;
 mod project;
 mod repl;
 mod serve;
@@ -553,6 +554,8 @@ fn list_sessions() -> Result<Exit, AppError> {
 }
 
 /// `buddy resume`: the session's history, then the conversation on it.
+/// Without an id on a terminal, a picker asks which session: Esc cancels
+/// (exit 0, nothing was wrong), Ctrl-C interrupts (130).
 async fn resume(
     args: ResumeArgs,
     overrides: &CliOverrides,
@@ -561,9 +564,17 @@ async fn resume(
     let query = match (args.last, args.id) {
         (true, _) => "last".to_string(),
         (false, Some(id)) => id,
-        (false, None) => return Err(AppError::Usage(
+        (false, None) if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) => return Err(AppError::Usage(
             "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
         )),
+        (false, None) => match pick::choose(Style::detect(!overrides.no_color)).await? {
+            crate::ui::session_picker::Picked::Session(id) => id,
+            crate::ui::session_picker::Picked::Cancelled => {
+                eprintln!("no session resumed");
+                return Ok(Exit::Ok);
+            }
+            crate::ui::session_picker::Picked::Interrupted => return Ok(Exit::Interrupted),
+        },
     };
     interactive(overrides, Some(query), target_args).await
 }

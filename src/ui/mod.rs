@@ -6,6 +6,7 @@ pub mod exec;
 pub mod json;
 pub mod markdown;
 pub mod repl;
+pub mod session_picker;
 pub mod style;
 pub mod toolview;
 
