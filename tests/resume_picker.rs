@@ -194,7 +194,10 @@ fn a_long_session_replays_only_its_last_screenfuls() {
     let t = Tmux::start(&cmd, &["resume"]);
     t.wait_text("question 0");
     t.keys(&["Enter"]);
-    t.wait_text("resumed session 20261123-100000-abcd (400 messages)");
+    // The header is above the screen by now: it is read from the scrollback.
+    t.wait_for("the resumed header", |_| {
+        scrollback(&t).contains("resumed session 20261123-100000-abcd (400 messages)")
+    });
     let screen = t.wait_for("the prompt", |s| s.lines().any(|l| l == ">"));
     let lines: Vec<&str> = screen.lines().collect();
     let last = lines
