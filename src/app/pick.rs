@@ -21,7 +21,9 @@ pub(crate) async fn choose(style: Style) -> Result<Picked, AppError> {
             crate::text::visible(&store.dir().display().to_string())
         )));
     }
-    let rows: Vec<Row> = entries.into_iter().map(row).collect();
+    // Every row is in this directory: its path would only crowd the reason out.
+    let dir = format!("{}/", store.dir().display());
+    let rows: Vec<Row> = entries.into_iter().map(|e| row(e, &dir)).collect();
     let heading = format!(
         "resume a session of {} ({} saved, newest first)",
         crate::text::one_line(&workdir().display().to_string(), 200),
@@ -43,7 +45,7 @@ pub(crate) async fn choose(style: Style) -> Result<Picked, AppError> {
     picked.map_err(|e| AppError::Failed(format!("the session picker failed: {e}")))
 }
 
-fn row(e: Entry) -> Row {
+fn row(e: Entry, dir: &str) -> Row {
     match e.summary {
         Ok(s) => Row {
             id: e.id,
@@ -59,7 +61,7 @@ fn row(e: Entry) -> Row {
             messages: 0,
             bytes: 0,
             title: String::new(),
-            error: Some(err.to_string()),
+            error: Some(err.to_string().replace(dir, "")),
         },
     }
 }

@@ -189,8 +189,9 @@ fn row_text(row: &Row, now: u64, selected: bool) -> String {
     let age = long_age(row.used, now);
     match &row.error {
         None => format!(
-            "{mark} {age:<14} {:>5} msgs {:>7}  {}",
+            "{mark} {age:<14} {:>5} msg{} {:>7}  {}",
             row.messages,
+            if row.messages == 1 { " " } else { "s" },
             size(row.bytes),
             one_line(&row.title, 500)
         ),
