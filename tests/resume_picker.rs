@@ -254,3 +254,54 @@ fn a_corrupt_session_file_is_an_unreadable_row_not_a_crash() {
     t.line("still there?");
     t.wait_text("resumed fine");
 }
+
+#[test]
+fn sigterm_in_the_picker_gives_the_terminal_back() {
+    let p = FakeProvider::start(vec![Reply::text("an answer")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    exec_sessions(&cmd, &["waiting in the picker"], &[60]);
+    let t = Tmux::start(&cmd, &["resume"]);
+    t.wait_text("waiting in the picker");
+    let shell_pid = t.tmux_cmd(&["display-message", "-p", "-t", "buddy-test", "#{pane_pid}"]);
+    // buddy is the only child of the pane's shell.
+    let sent = std::process::Command::new("pkill")
+        .args(["-TERM", "-P", shell_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 143);
+    let before = fs::read_to_string(cmd.work_dir().join("tty-before")).unwrap();
+    let after = fs::read_to_string(cmd.work_dir().join("tty-after")).unwrap();
+    assert_eq!(before, after, "raw mode is left");
+    let alternate = t.tmux_cmd(&[
+        "display-message",
+        "-p",
+        "-t",
+        "buddy-test",
+        "#{alternate_on}",
+    ]);
+    assert_eq!(alternate.trim(), "0");
+}
+
+#[test]
+fn a_dumb_terminal_gets_a_numbered_list() {
+    let p = FakeProvider::start(vec![
+        Reply::text("one"),
+        Reply::text("two"),
+        Reply::text("continued"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p).env("TERM", "dumb");
+    let ids = exec_sessions(&cmd, &["older prompt", "newer prompt"], &[600, 60]);
+    let t = Tmux::start(&cmd, &["resume"]);
+    let screen = t.wait_text("resume which? (number, Enter to cancel):");
+    assert!(screen.contains("  1 1 min ago"), "{screen}");
+    assert!(
+        position(&screen, "newer prompt") < position(&screen, "older prompt"),
+        "{screen}"
+    );
+    t.line("2");
+    t.wait_text(&format!("resumed session {}", ids[0]));
+    t.line("more");
+    let reqs = p.wait_for_requests(3, Duration::from_secs(15));
+    assert_eq!(user_texts(&reqs[2]), ["older prompt", "one", "more"]);
+}

@@ -574,6 +574,7 @@ async fn resume(
                 return Ok(Exit::Ok);
             }
             crate::ui::session_picker::Picked::Interrupted => return Ok(Exit::Interrupted),
+            crate::ui::session_picker::Picked::Signalled(code) => return Ok(Exit::Code(code)),
         },
     };
     interactive(overrides, Some(query), target_args).await

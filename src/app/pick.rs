@@ -32,17 +32,30 @@ pub(crate) async fn choose(style: Style) -> Result<Picked, AppError> {
     let now = crate::clock::now_unix();
     let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
     // Both block on the terminal: off the async runtime's threads.
-    let picked = tokio::task::spawn_blocking(move || {
+    let mut picking = tokio::task::spawn_blocking(move || {
         if dumb {
             let stdin = std::io::stdin();
             session_picker::pick_by_number(&rows, now, &heading, &mut stdin.lock())
         } else {
             session_picker::pick(rows, now, &heading, style)
         }
-    })
-    .await
-    .map_err(|e| AppError::Failed(format!("the session picker failed: {e}")))?;
-    picked.map_err(|e| AppError::Failed(format!("the session picker failed: {e}")))
+    });
+    // A `kill` or a closed terminal must still leave the terminal usable; the
+    // blocked read is abandoned (main does not wait for blocking tasks).
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    let signalled = |code| {
+        session_picker::restore();
+        Ok(Picked::Signalled(code))
+    };
+    tokio::select! {
+        Some(()) = async { term.as_mut()?.recv().await } => signalled(128 + 15),
+        Some(()) = async { hangup.as_mut()?.recv().await } => signalled(128 + 1),
+        picked = &mut picking => picked
+            .map_err(|e| AppError::Failed(format!("the session picker failed: {e}")))?
+            .map_err(|e| AppError::Failed(format!("the session picker failed: {e}"))),
+    }
 }
 
 fn row(e: Entry, dir: &str) -> Row {

@@ -37,6 +37,9 @@ pub enum Picked {
     Cancelled,
     /// Ctrl-C.
     Interrupted,
+    /// SIGTERM or SIGHUP arrived (seen by the caller, which then calls
+    /// `restore`): exit with this code.
+    Signalled(i32),
 }
 
 /// The list, the selection and the filter; no terminal in here.
@@ -256,9 +259,15 @@ impl Screen {
 
 impl Drop for Screen {
     fn drop(&mut self) {
-        let _ = crossterm::execute!(io::stderr(), cursor::Show, terminal::LeaveAlternateScreen);
-        let _ = terminal::disable_raw_mode();
+        restore();
     }
+}
+
+/// Gives the terminal back (cursor, normal screen, cooked mode); for a
+/// caller that ends the process while `pick` still waits for a key.
+pub fn restore() {
+    let _ = crossterm::execute!(io::stderr(), cursor::Show, terminal::LeaveAlternateScreen);
+    let _ = terminal::disable_raw_mode();
 }
 
 /// Runs the picker on the terminal until a choice; blocking (crossterm's
