@@ -35,7 +35,13 @@ pub(crate) async fn choose(style: Style) -> Result<Picked, AppError> {
     let mut picking = tokio::task::spawn_blocking(move || {
         if dumb {
             let stdin = std::io::stdin();
-            session_picker::pick_by_number(&rows, now, &heading, &mut stdin.lock())
+            session_picker::pick_by_number(
+                &rows,
+                now,
+                &heading,
+                &mut stdin.lock(),
+                &mut std::io::stderr().lock(),
+            )
         } else {
             session_picker::pick(rows, now, &heading, style)
         }

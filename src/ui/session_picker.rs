@@ -298,15 +298,15 @@ pub fn pick(rows: Vec<Row>, now: u64, heading: &str, st: Style) -> io::Result<Pi
     }
 }
 
-/// For a terminal that cannot draw: a numbered list on stderr and a number
-/// read from `input`. Empty input or end of input cancels.
+/// For a terminal that cannot draw: a numbered list on `err` (stderr) and a
+/// number read from `input`. Empty input or end of input cancels.
 pub fn pick_by_number(
     rows: &[Row],
     now: u64,
     heading: &str,
     input: &mut dyn BufRead,
+    err: &mut dyn Write,
 ) -> io::Result<Picked> {
-    let mut err = io::stderr().lock();
     writeln!(err, "{heading}")?;
     for (i, row) in rows.iter().enumerate() {
         writeln!(err, "{:>3}{}", i + 1, &row_text(row, now, false)[1..])?;
@@ -428,10 +428,15 @@ mod tests {
     #[test]
     fn by_number_skips_bad_answers_and_empty_input_cancels() {
         let mut input = io::Cursor::new("x\n3\n2\n");
-        let got = pick_by_number(&rows(), 1_000, "sessions", &mut input).unwrap();
+        let mut shown = Vec::new();
+        let got = pick_by_number(&rows(), 1_000, "sessions", &mut input, &mut shown).unwrap();
         assert_eq!(got, Picked::Session("b".into()));
+        let shown = String::from_utf8(shown).unwrap();
+        assert!(shown.contains("  2 just now"), "{shown}");
+        assert!(shown.contains("no session numbered x"), "{shown}");
+        assert!(shown.contains("cannot resume that one"), "{shown}");
         let mut input = io::Cursor::new("\n");
-        let got = pick_by_number(&rows(), 1_000, "sessions", &mut input).unwrap();
+        let got = pick_by_number(&rows(), 1_000, "sessions", &mut input, &mut Vec::new()).unwrap();
         assert_eq!(got, Picked::Cancelled);
     }
 }
