@@ -1,6 +1,7 @@
 //! Session store figures for docs/PERFORMANCE.md: listing 200 sessions, loading a
-//! 5,000-message (~20 MB) session, and the cost of saving one turn at turn 10
-//! and at turn 5,000 of a session.
+//! 5,000-message (~20 MB) session, the cost of saving one turn at turn 10
+//! and at turn 5,000 of a session, and reading the rows of `buddy resume`'s
+//! picker for 1,000 sessions.
 //!
 //! ```text
 //! cargo bench --bench sessions                 # prints the figures
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 const BIG_MESSAGES: usize = 5_000;
 const SMALL_SESSIONS: usize = 199;
 const SMALL_MESSAGES: usize = 20;
+const PICKER_SESSIONS: usize = 1_000;
 
 fn info() -> SessionInfo {
     SessionInfo {
@@ -171,6 +173,27 @@ fn main() {
     stats("save one turn at turn 1,250 (msg 5,000), write only", w5k);
     stats("save one turn at turn 10, with fsync", s10);
     stats("save one turn at turn 1,250 (msg 5,000), with fsync", s5k);
+
+    // What `buddy resume`'s picker reads: every file's summary (its tail),
+    // for a store of 1,000 sessions of 20 messages.
+    let picker_root = root.join("picker");
+    let _ = std::fs::remove_dir_all(&picker_root);
+    let picker_store = Store::for_workdir(&picker_root);
+    for _ in 0..PICKER_SESSIONS {
+        write_session(&picker_store, SMALL_MESSAGES);
+    }
+    stats(
+        "picker rows of 1,000 sessions (Store::entries)",
+        time(20, || {
+            picker_store
+                .entries()
+                .expect("entries")
+                .iter()
+                .filter(|e| e.summary.is_ok())
+                .count()
+        }),
+    );
+    let _ = std::fs::remove_dir_all(&picker_root);
 
     if keep.is_none() {
         let _ = std::fs::remove_dir_all(&root);

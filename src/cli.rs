@@ -150,7 +150,8 @@ pub struct LogoutArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ResumeArgs {
-    /// Session id, or a unique prefix of one (see `buddy sessions`)
+    /// Session id, or a unique prefix of one (see `buddy sessions`); without
+    /// one, on a terminal, a list of this directory's sessions to pick from
     #[arg(value_name = "ID")]
     pub id: Option<String>,
     /// Continue the most recently used session

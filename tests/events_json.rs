@@ -241,3 +241,35 @@ fn without_a_terminal_the_denial_is_an_event_and_a_failure_keeps_its_exit_code()
     assert!(out.stderr.contains("no terminal to ask"), "{}", out.stderr);
     assert!(out.stderr.contains("error:"), "{}", out.stderr);
 }
+
+#[test]
+fn a_resumed_session_replays_its_messages_in_the_event() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({"command": "echo replayed"}).to_string(),
+        )]),
+        Reply::text("The tool said replayed."),
+        Reply::text("Still here."),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    cmd.rerun(["exec", "--dangerously-auto-approve", "run it"])
+        .assert_success();
+    let out = cmd.rerun(["exec", "--json", "--resume", "last", "and now?"]);
+    out.assert_success();
+    let events = check_lines(&out.stdout);
+    let resumed = events
+        .iter()
+        .find(|e| e["type"] == "session_resumed")
+        .expect("a session_resumed event");
+    assert_eq!(resumed["messages"], 4);
+    let replay = resumed["replay"].as_array().expect("replay");
+    let roles: Vec<&str> = replay.iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(replay[0]["text"], "run it");
+    assert_eq!(replay[1]["calls"][0]["name"], "run_shell");
+    assert_eq!(replay[2]["name"], "run_shell");
+    assert!(replay[2]["text"].as_str().unwrap().contains("replayed"));
+    assert_eq!(replay[3]["text"], "The tool said replayed.");
+}

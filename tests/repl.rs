@@ -239,8 +239,14 @@ fn resume_opens_the_repl_on_the_saved_history() {
         .args(["exec", "the saved question"]);
     cmd.run().assert_success();
     let t = repl(&cmd, &["resume", "--last"]);
-    let screen = t.wait_text("buddy: the saved answer");
-    assert!(screen.contains("you: the saved question"), "{screen}");
+    // The saved exchange is replayed as the REPL showed it.
+    let screen = t.wait_text("the saved answer");
+    let lines: Vec<&str> = screen.lines().collect();
+    let asked = lines
+        .iter()
+        .position(|l| *l == "> the saved question")
+        .unwrap_or_else(|| panic!("no replayed prompt:\n{screen}"));
+    assert_eq!(lines[asked + 1], "the saved answer");
     t.line("and then?");
     t.wait_text("continued");
     let req = &p.chat_requests()[1];
@@ -397,7 +403,7 @@ fn session_commands_list_start_and_resume() {
         .unwrap();
     let id = first.file_stem().unwrap().to_str().unwrap().to_string();
     t.line(&format!("/session resume {}", &id[..id.len() - 1]));
-    t.wait_text("you: remember the blue door");
+    t.wait_text(&format!("resumed session {id}"));
     t.line("which door?");
     // The resumed exchange on screen already shows "noted" again, so wait for
     // the request itself, not for the screen.

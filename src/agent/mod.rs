@@ -17,6 +17,7 @@ pub mod emitter;
 mod partial;
 pub mod prompt;
 pub mod protocol;
+pub mod replay;
 pub mod service;
 pub mod tokens;
 

@@ -262,6 +262,12 @@ pub enum EventKind {
         last_prompt: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_answer: Option<String>,
+        /// The end of the conversation, for a front end to show where it
+        /// left off: one item per message, the last `messages` of them at
+        /// most `REPLAY_MESSAGES`, long texts clipped. The
+        /// `messages - replay.len()` before them are left out.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        replay: Vec<Replayed>,
     },
     /// The conversation was cleared (`NewSession`).
     SessionCleared,
@@ -322,6 +328,7 @@ impl EventKind {
                 note,
                 last_prompt,
                 last_answer,
+                replay,
                 ..
             } => {
                 warnings.iter_mut().for_each(r);
@@ -329,6 +336,15 @@ impl EventKind {
                     .chain(last_prompt.iter_mut())
                     .chain(last_answer.iter_mut())
                     .for_each(r);
+                for item in replay {
+                    match item {
+                        Replayed::User { text } | Replayed::Tool { text, .. } => r(text),
+                        Replayed::Assistant { text, calls } => {
+                            r(text);
+                            calls.iter_mut().for_each(|c| r(&mut c.arguments));
+                        }
+                    }
+                }
             }
             EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
             EventKind::ModelRequest { .. }
@@ -381,6 +397,33 @@ pub enum RunOutcome {
     LimitReached {
         message: String,
     },
+}
+
+/// Most messages a `SessionResumed` event replays.
+pub const REPLAY_MESSAGES: usize = 60;
+
+/// One message of a resumed conversation as a front end replays it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Replayed {
+    /// A prompt, or context the user added (`!command` output, `@file`).
+    User { text: String },
+    /// An answer (possibly empty) and the tool calls it asked for.
+    Assistant {
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        calls: Vec<ReplayedCall>,
+    },
+    /// A tool's result; `name` is the tool that was called.
+    Tool { name: String, text: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayedCall {
+    pub name: String,
+    /// The JSON text as the model sent it (string values clipped when long).
+    pub arguments: String,
 }
 
 /// A snapshot for `/status` and `/context`.

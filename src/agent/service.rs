@@ -424,6 +424,7 @@ impl Core {
             });
         let (last_prompt, last_answer) = last_exchange(&opened.history);
         let messages = opened.history.len();
+        let replay = super::replay::replay_of(&opened.history);
         self.agent.reset();
         self.agent
             .restore(opened.history, opened.tokens, opened.saved);
@@ -436,6 +437,7 @@ impl Core {
             note,
             last_prompt,
             last_answer,
+            replay,
         })
         .await;
     }

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 mod discovery;
 mod execution;
+mod pick;
 mod project;
 mod repl;
 mod serve;
@@ -412,7 +413,7 @@ async fn exec(
                 j.event(ev);
             }
         };
-        resume_first(&mut agent, query, style, false, &mut seen).await?;
+        resume_first(&mut agent, query, style, Notice::Notes, &mut seen).await?;
     }
     let _ = agent.ops.send(Op::Prompt { text: prompt }).await;
     let outcome = match json {
@@ -441,15 +442,26 @@ async fn finish(agent: AgentHandle, outcome: &ExecOutcome) {
     let _ = tokio::time::timeout(wait, agent.shutdown()).await;
 }
 
+/// What `resume_first` prints of the resumed session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Notice {
+    /// Nothing: the caller shows the event (the REPL replays it).
+    Quiet,
+    /// Warnings and the model note.
+    Notes,
+    /// Those and the last exchange.
+    LastExchange,
+}
+
 /// Loads session `query` into the agent before anything else, telling the
-/// user what they should know. `show_last` also prints where it left off.
+/// user what `notice` says; returns the `SessionResumed` event.
 async fn resume_first(
     agent: &mut AgentHandle,
     query: &str,
     style: Style,
-    show_last: bool,
+    notice: Notice,
     seen: &mut dyn FnMut(&Event),
-) -> Result<String, AppError> {
+) -> Result<Event, AppError> {
     let _ = agent
         .ops
         .send(Op::Resume {
@@ -460,10 +472,10 @@ async fn resume_first(
         seen(&ev);
         match &ev.kind {
             EventKind::SessionResumed { warnings, note, .. } => {
-                let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
-                if show_last {
+                if notice == Notice::LastExchange {
+                    let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
                     eprintln!("{text}");
-                } else {
+                } else if notice == Notice::Notes {
                     for w in warnings {
                         eprintln!("{} {w}", style.warning("warning:"));
                     }
@@ -471,7 +483,7 @@ async fn resume_first(
                         eprintln!("{}", style.dim(n));
                     }
                 }
-                return Ok(text);
+                return Ok(ev);
             }
             EventKind::Error { message } => return Err(AppError::Usage(message.clone())),
             _ => {}
@@ -542,6 +554,8 @@ fn list_sessions() -> Result<Exit, AppError> {
 }
 
 /// `buddy resume`: the session's history, then the conversation on it.
+/// Without an id on a terminal, a picker asks which session: Esc cancels
+/// (exit 0, nothing was wrong), Ctrl-C interrupts (130).
 async fn resume(
     args: ResumeArgs,
     overrides: &CliOverrides,
@@ -550,9 +564,18 @@ async fn resume(
     let query = match (args.last, args.id) {
         (true, _) => "last".to_string(),
         (false, Some(id)) => id,
-        (false, None) => return Err(AppError::Usage(
+        (false, None) if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) => return Err(AppError::Usage(
             "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
         )),
+        (false, None) => match pick::choose(Style::detect(!overrides.no_color)).await? {
+            crate::ui::session_picker::Picked::Session(id) => id,
+            crate::ui::session_picker::Picked::Cancelled => {
+                eprintln!("no session resumed");
+                return Ok(Exit::Ok);
+            }
+            crate::ui::session_picker::Picked::Interrupted => return Ok(Exit::Interrupted),
+            crate::ui::session_picker::Picked::Signalled(code) => return Ok(Exit::Code(code)),
+        },
     };
     interactive(overrides, Some(query), target_args).await
 }
@@ -619,15 +642,15 @@ async fn interactive(
             ))
         ));
     }
+    let mut resumed = None;
     if let Some(query) = &resume {
-        let text = match resume_first(&mut agent, query, style, false, &mut |_| {}).await {
-            Ok(t) => t,
+        match resume_first(&mut agent, query, style, Notice::Quiet, &mut |_| {}).await {
+            Ok(ev) => resumed = Some(ev),
             Err(e) => {
                 agent.shutdown().await;
                 return Err(e);
             }
         };
-        banner.push_str(&format!("\n{text}"));
     }
     let mut host = repl::Host {
         target: match &execution.pane {
@@ -652,6 +675,7 @@ async fn interactive(
         show_tokens: settings.display.show_tokens,
         history_file: config::global_dir(&env).map(|d| d.join("history")),
         banner,
+        resumed,
         profile: settings.api.profile.clone(),
         model: settings.api.model.clone(),
     };
@@ -690,7 +714,9 @@ async fn line_session(
         None,
     )?);
     if let Some(query) = &resume {
-        if let Err(e) = resume_first(&mut agent, query, style, true, &mut |_| {}).await {
+        if let Err(e) =
+            resume_first(&mut agent, query, style, Notice::LastExchange, &mut |_| {}).await
+        {
             agent.shutdown().await;
             return Err(e);
         }

@@ -76,8 +76,19 @@ pub struct Summary {
     /// Unix seconds of the last write.
     pub used: u64,
     pub messages: u64,
+    /// Size of the file.
+    pub bytes: u64,
     pub model: String,
     pub title: String,
+}
+
+/// One session file of a listing, in the listing's order, read or not.
+#[derive(Debug)]
+pub struct Entry {
+    pub id: String,
+    /// Unix seconds of the last write.
+    pub used: u64,
+    pub summary: Result<Summary, SessionError>,
 }
 
 impl Store {
@@ -339,16 +350,29 @@ impl Store {
     pub fn list(&self) -> Result<(Vec<Summary>, Vec<SessionError>), SessionError> {
         let mut out = Vec::new();
         let mut errors = Vec::new();
-        for (id, modified) in self.ids()? {
-            let used = modified
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            match self.summarize(&id, used) {
+        for entry in self.entries()? {
+            match entry.summary {
                 Ok(s) => out.push(s),
                 Err(e) => errors.push(e),
             }
         }
         Ok((out, errors))
+    }
+
+    /// Every session file, most recently used first, each with its summary
+    /// or the reason it could not be read (for a picker that shows both).
+    pub fn entries(&self) -> Result<Vec<Entry>, SessionError> {
+        Ok(self
+            .ids()?
+            .into_iter()
+            .map(|(id, modified)| {
+                let used = modified
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let summary = self.summarize(&id, used);
+                Entry { id, used, summary }
+            })
+            .collect())
     }
 
     /// Reads the end of a file for its last turn mark; only a file without one
@@ -377,6 +401,7 @@ impl Store {
                     id: id.to_string(),
                     used,
                     messages: turn.messages + after,
+                    bytes: len,
                     model: turn.model,
                     title: turn.title,
                 });
@@ -397,6 +422,7 @@ impl Store {
             id: id.to_string(),
             used,
             messages: parsed.recorded,
+            bytes: len,
             model: parsed
                 .last_turn
                 .map(|t| t.model)

@@ -6,6 +6,7 @@ pub mod exec;
 pub mod json;
 pub mod markdown;
 pub mod repl;
+pub mod session_picker;
 pub mod style;
 pub mod toolview;
 
@@ -23,6 +24,7 @@ pub fn resumed_text(ev: &EventKind, style: Style) -> Option<String> {
         note,
         last_prompt,
         last_answer,
+        ..
     } = ev
     else {
         return None;

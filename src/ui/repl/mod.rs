@@ -15,6 +15,7 @@ pub mod editor;
 pub mod history;
 pub mod mentions;
 pub mod menu;
+pub mod replay;
 
 use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
@@ -81,6 +82,9 @@ pub struct ReplOptions {
     pub history_file: Option<PathBuf>,
     /// Printed once above the first prompt (e.g. the resumed exchange).
     pub banner: String,
+    /// The `SessionResumed` event of a session resumed before the REPL
+    /// started, shown (replayed) under the banner.
+    pub resumed: Option<AgentEvent>,
     /// The model profile in use at start.
     pub profile: String,
     /// The model id in use at start.
@@ -368,6 +372,9 @@ impl<'h> Repl<'h> {
             self.say(&banner);
         } else {
             self.redraw();
+        }
+        if let Some(ev) = self.opts.resumed.take() {
+            self.on_agent_event(ev);
         }
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -1499,7 +1506,13 @@ impl<'h> Repl<'h> {
             EventKind::SessionStarted { id } => self.session_id = Some(id),
             EventKind::SessionResumed { ref id, .. } => {
                 self.session_id = Some(id.clone());
-                if let Some(text) = crate::ui::resumed_text(&ev.kind, st) {
+                let (cols, rows) = crossterm::terminal::size().unwrap_or((80, 24));
+                let look = replay::Look {
+                    style: st,
+                    prompt: &self.opts.prompt,
+                    show_tool_calls: self.opts.show_tool_calls,
+                };
+                if let Some(text) = replay::resumed(&ev.kind, &look, cols as usize, rows as usize) {
                     self.say(&text);
                 }
             }

@@ -1,0 +1,161 @@
+//! The end of a resumed conversation as `SessionResumed` carries it: the last
+//! messages of the history, each as a `Replayed` item with long texts
+//! clipped, so the event stays small however big the session is. It does not
+//! decide how much a front end shows (that depends on its screen) or how.
+
+use super::protocol::{Replayed, ReplayedCall, REPLAY_MESSAGES};
+use crate::text::clip;
+use crate::wire::{Message, Role};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Characters kept of a prompt or an answer: several screenfuls.
+const TEXT_CHARS: usize = 4_000;
+/// Characters kept of a tool result; front ends show its first lines.
+const RESULT_CHARS: usize = 1_000;
+/// Arguments longer than this have their long string values clipped.
+const ARGUMENTS_CHARS: usize = 4_000;
+/// What a clipped string value of the arguments keeps.
+const ARGUMENT_VALUE_CHARS: usize = 1_000;
+
+/// The last `REPLAY_MESSAGES` messages of `history` (system messages left out).
+pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
+    let history: Vec<&Message> = history.iter().filter(|m| m.role != Role::System).collect();
+    // A result names its tool only through the call's id, which may sit
+    // before the window.
+    let names: HashMap<&str, &str> = history
+        .iter()
+        .flat_map(|m| m.calls())
+        .map(|c| (c.id.as_str(), c.function.name.as_str()))
+        .collect();
+    let start = history.len().saturating_sub(REPLAY_MESSAGES);
+    history[start..]
+        .iter()
+        .map(|m| match m.role {
+            Role::Assistant => Replayed::Assistant {
+                text: tail(m.text().trim(), TEXT_CHARS),
+                calls: m
+                    .calls()
+                    .iter()
+                    .map(|c| ReplayedCall {
+                        name: c.function.name.clone(),
+                        arguments: arguments(&c.function.arguments),
+                    })
+                    .collect(),
+            },
+            Role::Tool => Replayed::Tool {
+                name: m
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| names.get(id))
+                    .map(|n| n.to_string())
+                    .or_else(|| m.name.clone())
+                    .unwrap_or_else(|| "tool".to_string()),
+                text: clip(m.text(), RESULT_CHARS).into_owned(),
+            },
+            Role::User | Role::System => Replayed::User {
+                text: clip(m.text().trim_end(), TEXT_CHARS).into_owned(),
+            },
+        })
+        .collect()
+}
+
+/// The last `max` characters of `s`, marked with `…` when cut: the end of
+/// a long answer is where the conversation stood.
+fn tail(s: &str, max: usize) -> String {
+    let count = s.chars().count();
+    if count <= max {
+        return s.to_string();
+    }
+    let skip = s
+        .char_indices()
+        .nth(count - max)
+        .map_or(s.len(), |(i, _)| i);
+    format!("…{}", &s[skip..])
+}
+
+/// Arguments kept as valid JSON when they are long, so a front end still
+/// reads the command or path: only long string values are clipped.
+fn arguments(text: &str) -> String {
+    if text.chars().count() <= ARGUMENTS_CHARS {
+        return text.to_string();
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(mut v) => {
+            clip_strings(&mut v);
+            v.to_string()
+        }
+        Err(_) => clip(text, ARGUMENTS_CHARS).into_owned(),
+    }
+}
+
+fn clip_strings(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(c) = clip(s, ARGUMENT_VALUE_CHARS) {
+                *s = c;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(clip_strings),
+        Value::Object(map) => map.values_mut().for_each(clip_strings),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ToolCall;
+
+    #[test]
+    fn keeps_the_last_messages_and_names_results_by_their_call() {
+        let mut history = vec![Message::system("sys")];
+        for i in 0..100 {
+            history.push(Message::user(format!("prompt {i}")));
+            history.push(Message::assistant(format!("answer {i}")));
+        }
+        let mut call = Message::assistant("");
+        call.tool_calls = Some(vec![ToolCall::new(
+            "c1",
+            "run_shell",
+            r#"{"command":"ls"}"#,
+        )]);
+        history.push(call);
+        history.push(Message::tool_result("c1", "exit code: 0\nstdout:\nfile"));
+        let replay = replay_of(&history);
+        assert_eq!(replay.len(), REPLAY_MESSAGES);
+        assert_eq!(
+            replay.last(),
+            Some(&Replayed::Tool {
+                name: "run_shell".into(),
+                text: "exit code: 0\nstdout:\nfile".into()
+            })
+        );
+        assert_eq!(
+            replay[0],
+            Replayed::User {
+                text: "prompt 71".into()
+            }
+        );
+    }
+
+    #[test]
+    fn long_texts_are_clipped_and_long_arguments_stay_json() {
+        let big = "x".repeat(20_000);
+        let mut call = Message::assistant(format!("start {big} end"));
+        let args = serde_json::json!({"path": "a.txt", "content": big}).to_string();
+        call.tool_calls = Some(vec![ToolCall::new("c1", "write_file", args)]);
+        let replay = replay_of(&[Message::user(big.clone()), call]);
+        let Replayed::User { text } = &replay[0] else {
+            panic!("{replay:?}")
+        };
+        assert!(text.chars().count() <= TEXT_CHARS + 1);
+        let Replayed::Assistant { text, calls } = &replay[1] else {
+            panic!("{replay:?}")
+        };
+        assert!(text.starts_with('…') && text.ends_with(" end"));
+        let v: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+        assert_eq!(v["path"], "a.txt");
+        assert!(v["content"].as_str().unwrap().chars().count() <= ARGUMENT_VALUE_CHARS + 1);
+    }
+}
