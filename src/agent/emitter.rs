@@ -3,7 +3,9 @@
 //! limit. Text and reasoning deltas come from inside the model stream, where
 //! nothing can wait; when the channel is full they are merged into one pending
 //! delta, sent as soon as there is room and always before any later event, so
-//! order is kept and nothing is lost.
+//! order is kept and nothing is lost. A tool's output tail goes the same way;
+//! a newer tail of the same call replaces one still waiting, as it would on
+//! screen.
 
 use super::protocol::{Event, EventKind};
 use std::sync::{Arc, Mutex};
@@ -91,7 +93,8 @@ impl Emitter {
         }
     }
 
-    /// Sends a text or reasoning delta without waiting (see the module note).
+    /// Sends a text or reasoning delta, or a tool's output tail, without
+    /// waiting (see the module note).
     pub fn delta(&self, kind: EventKind) {
         let mut st = self.lock();
         push_merged(&mut st.pending, kind);
@@ -147,6 +150,19 @@ fn merge_into(last: &mut EventKind, next: EventKind) -> Option<EventKind> {
             EventKind::Reasoning { field: f2, text: y },
         ) if *f1 == f2 => {
             x.push_str(&y);
+            None
+        }
+        (
+            EventKind::ToolProgress {
+                call_id: c1,
+                tail: x,
+            },
+            EventKind::ToolProgress {
+                call_id: c2,
+                tail: y,
+            },
+        ) if *c1 == c2 => {
+            *x = y;
             None
         }
         (_, next) => Some(next),

@@ -42,6 +42,51 @@ pub struct TmuxTarget {
     running: Mutex<Option<Job>>,
 }
 
+/// The growing stdout and stderr files of a running pane job, and how far
+/// each has been read.
+pub struct OutputFollower {
+    files: [(std::path::PathBuf, u64); 2],
+}
+
+/// The most read from each file per look: the end of what it gained. A
+/// command that printed more since the last look has its middle skipped.
+const FOLLOW_WINDOW: u64 = 8 * 1024;
+
+impl OutputFollower {
+    /// Hands `sink` what each file gained since the last call (stdout's,
+    /// then stderr's), with `true` when bytes before it were skipped; a
+    /// skipped-into line is left out. Files not there yet are not an error.
+    pub async fn read_new(&mut self, sink: &mut (dyn FnMut(&[u8], bool) + Send)) {
+        use tokio::io::AsyncSeekExt;
+        for (path, offset) in &mut self.files {
+            let Ok(mut f) = tokio::fs::File::open(&*path).await else {
+                continue;
+            };
+            let Ok(len) = f.metadata().await.map(|m| m.len()) else {
+                continue;
+            };
+            if len <= *offset {
+                continue;
+            }
+            let from = (*offset).max(len.saturating_sub(FOLLOW_WINDOW));
+            if f.seek(std::io::SeekFrom::Start(from)).await.is_err() {
+                continue;
+            }
+            let mut buf = vec![0u8; (len - from) as usize];
+            if f.read_exact(&mut buf).await.is_err() {
+                continue;
+            }
+            let skipped = from > *offset;
+            let start = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) if skipped => i + 1,
+                _ => 0,
+            };
+            sink(&buf[start..], skipped);
+            *offset = len;
+        }
+    }
+}
+
 /// A command typed into the pane.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -687,6 +732,18 @@ impl TmuxTarget {
             }
         }
         Ok(code)
+    }
+
+    /// Follows the output files of `job` while it runs, for showing its
+    /// latest lines. Only on this host, where that is a file read; on a
+    /// remote base it would cost a round trip per look, and none is made.
+    pub fn follow(&self, job: &Job) -> Option<OutputFollower> {
+        self.base.is_local().then(|| OutputFollower {
+            files: [
+                (self.file(job.n, "o").into(), 0),
+                (self.file(job.n, "e").into(), 0),
+            ],
+        })
     }
 
     /// The pane's contents as text, per `opts`, and a note when the alternate

@@ -330,6 +330,10 @@ impl Editor {
         self.prompt = prompt;
     }
 
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
     pub fn set_width(&mut self, width: usize) {
         self.width = width.max(10);
     }

@@ -237,6 +237,9 @@ pub struct Repl<'h> {
     queued: (Vec<String>, Vec<String>),
     /// Streamed text not yet ending in a newline.
     partial: String,
+    /// The latest output lines of running tool calls, by call id, shown
+    /// above the status line until their results arrive.
+    tool_output: Vec<(String, String)>,
     reasoning: String,
     /// A `!command` in progress.
     bang: Option<tokio::task::JoinHandle<bang::Ran>>,
@@ -270,6 +273,7 @@ impl<'h> Repl<'h> {
             wants: VecDeque::new(),
             queued: (Vec::new(), Vec::new()),
             partial: String::new(),
+            tool_output: Vec::new(),
             reasoning: String::new(),
             bang: None,
             pending_context: Vec::new(),
@@ -948,8 +952,19 @@ impl<'h> Repl<'h> {
         if let (Some(first), Some(hint), true) = (lines.first_mut(), hint, self.task.is_some()) {
             first.push_str(&st.dim(hint));
         }
+        let lines = [self.tool_output_lines(), lines].concat();
         self.editor
             .set_status((!lines.is_empty()).then(|| lines.join("\n")));
+    }
+
+    /// The running calls' latest output, dim, each line fitted to the width.
+    fn tool_output_lines(&self) -> Vec<String> {
+        let width = self.editor.width();
+        self.tool_output
+            .iter()
+            .flat_map(|(_, tail)| crate::ui::toolview::live_lines(tail, "  ", width))
+            .map(|l| self.opts.style.dim(&l))
+            .collect()
     }
 
     fn set_state(&mut self, state: &str) {
@@ -991,6 +1006,7 @@ impl<'h> Repl<'h> {
             self.restore_prompt(&p.stashed);
         }
         self.task = None;
+        self.tool_output.clear();
         self.update_status();
         self.redraw();
     }
@@ -1095,12 +1111,23 @@ impl<'h> Repl<'h> {
                     self.say(&shown.join("\n"));
                 }
             }
+            EventKind::ToolProgress { call_id, tail } => {
+                match self.tool_output.iter_mut().find(|(id, _)| *id == call_id) {
+                    Some((_, t)) => *t = tail,
+                    None => self.tool_output.push((call_id, tail)),
+                }
+                self.update_status();
+                self.redraw();
+            }
             EventKind::ToolResult {
+                call_id,
                 name,
                 text,
                 is_error,
                 ..
             } => {
+                self.tool_output.retain(|(id, _)| *id != call_id);
+                self.update_status();
                 if self.opts.show_tool_calls {
                     let lines = crate::ui::toolview::result_lines(&name, &text, is_error, st);
                     self.say(&lines.join("\n"));
