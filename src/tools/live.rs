@@ -81,8 +81,27 @@ impl LiveTail {
             self.partial.clear();
             self.cr = false;
         }
-        for &b in &bytes[start..] {
-            self.byte(b);
+        let mut rest = &bytes[start..];
+        while !rest.is_empty() {
+            // Plain text up to the next line end goes in at once.
+            let plain = rest
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .unwrap_or(rest.len());
+            if plain > 0 {
+                if self.cr {
+                    self.partial.clear();
+                    self.cr = false;
+                }
+                let room = LINE_KEEP_BYTES.saturating_sub(self.partial.len());
+                self.partial.extend_from_slice(&rest[..plain.min(room)]);
+            }
+            if let Some(&b) = rest.get(plain) {
+                self.byte(b);
+                rest = &rest[plain + 1..];
+            } else {
+                rest = &[];
+            }
         }
         self.dirty = true;
     }

@@ -962,7 +962,7 @@ impl<'h> Repl<'h> {
         let width = self.editor.width();
         self.tool_output
             .iter()
-            .flat_map(|(_, tail)| crate::ui::toolview::live_lines(tail, "  ", width))
+            .flat_map(|(_, tail)| crate::ui::toolview::live_lines(tail, "  │ ", width))
             .map(|l| self.opts.style.dim(&l))
             .collect()
     }
