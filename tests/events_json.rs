@@ -277,7 +277,9 @@ fn progress_comes_before_the_result(extra: &[&str]) {
         .unwrap_or(usize::MAX);
     assert!(first < result, "progress after the result: {}", out.stdout);
     assert!(
-        events[result..].iter().all(|e| e["type"] != "tool_progress"),
+        events[result..]
+            .iter()
+            .all(|e| e["type"] != "tool_progress"),
         "{}",
         out.stdout
     );

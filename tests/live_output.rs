@@ -52,7 +52,9 @@ fn repl_shows_live_output(args: &[&str]) {
         .position(|l| l.trim_end() == "  │ step1")
         .unwrap_or_default();
     assert!(live > call, "live output above the call:\n{running}");
-    t.wait_for("step2 live", |s| s.lines().any(|l| l.trim_end() == "  │ step2"));
+    t.wait_for("step2 live", |s| {
+        s.lines().any(|l| l.trim_end() == "  │ step2")
+    });
     let done = t.wait_text("counted to three");
     assert!(done.contains("  ← step1"), "no result shown:\n{done}");
     assert!(done.contains("    done-2"), "no result shown:\n{done}");
@@ -131,7 +133,8 @@ fn progress_of(cmd: BuddyCmd) -> (Vec<Value>, f64, String) {
 #[test]
 fn a_flood_of_output_gives_few_small_progress_events() {
     // 50 MB of 3,000-character lines, then a pause so the end is seen.
-    let flood = "yes \"$(head -c 3000 /dev/zero | tr '\\0' x)\" | head -c 50000000; echo; echo tail-end";
+    let flood =
+        "yes \"$(head -c 3000 /dev/zero | tr '\\0' x)\" | head -c 50000000; echo; echo tail-end";
     let p = FakeProvider::start(vec![shell("f1", flood), Reply::text("flooded")]);
     let cmd = BuddyCmd::new().config(no_confirm(&p));
     let (progress, secs, stdout) = progress_of(cmd);
@@ -169,9 +172,10 @@ fn a_secret_in_live_output_is_redacted() {
     let (progress, _, stdout) = progress_of(cmd);
     assert!(!stdout.contains(KEY), "{stdout}");
     assert!(
-        progress
-            .iter()
-            .any(|e| e["tail"].as_str().unwrap_or("").contains("token=[REDACTED]")),
+        progress.iter().any(|e| e["tail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("token=[REDACTED]")),
         "no redacted progress: {progress:?}"
     );
 }
