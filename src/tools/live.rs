@@ -202,7 +202,10 @@ mod tests {
         t.push(b"ee\nfour\nfive\nsix\nsev");
         assert_eq!(t.tail(), "three\nfour\nfive\nsix\nsev");
         t.push(b"en\n");
-        assert_eq!(t.tail(), "four\nfive\nsix\nseven\n".trim_end());
+        // The finished line stays; the oldest scrolls out only for a sixth.
+        assert_eq!(t.tail(), "three\nfour\nfive\nsix\nseven");
+        t.push(b"8");
+        assert_eq!(t.tail(), "four\nfive\nsix\nseven\n8");
     }
 
     #[test]
