@@ -479,3 +479,39 @@ fn a_command_over_ssh_streams_its_output_while_it_runs() {
     );
     assert!(result_of(&p.chat_requests(), "s").ends_with("step1\ndone-2"));
 }
+
+#[test]
+fn a_command_in_a_remote_tmux_pane_streams_its_output_while_it_runs() {
+    let sshd = Sshd::start();
+    let session = format!("buddy-ssh-live-{}", std::process::id());
+    struct KillSession(String);
+    impl Drop for KillSession {
+        fn drop(&mut self) {
+            let _ = Sshd::as_user(&format!("tmux kill-session -t ={}", self.0));
+        }
+    }
+    let _cleanup = KillSession(session.clone());
+    let p = FakeProvider::start(vec![
+        call(
+            "t",
+            "run_shell",
+            json!({"command": "echo step1; sleep 3; echo done-$((1+1))"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .args(["exec", "--json"])
+        .args(sshd.buddy_args())
+        .arg(format!("--tmux={session}"))
+        .arg("go")
+        .run();
+    out.assert_success();
+    let tails = progress_tails(&out.stdout);
+    assert!(
+        tails.iter().any(|(t, late)| t == "step1" && !late),
+        "no live step1 before the result: {}",
+        out.stdout
+    );
+    assert!(result_of(&p.chat_requests(), "t").ends_with("step1\ndone-2"));
+}

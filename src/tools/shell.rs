@@ -310,16 +310,17 @@ async fn run_in_pane(
 
 /// Waits for the pane job like `TmuxTarget::wait`, meanwhile feeding `live`
 /// what the job's output files gained (their ends only, so a flood costs a
-/// small read per tick), when the pane's files can be followed.
+/// small read per tick; on a remote base, one round trip a second).
 async fn wait_showing_output(
     pane: &TmuxTarget,
     job: &Job,
     limit: Duration,
     live: &mut LiveTail,
 ) -> bool {
-    let Some(mut follow) = live.is_active().then(|| pane.follow(job)).flatten() else {
+    if !live.is_active() {
         return pane.wait(job, limit).await;
-    };
+    }
+    let mut follow = pane.follow(job);
     let waiting = pane.wait(job, limit);
     tokio::pin!(waiting);
     let mut tick = live::ticker();
