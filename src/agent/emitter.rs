@@ -178,6 +178,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_waiting_tool_tail_is_replaced_by_a_newer_one_of_the_same_call() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let em = Emitter::new(tx);
+        let tail = |id: &str, t: &str| EventKind::ToolProgress {
+            call_id: id.into(),
+            tail: t.into(),
+        };
+        for (id, t) in [
+            ("c1", "1"),
+            ("c1", "2"),
+            ("c1", "3"),
+            ("c2", "x"),
+            ("c2", "y"),
+        ] {
+            em.delta(tail(id, t));
+        }
+        // One fitted; the rest waited, each call's newest tail replacing its last.
+        let receiver = async {
+            let mut got = Vec::new();
+            while got.len() < 3 {
+                got.push(rx.recv().await.unwrap().kind);
+            }
+            got
+        };
+        let ((), got) = tokio::join!(em.flush(), receiver);
+        assert_eq!(got, [tail("c1", "1"), tail("c1", "3"), tail("c2", "y")]);
+    }
+
+    #[tokio::test]
     async fn deltas_merge_while_the_channel_is_full_and_keep_their_order() {
         let (tx, mut rx) = mpsc::channel(2);
         let em = Emitter::new(tx);
