@@ -518,3 +518,39 @@ fn a_shared_tmux_pane_inside_the_container() {
     let pane = String::from_utf8_lossy(&pane.stdout);
     assert!(pane.contains("got hello-pane"), "{pane}");
 }
+
+#[test]
+fn a_command_in_the_container_streams_its_output_while_it_runs() {
+    let ctr = Container::start();
+    let p = FakeProvider::start(vec![
+        call(
+            "a",
+            "run_shell",
+            json!({"command": "echo step1; sleep 1; echo done-$((1+1))"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let out = buddy()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "--json", "--container", ctr.name(), "go"])
+        .run();
+    out.assert_success();
+    let mut result_seen = false;
+    let mut live_step1 = false;
+    for line in out.stdout.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        match v["type"].as_str() {
+            Some("tool_result") => result_seen = true,
+            Some("tool_progress") if !result_seen => {
+                live_step1 |= v["call_id"] == "a" && v["tail"] == "step1";
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        live_step1,
+        "no live step1 before the result: {}",
+        out.stdout
+    );
+    assert!(result_of(&p.chat_requests(), "a").ends_with("step1\ndone-2"));
+}

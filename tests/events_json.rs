@@ -18,6 +18,7 @@ const ALL: &[&str] = &[
     "text_delta",
     "reasoning",
     "tool_call",
+    "tool_progress",
     "tool_result",
     "usage",
     "retrying",
@@ -46,6 +47,7 @@ fn name(kind: &EventKind) -> &'static str {
         EventKind::TextDelta { .. } => "text_delta",
         EventKind::Reasoning { .. } => "reasoning",
         EventKind::ToolCall { .. } => "tool_call",
+        EventKind::ToolProgress { .. } => "tool_progress",
         EventKind::ToolResult { .. } => "tool_result",
         EventKind::Usage { .. } => "usage",
         EventKind::Retrying { .. } => "retrying",
@@ -272,4 +274,66 @@ fn a_resumed_session_replays_its_messages_in_the_event() {
     assert_eq!(replay[2]["name"], "run_shell");
     assert!(replay[2]["text"].as_str().unwrap().contains("replayed"));
     assert_eq!(replay[3]["text"], "The tool said replayed.");
+}
+
+/// `exec --json` (run directly, and with `--tmux` in the pane) reports a
+/// running command's latest lines under its call id before its result.
+fn progress_comes_before_the_result(extra: &[&str]) {
+    let command = "echo step1; sleep 1; echo step2; sleep 1; echo done-$((1+1))";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({ "command": command }).to_string(),
+        )]),
+        Reply::text("All done."),
+    ]);
+    let mut args = vec!["exec", "--json", "--dangerously-auto-approve"];
+    args.extend_from_slice(extra);
+    args.push("go");
+    let out = BuddyCmd::new().config_for(&p).args(args).run();
+    out.assert_success();
+    let events = check_lines(&out.stdout);
+    let result = events
+        .iter()
+        .position(|e| e["type"] == "tool_result")
+        .expect("a tool_result");
+    let progress: Vec<&Map<String, Value>> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_progress")
+        .collect();
+    assert!(!progress.is_empty(), "no tool_progress in {}", out.stdout);
+    let first = events
+        .iter()
+        .position(|e| e["type"] == "tool_progress")
+        .unwrap_or(usize::MAX);
+    assert!(first < result, "progress after the result: {}", out.stdout);
+    assert!(
+        events[result..]
+            .iter()
+            .all(|e| e["type"] != "tool_progress"),
+        "{}",
+        out.stdout
+    );
+    assert!(progress.iter().all(|e| e["call_id"] == "c1"));
+    // Seen while it ran: step1 before the command got to its end.
+    assert!(
+        progress.iter().any(|e| e["tail"] == "step1"),
+        "{}",
+        out.stdout
+    );
+    assert!(events[result]["text"]
+        .as_str()
+        .unwrap_or("")
+        .ends_with("step1\nstep2\ndone-2"));
+}
+
+#[test]
+fn progress_events_come_before_the_result_when_run_directly() {
+    progress_comes_before_the_result(&[]);
+}
+
+#[test]
+fn progress_events_come_before_the_result_in_the_tmux_pane() {
+    progress_comes_before_the_result(&["--tmux"]);
 }

@@ -433,3 +433,85 @@ fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The tails of the `tool_progress` events of an `exec --json` run's stdout,
+/// each with whether the call's result had already been reported.
+fn progress_tails(stdout: &str) -> Vec<(String, bool)> {
+    let mut after_result = false;
+    let mut out = Vec::new();
+    for line in stdout.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        match v["type"].as_str() {
+            Some("tool_result") => after_result = true,
+            Some("tool_progress") => out.push((
+                v["tail"].as_str().unwrap_or_default().to_string(),
+                after_result,
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_command_over_ssh_streams_its_output_while_it_runs() {
+    let sshd = Sshd::start();
+    let p = FakeProvider::start(vec![
+        call(
+            "s",
+            "run_shell",
+            json!({"command": "echo step1; sleep 1; echo done-$((1+1))"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .args(["exec", "--json"])
+        .args(sshd.buddy_args())
+        .arg("go")
+        .run();
+    out.assert_success();
+    let tails = progress_tails(&out.stdout);
+    assert!(
+        tails.iter().any(|(t, late)| t == "step1" && !late),
+        "no live step1 before the result: {}",
+        out.stdout
+    );
+    assert!(result_of(&p.chat_requests(), "s").ends_with("step1\ndone-2"));
+}
+
+#[test]
+fn a_command_in_a_remote_tmux_pane_streams_its_output_while_it_runs() {
+    let sshd = Sshd::start();
+    let session = format!("buddy-ssh-live-{}", std::process::id());
+    struct KillSession(String);
+    impl Drop for KillSession {
+        fn drop(&mut self) {
+            let _ = Sshd::as_user(&format!("tmux kill-session -t ={}", self.0));
+        }
+    }
+    let _cleanup = KillSession(session.clone());
+    let p = FakeProvider::start(vec![
+        call(
+            "t",
+            "run_shell",
+            json!({"command": "echo step1; sleep 3; echo done-$((1+1))"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .args(["exec", "--json"])
+        .args(sshd.buddy_args())
+        .arg(format!("--tmux={session}"))
+        .arg("go")
+        .run();
+    out.assert_success();
+    let tails = progress_tails(&out.stdout);
+    assert!(
+        tails.iter().any(|(t, late)| t == "step1" && !late),
+        "no live step1 before the result: {}",
+        out.stdout
+    );
+    assert!(result_of(&p.chat_requests(), "t").ends_with("step1\ndone-2"));
+}

@@ -3,7 +3,9 @@
 //! limit. Text and reasoning deltas come from inside the model stream, where
 //! nothing can wait; when the channel is full they are merged into one pending
 //! delta, sent as soon as there is room and always before any later event, so
-//! order is kept and nothing is lost.
+//! order is kept and nothing is lost. A tool's output tail goes the same way;
+//! a newer tail of the same call replaces one still waiting, as it would on
+//! screen.
 
 use super::protocol::{Event, EventKind};
 use std::sync::{Arc, Mutex};
@@ -91,7 +93,8 @@ impl Emitter {
         }
     }
 
-    /// Sends a text or reasoning delta without waiting (see the module note).
+    /// Sends a text or reasoning delta, or a tool's output tail, without
+    /// waiting (see the module note).
     pub fn delta(&self, kind: EventKind) {
         let mut st = self.lock();
         push_merged(&mut st.pending, kind);
@@ -149,6 +152,19 @@ fn merge_into(last: &mut EventKind, next: EventKind) -> Option<EventKind> {
             x.push_str(&y);
             None
         }
+        (
+            EventKind::ToolProgress {
+                call_id: c1,
+                tail: x,
+            },
+            EventKind::ToolProgress {
+                call_id: c2,
+                tail: y,
+            },
+        ) if *c1 == c2 => {
+            *x = y;
+            None
+        }
         (_, next) => Some(next),
     }
 }
@@ -159,6 +175,35 @@ mod tests {
 
     fn text(t: &str) -> EventKind {
         EventKind::TextDelta { text: t.into() }
+    }
+
+    #[tokio::test]
+    async fn a_waiting_tool_tail_is_replaced_by_a_newer_one_of_the_same_call() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let em = Emitter::new(tx);
+        let tail = |id: &str, t: &str| EventKind::ToolProgress {
+            call_id: id.into(),
+            tail: t.into(),
+        };
+        for (id, t) in [
+            ("c1", "1"),
+            ("c1", "2"),
+            ("c1", "3"),
+            ("c2", "x"),
+            ("c2", "y"),
+        ] {
+            em.delta(tail(id, t));
+        }
+        // One fitted; the rest waited, each call's newest tail replacing its last.
+        let receiver = async {
+            let mut got = Vec::new();
+            while got.len() < 3 {
+                got.push(rx.recv().await.unwrap().kind);
+            }
+            got
+        };
+        let ((), got) = tokio::join!(em.flush(), receiver);
+        assert_eq!(got, [tail("c1", "1"), tail("c1", "3"), tail("c2", "y")]);
     }
 
     #[tokio::test]

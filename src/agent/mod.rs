@@ -806,6 +806,7 @@ impl Agent {
             let tools = Arc::clone(&self.tools);
             let mut ctx = self.tool_ctx.clone();
             ctx.call_id = call.id.clone();
+            ctx.progress = Some(self.progress_sink(&call.id));
             let name = call.function.name.clone();
             let args = call.function.arguments.clone();
             set.spawn(async move { (i, tools.call(&name, &args, &ctx).await) });
@@ -852,6 +853,19 @@ impl Agent {
         if batch.pushed > before {
             self.persist(false).await;
         }
+    }
+
+    /// Where a running call's output tail goes: the event stream, without
+    /// waiting (the tool is reading its command's output meanwhile).
+    fn progress_sink(&self, call_id: &str) -> crate::tools::live::ProgressFn {
+        let emitter = self.emitter.clone();
+        let call_id = call_id.to_string();
+        Arc::new(move |tail| {
+            emitter.delta(EventKind::ToolProgress {
+                call_id: call_id.clone(),
+                tail,
+            })
+        })
     }
 
     async fn report(&self, call: &ToolCall, r: &CallResult) {

@@ -155,6 +155,14 @@ pub enum EventKind {
         name: String,
         arguments: String,
     },
+    /// The latest lines of a running call's output (a shell command's stdout
+    /// and stderr as they come): at most `tools::live::TAIL_LINES` lines of
+    /// `LINE_CHARS` characters, sent at most every `INTERVAL` per call. Each
+    /// replaces the last; the `ToolResult` that follows supersedes them all.
+    ToolProgress {
+        call_id: String,
+        tail: String,
+    },
     /// Results arrive in completion order; the history keeps request order.
     ToolResult {
         call_id: String,
@@ -292,6 +300,7 @@ impl EventKind {
             EventKind::TextDelta { text } | EventKind::Reasoning { text, .. } => r(text),
             EventKind::ToolCall { arguments, .. } => r(arguments),
             EventKind::ToolResult { text, .. } => r(text),
+            EventKind::ToolProgress { tail, .. } => r(tail),
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message } => r(message),
             EventKind::ApprovalRequested {

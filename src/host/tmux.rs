@@ -42,6 +42,125 @@ pub struct TmuxTarget {
     running: Mutex<Option<Job>>,
 }
 
+/// The growing stdout and stderr files of a running pane job, and how far
+/// each has been read.
+pub struct OutputFollower {
+    files: [(String, u64); 2],
+    /// On a remote base: the target that reads the files there, and when it
+    /// last did (a look is a round trip, so it is made at most every
+    /// `REMOTE_EVERY`).
+    remote: Option<(Arc<dyn Target>, Option<Instant>)>,
+}
+
+/// The most read from each file per look: the end of what it gained. A
+/// command that printed more since the last look has its middle skipped.
+const FOLLOW_WINDOW: u64 = 8 * 1024;
+/// Least time between two looks at a remote job's files.
+const REMOTE_EVERY: Duration = Duration::from_secs(1);
+
+impl OutputFollower {
+    /// Hands `sink` what each file gained since the last call (stdout's,
+    /// then stderr's), with `true` when bytes before it were skipped; a
+    /// skipped-into line is left out. Files not there yet are not an error,
+    /// nor is a remote look that fails (the result does not depend on it).
+    pub async fn read_new(&mut self, sink: &mut (dyn FnMut(&[u8], bool) + Send)) {
+        if self.remote.is_some() {
+            return self.read_remote(sink).await;
+        }
+        use tokio::io::AsyncSeekExt;
+        for (path, offset) in &mut self.files {
+            let Ok(mut f) = tokio::fs::File::open(&*path).await else {
+                continue;
+            };
+            let Ok(len) = f.metadata().await.map(|m| m.len()) else {
+                continue;
+            };
+            if len <= *offset {
+                continue;
+            }
+            let from = (*offset).max(len.saturating_sub(FOLLOW_WINDOW));
+            if f.seek(std::io::SeekFrom::Start(from)).await.is_err() {
+                continue;
+            }
+            let mut buf = vec![0u8; (len - from) as usize];
+            if f.read_exact(&mut buf).await.is_err() {
+                continue;
+            }
+            deliver(&buf, from > *offset, sink);
+            *offset = len;
+        }
+    }
+
+    /// One round trip: both sizes on a header line, then the new end of
+    /// each file.
+    async fn read_remote(&mut self, sink: &mut (dyn FnMut(&[u8], bool) + Send)) {
+        let Some((target, last)) = &mut self.remote else {
+            return;
+        };
+        if last.is_some_and(|t| t.elapsed() < REMOTE_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let mut script = String::from("set --");
+        for (path, _) in &self.files {
+            script.push_str(&format!(
+                "; n=$(wc -c <{p} 2>/dev/null) || n=0; set -- \"$@\" $n",
+                p = shell_quote(path)
+            ));
+        }
+        script.push_str("; echo \"$1 $2\"");
+        for (i, (path, offset)) in self.files.iter().enumerate() {
+            script.push_str(&format!(
+                "; n=${i1}; s=$(( n - {w} > {offset} ? n - {w} : {offset} )); \
+                 [ \"$n\" -gt \"$s\" ] && tail -c +$((s + 1)) {p} 2>/dev/null | head -c $((n - s))",
+                i1 = i + 1,
+                w = FOLLOW_WINDOW,
+                p = shell_quote(path),
+            ));
+        }
+        script.push_str("; exit 0");
+        let mut cmd = target.command(&script, Path::new("/"));
+        cmd.stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let Ok(Ok(out)) = tokio::time::timeout(Duration::from_secs(5), cmd.output()).await else {
+            return;
+        };
+        let Some(nl) = out.stdout.iter().position(|&b| b == b'\n') else {
+            return;
+        };
+        let header = String::from_utf8_lossy(&out.stdout[..nl]).to_string();
+        let sizes: Vec<u64> = header
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if sizes.len() != 2 {
+            return;
+        }
+        let mut rest = &out.stdout[nl + 1..];
+        for ((_, offset), len) in self.files.iter_mut().zip(sizes) {
+            if len <= *offset {
+                continue;
+            }
+            let from = (*offset).max(len.saturating_sub(FOLLOW_WINDOW));
+            let take = ((len - from) as usize).min(rest.len());
+            deliver(&rest[..take], from > *offset, sink);
+            rest = &rest[take..];
+            *offset = len;
+        }
+    }
+}
+
+/// Hands `buf` to `sink`, without the line it starts inside when bytes
+/// before it were skipped.
+fn deliver(buf: &[u8], skipped: bool, sink: &mut (dyn FnMut(&[u8], bool) + Send)) {
+    let start = match buf.iter().position(|&b| b == b'\n') {
+        Some(i) if skipped => i + 1,
+        _ => 0,
+    };
+    sink(&buf[start..], skipped);
+}
+
 /// A command typed into the pane.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -687,6 +806,16 @@ impl TmuxTarget {
             }
         }
         Ok(code)
+    }
+
+    /// Follows the output files of `job` while it runs, for showing its
+    /// latest lines: file reads on this host, a round trip a second on a
+    /// remote base.
+    pub fn follow(&self, job: &Job) -> OutputFollower {
+        OutputFollower {
+            files: [(self.file(job.n, "o"), 0), (self.file(job.n, "e"), 0)],
+            remote: (!self.base.is_local()).then(|| (self.base.clone(), None)),
+        }
     }
 
     /// The pane's contents as text, per `opts`, and a note when the alternate

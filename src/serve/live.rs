@@ -39,6 +39,7 @@ impl SseName {
             EventKind::TextDelta { .. } => "content_delta",
             EventKind::ToolCall { .. } => "tool_call_start",
             EventKind::ToolResult { .. } => "tool_call_result",
+            EventKind::ToolProgress { .. } => "tool_progress",
             EventKind::RunFinished { .. } => "done",
             EventKind::Reasoning { .. } => "reasoning",
             EventKind::ApprovalRequested { .. } => "approval_request",

@@ -8,6 +8,7 @@ pub mod denylist;
 pub mod diff;
 pub mod fetch;
 pub mod files;
+pub mod live;
 pub mod pane;
 pub mod protect;
 pub mod search;
@@ -80,6 +81,9 @@ pub struct ToolContext {
     pub pane: Option<Arc<TmuxTarget>>,
     /// The id of the model's call being served (for approval requests).
     pub call_id: String,
+    /// Where a tool that streams output (`run_shell`) sends the latest lines
+    /// while it runs; none when nobody watches.
+    pub progress: Option<live::ProgressFn>,
 }
 
 impl ToolContext {
@@ -91,6 +95,7 @@ impl ToolContext {
             target: Arc::new(LocalTarget),
             pane: None,
             call_id: String::new(),
+            progress: None,
         }
     }
 

@@ -2,13 +2,17 @@
 //! (`denylist.rs`, applied by the approval gate) and (when configured) the
 //! user's approval. Output is captured with fixed-size
 //! buffers; a timeout or a cancelled call kills the command's whole process group.
+//! While it runs, its latest lines go to the call's progress sink (`live.rs`):
+//! read from the pipes as they come when run directly (this host, SSH, a
+//! container), from the pane job's output files when run in tmux.
 
 use super::approval::{Approval, ApprovalRequest};
 use super::capture::BoundedCapture;
+use super::live::{self, LiveTail};
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
 use crate::host::remote_job::RemoteJob;
 use crate::host::sandbox::Sandbox;
-use crate::host::tmux::{Stream, TmuxTarget};
+use crate::host::tmux::{Job, Stream, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -221,6 +225,7 @@ impl Tool for ShellTool {
                     wait,
                     timeout,
                     self.opts.max_output_chars,
+                    LiveTail::new(ctx.progress.clone()),
                 )
                 .await
             }
@@ -246,6 +251,7 @@ async fn run_in_pane(
     wait: Wait,
     timeout: Duration,
     limit: usize,
+    mut live: LiveTail,
 ) -> Result<ToolOutput, ToolError> {
     let job = pane
         .start(command)
@@ -264,7 +270,7 @@ async fn run_in_pane(
         Wait::Finish => timeout,
         Wait::For(d) => d.min(timeout),
     };
-    let mut finished = pane.wait(&job, limit_wait).await;
+    let mut finished = wait_showing_output(pane, &job, limit_wait, &mut live).await;
     let mut header = None;
     if !finished {
         if wait == Wait::Finish || limit_wait == timeout {
@@ -300,6 +306,38 @@ async fn run_in_pane(
         (None, None) => "exit code: unknown (the command's status was not recorded)".to_string(),
     };
     Ok(render_result(&header, &out, &err, limit))
+}
+
+/// Waits for the pane job like `TmuxTarget::wait`, meanwhile feeding `live`
+/// what the job's output files gained (their ends only, so a flood costs a
+/// small read per tick; on a remote base, one round trip a second).
+async fn wait_showing_output(
+    pane: &TmuxTarget,
+    job: &Job,
+    limit: Duration,
+    live: &mut LiveTail,
+) -> bool {
+    if !live.is_active() {
+        return pane.wait(job, limit).await;
+    }
+    let mut follow = pane.follow(job);
+    let waiting = pane.wait(job, limit);
+    tokio::pin!(waiting);
+    let mut tick = live::ticker();
+    loop {
+        tokio::select! {
+            done = &mut waiting => return done,
+            _ = tick.tick() => {
+                follow.read_new(&mut |bytes, skipped| {
+                    if skipped {
+                        live.break_line();
+                    }
+                    live.push(bytes);
+                }).await;
+                live.send_due();
+            }
+        }
+    }
 }
 
 async fn run(
@@ -338,6 +376,8 @@ async fn run(
     let mut err_buf = vec![0u8; 8 * 1024];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
+    let mut live = LiveTail::new(ctx.progress.clone());
+    let mut tick = live::ticker();
     let grace = tokio::time::sleep(Duration::from_secs(365 * 86_400));
     tokio::pin!(grace);
     let mut status = None;
@@ -348,13 +388,22 @@ async fn run(
         }
         tokio::select! {
             n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
-                Some(n) => out.push(&out_buf[..n]),
+                Some(n) => {
+                    out.push(&out_buf[..n]);
+                    live.push(&out_buf[..n]);
+                    live.send_due();
+                }
                 None => stdout = None,
             },
             n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
-                Some(n) => err.push(&err_buf[..n]),
+                Some(n) => {
+                    err.push(&err_buf[..n]);
+                    live.push(&err_buf[..n]);
+                    live.send_due();
+                }
                 None => stderr = None,
             },
+            _ = tick.tick(), if live.is_dirty() && status.is_none() => live.send_due(),
             s = child.wait(), if status.is_none() => {
                 let s = s.map_err(|e| {
                     ToolError::Failed(format!("cannot wait for the command: {e}"))

@@ -43,6 +43,8 @@ pub struct ExecFrontEnd {
     streamed_any: bool,
     at_line_start: bool,
     reasoning_open: bool,
+    /// The latest output line of a running tool call, shown after the spinner.
+    live_line: Option<String>,
 }
 
 struct Spinner {
@@ -70,6 +72,7 @@ impl ExecFrontEnd {
             streamed_any: false,
             at_line_start: true,
             reasoning_open: false,
+            live_line: None,
         }
     }
 
@@ -121,6 +124,7 @@ impl ExecFrontEnd {
         }
         match ev {
             EventKind::ModelRequest { turn } => {
+                self.live_line = None;
                 let label = if turn == 1 {
                     "thinking".to_string()
                 } else {
@@ -185,12 +189,21 @@ impl ExecFrontEnd {
                     frame: 0,
                 });
             }
+            EventKind::ToolProgress { tail, .. } => {
+                self.live_line = tail
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_string);
+            }
+            EventKind::ToolResult { .. } if !self.opts.show_tool_calls => self.live_line = None,
             EventKind::ToolResult {
                 name,
                 text,
                 is_error,
                 ..
-            } if self.opts.show_tool_calls => {
+            } => {
+                self.live_line = None;
                 self.clear_spinner();
                 for line in super::toolview::result_lines(&name, &text, is_error, st) {
                     eprintln!("{line}");
@@ -399,12 +412,25 @@ impl ExecFrontEnd {
         }
         if let Some(s) = &mut self.spinner {
             s.frame = (s.frame + 1) % SPINNER.len();
-            let line = format!(
+            let mut line = format!(
                 "{} {} {:.1}s",
                 SPINNER[s.frame],
                 s.label,
                 s.started.elapsed().as_secs_f64()
             );
+            // The running command's latest line, cut so the whole stays on
+            // one row (a wrapped spinner line could not be cleared).
+            if let Some(out) = &self.live_line {
+                let width = crossterm::terminal::size().map_or(80, |(w, _)| w as usize);
+                let room = width.saturating_sub(line.chars().count() + 3);
+                if room >= 8 {
+                    let fitted = super::toolview::live_lines(out, "", room + 1);
+                    if let Some(f) = fitted.first() {
+                        line.push_str(" · ");
+                        line.push_str(f);
+                    }
+                }
+            }
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K{}", self.opts.style.dim(&line));
             let _ = err.flush();

@@ -189,6 +189,31 @@ fn shown(s: &str) -> String {
     clip(&visible(s).replace('\t', "    "), LINE_CHARS).into_owned()
 }
 
+/// A running call's output tail (`tool_progress`) as lines to show under
+/// its call while it runs: each made visible, tabs expanded, indented by
+/// `indent` and cut to fit `width` columns without wrapping. Unstyled.
+pub fn live_lines(tail: &str, indent: &str, width: usize) -> Vec<String> {
+    use unicode_width::UnicodeWidthChar;
+    let room = width.saturating_sub(indent.chars().count() + 1).max(1);
+    tail.lines()
+        .map(|line| {
+            let text = visible(line).replace('\t', "    ");
+            let mut out = String::from(indent);
+            let mut used = 0;
+            for c in text.chars() {
+                let w = c.width().unwrap_or(0);
+                if used + w > room {
+                    out.push('…');
+                    break;
+                }
+                used += w;
+                out.push(c);
+            }
+            out
+        })
+        .collect()
+}
+
 fn pane(p: Option<&str>) -> String {
     p.map(|p| format!(" → pane {}", one_line(p, 40)))
         .unwrap_or_default()
@@ -211,6 +236,13 @@ mod tests {
 
     fn args(v: Value) -> String {
         v.to_string()
+    }
+
+    #[test]
+    fn live_lines_are_visible_and_fit_the_width() {
+        let lines = live_lines("ok\n\u{1b}[2Jwide 漢字漢字\ta", "  ", 12);
+        assert_eq!(lines, vec!["  ok", "  ␛[2Jwide …"]);
+        assert_eq!(live_lines("", "  ", 80), Vec::<String>::new());
     }
 
     #[test]

@@ -255,6 +255,9 @@ pub struct Repl<'h> {
     md: MarkdownRenderer,
     /// Whether the live area holds the answer's preview (it may hold a picker).
     live_answer: bool,
+    /// The latest output lines of running tool calls, by call id, shown
+    /// above the status line until their results arrive.
+    tool_output: Vec<(String, String)>,
     /// Reasoning text not yet ending in a newline.
     reasoning: String,
     /// Whether a reasoning block's first line (with its label) is printed.
@@ -298,6 +301,7 @@ impl<'h> Repl<'h> {
             queued: (Vec::new(), Vec::new()),
             md: MarkdownRenderer::new(80, colour),
             live_answer: false,
+            tool_output: Vec::new(),
             reasoning: String::new(),
             reasoning_open: false,
             spin: 0,
@@ -1105,8 +1109,19 @@ impl<'h> Repl<'h> {
         if let (Some(first), Some(hint), true) = (lines.first_mut(), hint, self.task.is_some()) {
             first.push_str(&st.dim(hint));
         }
+        let lines = [self.tool_output_lines(), lines].concat();
         self.editor
             .set_status((!lines.is_empty()).then(|| lines.join("\n")));
+    }
+
+    /// The running calls' latest output, dim, each line fitted to the width.
+    fn tool_output_lines(&self) -> Vec<String> {
+        let width = self.editor.width();
+        self.tool_output
+            .iter()
+            .flat_map(|(_, tail)| crate::ui::toolview::live_lines(tail, "  │ ", width))
+            .map(|l| self.opts.style.dim(&l))
+            .collect()
     }
 
     fn set_state(&mut self, state: &str) {
@@ -1196,6 +1211,7 @@ impl<'h> Repl<'h> {
             self.restore_prompt(&p.stashed);
         }
         self.task = None;
+        self.tool_output.clear();
         self.update_status();
         self.redraw();
     }
@@ -1297,12 +1313,23 @@ impl<'h> Repl<'h> {
                     self.say(&shown.join("\n"));
                 }
             }
+            EventKind::ToolProgress { call_id, tail } => {
+                match self.tool_output.iter_mut().find(|(id, _)| *id == call_id) {
+                    Some((_, t)) => *t = tail,
+                    None => self.tool_output.push((call_id, tail)),
+                }
+                self.update_status();
+                self.redraw();
+            }
             EventKind::ToolResult {
+                call_id,
                 name,
                 text,
                 is_error,
                 ..
             } => {
+                self.tool_output.retain(|(id, _)| *id != call_id);
+                self.update_status();
                 if self.opts.show_tool_calls {
                     let lines = crate::ui::toolview::result_lines(&name, &text, is_error, st);
                     self.say(&lines.join("\n"));
