@@ -325,7 +325,10 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     assert!(approval[0].contains(command), "{approval:?}");
     assert_eq!(b.find_all(".approval .deny").len(), 1);
     // "Always" names the prefix the agent offered for this command.
-    assert_eq!(b.texts(".approval .always"), vec!["Always echo".to_string()]);
+    assert_eq!(
+        b.texts(".approval .always"),
+        vec!["Always echo".to_string()]
+    );
     assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
     let stop = b.wait_element("#stop");
     assert!(b.enabled(&stop), "Interrupt is offered while the run runs");

@@ -1101,8 +1101,13 @@ impl<'h> Repl<'h> {
             None
         } else if self.approval.as_ref().is_some_and(|p| p.explaining) {
             Some(" · Enter sends the reason, Esc goes back")
-        } else if self.approval.is_some() {
-            Some(" · y, n, a or e answers, Esc interrupts")
+        } else if let Some(p) = &self.approval {
+            // Name only the keys the question offers.
+            Some(if p.always.is_some() {
+                " · y, n, a or e answers, Esc interrupts"
+            } else {
+                " · y, n or e answers, Esc interrupts"
+            })
         } else {
             Some(" · Enter steers, Tab queues a follow-up, Esc interrupts")
         };

@@ -7,6 +7,7 @@
 
 use crate::agent::protocol::{EventKind, Replayed};
 use crate::text::visible;
+use crate::ui::markdown::MarkdownRenderer;
 use crate::ui::style::Style;
 use crate::ui::toolview;
 use unicode_width::UnicodeWidthChar;
@@ -72,7 +73,7 @@ pub fn tail_lines(
     let mut used = 0;
     let mut shown = 0;
     for item in items.iter().rev() {
-        let lines = item_lines(item, look);
+        let lines = item_lines(item, look, cols);
         let rows: usize = lines.iter().map(|l| rows_of(l, cols)).sum();
         if used + rows > budget {
             if blocks.iter().all(Vec::is_empty) && !lines.is_empty() {
@@ -110,8 +111,9 @@ pub fn tail_lines(
     out
 }
 
-/// One message as the REPL shows it live.
-fn item_lines(item: &Replayed, look: &Look) -> Vec<String> {
+/// One message as the REPL shows it live: answers rendered as Markdown at
+/// the terminal's width, like the live stream.
+fn item_lines(item: &Replayed, look: &Look, cols: usize) -> Vec<String> {
     let st = look.style;
     match item {
         Replayed::User { text } => {
@@ -126,7 +128,15 @@ fn item_lines(item: &Replayed, look: &Look) -> Vec<String> {
             let mut out: Vec<String> = if text.is_empty() {
                 Vec::new()
             } else {
-                visible(text).split('\n').map(String::from).collect()
+                // The renderer makes the text visible itself.
+                let mut md = MarkdownRenderer::new(cols, look.style.color);
+                let mut shown = md.push(text);
+                shown.push_str(&md.finish());
+                shown
+                    .trim_end_matches('\n')
+                    .split('\n')
+                    .map(String::from)
+                    .collect()
             };
             if look.show_tool_calls {
                 for c in calls {
@@ -226,7 +236,9 @@ mod tests {
         ];
         // 250 columns at 100 a row are 3 rows: the prompt line does not fit in 3.
         let lines = tail_lines(&items, 2, &look(), 100, 3);
-        assert_eq!(lines, ["… 1 earlier message", long.as_str()]);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines[0], "… 1 earlier message");
+        assert_eq!(lines[1..].concat(), long);
     }
 
     #[test]
@@ -263,5 +275,26 @@ mod tests {
             lines,
             ["…", "line 45", "line 46", "line 47", "line 48", "line 49"]
         );
+    }
+
+    #[test]
+    fn answers_are_rendered_as_markdown_like_the_live_stream() {
+        let items = vec![Replayed::Assistant {
+            text: "# Title\n\n- **one**\n- two".into(),
+            calls: Vec::new(),
+        }];
+        // Without colour the structure stays as plain text, emphasis marks go.
+        let lines = tail_lines(&items, 1, &look(), 80, 20);
+        assert_eq!(lines, ["# Title", "", "- one", "- two"]);
+        let colour = Look {
+            style: Style { color: true },
+            ..look()
+        };
+        let lines = tail_lines(&items, 1, &colour, 80, 20);
+        assert!(
+            lines[0].contains('\x1b') && !lines[0].contains('#'),
+            "{lines:?}"
+        );
+        assert!(lines[2].contains('•'), "{lines:?}");
     }
 }
