@@ -522,7 +522,11 @@ impl TmuxTarget {
         // (the cursor is on the row after them), deleting those lines: an
         // erase from the screen's top corner would push the screen into the
         // scrollback, where tmux keeps it. A shell with another syntax gets
-        // the script run by sh.
+        // the script run by sh. The line is typed once the prompt is drawn
+        // (the cursor has left column 0): typed earlier, the terminal echoes
+        // it where the prompt will go and the shell shows it again after the
+        // prompt, so one copy would stay on the screen. An empty prompt
+        // costs a short wait.
         let direct = format!(" . {}", shell_quote(&job_file));
         let via_sh = format!(" sh {}", shell_quote(&job_file));
         let script = format!(
@@ -535,8 +539,8 @@ impl TmuxTarget {
                set -- $info\n\
                mode=$1; x=$2; w=$3; cur=${{4:-}}; cur=${{cur#-}}; cur=${{cur##*/}}\n\
                case \"$cur\" in\n\
-                 {posix}) line={direct_q}; break ;;\n\
-                 {other}) line={via_sh_q}; break ;;\n\
+                 {posix}) line={direct_q}; [ \"$x\" -gt 0 ] || [ $i -ge 6 ] && break ;;\n\
+                 {other}) line={via_sh_q}; [ \"$x\" -gt 0 ] || [ $i -ge 6 ] && break ;;\n\
                esac\n\
                i=$((i+1)); [ $i -ge 10 ] && {{ echo \"busy $cur\"; exit 0; }}\n\
                sleep 0.05 2>/dev/null || sleep 1\n\
