@@ -124,19 +124,24 @@ mod tests {
 
     /// A burst, then a pause, then a lone chunk, then the end: every chunk
     /// comes out once and in order whatever the batch boundaries, the burst
-    /// in few batches, and the lone chunk at once rather than after a wait.
+    /// in few batches, and the lone chunk as soon as it is sent.
     #[tokio::test]
     async fn chunks_come_out_once_in_order_across_batches() {
         let (tx, mut body) = fed();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let sent_at = sent.clone();
         let feeder = tokio::spawn(async move {
             for i in 0..200 {
                 tx.send(Ok(format!("{i};"))).await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
+            *sent_at.lock().unwrap() = Some(std::time::Instant::now());
             tx.send(Ok("late".into())).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Kept open until the test has seen "late" alone.
+            let _ = done_rx.await;
         });
-        // Let the whole burst be queued (or as much as fits) before reading.
+        // Let the burst be queued (as much as fits) before reading.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut seen = String::new();
         let mut batches = 0;
@@ -147,11 +152,13 @@ mod tests {
         }
         assert_eq!(seen, burst);
         assert!(batches < 200, "{batches} batches for a queued burst");
-        let asked = std::time::Instant::now();
         assert_eq!(chunks(&batch(&mut body).await), "late");
-        assert!(asked.elapsed() < Duration::from_millis(280));
+        let sent = sent.lock().unwrap().expect("sent");
+        assert!(sent.elapsed() < Duration::from_millis(100));
+        let _ = done_tx.send(());
         feeder.await.unwrap();
-        assert!(matches!(body.next().await, Ahead::End));
+        let last = body.next().await;
+        assert!(matches!(last, Ahead::End), "{last:?}");
     }
 
     #[tokio::test]
