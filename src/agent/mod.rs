@@ -352,7 +352,12 @@ impl Agent {
         if self.saved == self.messages.len() && !turn_end {
             return;
         }
-        match sink.save(&self.messages[self.saved..], &self.tracker, turn_end) {
+        let result = if turn_end {
+            self.save_turn_end().await
+        } else {
+            sink.save(&self.messages[self.saved..], &self.tracker, false)
+        };
+        match result {
             Ok(()) => {
                 self.saved = self.messages.len();
                 self.save_failing = false;
@@ -363,6 +368,33 @@ impl Agent {
                     self.warn(format!("session not saved: {e}")).await;
                 }
             }
+        }
+    }
+
+    /// The end-of-turn save, which makes the file durable (an fsync: up to
+    /// tens of milliseconds on a busy disk). It runs on a blocking thread so
+    /// the runtime worker keeps serving other sessions meanwhile; it is
+    /// awaited, so the turn is still durable before the run is reported
+    /// finished.
+    async fn save_turn_end(&mut self) -> Result<(), HostedError> {
+        let Some(mut sink) = self.sink.take() else {
+            return Ok(());
+        };
+        let new = self.messages[self.saved..].to_vec();
+        let tracker = self.tracker.clone();
+        let saving = tokio::task::spawn_blocking(move || {
+            let result = sink.save(&new, &tracker, true);
+            (sink, result)
+        });
+        match saving.await {
+            Ok((sink, result)) => {
+                self.sink = Some(sink);
+                result
+            }
+            // A panic in the sink goes on as it would have inline.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only when the runtime shuts down: the sink went with the thread.
+            Err(e) => Err(format!("the session save did not finish: {e}").into()),
         }
     }
 

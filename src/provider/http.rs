@@ -3,6 +3,7 @@
 //! retries. A [`Protocol`] supplies what differs: the path, headers, the
 //! request body built from the history, and the parsing of what comes back.
 
+use super::body::{read_ahead, Ahead};
 use super::retry::{backoff, parse_retry_after};
 use super::{ApiError, EventSink, ModelClient, ModelRequest, ModelResponse, StreamEvent};
 use crate::auth::LoginCredentials;
@@ -20,6 +21,8 @@ use std::time::Duration;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// A model list larger than this is refused rather than buffered.
 const MAX_JSON_BODY: usize = 64 * 1024 * 1024;
+/// Stream bytes decoded in one batch at most before their events are parsed.
+const MAX_BATCH: usize = 256 * 1024;
 /// How much of an unexpected body an error quotes, in characters.
 const QUOTE_CHARS: usize = 200;
 
@@ -326,7 +329,7 @@ impl HttpClient {
 
     async fn read_stream(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         on_event: EventSink<'_>,
     ) -> Result<ModelResponse, (ApiError, Option<Duration>, bool)> {
         let timeout = self.settings.timeout;
@@ -343,6 +346,13 @@ impl HttpClient {
         let idle = self.limits.idle_timeout;
         let mut progress = 0;
         let mut last_progress = tokio::time::Instant::now();
+        let mut body = read_ahead(futures_util::stream::unfold(response, |mut r| async move {
+            match r.chunk().await {
+                Ok(Some(bytes)) => Some((Ok(bytes), r)),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), r)),
+            }
+        }));
         loop {
             // Two clocks: any byte resets the per-read timeout, only answer
             // bytes reset the idle deadline (keep-alives alone never end).
@@ -357,29 +367,49 @@ impl HttpClient {
             if idle_left.is_zero() {
                 return Err((idle_error(), None, was_shown()));
             }
-            let next = match tokio::time::timeout(timeout.min(idle_left), response.chunk()).await {
+            let first = match tokio::time::timeout(timeout.min(idle_left), body.next()).await {
                 Err(_) if idle_left <= timeout => return Err((idle_error(), None, was_shown())),
                 Err(_) => {
                     let e =
                         ApiError::StreamInterrupted(format!("no data for {} s", timeout.as_secs()));
                     return Err((e, None, was_shown()));
                 }
-                Ok(Err(e)) => {
-                    let e = ApiError::StreamInterrupted(describe_reqwest(&e));
-                    return Err((e, None, was_shown()));
-                }
-                Ok(Ok(c)) => c,
+                Ok(item) => item,
             };
-            let ended = next.is_none();
-            match next {
-                Some(bytes) => decoder
-                    .feed(&bytes, &mut events)
-                    .map_err(|e| (ApiError::InvalidResponse(e.to_string()), None, was_shown()))?,
-                None => {
-                    decoder.finish(&mut events);
-                    if let Some(e) = decoder.failure() {
-                        return Err((ApiError::InvalidResponse(e.to_string()), None, was_shown()));
+            // Every chunk already read ahead is decoded with the first, and
+            // their events parsed together below: one pass per batch.
+            let mut ended = false;
+            let mut taken = 0;
+            let mut next = Some(first);
+            while let Some(item) = next.take() {
+                match item {
+                    Ahead::Chunk(bytes) => {
+                        taken += bytes.len();
+                        decoder.feed(&bytes, &mut events).map_err(|e| {
+                            (ApiError::InvalidResponse(e.to_string()), None, was_shown())
+                        })?;
                     }
+                    Ahead::End => {
+                        ended = true;
+                        decoder.finish(&mut events);
+                        if let Some(e) = decoder.failure() {
+                            let e = ApiError::InvalidResponse(e.to_string());
+                            return Err((e, None, was_shown()));
+                        }
+                    }
+                    Ahead::Failed(e) => {
+                        let e = ApiError::StreamInterrupted(describe_reqwest(&e));
+                        return Err((e, None, was_shown()));
+                    }
+                    Ahead::Lost => {
+                        let e = ApiError::StreamInterrupted("the response body reader stopped".into());
+                        return Err((e, None, was_shown()));
+                    }
+                }
+                // Bounded so that a body arriving as fast as it is decoded
+                // still gets parsed (and its size checked) as it goes.
+                if !ended && taken < MAX_BATCH {
+                    next = body.ready();
                 }
             }
             for ev in events.drain(..) {

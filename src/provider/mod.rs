@@ -2,6 +2,7 @@
 //! the `ModelClient` trait; this layer owns endpoints, auth headers, streaming,
 //! retries and timeouts. It knows nothing of tools' behaviour or rendering.
 
+pub mod body;
 pub mod completions;
 pub mod error;
 pub mod http;
