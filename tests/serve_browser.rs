@@ -325,7 +325,10 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     assert!(approval[0].contains(command), "{approval:?}");
     assert_eq!(b.find_all(".approval .deny").len(), 1);
     // "Always" names the prefix the agent offered for this command.
-    assert_eq!(b.texts(".approval .always"), vec!["Always echo".to_string()]);
+    assert_eq!(
+        b.texts(".approval .always"),
+        vec!["Always echo".to_string()]
+    );
     assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
     let stop = b.wait_element("#stop");
     assert!(b.enabled(&stop), "Interrupt is offered while the run runs");
@@ -429,7 +432,10 @@ fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
     let diff = b.wait_element(".approval pre");
     let rect = b.value(b.wd.get(&b.path(&format!("/element/{diff}/rect"))), "rect");
     let height = rect["height"].as_f64().expect("a height");
-    assert!(height > 0.0 && height < 400.0, "the diff is {height}px tall");
+    assert!(
+        height > 0.0 && height < 400.0,
+        "the diff is {height}px tall"
+    );
     b.click(&b.wait_element(".approval .approve"));
 
     // The command asks next; approved, it prints step1 and waits.
@@ -453,7 +459,10 @@ fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
         let t = b.try_texts(".tool")?;
         (t.len() == 4).then_some(t)
     });
-    assert!(tools[3].contains("step1") && tools[3].contains("step2"), "{tools:?}");
+    assert!(
+        tools[3].contains("step1") && tools[3].contains("step2"),
+        "{tools:?}"
+    );
     assert!(
         b.find_all(".progress").is_empty(),
         "the result replaces the live output"

@@ -2,8 +2,8 @@
 //! the live subscribers, the agent of the run in progress, and the prefixes
 //! allowed with "always", which every run's agent shares.
 
-use crate::agent::protocol::{Decision, Event, EventKind, Op};
 use crate::agent::allowlist::SharedAllowList;
+use crate::agent::protocol::{Decision, Event, EventKind, Op};
 use crate::agent::AgentHandle;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
