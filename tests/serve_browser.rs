@@ -395,8 +395,9 @@ fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
     };
     let cmd = BuddyCmd::new();
     let go = cmd.work_dir().join("go");
+    // Bounded (about a minute), so a failed test leaves no shell behind.
     let command = format!(
-        "echo step1; while [ ! -e '{}' ]; do sleep 0.05; done; echo step2",
+        "echo step1; for i in $(seq 1200); do [ -e '{}' ] && break; sleep 0.05; done; echo step2",
         go.display()
     );
     let content: String = (1..=200).map(|i| format!("line {i}\n")).collect();
