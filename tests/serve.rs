@@ -445,3 +445,68 @@ fn always_over_http_allows_the_offered_prefix() {
     assert_eq!(decided[1].data["call_id"], "c2");
     assert_eq!(rest.last().unwrap().data["outcome"]["status"], "answered");
 }
+
+fn answer(c: &Client, id: &str, call_id: &str, body: &str) {
+    let r = c.post(&format!("/api/sessions/{id}/approvals/{call_id}"), body);
+    assert_eq!(r.status, 204, "{}", r.body);
+}
+
+/// Each prompt runs an agent of its own, yet "always" lasts for the served
+/// session like it does in the REPL; another session does not share it, and
+/// a restarted server has forgotten it (memory only).
+#[test]
+fn always_lasts_for_the_served_session_and_dies_with_the_server() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "echo first")]),
+        Reply::text("one"),
+        Reply::tool_calls(vec![shell("c2", "echo second")]),
+        Reply::text("two"),
+        Reply::tool_calls(vec![shell("c3", "echo third")]),
+        Reply::text("three"),
+        Reply::tool_calls(vec![shell("c4", "echo fourth")]),
+        Reply::text("four"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let mut server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+
+    let mut run1 = prompt(&c, &id, "run one");
+    let asked = run1.until("approval_request");
+    assert_eq!(asked.last().unwrap().data["always"], "echo");
+    answer(&c, &id, "c1", r#"{"approve":true,"always":true}"#);
+    run1.until("done");
+
+    // A new prompt, so a new agent: the prefix still holds.
+    let run2 = prompt(&c, &id, "run two").until("done");
+    assert!(
+        !run2.iter().any(|e| e.event == "approval_request"),
+        "asked again: {run2:?}"
+    );
+    let decided = find(&run2, "approval_decided");
+    assert_eq!(decided.data["call_id"], "c2");
+    assert_eq!(decided.data["by"], "allow_list");
+    assert_eq!(decided.data["always"], "echo");
+    assert!(find(&run2, "tool_call_result").data["text"]
+        .as_str()
+        .unwrap()
+        .contains("second"));
+
+    // Another session has its own (empty) list.
+    let other = new_session(&c);
+    let mut run3 = prompt(&c, &other, "run three");
+    let asked = run3.until("approval_request");
+    assert_eq!(asked.last().unwrap().data["call_id"], "c3");
+    answer(&c, &other, "c3", r#"{"approve":false}"#);
+    run3.until("done");
+
+    // Nothing was saved: the same session on a new server asks again.
+    assert_eq!(server.terminate(), 0);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let mut run4 = prompt(&c, &id, "run four");
+    let asked = run4.until("approval_request");
+    assert_eq!(asked.last().unwrap().data["call_id"], "c4");
+    answer(&c, &id, "c4", r#"{"approve":false}"#);
+    run4.until("done");
+}

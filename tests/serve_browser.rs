@@ -383,3 +383,94 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     assert!(log.contains("from-the-browser-tool"), "{log}");
     eprintln!("the browser test took {:?}", started.elapsed());
 }
+
+/// A write's long diff stays a small scrolling box, its buttons still work,
+/// and a running command's latest output shows under its call before the
+/// result comes, then gives way to it. The command waits for a file the test
+/// creates once the page shows its first line, so nothing here is timed.
+#[test]
+fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let cmd = BuddyCmd::new();
+    let go = cmd.work_dir().join("go");
+    // Bounded (about a minute), so a failed test leaves no shell behind.
+    let command = format!(
+        "echo step1; for i in $(seq 1200); do [ -e '{}' ] && break; sleep 0.05; done; echo step2",
+        go.display()
+    );
+    let content: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "w1",
+            "write_file",
+            json!({ "path": "big.txt", "content": content }).to_string(),
+        )]),
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "s1",
+            "run_shell",
+            json!({ "command": command }).to_string(),
+        )]),
+        Reply::text("Done."),
+    ]);
+    let cmd = cmd.config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+
+    b.goto(&server.url());
+    b.click(&b.wait_element("#new"));
+    let text = b.wait_element("#text");
+    b.wait_for("the input to be enabled", |b| {
+        b.enabled(&text).then_some(())
+    });
+    b.wait_element(".sess.on");
+    b.type_into(&text, "write and run");
+    b.click(&b.wait_element("#send"));
+
+    // Two hundred lines of diff in a box no taller than a screenful's part.
+    let diff = b.wait_element(".approval pre");
+    let rect = b.value(b.wd.get(&b.path(&format!("/element/{diff}/rect"))), "rect");
+    let height = rect["height"].as_f64().expect("a height");
+    assert!(
+        height > 0.0 && height < 400.0,
+        "the diff is {height}px tall"
+    );
+    b.click(&b.wait_element(".approval .approve"));
+
+    // The command asks next; approved, it prints step1 and waits.
+    let approve = b.wait_for("the command's approval", |b| {
+        let asked = b.try_texts(".approval code")?;
+        asked.iter().any(|t| t.contains("step1")).then_some(())?;
+        b.find_all(".approval .approve").into_iter().next()
+    });
+    b.click(&approve);
+    let tail = b.wait_for("the live output", |b| {
+        b.try_texts(".tool .progress")?
+            .into_iter()
+            .find(|t| t.contains("step1"))
+    });
+    assert!(!tail.contains("step2"), "{tail:?}");
+    let tools = b.texts(".tool");
+    assert_eq!(tools.len(), 3, "no result yet: {tools:?}");
+
+    std::fs::write(&go, "").expect("create the file the command waits for");
+    let tools = b.wait_for("the command's result", |b| {
+        let t = b.try_texts(".tool")?;
+        (t.len() == 4).then_some(t)
+    });
+    assert!(
+        tools[3].contains("step1") && tools[3].contains("step2"),
+        "{tools:?}"
+    );
+    assert!(
+        b.find_all(".progress").is_empty(),
+        "the result replaces the live output"
+    );
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == "Done.").then_some(())
+    });
+    let written = std::fs::read_to_string(cmd.work_dir().join("big.txt")).unwrap_or_default();
+    assert_eq!(written, content, "the approved write happened");
+}

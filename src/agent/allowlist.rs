@@ -1,8 +1,8 @@
 //! The per-agent allow list behind the "always" answer to an approval: which
 //! command prefix "always" offers for a shell command, and whether a later
 //! command starts with a prefix the user allowed. It lives in memory only,
-//! for as long as the agent does; nothing here is read from or written to
-//! config. It does not decide anything on its own: the gate in `control.rs`
+//! for as long as its holders do (the REPL's agent; a served session while
+//! the server runs); nothing here is read from or written to config. It does not decide anything on its own: the gate in `control.rs`
 //! asks it only after the denylist and the approval policy.
 //!
 //! A prefix is whole words, not text: `cargo test` allows `cargo test
@@ -12,6 +12,7 @@
 //! `cargo test $(x)`, `cargo test > f` or `cargo test && y` never match.
 
 use crate::tools::denylist::literal_words;
+use std::sync::{Arc, Mutex};
 
 /// Tools whose second word picks what they do (`git push` is not `git
 /// status`): "always" offers the program and that word.
@@ -101,6 +102,26 @@ impl AllowList {
 
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
+    }
+}
+
+/// An allow list more than one agent may hold in turn: `buddy serve` starts
+/// an agent per prompt and hands each the list of its session, so "always"
+/// lasts as long as it does in the REPL. Clones share the list.
+#[derive(Debug, Clone, Default)]
+pub struct SharedAllowList(Arc<Mutex<AllowList>>);
+
+impl SharedAllowList {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AllowList> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, prefix: Vec<String>) {
+        self.lock().add(prefix);
+    }
+
+    pub fn find(&self, tool: &str, command: &str) -> Option<String> {
+        self.lock().find(tool, command)
     }
 }
 

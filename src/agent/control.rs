@@ -11,7 +11,7 @@
 //! `ApprovalRequested` event answered by `Op::Approve`, or, with nobody to ask,
 //! a denial with the reason.
 
-use super::allowlist::{self, AllowList};
+use super::allowlist::{self, SharedAllowList};
 use super::emitter::Emitter;
 use super::protocol::{ApprovalPolicy, DecidedBy, Decision, EventKind, QueueMode, StatusReport};
 use crate::tools::denylist::Denylist;
@@ -58,8 +58,6 @@ struct State {
     steering_mode: QueueMode,
     follow_up_mode: QueueMode,
     rules: ApprovalRules,
-    /// Prefixes allowed with "always"; for the agent's life, never saved.
-    allowed: AllowList,
     waiting: HashMap<String, oneshot::Sender<Decision>>,
     /// The latest status the running agent published.
     snapshot: Option<StatusReport>,
@@ -68,6 +66,9 @@ struct State {
 pub struct Control {
     state: Mutex<State>,
     emitter: Emitter,
+    /// Prefixes allowed with "always", never saved: the agent's own, or a
+    /// served session's that outlives it (`AgentSetup::allowed`).
+    allowed: SharedAllowList,
     /// Approvals are asked one at a time, so front ends show one prompt.
     one_at_a_time: tokio::sync::Mutex<()>,
 }
@@ -76,6 +77,7 @@ impl Control {
     pub fn new(
         emitter: Emitter,
         rules: ApprovalRules,
+        allowed: SharedAllowList,
         steering_mode: QueueMode,
         follow_up_mode: QueueMode,
     ) -> Arc<Control> {
@@ -87,6 +89,7 @@ impl Control {
                 ..State::default()
             }),
             emitter,
+            allowed,
             one_at_a_time: tokio::sync::Mutex::new(()),
         })
     }
@@ -216,7 +219,7 @@ impl Control {
             ApprovalPolicy::Until { .. } => st.rules.policy = ApprovalPolicy::Ask,
             ApprovalPolicy::Ask => {}
         }
-        if let Some(prefix) = st.allowed.find(&request.tool, &request.command) {
+        if let Some(prefix) = self.allowed.find(&request.tool, &request.command) {
             return Some((Approval::Approved, DecidedBy::AllowList, Some(prefix)));
         }
         st.rules.no_approver_reason.as_ref().map(|reason| {
@@ -230,9 +233,9 @@ impl Control {
         })
     }
 
-    /// Allows `prefix` for the rest of this agent's life.
+    /// Allows `prefix` for as long as the allow list lives.
     fn allow(&self, prefix: Vec<String>) {
-        self.lock().allowed.add(prefix);
+        self.allowed.add(prefix);
     }
 
     fn wait_for(&self, call_id: &str) -> oneshot::Receiver<Decision> {
@@ -367,6 +370,7 @@ mod tests {
         let control = Control::new(
             Emitter::new(tx),
             ApprovalRules::default(),
+            SharedAllowList::default(),
             QueueMode::OneAtATime,
             QueueMode::OneAtATime,
         );

@@ -9,6 +9,7 @@
 //! progress is interrupted, everything is journaled, `ShutdownComplete` is
 //! the last event.
 
+use super::allowlist::SharedAllowList;
 use super::cancel::{Cancel, CancelHandle};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
@@ -77,6 +78,9 @@ pub struct AgentSetup {
     pub system_prompt: Option<String>,
     pub model: ModelInfo,
     pub approval: ApprovalRules,
+    /// Where "always" answers are kept: a fresh list for an agent of its
+    /// own, a served session's list so it outlives this agent.
+    pub allowed: SharedAllowList,
     pub steering_mode: QueueMode,
     pub follow_up_mode: QueueMode,
     pub sessions: Option<Box<dyn SessionHost>>,
@@ -109,6 +113,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     let control = Control::new(
         emitter.clone(),
         setup.approval,
+        setup.allowed,
         setup.steering_mode,
         setup.follow_up_mode,
     );

@@ -110,6 +110,7 @@ fn agent_client(
             confirm: false,
             ..ApprovalRules::default()
         },
+        super::allowlist::SharedAllowList::default(),
         QueueMode::OneAtATime,
         QueueMode::OneAtATime,
     );
@@ -453,6 +454,7 @@ fn agent_acting(
             confirm: false,
             ..ApprovalRules::default()
         },
+        super::allowlist::SharedAllowList::default(),
         QueueMode::OneAtATime,
         follow_up_mode,
     );

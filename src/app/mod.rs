@@ -353,6 +353,7 @@ fn agent_setup(
         system_prompt: Some(system),
         model: model_info(settings),
         approval,
+        allowed: agent::allowlist::SharedAllowList::default(),
         steering_mode: queue_mode(settings.agent.steering_mode),
         follow_up_mode: queue_mode(settings.agent.follow_up_mode),
         sessions: Some(Box::new(sessions::Sessions::new(

@@ -3,6 +3,7 @@
 
 use super::{agent_options, agent_setup, approval_rules, execution, load_settings, workdir};
 use super::{AppError, Exit};
+use crate::agent::allowlist::SharedAllowList;
 use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
 use crate::config::{CliOverrides, Settings};
@@ -113,16 +114,17 @@ impl Backend for ServeBackend {
         Ok(self.store.read_history(id)?)
     }
 
-    fn spawn(&self) -> Result<AgentHandle, HostedError> {
+    fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError> {
         // Approvals go to the HTTP client; nobody answering is the server's
         // timeout to decide, so the core always asks.
-        let setup = agent_setup(
+        let mut setup = agent_setup(
             &self.settings,
             &self.execution,
             approval_rules(&self.settings),
             agent_options(&self.settings),
             None,
         )?;
+        setup.allowed = allowed;
         Ok(agent::spawn(setup))
     }
 }

@@ -336,7 +336,7 @@ async fn post_message(
             "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
         );
     }
-    let agent = match state.inner.backend.spawn() {
+    let agent = match state.inner.backend.spawn(live.allowed()) {
         Ok(a) => a,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };

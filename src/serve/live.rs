@@ -1,6 +1,8 @@
 //! One served session while the server runs: its event log (ids, replay),
-//! the live subscribers, and the agent of the run in progress.
+//! the live subscribers, the agent of the run in progress, and the prefixes
+//! allowed with "always", which every run's agent shares.
 
+use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::{Decision, Event, EventKind, Op};
 use crate::agent::AgentHandle;
 use std::collections::{HashSet, VecDeque};
@@ -69,6 +71,8 @@ pub struct Live {
     pub id: String,
     state: Mutex<State>,
     tx: broadcast::Sender<Arc<Stamped>>,
+    /// In memory for the server's life, like the REPL's for its agent's.
+    allowed: SharedAllowList,
 }
 
 #[derive(Default)]
@@ -101,7 +105,13 @@ impl Live {
                 ..State::default()
             }),
             tx,
+            allowed: SharedAllowList::default(),
         })
+    }
+
+    /// This session's allow list, for the agent of its next run.
+    pub fn allowed(&self) -> SharedAllowList {
+        self.allowed.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -8,6 +8,8 @@
 //! reconnects with `Last-Event-ID` gets what it missed; a dropped client does
 //! not stop the run, an interrupt does. One run at a time per session: a
 //! second prompt is refused (409) unless sent as a steer or a follow-up.
+//! Prefixes approved with "always" are kept per session in memory and handed
+//! to each run's agent, so they last until the server stops, never on disk.
 //!
 //! Security: loopback unless a token is set; the token is checked in constant
 //! time on every request; `Host` and `Origin` must name this server (DNS
@@ -18,6 +20,7 @@ mod live;
 
 pub use live::SseName;
 
+use crate::agent::allowlist::SharedAllowList;
 use crate::agent::{AgentHandle, HostedError};
 use crate::wire::Message;
 use std::net::SocketAddr;
@@ -35,8 +38,9 @@ pub trait Backend: Send + Sync + 'static {
     fn list(&self) -> Result<Vec<SessionInfo>, HostedError>;
     /// A session's conversation, read without taking it.
     fn history(&self, id: &str) -> Result<Vec<Message>, HostedError>;
-    /// A fresh agent with no session attached.
-    fn spawn(&self) -> Result<AgentHandle, HostedError>;
+    /// A fresh agent with no session attached, keeping its "always"
+    /// answers in `allowed` (the served session's list).
+    fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError>;
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
