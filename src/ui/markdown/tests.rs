@@ -312,23 +312,6 @@ fn held_text_is_what_is_not_rendered_yet() {
 }
 
 #[test]
-fn grammars_load_only_for_coloured_code() {
-    let requests = || highlight::SYNTAX_REQUESTS.with(|c| c.get());
-    let before = requests();
-    render(CORPUS[0], 80, true);
-    render(CORPUS[2], 80, true);
-    render("```rust\nfn main() {}\n```\n", 80, false);
-    render("```\nplain\n```\n```toml\na = 1\n```\n", 80, true);
-    assert_eq!(
-        requests(),
-        before,
-        "grammars requested without coloured code"
-    );
-    render("```rust\nfn main() {}\n```\n", 80, true);
-    assert!(requests() > before);
-}
-
-#[test]
 fn finish_resets_for_the_next_answer() {
     let mut r = MarkdownRenderer::new(40, false);
     r.push("1. one\n");
