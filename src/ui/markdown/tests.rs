@@ -312,6 +312,28 @@ fn held_text_is_what_is_not_rendered_yet() {
 }
 
 #[test]
+fn code_without_colour_has_no_escapes_in_any_language() {
+    for lang in [
+        "rust",
+        "py",
+        "sh",
+        "html",
+        "diff",
+        "toml",
+        "sql",
+        "nosuchlang",
+    ] {
+        let doc = format!("```{lang}\nfn f() {{ \"s\" }} // c\n+<a href=\"x\"> # 1\n```\n");
+        let out = render(&doc, 80, false);
+        assert!(!out.contains('\x1b'), "{lang}: {out:?}");
+        // With colour the same text is there, in SGR escapes only.
+        let coloured = render(&doc, 80, true);
+        assert!(only_sgr_escapes(&coloured));
+        assert_eq!(strip_sgr(&coloured), out);
+    }
+}
+
+#[test]
 fn finish_resets_for_the_next_answer() {
     let mut r = MarkdownRenderer::new(40, false);
     r.push("1. one\n");
