@@ -27,9 +27,11 @@
 //!   lines between two blocks are reproduced too.
 //! - An ordered list split into one segment per item keeps counting (`1.`,
 //!   `2.`…) across the split, as a single list would.
-//! - Grammars are slow (about 1 MB/s): only the first 64 KiB of code in an
-//!   answer is coloured, the rest is shown plain. A count of bytes, not a
-//!   clock, so the output stays the same for the same text.
+//! - Code is coloured by a small hand-written lexer (`highlight.rs`), linear
+//!   per line. Still, only the first 64 KiB of code in an answer is
+//!   coloured and the rest shown plain, a bound on what colour can cost
+//!   whatever the model sends. A count of bytes, not a clock, so the output
+//!   stays the same for the same text.
 //!
 //! Every decision depends only on the sequence of complete lines, so the
 //! output is the same however the stream is chunked (a property test below

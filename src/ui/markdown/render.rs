@@ -274,9 +274,10 @@ fn expand_tabs(line: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// Bytes of code coloured per answer. Grammars cost about a microsecond per
-/// byte; past this the code is shown uncoloured so that a huge answer still
-/// renders in well under a second. Typical answers hold far less code.
+/// Bytes of code coloured per answer; past this the code is shown
+/// uncoloured. The lexer is linear, but colour still multiplies the bytes
+/// written, and a bound holds whatever the model sends. Typical answers hold
+/// far less code.
 pub const HIGHLIGHT_BUDGET: usize = 64 * 1024;
 
 /// One source line of code (no newline) as screen lines `width` wide.

@@ -312,20 +312,25 @@ fn held_text_is_what_is_not_rendered_yet() {
 }
 
 #[test]
-fn grammars_load_only_for_coloured_code() {
-    let requests = || highlight::SYNTAX_REQUESTS.with(|c| c.get());
-    let before = requests();
-    render(CORPUS[0], 80, true);
-    render(CORPUS[2], 80, true);
-    render("```rust\nfn main() {}\n```\n", 80, false);
-    render("```\nplain\n```\n```toml\na = 1\n```\n", 80, true);
-    assert_eq!(
-        requests(),
-        before,
-        "grammars requested without coloured code"
-    );
-    render("```rust\nfn main() {}\n```\n", 80, true);
-    assert!(requests() > before);
+fn code_without_colour_has_no_escapes_in_any_language() {
+    for lang in [
+        "rust",
+        "py",
+        "sh",
+        "html",
+        "diff",
+        "toml",
+        "sql",
+        "nosuchlang",
+    ] {
+        let doc = format!("```{lang}\nfn f() {{ \"s\" }} // c\n+<a href=\"x\"> # 1\n```\n");
+        let out = render(&doc, 80, false);
+        assert!(!out.contains('\x1b'), "{lang}: {out:?}");
+        // With colour the same text is there, in SGR escapes only.
+        let coloured = render(&doc, 80, true);
+        assert!(only_sgr_escapes(&coloured));
+        assert_eq!(strip_sgr(&coloured), out);
+    }
 }
 
 #[test]
