@@ -402,7 +402,8 @@ impl HttpClient {
                         return Err((e, None, was_shown()));
                     }
                     Ahead::Lost => {
-                        let e = ApiError::StreamInterrupted("the response body reader stopped".into());
+                        let e =
+                            ApiError::StreamInterrupted("the response body reader stopped".into());
                         return Err((e, None, was_shown()));
                     }
                 }
