@@ -293,6 +293,8 @@ enum Shape {
 struct Seen {
     /// Per text event: read time minus the write time of its first piece, ns.
     latencies: Vec<i64>,
+    /// Per text event: the write time of its first piece (wall clock, ns).
+    written: Vec<u128>,
     /// Pieces received (several per event when buddy merged them).
     pieces: usize,
     /// The stream ended properly (`done`, or `[DONE]`).
@@ -352,6 +354,7 @@ fn stream(addr: SocketAddr, path: &str, body: &str, shape: Shape, start: &Barrie
             seen.pieces += stamps.len();
             seen.latencies
                 .push((now as i128 - stamps[0].1 as i128) as i64);
+            seen.written.push(stamps[0].1);
         }
         decoded.drain(..used);
         if body_ended || seen.finished {
@@ -499,6 +502,37 @@ fn report(label: &str, l: &Load, chunks: usize) {
         pct(0.99),
         lat[lat.len() - 1] as f64 / 1e6,
         lat[0] as f64 / 1e6
+    );
+    // Where in the run the slow events were: a start-up transient, a steady
+    // lag or a queue that only grows look different here.
+    let events: Vec<(u128, i64)> = l
+        .seen
+        .iter()
+        .flat_map(|s| s.written.iter().copied().zip(s.latencies.iter().copied()))
+        .collect();
+    let first = events.iter().map(|e| e.0).min().unwrap_or(0);
+    let last = events.iter().map(|e| e.0).max().unwrap_or(0);
+    let span = (last - first).max(1);
+    let mut tenths: Vec<Vec<i64>> = vec![Vec::new(); 10];
+    for (w, lat) in &events {
+        let i = ((w - first) * 10 / span).min(9) as usize;
+        tenths[i].push(*lat);
+    }
+    let row: Vec<String> = tenths
+        .iter_mut()
+        .map(|t| {
+            if t.is_empty() {
+                return "-".into();
+            }
+            t.sort_unstable();
+            let i = ((t.len() as f64 * 0.99).ceil() as usize).clamp(1, t.len()) - 1;
+            format!("{:.1}", t[i] as f64 / 1e6)
+        })
+        .collect();
+    println!(
+        "{label}: p99 ms by tenth of the {:.0} ms of writes: {}",
+        span as f64 / 1e6,
+        row.join(" ")
     );
     println!(
         "{label}: throughput  {:.0} events/s  {:.0} pieces/s",

@@ -510,3 +510,25 @@ fn always_lasts_for_the_served_session_and_dies_with_the_server() {
     answer(&c, &id, "c4", r#"{"approve":false}"#);
     run4.until("done");
 }
+
+/// Sessions share one HTTP client: a second session's model request goes out
+/// on the connection the first one left open (built per session, each would
+/// open its own and re-read the trust store).
+#[test]
+fn sessions_share_the_connection_to_the_provider() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("hello")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    for text in ["first", "second", "third"] {
+        let id = new_session(&c);
+        let events = prompt(&c, &id, text).until("done");
+        assert_eq!(events.last().unwrap().data["outcome"]["text"], "hello");
+    }
+    let connections: Vec<usize> = p.chat_requests().iter().map(|r| r.connection).collect();
+    assert_eq!(connections.len(), 3, "{connections:?}");
+    assert!(
+        connections.iter().all(|c| *c == connections[0]),
+        "each session opened its own connection: {connections:?}"
+    );
+}

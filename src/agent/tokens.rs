@@ -108,7 +108,12 @@ struct Rule {
 /// Context window of `model` from the compiled-in catalog: rules are tried in
 /// file order; the first exact, prefix or substring match wins.
 pub fn catalog_context_limit(model: &str) -> Option<u64> {
-    let catalog: Catalog = toml::from_str(CATALOG).ok()?;
+    // Parsed once per process: the TOML costs about half a millisecond, which
+    // every session `buddy serve` starts would otherwise pay.
+    static PARSED: std::sync::OnceLock<Option<Catalog>> = std::sync::OnceLock::new();
+    let catalog = PARSED
+        .get_or_init(|| toml::from_str(CATALOG).ok())
+        .as_ref()?;
     let model = model.to_ascii_lowercase();
     // Provider-qualified ids ("openai/gpt-4o") match on the part after the slash too.
     let bare = model.rsplit('/').next().unwrap_or(&model).to_string();

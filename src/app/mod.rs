@@ -17,7 +17,7 @@ use crate::config::ApiProtocol;
 use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::host::HostError;
 use crate::provider::completions::Completions;
-use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits};
+use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits, Transports};
 use crate::session::{self, Store};
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
@@ -325,10 +325,11 @@ fn agent_setup(
     approval: ApprovalRules,
     options: AgentOptions,
     models: Option<Box<dyn agent::service::ModelSwitcher>>,
+    transports: Option<&Transports>,
 ) -> Result<AgentSetup, AppError> {
     let cwd = std::env::current_dir()
         .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
-    let client = client_for(settings)?;
+    let client = client_for(settings, transports)?;
     let registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
@@ -403,7 +404,9 @@ async fn exec(
     if let Some(d) = args.timeout {
         options.limits.max_duration = Some(d);
     }
-    let mut agent = agent::spawn(agent_setup(&settings, &execution, rules, options, None)?);
+    let mut agent = agent::spawn(agent_setup(
+        &settings, &execution, rules, options, None, None,
+    )?);
     let mut json = args.json.then(|| JsonFrontEnd::new(style));
     if let Some(j) = json.as_mut() {
         j.hello();
@@ -502,7 +505,7 @@ fn workdir() -> PathBuf {
 async fn list_models(overrides: &CliOverrides) -> Result<Exit, AppError> {
     let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
-    let client = client_for(&settings)?;
+    let client = client_for(&settings, None)?;
     let models = client
         .list_models()
         .await
@@ -612,6 +615,7 @@ async fn interactive(
         approval_rules(&settings),
         agent_options(&settings),
         Some(Box::new(switcher)),
+        None,
     )?);
     let mut banner = format!(
         "{} {} via {} — /help for commands, Ctrl-D to quit",
@@ -712,6 +716,7 @@ async fn line_session(
         &execution,
         rules,
         agent_options(&settings),
+        None,
         None,
     )?);
     if let Some(query) = &resume {
@@ -966,7 +971,10 @@ fn remember_secrets(settings: &Settings) {
 
 /// The model client for the active profile of `settings`. Its secrets are
 /// known to the redaction before it can send (or a server echo) any of them.
-fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
+fn client_for(
+    settings: &Settings,
+    transports: Option<&Transports>,
+) -> Result<HttpClient, AppError> {
     remember_secrets(settings);
     let api = &settings.api;
     let protocol: Box<dyn Protocol> = match api.protocol {
@@ -981,7 +989,7 @@ fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
         })?,
         None => Vec::new(),
     };
-    let client = HttpClient::new(
+    let client = HttpClient::new_shared(
         ClientSettings {
             base_url: api.base_url.clone(),
             api_key: api.api_key.clone(),
@@ -996,6 +1004,7 @@ fn client_for(settings: &Settings) -> Result<HttpClient, AppError> {
             extra_roots,
         },
         protocol,
+        transports,
     )
     .map_err(|e| AppError::Usage(e.to_string()))?
     .with_limits(StreamLimits {

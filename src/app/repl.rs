@@ -66,7 +66,7 @@ impl ReplHost for Host {
         };
         let client = config::load(&workdir(), &env, &overrides)
             .map_err(|e| e.to_string())
-            .and_then(|s| client_for(&s).map_err(|e| e.to_string()));
+            .and_then(|s| client_for(&s, None).map_err(|e| e.to_string()));
         Box::pin(async move {
             let models = client?.list_models().await.map_err(|e| e.to_string())?;
             Ok(models.into_iter().map(|m| m.id).collect())
@@ -118,7 +118,7 @@ impl ModelSwitcher for Switcher {
             },
         };
         let settings = config::load(&workdir(), &env, &overrides)?;
-        let client = client_for(&settings)?;
+        let client = client_for(&settings, None)?;
         let context_limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
         let note = foreign_items_note(history, settings.api.protocol);
         let model = super::model_info(&settings);

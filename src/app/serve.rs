@@ -7,6 +7,7 @@ use crate::agent::allowlist::SharedAllowList;
 use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
 use crate::config::{CliOverrides, Settings};
+use crate::provider::http::Transports;
 use crate::serve::{Backend, ServeOptions, SessionInfo};
 use crate::session::{self, Store};
 use crate::ui::style::Style;
@@ -44,6 +45,7 @@ pub(crate) async fn serve(
         secrets: crate::redact::known().all().to_vec(),
         settings,
         execution,
+        transports: Transports::default(),
     });
     let ready = |addr: std::net::SocketAddr| {
         // The URL alone on stdout, for scripts; the rest for people.
@@ -72,6 +74,8 @@ struct ServeBackend {
     settings: Settings,
     secrets: Vec<String>,
     execution: execution::Execution,
+    /// One HTTP client for every session's model requests.
+    transports: Transports,
 }
 
 impl ServeBackend {
@@ -123,6 +127,7 @@ impl Backend for ServeBackend {
             approval_rules(&self.settings),
             agent_options(&self.settings),
             None,
+            Some(&self.transports),
         )?;
         setup.allowed = allowed;
         Ok(agent::spawn(setup))

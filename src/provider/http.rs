@@ -170,19 +170,24 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new(settings: ClientSettings, protocol: Box<dyn Protocol>) -> Result<Self, ApiError> {
+        Self::new_shared(settings, protocol, None)
+    }
+
+    /// Like [`HttpClient::new`], taking its transport from `shared` when it can.
+    pub fn new_shared(
+        settings: ClientSettings,
+        protocol: Box<dyn Protocol>,
+        shared: Option<&Transports>,
+    ) -> Result<Self, ApiError> {
         let url = format!(
             "{}{}",
             settings.base_url.trim_end_matches('/'),
             protocol.path()
         );
-        let http = crate::net::client_builder(&settings.extra_roots)
-            .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
-            .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ApiError::Connect {
-                url: url.clone(),
-                detail: format!("cannot build HTTP client: {e}"),
-            })?;
+        let http = transport(&settings, shared).map_err(|e| ApiError::Connect {
+            url: url.clone(),
+            detail: format!("cannot build HTTP client: {e}"),
+        })?;
         Ok(HttpClient {
             settings,
             protocol,
@@ -694,4 +699,37 @@ pub(crate) fn run_parser(
     }
     let result = parser.finish(ended_cleanly.unwrap_or(done));
     (seen.into_inner().expect("lock"), result)
+}
+
+/// HTTP clients to share between the [`HttpClient`]s one runtime builds, one
+/// per connect timeout. Building a client parses the trust store
+/// (milliseconds), which `buddy serve` would otherwise pay for every session
+/// it starts, and sharing also shares the provider's keep-alive connections.
+/// Kept per runtime, not per process: a pooled connection belongs to the
+/// runtime that opened it.
+#[derive(Clone, Default)]
+pub struct Transports(Arc<std::sync::Mutex<Vec<(Duration, reqwest::Client)>>>);
+
+fn transport(
+    settings: &ClientSettings,
+    shared: Option<&Transports>,
+) -> reqwest::Result<reqwest::Client> {
+    let connect = settings.timeout.min(Duration::from_secs(30));
+    let build = || {
+        crate::net::client_builder(&settings.extra_roots)
+            .connect_timeout(connect)
+            .user_agent(concat!("buddy/", env!("CARGO_PKG_VERSION")))
+            .build()
+    };
+    // A `ca_file` gets a client of its own.
+    let Some(shared) = shared.filter(|_| settings.extra_roots.is_empty()) else {
+        return build();
+    };
+    let mut shared = shared.0.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, client)) = shared.iter().find(|(t, _)| *t == connect) {
+        return Ok(client.clone());
+    }
+    let client = build()?;
+    shared.push((connect, client.clone()));
+    Ok(client)
 }

@@ -206,6 +206,16 @@ impl Store {
     /// The id `query` names: `last` (the most recently used), an exact id, or
     /// a prefix of exactly one id.
     pub fn resolve(&self, query: &str) -> Result<String, SessionError> {
+        // An exact id is one lookup: listing and stat-ing every session would
+        // make each request of `buddy serve` cost O(sessions).
+        if query != "last"
+            && !query.is_empty()
+            && !query.starts_with('.')
+            && !query.contains(['/', '\\', '\0'])
+            && fs::symlink_metadata(self.path_of(query)).is_ok()
+        {
+            return Ok(query.to_string());
+        }
         let ids = self.ids()?;
         if query == "last" {
             return ids.into_iter().next().map(|(id, _)| id).ok_or_else(|| {
