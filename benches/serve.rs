@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench serve                       # 100 sessions x 1,000 chunks, 1,000 idle
 //! cargo bench --bench serve -- --sessions 10 --chunks 200 --idle 100 --pace-ms 1
+//! cargo bench --bench serve -- --idle 0 --slow   # and list every event over 20 ms
 //! ```
 //!
 //! The model is the tests' fake provider (`tests/support/fake_provider.rs`), run
@@ -57,6 +58,8 @@ struct Opts {
     /// then the server's pid (e.g. `perf record -g -o perf.data -p`); it gets
     /// SIGINT when the load is over.
     attach: Option<String>,
+    /// List every event slower than 20 ms, per stream (`--slow`).
+    slow: bool,
 }
 
 fn parse_args() -> Opts {
@@ -68,6 +71,7 @@ fn parse_args() -> Opts {
         direct: true,
         buddy: PathBuf::from(env!("CARGO_BIN_EXE_buddy")),
         attach: None,
+        slow: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -82,6 +86,7 @@ fn parse_args() -> Opts {
             "--idle" => o.idle = num("--idle") as usize,
             "--pace-ms" => o.pace_ms = num("--pace-ms"),
             "--no-direct" => o.direct = false,
+            "--slow" => o.slow = true,
             "--buddy" => o.buddy = PathBuf::from(args.next().expect("--buddy needs a path")),
             "--attach" => o.attach = Some(args.next().expect("--attach needs a command")),
             // cargo bench passes this to every bench target.
@@ -471,7 +476,7 @@ fn load(addr: SocketAddr, paths: Vec<String>, body: String, shape: Shape) -> Loa
     }
 }
 
-fn report(label: &str, l: &Load, chunks: usize) {
+fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) {
     let mut lat: Vec<i64> = l
         .seen
         .iter()
@@ -529,6 +534,32 @@ fn report(label: &str, l: &Load, chunks: usize) {
             format!("{:.1}", t[i] as f64 / 1e6)
         })
         .collect();
+    if slow_list {
+        for (i, s) in l.seen.iter().enumerate() {
+            let slow: Vec<String> = s
+                .written
+                .iter()
+                .zip(&s.latencies)
+                .enumerate()
+                .filter(|(_, (_, lat))| **lat > 20_000_000)
+                .map(|(k, (w, lat))| {
+                    format!(
+                        "#{k}@{:.0}:{:.0}",
+                        (*w - first) as f64 / 1e6,
+                        *lat as f64 / 1e6
+                    )
+                })
+                .collect();
+            if !slow.is_empty() {
+                // #event@write ms (from the first write):latency ms
+                println!(
+                    "  stream {i}: {} events, slow: {}",
+                    s.latencies.len(),
+                    slow.join(" ")
+                );
+            }
+        }
+    }
     println!(
         "{label}: p99 ms by tenth of the {:.0} ms of writes: {}",
         span as f64 / 1e6,
@@ -577,7 +608,7 @@ fn main() {
             body,
             Shape::Provider,
         );
-        report("direct (no buddy)", &l, o.chunks);
+        report("direct (no buddy)", &l, o.chunks, o.slow);
         println!(
             "direct (no buddy): CPU of this process (fake provider + clients) {:.0} ms",
             (cpu_of("/proc/self/stat") - me).total().as_secs_f64() * 1e3
@@ -595,7 +626,7 @@ fn main() {
             prompt.clone(),
             Shape::Buddy,
         );
-        report("warm-up (1 stream)", &one, o.chunks);
+        report("warm-up (1 stream)", &one, o.chunks, false);
         let paths: Vec<String> = (0..o.sessions)
             .map(|_| format!("/api/sessions/{}/messages", server.new_session()))
             .collect();
@@ -622,7 +653,7 @@ fn main() {
                 .status();
             let _ = p.wait();
         }
-        report("buddy serve", &l, o.chunks);
+        report("buddy serve", &l, o.chunks, o.slow);
         std::thread::sleep(Duration::from_millis(200));
         let pieces = (o.sessions * o.chunks) as f64;
         println!(

@@ -866,6 +866,25 @@ pub fn build_tools(
 /// it loaded or would load, its config directory (auth.json, the trust list,
 /// the history), and this directory's sessions.
 fn own_files(settings: &Settings) -> tools::protect::Protected {
+    // Resolving these paths is dozens of syscalls; `buddy serve` builds the
+    // tools for every session it starts, with the same directory and config,
+    // so the answer is kept for the process (as one REPL keeps its tools).
+    type Key = (PathBuf, Option<PathBuf>);
+    static KNOWN: std::sync::Mutex<Option<(Key, tools::protect::Protected)>> =
+        std::sync::Mutex::new(None);
+    let key: Key = (workdir(), settings.source.clone());
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, p)) = known.as_ref() {
+        if *k == key {
+            return p.clone();
+        }
+    }
+    let p = resolve_own_files(settings);
+    *known = Some((key, p.clone()));
+    p
+}
+
+fn resolve_own_files(settings: &Settings) -> tools::protect::Protected {
     let cwd = workdir();
     let mut p = tools::protect::Protected::new();
     for path in config::search_path(&cwd, &env)

@@ -7,8 +7,9 @@ use super::http::{decode_body, encode_body, ClientSettings, Flow, Protocol, Stre
 use super::{ApiError, EventSink, ModelRequest, ModelResponse, StreamEvent};
 use crate::provider::error::error_message_from_body;
 use crate::wire::sse::SseEvent;
-use crate::wire::stream::StreamAccumulator;
+use crate::wire::stream::{StreamAccumulator, TextDelta};
 use crate::wire::{ChatChunk, ChatRequest, ChatResponse, Message, StreamOptions};
+use std::borrow::Cow;
 
 /// Prefix of `Message::extra` keys that belong to another protocol's
 /// round-trip data and must not be sent to a Chat Completions server.
@@ -122,6 +123,41 @@ struct Frame {
     usage: Option<crate::wire::Usage>,
 }
 
+/// A chunk whose choices hold text and nothing else that needs keeping:
+/// every other field of a delta (tool calls, reasoning, anything unknown)
+/// fails the parse, and the chunk takes [`Frame`]'s path instead.
+#[derive(serde::Deserialize)]
+struct TextFrame<'a> {
+    #[serde(default)]
+    error: Present,
+    #[serde(default, borrow)]
+    choices: Vec<TextChoice<'a>>,
+    #[serde(default)]
+    usage: Option<crate::wire::Usage>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoice<'a> {
+    #[serde(default)]
+    index: u32,
+    #[serde(default, borrow)]
+    delta: TextOnly<'a>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextOnly<'a> {
+    #[serde(default)]
+    #[allow(dead_code)]
+    role: Option<crate::wire::Role>,
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
+}
+
 /// Whether a field was there at all, even as `null`.
 #[derive(Default)]
 struct Present(bool);
@@ -153,6 +189,23 @@ impl StreamParser for ChunkParser {
             return Ok(Flow::Done);
         }
         if data.is_empty() {
+            return Ok(Flow::More);
+        }
+        // Most chunks are text alone: taken without building anything else.
+        if let Ok(TextFrame {
+            error: Present(false),
+            choices,
+            usage,
+        }) = serde_json::from_str::<TextFrame>(data)
+        {
+            let first = choices.iter().find(|c| c.index == 0).map(|c| TextDelta {
+                text: c.delta.content.as_deref().unwrap_or(""),
+                refusal: c.delta.refusal.as_deref(),
+                finish_reason: c.finish_reason.as_deref(),
+            });
+            if let Some(text) = self.acc.push_text(usage, first).text {
+                on_event(StreamEvent::Text(text));
+            }
             return Ok(Flow::More);
         }
         let chunk = match serde_json::from_str::<Frame>(data) {
@@ -204,5 +257,96 @@ impl StreamParser for ChunkParser {
 
     fn answer_bytes(&self) -> usize {
         self.acc.answer_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// What a stream of chunks comes to: the texts shown, the message, the
+    /// usage, the finish reason and the bytes counted.
+    type Outcome = (
+        Vec<String>,
+        Message,
+        Option<crate::wire::Usage>,
+        Option<String>,
+        usize,
+    );
+
+    /// Through the parser, which takes the text-only path where it can.
+    fn parsed(chunks: &[&str]) -> Outcome {
+        let mut parser = ChunkParser {
+            acc: StreamAccumulator::new(),
+        };
+        let shown = Mutex::new(Vec::new());
+        let sink = |e: StreamEvent| {
+            if let StreamEvent::Text(t) = e {
+                shown.lock().unwrap().push(t);
+            }
+        };
+        for c in chunks {
+            let ev = SseEvent {
+                event: None,
+                data: c.to_string(),
+            };
+            parser.event(&ev, &sink).unwrap();
+        }
+        let acc = parser.acc;
+        let reason = acc.finish_reason().map(str::to_string);
+        let (usage, bytes) = (acc.usage(), acc.answer_bytes());
+        (
+            shown.into_inner().unwrap(),
+            acc.finish(),
+            usage,
+            reason,
+            bytes,
+        )
+    }
+
+    /// Every chunk through the general path.
+    fn general(chunks: &[&str]) -> Outcome {
+        let mut acc = StreamAccumulator::new();
+        let mut shown = Vec::new();
+        for c in chunks {
+            let chunk: ChatChunk = serde_json::from_str(c).unwrap();
+            if let Some(t) = acc.push(chunk).unwrap().text {
+                shown.push(t);
+            }
+        }
+        let reason = acc.finish_reason().map(str::to_string);
+        let (usage, bytes) = (acc.usage(), acc.answer_bytes());
+        (shown, acc.finish(), usage, reason, bytes)
+    }
+
+    #[test]
+    fn the_text_only_path_gives_what_the_general_path_gives() {
+        let streams: &[&[&str]] = &[
+            // OpenAI's usual shape: role and empty text first, refusal null.
+            &[
+                r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}"#,
+                r#"{"id":"c","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,
+                r#"{"id":"c","choices":[{"index":0,"delta":{"content":"lo \"q\" \u00e9"},"finish_reason":null}]}"#,
+                r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                r#"{"id":"c","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+            ],
+            // A refusal is the answer; a second choice is ignored.
+            &[
+                r#"{"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"refusal":"I can't"}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":null},"finish_reason":"stop"}]}"#,
+            ],
+            // Mixed with chunks only the general path takes: reasoning, tool calls.
+            &[
+                r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1","type":"function","function":{"name":"run_shell","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"b"}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":"c","x_extra":1},"finish_reason":"tool_calls"}]}"#,
+            ],
+        ];
+        for chunks in streams {
+            assert_eq!(parsed(chunks), general(chunks), "{chunks:?}");
+        }
     }
 }

@@ -418,6 +418,7 @@ impl HttpClient {
                     next = body.ready();
                 }
             }
+            let before = progress;
             for ev in events.drain(..) {
                 if done {
                     continue;
@@ -433,10 +434,11 @@ impl HttpClient {
                 if held > self.limits.max_answer_bytes {
                     return Err((self.too_large(), None, was_shown()));
                 }
-                if held > progress {
-                    progress = held;
-                    last_progress = tokio::time::Instant::now();
-                }
+                progress = progress.max(held);
+            }
+            // Once per batch: a clock read per event was a visible cost.
+            if progress > before {
+                last_progress = tokio::time::Instant::now();
             }
             if ended || done {
                 break;

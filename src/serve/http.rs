@@ -336,9 +336,21 @@ async fn post_message(
             "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
         );
     }
-    let agent = match state.inner.backend.spawn(live.allowed()) {
-        Ok(a) => a,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    // Building an agent reads config, project and session files: on a
+    // blocking thread, so runtime workers keep relaying other sessions'
+    // streams meanwhile (100 prompts at once would otherwise queue every
+    // stream behind all the set-ups).
+    let backend = Arc::clone(&state.inner.backend);
+    let allowed = live.allowed();
+    let agent = match tokio::task::spawn_blocking(move || backend.spawn(allowed)).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the agent could not be started: {e}"),
+            )
+        }
     };
     // Subscribed before the run starts, so the stream holds all of it.
     let sub = live.subscribe(live.next_id().saturating_sub(1));

@@ -193,7 +193,8 @@ pub fn encode(record: RecordRef<'_>, secrets: &[String], buf: &mut Vec<u8>) -> i
 pub const REDACTED: &str = crate::redact::REDACTED;
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+    // memmem: a long answer is searched once per secret on every save.
+    !needle.is_empty() && memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// A journal read back.

@@ -33,6 +33,16 @@ pub struct ChunkDelta {
     pub reasoning: Vec<(String, String)>,
 }
 
+/// The first choice of a chunk that holds only text (see
+/// [`StreamAccumulator::push_text`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TextDelta<'a> {
+    pub text: &'a str,
+    /// A refusal is the answer: shown and kept as the message's text.
+    pub refusal: Option<&'a str>,
+    pub finish_reason: Option<&'a str>,
+}
+
 #[derive(Debug, Default)]
 pub struct StreamAccumulator {
     content: String,
@@ -58,6 +68,31 @@ struct PartialCall {
 impl StreamAccumulator {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// [`Self::push`] for the common chunk, whose first choice carries text
+    /// and nothing else that needs keeping: the same result, without
+    /// building the chunk's maps and values first.
+    pub fn push_text(&mut self, usage: Option<Usage>, first: Option<TextDelta<'_>>) -> ChunkDelta {
+        let mut out = ChunkDelta::default();
+        if let Some(u) = usage {
+            self.usage = Some(u);
+        }
+        let Some(first) = first else {
+            return out;
+        };
+        if let Some(r) = first.finish_reason {
+            self.finish_reason = Some(r.to_string());
+        }
+        let refusal = first.refusal.unwrap_or("");
+        self.bytes += first.text.len() + refusal.len();
+        if !first.text.is_empty() || !refusal.is_empty() {
+            let text = [first.text, refusal].concat();
+            self.saw_content = true;
+            self.content.push_str(&text);
+            out.text = Some(text);
+        }
+        out
     }
 
     /// Folds in one chunk. A chunk that would make the reply's tool calls

@@ -1460,6 +1460,12 @@ async fn write_sse(
             }
             Piece::Bytes(bytes) => bytes,
             Piece::Stamped { head, seq, tail } => {
+                // The stamp must be the time of the write. Tokio's budget
+                // makes a busy task yield at its next I/O, which here would
+                // be the write after the stamp, and the chunk would then
+                // leave a whole scheduler round (tens of ms with 100 streams)
+                // after its stamp. So the yield, when due, comes first.
+                tokio::task::consume_budget().await;
                 stamped = [head.as_slice(), stamp(*seq).as_bytes(), tail].concat();
                 &stamped
             }
@@ -1469,8 +1475,13 @@ async fn write_sse(
             let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
             out.extend_from_slice(bytes);
             out.extend_from_slice(b"\r\n");
-            stream.write_all(&out).await?;
-            stream.flush().await?;
+            // Unconstrained: only a full socket (the reader not keeping up)
+            // may hold a stamped chunk back, never the budget.
+            tokio::task::unconstrained(async {
+                stream.write_all(&out).await?;
+                stream.flush().await
+            })
+            .await?;
         }
     }
     stream.write_all(b"0\r\n\r\n").await?;
