@@ -533,15 +533,19 @@ impl Agent {
             let calls = message.calls().to_vec();
             let text = message.text().to_string();
             self.messages.push(message);
-            self.persist(false).await;
             if calls.is_empty() {
                 if self.control.has_steering() {
+                    self.persist(false).await;
                     continue;
                 }
                 let follow_ups = self.control.take_follow_ups();
                 if follow_ups.is_empty() {
+                    // Saved by the turn-end save in `run`, before the run is
+                    // reported finished, on a blocking thread: a long answer's
+                    // encoding stays off the runtime worker.
                     return RunOutcome::Answered { text };
                 }
+                self.persist(false).await;
                 self.announce_queues().await;
                 for text in follow_ups {
                     self.push_user(text, UserVia::FollowUp).await;
@@ -549,6 +553,7 @@ impl Agent {
                 self.persist(false).await;
                 continue;
             }
+            self.persist(false).await;
             if let ToolsEnd::Stopped(stop) = self.run_tools(&calls, &mut cancel, deadline).await {
                 return self.stopped(stop, started);
             }

@@ -287,8 +287,8 @@ async fn history_reaches_the_sink_step_by_step_and_never_the_system_prompt() {
             (vec![Role::User], false),
             (vec![Role::Assistant], false),
             (vec![Role::Tool], false),
-            (vec![Role::Assistant], false),
-            (vec![], true),
+            // The final answer goes with the turn-end save (off the worker).
+            (vec![Role::Assistant], true),
         ]
     );
 }

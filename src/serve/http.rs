@@ -35,6 +35,10 @@ struct Inner {
     sessions: Mutex<HashMap<String, Arc<Live>>>,
     /// Turns true when the server is going down: streams end, no new runs.
     stopping: watch::Sender<bool>,
+    /// Agents are built one at a time: a burst of prompts would otherwise
+    /// start a blocking thread each, and that many runnable threads would
+    /// take the CPU from the workers relaying running sessions.
+    building: tokio::sync::Semaphore,
 }
 
 impl State {
@@ -46,6 +50,7 @@ impl State {
                 addr,
                 sessions: Mutex::new(HashMap::new()),
                 stopping: watch::channel(false).0,
+                building: tokio::sync::Semaphore::new(1),
             }),
         }
     }
@@ -342,7 +347,11 @@ async fn post_message(
     // stream behind all the set-ups).
     let backend = Arc::clone(&state.inner.backend);
     let allowed = live.allowed();
-    let agent = match tokio::task::spawn_blocking(move || backend.spawn(allowed)).await {
+    // The semaphore is never closed.
+    let turn = state.inner.building.acquire().await.ok();
+    let built = tokio::task::spawn_blocking(move || backend.spawn(allowed)).await;
+    drop(turn);
+    let agent = match built {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => {
