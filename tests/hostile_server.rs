@@ -10,7 +10,7 @@ mod support;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::fake_provider::{FakeProvider, Reply, SseChunk};
+use support::fake_provider::{FakeProvider, Gate, Reply, SseChunk};
 use support::{fake_config, BuddyCmd, Output};
 
 /// `fake_config` with no retries (each test scripts one reply) and `network`
@@ -224,6 +224,36 @@ fn keep_alives_alone_hit_the_idle_deadline() {
     // Ended by the deadline, long before the server would have stopped.
     assert!(took < Duration::from_secs(15), "took {took:?}");
     assert_no_assistant_message_saved(&cmd);
+}
+
+/// A stream that goes silent (no byte at all) ends at the read timeout, even
+/// with a steady flow of text before it: the deadline moves with every read,
+/// and holds once nothing comes.
+#[test]
+fn a_stream_that_goes_silent_ends_at_the_read_timeout() {
+    let gate = Gate::new();
+    let mut chunks: Vec<SseChunk> = (0..15)
+        .map(|i| content_chunk(&format!("piece{i} ")).delay(Duration::from_millis(100)))
+        .collect();
+    chunks.push(SseChunk::gate(&gate));
+    chunks.push(SseChunk::done());
+    let p = FakeProvider::start(vec![Reply::sse(chunks)]);
+    let cmd = BuddyCmd::new()
+        .config(config(&p, "api_timeout_secs = 1\nidle_timeout_secs = 600"))
+        .args(["exec", "hi"]);
+    let started = Instant::now();
+    let out = cmd.run();
+    let took = started.elapsed();
+    gate.open();
+    assert_ne!(out.code(), Some(0), "stderr: {}", out.stderr);
+    // 1.5 s of text, each read well inside the 1 s timeout, then silence.
+    assert!(
+        out.stderr.contains("no data for 1 s"),
+        "stderr: {}",
+        out.stderr
+    );
+    assert!(took >= Duration::from_millis(2300), "ended early: {took:?}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
 }
 
 #[test]

@@ -351,6 +351,19 @@ impl HttpClient {
         let idle = self.limits.idle_timeout;
         let mut progress = 0;
         let mut last_progress = tokio::time::Instant::now();
+        // Any byte moves the read deadline; only answer bytes move the idle
+        // one (keep-alives alone never end). One timer for the whole stream,
+        // moved only when it fires early: arming a timer per wait cost about
+        // 5% of relaying a fast stream.
+        let mut last_data = last_progress;
+        let idle_error = || {
+            ApiError::StreamInterrupted(format!(
+                "no new output for {} s, only keep-alives or empty events (network.idle_timeout_secs)",
+                idle.as_secs()
+            ))
+        };
+        let timer = tokio::time::sleep(timeout.min(idle));
+        tokio::pin!(timer);
         let mut body = read_ahead(futures_util::stream::unfold(response, |mut r| async move {
             match r.chunk().await {
                 Ok(Some(bytes)) => Some((Ok(bytes), r)),
@@ -359,27 +372,27 @@ impl HttpClient {
             }
         }));
         loop {
-            // Two clocks: any byte resets the per-read timeout, only answer
-            // bytes reset the idle deadline (keep-alives alone never end).
-            let idle_left = idle.saturating_sub(last_progress.elapsed());
-            let idle_error = || {
-                ApiError::StreamInterrupted(format!(
-                    "no new output for {} s, only keep-alives or empty events (network.idle_timeout_secs)",
-                    idle.as_secs()
-                ))
-            };
-            // Checked here too: a flood of keep-alives is always ready to read.
-            if idle_left.is_zero() {
-                return Err((idle_error(), None, was_shown()));
-            }
-            let first = match tokio::time::timeout(timeout.min(idle_left), body.next()).await {
-                Err(_) if idle_left <= timeout => return Err((idle_error(), None, was_shown())),
-                Err(_) => {
-                    let e =
-                        ApiError::StreamInterrupted(format!("no data for {} s", timeout.as_secs()));
-                    return Err((e, None, was_shown()));
+            let first = loop {
+                tokio::select! {
+                    biased;
+                    item = body.next() => break item,
+                    () = &mut timer => {
+                        let now = tokio::time::Instant::now();
+                        let read_by = last_data + timeout;
+                        let idle_by = last_progress + idle;
+                        if now >= idle_by && idle_by <= read_by {
+                            return Err((idle_error(), None, was_shown()));
+                        }
+                        if now >= read_by {
+                            let e = ApiError::StreamInterrupted(format!(
+                                "no data for {} s",
+                                timeout.as_secs()
+                            ));
+                            return Err((e, None, was_shown()));
+                        }
+                        timer.as_mut().reset(read_by.min(idle_by));
+                    }
                 }
-                Ok(item) => item,
             };
             // Every chunk already read ahead is decoded with the first, and
             // their events parsed together below: one pass per batch.
@@ -436,12 +449,18 @@ impl HttpClient {
                 }
                 progress = progress.max(held);
             }
-            // Once per batch: a clock read per event was a visible cost.
-            if progress > before {
-                last_progress = tokio::time::Instant::now();
-            }
             if ended || done {
                 break;
+            }
+            // Once per batch: a clock read per event was a visible cost.
+            let now = tokio::time::Instant::now();
+            last_data = now;
+            if progress > before {
+                last_progress = now;
+            } else if now >= last_progress + idle {
+                // Checked here too: a flood of keep-alives is always ready
+                // to read, so the timer above would never be polled.
+                return Err((idle_error(), None, was_shown()));
             }
         }
         parser.finish(done).map_err(|e| (e, None, was_shown()))
