@@ -580,16 +580,46 @@ fn malformed_request_gets_400() {
 
 #[tokio::test]
 async fn dropping_the_provider_closes_its_port_and_connections() {
-    let provider = FakeProvider::start(vec![Reply::status(200, "x")]);
+    // A marker only this provider answers with: other tests, running at the
+    // same time, may bind the freed port again, and that must not count.
+    let marker = format!("only-this-provider-{}", std::process::id());
+    let provider = FakeProvider::start_repeating(vec![Reply::status(200, marker.clone())]);
     let addr = provider.addr();
-    let client = reqwest::Client::new();
-    // Leaves an idle keep-alive connection open in the client's pool.
-    body_text(post(&client, &chat_url(&provider), &json!({})).await).await;
-    drop(provider);
-    assert!(
-        TcpStream::connect(addr).is_err(),
-        "nothing should listen on {addr} after drop"
+    // A keep-alive connection that has had its answer and stays open.
+    let mut kept = TcpStream::connect(addr).expect("connect");
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 2\r\n\r\n{{}}"
     );
+    kept.write_all(request.as_bytes()).expect("send");
+    kept.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(&marker) {
+        let n = kept.read(&mut buf).expect("the answer");
+        assert!(n > 0, "closed before answering");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(provider);
+    // The kept connection is closed by the server: EOF (or a reset).
+    match kept.read(&mut buf) {
+        Ok(0) | Err(_) => {}
+        Ok(n) => panic!("the connection stayed open and sent {n} more bytes"),
+    }
+    // Nothing answers on the port, or what does is not this provider.
+    if let Ok(mut again) = TcpStream::connect(addr) {
+        again
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let closing = request.replacen("\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1);
+        let _ = again.write_all(closing.as_bytes());
+        let mut answer = Vec::new();
+        let _ = again.read_to_end(&mut answer);
+        assert!(
+            !String::from_utf8_lossy(&answer).contains(&marker),
+            "the dropped provider still answers on {addr}"
+        );
+    }
 }
 
 #[tokio::test]
