@@ -70,6 +70,7 @@ impl Protocol for Completions {
     fn stream_parser(&self) -> Box<dyn StreamParser> {
         Box::new(ChunkParser {
             acc: StreamAccumulator::new(),
+            shape: None,
         })
     }
 
@@ -109,6 +110,52 @@ impl Protocol for Completions {
 
 struct ChunkParser {
     acc: StreamAccumulator,
+    /// The bytes around the text of the last plain text chunk (see
+    /// [`Shape`]), to take the next one's text without parsing it.
+    shape: Option<Shape>,
+}
+
+/// A text-only chunk cut around its text: what comes before the text's
+/// first character and after its closing quote. Servers repeat everything
+/// else (id, model, timestamps, `"finish_reason":null`) byte for byte, so
+/// most chunks of a stream differ from the last one only there.
+///
+/// Kept only from a chunk that parsed as one choice of index 0 with unescaped
+/// text and nothing else that counts (no finish reason, usage, refusal or
+/// error). A later chunk with the same prefix and suffix, whose middle holds
+/// no quote, backslash or control character, is then the same JSON with
+/// other text: parsing it would give exactly that text.
+struct Shape {
+    prefix: String,
+    suffix: String,
+}
+
+impl Shape {
+    /// The text of `data` when it has this shape.
+    fn text_of<'a>(&self, data: &'a str) -> Option<&'a str> {
+        let middle = data
+            .strip_prefix(self.prefix.as_str())?
+            .strip_suffix(self.suffix.as_str())?;
+        let plain = !middle.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20);
+        plain.then_some(middle)
+    }
+
+    /// The shape of `data`, whose single choice's text `text` borrows from it.
+    fn of(data: &str, text: &str) -> Option<Shape> {
+        if text.is_empty() {
+            return None;
+        }
+        // Only for text borrowed from `data` itself (no escapes were undone).
+        let start = (text.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+        let end = start.checked_add(text.len())?;
+        if end > data.len() || !data.get(..start)?.ends_with('"') {
+            return None;
+        }
+        Some(Shape {
+            prefix: data[..start].to_string(),
+            suffix: data[end..].to_string(),
+        })
+    }
 }
 
 /// A chunk parsed in one pass, straight into its fields (most of a stream's
@@ -143,7 +190,7 @@ struct TextChoice<'a> {
     #[serde(default, borrow)]
     delta: TextOnly<'a>,
     #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<Text<'a>>,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -153,9 +200,41 @@ struct TextOnly<'a> {
     #[allow(dead_code)]
     role: Option<crate::wire::Role>,
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<Text<'a>>,
     #[serde(default, borrow)]
-    refusal: Option<Cow<'a, str>>,
+    refusal: Option<Text<'a>>,
+}
+
+/// A JSON string, borrowed from the chunk when it has no escapes. (Serde's
+/// own `Cow` always copies inside an `Option`.)
+struct Text<'a>(Cow<'a, str>);
+
+impl Text<'_> {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v))
+            }
+        }
+        d.deserialize_str(Visit).map(Text)
+    }
 }
 
 /// Whether a field was there at all, even as `null`.
@@ -191,6 +270,18 @@ impl StreamParser for ChunkParser {
         if data.is_empty() {
             return Ok(Flow::More);
         }
+        // The same chunk as the last one but for its text: no parsing.
+        if let Some(text) = self.shape.as_ref().and_then(|s| s.text_of(data)) {
+            let first = TextDelta {
+                text,
+                refusal: None,
+                finish_reason: None,
+            };
+            if let Some(text) = self.acc.push_text(None, Some(first)).text {
+                on_event(StreamEvent::Text(text));
+            }
+            return Ok(Flow::More);
+        }
         // Most chunks are text alone: taken without building anything else.
         if let Ok(TextFrame {
             error: Present(false),
@@ -198,16 +289,30 @@ impl StreamParser for ChunkParser {
             usage,
         }) = serde_json::from_str::<TextFrame>(data)
         {
+            self.shape = match (choices.as_slice(), &usage) {
+                ([only], None)
+                    if only.index == 0
+                        && only.finish_reason.is_none()
+                        && only.delta.refusal.is_none() =>
+                {
+                    match &only.delta.content {
+                        Some(Text(Cow::Borrowed(text))) => Shape::of(data, text),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
             let first = choices.iter().find(|c| c.index == 0).map(|c| TextDelta {
-                text: c.delta.content.as_deref().unwrap_or(""),
-                refusal: c.delta.refusal.as_deref(),
-                finish_reason: c.finish_reason.as_deref(),
+                text: c.delta.content.as_ref().map_or("", Text::as_str),
+                refusal: c.delta.refusal.as_ref().map(Text::as_str),
+                finish_reason: c.finish_reason.as_ref().map(Text::as_str),
             });
             if let Some(text) = self.acc.push_text(usage, first).text {
                 on_event(StreamEvent::Text(text));
             }
             return Ok(Flow::More);
         }
+        self.shape = None;
         let chunk = match serde_json::from_str::<Frame>(data) {
             Ok(Frame {
                 error: Present(false),
@@ -279,6 +384,7 @@ mod tests {
     fn parsed(chunks: &[&str]) -> Outcome {
         let mut parser = ChunkParser {
             acc: StreamAccumulator::new(),
+            shape: None,
         };
         let shown = Mutex::new(Vec::new());
         let sink = |e: StreamEvent| {
@@ -347,6 +453,63 @@ mod tests {
         ];
         for chunks in streams {
             assert_eq!(parsed(chunks), general(chunks), "{chunks:?}");
+        }
+    }
+
+    /// A stream as servers send it: every chunk the same but for its text.
+    /// Taken by shape after the first, and still exactly what parsing gives,
+    /// including when the text needs unescaping or the shape changes.
+    #[test]
+    fn chunks_of_the_same_shape_give_what_parsing_gives() {
+        let chunk = |text: &str| {
+            format!(
+                r#"{{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":null}}]}}"#
+            )
+        };
+        let owned: Vec<String> = vec![
+            chunk("Hel"),
+            chunk("lo, "),
+            chunk("wörld 漢字 🦀"),
+            chunk(r#"a \"quote\""#),
+            chunk(r#"back\\slash \n newline \u00e9"#),
+            chunk(" plain again"),
+            chunk(""),
+            chunk("}]}"),
+            chunk(r#"\"},\"x\":{\""#),
+            // The id changes: parsed again, a new shape taken.
+            chunk("x").replace("chatcmpl-1", "chatcmpl-2"),
+            chunk("y").replace("chatcmpl-1", "chatcmpl-2"),
+            r#"{"id":"chatcmpl-2","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"z"},"logprobs":null,"finish_reason":"stop"}]}"#.to_string(),
+            r#"{"id":"chatcmpl-2","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9,"total_tokens":12}}"#.to_string(),
+        ];
+        let chunks: Vec<&str> = owned.iter().map(String::as_str).collect();
+        let (shown, message, usage, reason, bytes) = parsed(&chunks);
+        assert_eq!(
+            (shown.clone(), message.clone(), usage, reason.clone(), bytes),
+            general(&chunks)
+        );
+        assert_eq!(message.text(), "Hello, wörld 漢字 🦀a \"quote\"back\\slash \n newline é plain again}]}\"},\"x\":{\"xyz");
+        assert_eq!(reason.as_deref(), Some("stop"));
+        assert_eq!(usage.map(|u| u.completion_tokens), Some(9));
+    }
+
+    /// A raw control character inside the text is not JSON, shape or not.
+    #[test]
+    fn a_raw_control_character_is_refused_as_parsing_would() {
+        let chunk = |text: &str| {
+            format!(r#"{{"id":"c","choices":[{{"index":0,"delta":{{"content":"{text}"}}}}]}}"#)
+        };
+        let mut parser = ChunkParser {
+            acc: StreamAccumulator::new(),
+            shape: None,
+        };
+        let sink = |_: StreamEvent| {};
+        for (text, ok) in [("a", true), ("b", true), ("c\u{7}d", false)] {
+            let ev = SseEvent {
+                event: None,
+                data: chunk(text),
+            };
+            assert_eq!(parser.event(&ev, &sink).is_ok(), ok, "{text:?}");
         }
     }
 }
