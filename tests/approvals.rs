@@ -69,6 +69,9 @@ fn always_approves_later_commands_with_the_prefix_and_others_still_ask() {
     wait_question(&t, "ls -d /");
     t.keys(&["n"]);
     t.wait_text("finished");
+    // `/approve` says what "always" allowed.
+    t.line("/approve");
+    t.wait_text("approval: ask before each shell command; always allowed: `echo`");
     let reqs = p.chat_requests();
     assert!(tool_result(&reqs[1], "one").contains("first-run"));
     assert!(tool_result(&reqs[2], "two").contains("second-run"));

@@ -258,7 +258,8 @@ pub const HELP: &str = "\
 /timeout <dur> [id]      give a task a deadline (e.g. /timeout 5m)
 /approve ask|all|none|<dur>
                          shell approvals: ask each time, approve all, deny all,
-                         or approve all for a while (e.g. /approve 10m)
+                         or approve all for a while (e.g. /approve 10m);
+                         no argument: the policy and the prefixes always allowed
 /model [name|index]      switch model profile, or model id for this profile
                          (no argument: pick from profiles and the server's models)
 /login [provider]         log in to a provider (device code; default: this profile's)

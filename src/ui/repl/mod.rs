@@ -230,6 +230,9 @@ pub struct Repl<'h> {
     task: Option<Task>,
     /// A mirror of the agent's approval policy, for `/approve`.
     policy: ApprovalPolicy,
+    /// The prefixes answered "always" in this REPL, in order, for
+    /// `/approve` (the agent keeps the list that counts).
+    always: Vec<String>,
     approval: Option<PendingApproval>,
     /// After a one-key answer: the rest of its word (`es` after `y`) and an
     /// Enter, dropped if they follow, so typing `yes` Enter still works.
@@ -290,6 +293,7 @@ impl<'h> Repl<'h> {
             agent,
             task: None,
             policy: ApprovalPolicy::Ask,
+            always: Vec::new(),
             approval: None,
             swallow: None,
             picker: None,
@@ -742,6 +746,11 @@ impl<'h> Repl<'h> {
             }
             (Decision::Deny { .. }, _) => format!("denied: {command}"),
         };
+        if let (Decision::ApproveAlways, Some(prefix)) = (&decision, &p.always) {
+            if !self.always.contains(prefix) {
+                self.always.push(prefix.clone());
+            }
+        }
         self.send(Op::Approve {
             call_id: p.call_id.clone(),
             decision,
@@ -986,7 +995,15 @@ impl<'h> Repl<'h> {
                     self.send(Op::SetApprovalPolicy { policy });
                 }
                 None => {
-                    let text = format!("approval: {}", describe(&self.policy));
+                    let mut text = format!("approval: {}", describe(&self.policy));
+                    if !self.always.is_empty() {
+                        let listed: Vec<String> = self
+                            .always
+                            .iter()
+                            .map(|p| format!("`{}`", visible(p)))
+                            .collect();
+                        text.push_str(&format!("; always allowed: {}", listed.join(", ")));
+                    }
                     self.say(&text);
                 }
             },
