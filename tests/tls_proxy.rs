@@ -225,6 +225,10 @@ async fn proxy_connection(tcp: TcpStream, log: Arc<Mutex<Vec<String>>>) {
         return;
     };
     if method == "CONNECT" {
+        if !loopback_only(target) {
+            let _ = client.write_all(b"HTTP/1.1 403 Forbidden\r\n\r\n").await;
+            return;
+        }
         let Ok(mut upstream) = TcpStream::connect(target).await else {
             let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
             return;
@@ -249,6 +253,10 @@ async fn proxy_connection(tcp: TcpStream, log: Arc<Mutex<Vec<String>>>) {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
+    if !loopback_only(authority) {
+        let _ = client.write_all(b"HTTP/1.1 403 Forbidden\r\n\r\n").await;
+        return;
+    }
     let Ok(mut upstream) = TcpStream::connect(authority).await else {
         let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
         return;
@@ -262,6 +270,18 @@ async fn proxy_connection(tcp: TcpStream, log: Arc<Mutex<Vec<String>>>) {
         return;
     }
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// Whether `authority` (`host:port`) names this machine only: the proxy
+/// never opens a connection anywhere else, whatever it is asked, and never
+/// looks a name up (`localhost` is the one name it knows).
+fn loopback_only(authority: &str) -> bool {
+    if let Ok(addr) = authority.parse::<SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    authority
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| host == "localhost" && port.parse::<u16>().is_ok())
 }
 
 // ---------------------------------------------------------------------------
