@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::fs;
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::{fake_config, BuddyCmd};
 
 fn shell(id: &str, command: &str) -> ToolCallSpec {
@@ -23,15 +23,6 @@ fn config(p: &FakeProvider, agent: &str) -> String {
 
 fn messages(req: &RecordedRequest) -> Vec<Value> {
     req.json()["messages"].as_array().expect("messages").clone()
-}
-
-fn tool_result(req: &RecordedRequest, id: &str) -> String {
-    messages(req)
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id}: {}", req.body_text()))
-        .to_string()
 }
 
 /// Every assistant tool call in a request is followed by its results.

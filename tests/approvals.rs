@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::tmux::Tmux;
 use support::BuddyCmd;
 
@@ -17,15 +17,6 @@ fn shell(id: &str, command: &str) -> ToolCallSpec {
 
 fn messages(req: &RecordedRequest) -> Vec<Value> {
     req.json()["messages"].as_array().expect("messages").clone()
-}
-
-fn tool_result(req: &RecordedRequest, id: &str) -> String {
-    messages(req)
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id}: {}", req.body_text()))
-        .to_string()
 }
 
 /// Starts the REPL and waits for its first prompt.

@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::tmux::Tmux;
 use support::{fake_config, BuddyCmd};
 
@@ -30,15 +30,6 @@ fn last_user(req: &RecordedRequest) -> String {
         .find(|m| m["role"] == "user")
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
-        .to_string()
-}
-
-fn tool_result(req: &RecordedRequest, id: &str) -> String {
-    messages(req)
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id}: {}", req.body_text()))
         .to_string()
 }
 

@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{tool_result, FakeProvider, Reply, ToolCallSpec};
 use support::serve::Server;
 use support::{fake_config, BuddyCmd};
 
@@ -25,18 +25,6 @@ fn write(id: &str, path: &str, content: &str) -> Reply {
 
 fn shell(id: &str, command: &str) -> Reply {
     Reply::tool_calls(vec![call(id, "run_shell", json!({ "command": command }))])
-}
-
-/// The tool message answering `id` in a request.
-fn tool_result(req: &RecordedRequest, id: &str) -> String {
-    req.json()["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id}: {}", req.body_text()))
-        .to_string()
 }
 
 /// Every session file of the run's working directory, concatenated.

@@ -10,7 +10,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{tool_result, FakeProvider, Reply, ToolCallSpec};
 use support::{fake_config, BuddyCmd, TempDir};
 
 fn outside_temp() -> PathBuf {
@@ -41,16 +41,6 @@ fn config(p: &FakeProvider, tools: &str) -> String {
 
 fn shell(id: &str, command: &str) -> ToolCallSpec {
     ToolCallSpec::new(id, "run_shell", json!({ "command": command }).to_string())
-}
-
-fn tool_result(req: &RecordedRequest, id: &str) -> String {
-    req.json()["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("no result for {id} in {}", req.body_text()))
 }
 
 /// Runs `buddy exec` in a workdir outside the temp dirs with one model turn

@@ -343,6 +343,19 @@ pub struct RecordedRequest {
     pub body_json: Option<Value>,
 }
 
+/// The content of the tool result for call `id` in a recorded request's
+/// messages; panics (showing the body) when there is none.
+pub fn tool_result(req: &RecordedRequest, id: &str) -> String {
+    req.json()["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id}: {}", req.body_text()))
+        .to_string()
+}
+
 impl RecordedRequest {
     /// The body as JSON; panics (showing the body) when it is not JSON.
     pub fn json(&self) -> &Value {
