@@ -6,12 +6,14 @@
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events). `text` makes outside text safe
 //! to show on a terminal; `localfile` reads local files with a type check and
-//! a size bound; `redact` keeps known secrets out of everything shown.
+//! a size bound; `redact` keeps known secrets out of everything shown;
+//! `background` runs housekeeping at a lower priority than live streams.
 //! `cli` defines the command line; `main.rs` only wires these together.
 
 pub mod agent;
 pub mod app;
 pub mod auth;
+pub mod background;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -372,17 +372,18 @@ impl Agent {
     }
 
     /// The end-of-turn save, which makes the file durable (an fsync: up to
-    /// tens of milliseconds on a busy disk). It runs on a blocking thread so
-    /// the runtime worker keeps serving other sessions meanwhile; it is
-    /// awaited, so the turn is still durable before the run is reported
-    /// finished.
+    /// tens of milliseconds on a busy disk). It runs on a housekeeping thread
+    /// (`crate::background`: its own, at a lower priority) so the runtime
+    /// workers keep serving other sessions meanwhile and a busy server's
+    /// streams get the CPU first; it is awaited, so the turn is still durable
+    /// before the run is reported finished.
     async fn save_turn_end(&mut self) -> Result<(), HostedError> {
         let Some(mut sink) = self.sink.take() else {
             return Ok(());
         };
         let new = self.messages[self.saved..].to_vec();
         let tracker = self.tracker.clone();
-        let saving = tokio::task::spawn_blocking(move || {
+        let saving = crate::background::run(move || {
             let result = sink.save(&new, &tracker, true);
             (sink, result)
         });
@@ -392,9 +393,11 @@ impl Agent {
                 result
             }
             // A panic in the sink goes on as it would have inline.
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only when the runtime shuts down: the sink went with the thread.
-            Err(e) => Err(format!("the session save did not finish: {e}").into()),
+            Err(crate::background::Lost::Panicked(p)) => std::panic::resume_unwind(p),
+            // No thread could run it: the sink went with the job.
+            Err(crate::background::Lost::NotRun(e)) => {
+                Err(format!("the session save did not run: {e}").into())
+            }
         }
     }
 

@@ -342,14 +342,14 @@ async fn post_message(
         );
     }
     // Building an agent reads config, project and session files: on a
-    // blocking thread, so runtime workers keep relaying other sessions'
-    // streams meanwhile (100 prompts at once would otherwise queue every
-    // stream behind all the set-ups).
+    // housekeeping thread at a lower priority, one at a time, so runtime
+    // workers keep relaying other sessions' streams meanwhile (100 prompts at
+    // once would otherwise queue every stream behind all the set-ups).
     let backend = Arc::clone(&state.inner.backend);
     let allowed = live.allowed();
     // The semaphore is never closed.
     let turn = state.inner.building.acquire().await.ok();
-    let built = tokio::task::spawn_blocking(move || backend.spawn(allowed)).await;
+    let built = crate::background::run(move || backend.spawn(allowed)).await;
     drop(turn);
     let agent = match built {
         Ok(Ok(a)) => a,
