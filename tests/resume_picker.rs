@@ -305,3 +305,34 @@ fn a_dumb_terminal_gets_a_numbered_list() {
     let reqs = p.wait_for_requests(3, Duration::from_secs(15));
     assert_eq!(user_texts(&reqs[2]), ["older prompt", "one", "more"]);
 }
+
+/// The pane with its colours, as SGR sequences.
+fn styled_screen(t: &Tmux) -> String {
+    t.tmux_cmd(&["capture-pane", "-p", "-e", "-t", "buddy-test"])
+}
+
+#[test]
+fn the_picker_follows_the_config_files_colour_setting() {
+    let p = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")]);
+    for color in [true, false] {
+        // The harness sets NO_COLOR; empty, it means nothing.
+        let cmd = BuddyCmd::new()
+            .config(format!(
+                "{}\n[display]\ncolor = {color}\n",
+                support::fake_config(&p)
+            ))
+            .env("NO_COLOR", "");
+        exec_sessions(&cmd, &["a coloured row"], &[60]);
+        let t = Tmux::start(&cmd, &["resume"]);
+        t.wait_text("a coloured row");
+        let styled = styled_screen(&t);
+        // tmux writes an SGR sequence for every change of style it holds.
+        assert_eq!(
+            styled.contains("\u{1b}["),
+            color,
+            "color = {color}:\n{styled:?}"
+        );
+        t.keys(&["Escape"]);
+        assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    }
+}

@@ -571,7 +571,7 @@ async fn resume(
         (false, None) if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) => return Err(AppError::Usage(
             "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
         )),
-        (false, None) => match pick::choose(Style::detect(!overrides.no_color)).await? {
+        (false, None) => match pick::choose(Style::detect(picker_color(overrides))).await? {
             crate::ui::session_picker::Picked::Session(id) => id,
             crate::ui::session_picker::Picked::Cancelled => {
                 eprintln!("no session resumed");
@@ -582,6 +582,16 @@ async fn resume(
         },
     };
     interactive(overrides, Some(query), target_args).await
+}
+
+/// Whether the picker may use colour: it is drawn before the settings are
+/// loaded (the chosen session decides nothing about them, but loading them
+/// may ask questions), so only the config file's `display.color` is read. A
+/// file that cannot be read or parsed leaves the default; the error is
+/// reported when the settings are loaded right after.
+fn picker_color(overrides: &CliOverrides) -> bool {
+    !overrides.no_color
+        && config::load_file(&workdir(), &env, overrides).map_or(true, |(f, _)| f.display.color)
 }
 
 /// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
