@@ -3,7 +3,8 @@
 //! retries. A [`Protocol`] supplies what differs: the path, headers, the
 //! request body built from the history, and the parsing of what comes back.
 
-use super::body::{read_ahead, Ahead};
+use super::body::{read_ahead, Ahead, ReadAhead};
+use super::direct;
 use super::retry::{backoff, parse_retry_after};
 use super::{ApiError, EventSink, ModelClient, ModelRequest, ModelResponse, StreamEvent};
 use crate::auth::LoginCredentials;
@@ -163,6 +164,9 @@ pub struct HttpClient {
     protocol: Box<dyn Protocol>,
     url: String,
     http: reqwest::Client,
+    /// For plain-HTTP servers without a proxy: exchanges driven by the reader
+    /// (`direct.rs`); reqwest otherwise.
+    direct: Option<direct::Pool>,
     /// Bearer tokens from `buddy login`, for login-backed profiles.
     login: Option<Arc<LoginCredentials>>,
     limits: StreamLimits,
@@ -188,11 +192,14 @@ impl HttpClient {
             url: url.clone(),
             detail: format!("cannot build HTTP client: {e}"),
         })?;
+        let direct =
+            direct::applies(&url).then(|| shared.map(|s| s.direct.clone()).unwrap_or_default());
         Ok(HttpClient {
             settings,
             protocol,
             url,
             http,
+            direct,
             login: None,
             limits: StreamLimits::default(),
         })
@@ -237,19 +244,15 @@ impl HttpClient {
             req = req.header("accept", "text/event-stream");
         }
         let timeout = self.settings.timeout;
-        let response = match tokio::time::timeout(timeout, req.send()).await {
+        let reply = match tokio::time::timeout(timeout, self.send(req)).await {
             Err(_) => return Err((self.timeout_error(), None, false)),
-            Ok(Err(e)) => return Err((self.transport_error(&e), None, false)),
+            Ok(Err(e)) => return Err((e, None, false)),
             Ok(Ok(r)) => r,
         };
-        let status = response.status();
+        let status = reply.status;
         if !status.is_success() {
-            let retry_after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            let body = read_capped(response, MAX_ERROR_BODY, timeout, timeout)
+            let retry_after = reply.retry_after;
+            let body = read_capped(reply.body, MAX_ERROR_BODY, timeout, timeout)
                 .await
                 .unwrap_or_default();
             let text = String::from_utf8_lossy(&body);
@@ -271,10 +274,8 @@ impl HttpClient {
             };
             return Err((err, retry_after, false));
         }
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase());
+        let content_type = reply.content_type;
+        let response = reply.body;
         let ct = content_type.as_deref().unwrap_or("");
         let response = if ct.contains("text/event-stream") {
             self.read_stream(response, on_event).await?
@@ -334,7 +335,7 @@ impl HttpClient {
 
     async fn read_stream(
         &self,
-        response: reqwest::Response,
+        response: Body,
         on_event: EventSink<'_>,
     ) -> Result<ModelResponse, (ApiError, Option<Duration>, bool)> {
         let timeout = self.settings.timeout;
@@ -364,13 +365,7 @@ impl HttpClient {
         };
         let timer = tokio::time::sleep(timeout.min(idle));
         tokio::pin!(timer);
-        let mut body = read_ahead(futures_util::stream::unfold(response, |mut r| async move {
-            match r.chunk().await {
-                Ok(Some(bytes)) => Some((Ok(bytes), r)),
-                Ok(None) => None,
-                Err(e) => Some((Err(e), r)),
-            }
-        }));
+        let mut body = Reading::of(response);
         loop {
             let first = loop {
                 tokio::select! {
@@ -416,7 +411,7 @@ impl HttpClient {
                         }
                     }
                     Ahead::Failed(e) => {
-                        let e = ApiError::StreamInterrupted(describe_reqwest(&e));
+                        let e = ApiError::StreamInterrupted(e);
                         return Err((e, None, was_shown()));
                     }
                     Ahead::Lost => {
@@ -508,7 +503,7 @@ impl HttpClient {
         };
         let status = response.status();
         if !status.is_success() {
-            let body = read_capped(response, MAX_ERROR_BODY, timeout, timeout)
+            let body = read_capped(Body::Reqwest(response), MAX_ERROR_BODY, timeout, timeout)
                 .await
                 .unwrap_or_default();
             return Err(ApiError::Status {
@@ -516,7 +511,13 @@ impl HttpClient {
                 message: self.protocol.error_message(&String::from_utf8_lossy(&body)),
             });
         }
-        let body = read_capped(response, MAX_JSON_BODY, timeout, self.limits.idle_timeout).await?;
+        let body = read_capped(
+            Body::Reqwest(response),
+            MAX_JSON_BODY,
+            timeout,
+            self.limits.idle_timeout,
+        )
+        .await?;
         parse_model_list(&body)
     }
 
@@ -525,6 +526,42 @@ impl HttpClient {
             url: self.url.clone(),
             secs: self.settings.timeout.as_secs(),
         }
+    }
+
+    /// Sends the request by whichever transport serves this server, up to the
+    /// response head.
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Reply, ApiError> {
+        let Some(pool) = &self.direct else {
+            let response = req.send().await.map_err(|e| self.transport_error(&e))?;
+            let headers = response.headers();
+            return Ok(Reply {
+                status: response.status(),
+                retry_after: retry_after(headers),
+                content_type: content_type(headers),
+                body: Body::Reqwest(response),
+            });
+        };
+        let request = req.build().map_err(|e| self.transport_error(&e))?;
+        let connect = connect_timeout(&self.settings);
+        let r = direct::send(pool, request, connect)
+            .await
+            .map_err(|e| match e {
+                direct::Failure::ConnectTimeout => self.timeout_error(),
+                direct::Failure::Connect(detail) => ApiError::Connect {
+                    url: self.url.clone(),
+                    detail: format!("connection failed ({detail})"),
+                },
+                direct::Failure::Exchange(detail) => ApiError::Connect {
+                    url: self.url.clone(),
+                    detail: format!("request failed ({detail})"),
+                },
+            })?;
+        Ok(Reply {
+            status: r.status,
+            retry_after: retry_after(&r.headers),
+            content_type: content_type(&r.headers),
+            body: Body::Direct(r.body),
+        })
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> ApiError {
@@ -606,10 +643,113 @@ impl ModelClient for HttpClient {
     }
 }
 
+/// A response head from either transport, and its body to read.
+struct Reply {
+    status: reqwest::StatusCode,
+    retry_after: Option<Duration>,
+    content_type: Option<String>,
+    body: Body,
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
+}
+
+fn content_type(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    headers
+        .get("content-type")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+}
+
+/// The timeout for making a connection: the request's, at most 30 s.
+fn connect_timeout(settings: &ClientSettings) -> Duration {
+    settings.timeout.min(Duration::from_secs(30))
+}
+
+/// A response body, from reqwest or read directly.
+enum Body {
+    Reqwest(reqwest::Response),
+    Direct(direct::DirectBody),
+}
+
+impl Body {
+    /// The next chunk; `None` at the end.
+    async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, String> {
+        match self {
+            Body::Reqwest(r) => r.chunk().await.map_err(|e| describe_reqwest(&e)),
+            Body::Direct(d) => match d.next().await {
+                Ahead::Chunk(c) => Ok(Some(c)),
+                Ahead::End => Ok(None),
+                Ahead::Failed(e) => Err(format!("error reading response ({e})")),
+                Ahead::Lost => Err("error reading response".into()),
+            },
+        }
+    }
+}
+
+/// A streamed body as the parser takes it: a chunk (waiting for it), then all
+/// those already here. reqwest's is read ahead on a task of its own (see
+/// `body.rs`); a direct one needs no task, its connection is driven here.
+enum Reading {
+    Ahead(ReadAhead<bytes::Bytes, reqwest::Error>),
+    Direct(direct::DirectBody),
+}
+
+impl Reading {
+    fn of(body: Body) -> Reading {
+        match body {
+            Body::Reqwest(response) => Reading::Ahead(read_ahead(futures_util::stream::unfold(
+                response,
+                |mut r| async move {
+                    match r.chunk().await {
+                        Ok(Some(bytes)) => Some((Ok(bytes), r)),
+                        Ok(None) => None,
+                        Err(e) => Some((Err(e), r)),
+                    }
+                },
+            ))),
+            Body::Direct(d) => Reading::Direct(d),
+        }
+    }
+
+    async fn next(&mut self) -> Ahead<bytes::Bytes, String> {
+        match self {
+            Reading::Ahead(a) => reading_error(a.next().await),
+            Reading::Direct(d) => direct_error(d.next().await),
+        }
+    }
+
+    fn ready(&mut self) -> Option<Ahead<bytes::Bytes, String>> {
+        match self {
+            Reading::Ahead(a) => a.ready().map(reading_error),
+            Reading::Direct(d) => d.ready().map(direct_error),
+        }
+    }
+}
+
+fn reading_error(a: Ahead<bytes::Bytes, reqwest::Error>) -> Ahead<bytes::Bytes, String> {
+    match a {
+        Ahead::Chunk(c) => Ahead::Chunk(c),
+        Ahead::End => Ahead::End,
+        Ahead::Failed(e) => Ahead::Failed(describe_reqwest(&e)),
+        Ahead::Lost => Ahead::Lost,
+    }
+}
+
+fn direct_error(a: Ahead<bytes::Bytes, String>) -> Ahead<bytes::Bytes, String> {
+    match a {
+        Ahead::Failed(e) => Ahead::Failed(format!("error reading response ({e})")),
+        other => other,
+    }
+}
+
 /// A whole body, at most `cap` bytes (an error body is cut there, anything
 /// else refused), each read within `timeout` and all of it within `total`.
 async fn read_capped(
-    mut response: reqwest::Response,
+    mut response: Body,
     cap: usize,
     timeout: Duration,
     total: Duration,
@@ -620,7 +760,7 @@ async fn read_capped(
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(timeout.min(left), response.chunk()).await {
             Err(_) => return Err(ApiError::StreamInterrupted("response body stalled".into())),
-            Ok(Err(e)) => return Err(ApiError::StreamInterrupted(describe_reqwest(&e))),
+            Ok(Err(e)) => return Err(ApiError::StreamInterrupted(e)),
             Ok(Ok(None)) => return Ok(out),
             Ok(Ok(Some(bytes))) => {
                 if out.len() + bytes.len() > cap {
@@ -729,13 +869,17 @@ pub(crate) fn run_parser(
 /// Kept per runtime, not per process: a pooled connection belongs to the
 /// runtime that opened it.
 #[derive(Clone, Default)]
-pub struct Transports(Arc<std::sync::Mutex<Vec<(Duration, reqwest::Client)>>>);
+pub struct Transports {
+    clients: Arc<std::sync::Mutex<Vec<(Duration, reqwest::Client)>>>,
+    /// Idle connections of the direct exchanges (`direct.rs`).
+    direct: direct::Pool,
+}
 
 fn transport(
     settings: &ClientSettings,
     shared: Option<&Transports>,
 ) -> reqwest::Result<reqwest::Client> {
-    let connect = settings.timeout.min(Duration::from_secs(30));
+    let connect = connect_timeout(settings);
     let build = || {
         crate::net::client_builder(&settings.extra_roots)
             .connect_timeout(connect)
@@ -746,7 +890,7 @@ fn transport(
     let Some(shared) = shared.filter(|_| settings.extra_roots.is_empty()) else {
         return build();
     };
-    let mut shared = shared.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut shared = shared.clients.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, client)) = shared.iter().find(|(t, _)| *t == connect) {
         return Ok(client.clone());
     }

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod completions;
+pub mod direct;
 pub mod error;
 pub mod http;
 pub mod messages;
