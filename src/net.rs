@@ -12,7 +12,9 @@
 //!
 //! Proxies: `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (or their
 //! lower-case forms) are read by reqwest itself as long as no client calls
-//! `.no_proxy()`; nothing here turns that off.
+//! `.no_proxy()`; nothing here turns that off. The model client leaves reqwest
+//! for its own plain-HTTP exchanges (`provider/direct.rs`) only when none of
+//! the proxy variables that could apply is set.
 
 use reqwest::Certificate;
 use rustls::pki_types::pem::PemObject;

@@ -1,4 +1,5 @@
-//! A streamed response body, read ahead of its parser. hyper hands a body
+//! A streamed response body from reqwest, read ahead of its parser (a plain
+//! HTTP server's is read by `direct.rs` instead, without a task). hyper hands a body
 //! over one chunk at a time (its channel holds one), so a parser that awaits
 //! each chunk is woken, and polled through every layer above it (the agent's
 //! selects, the journal, a read timeout), once per chunk. Here a small task of

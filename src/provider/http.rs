@@ -444,7 +444,12 @@ impl HttpClient {
                 }
                 progress = progress.max(held);
             }
-            if ended || done {
+            if ended {
+                break;
+            }
+            if done {
+                // The answer is whole; what follows is the body's end.
+                body.let_go();
                 break;
             }
             // Once per batch: a clock read per event was a visible cost.
@@ -726,6 +731,14 @@ impl Reading {
         match self {
             Reading::Ahead(a) => a.ready().map(reading_error),
             Reading::Direct(d) => d.ready().map(direct_error),
+        }
+    }
+
+    /// The parser needs nothing more: a direct body is read to its end in
+    /// the background so its connection can serve the next request.
+    fn let_go(self) {
+        if let Reading::Direct(d) = self {
+            d.finish_in_background();
         }
     }
 }
