@@ -338,6 +338,7 @@ fn load_path(path: &Path) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> 
 fn invalid_utf8_names_the_file_line_and_column() {
     let path = temp_file("utf8", b"[agent]\nmodel = \"ab\xe9\"\n");
     let msg = load_path(&path).unwrap_err().to_string();
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     assert_eq!(
         msg,
         format!(

@@ -723,6 +723,7 @@ mod tests {
         );
         let err = read("/dev/zero").await.unwrap_err().to_string();
         assert!(err.contains("is a character device"), "{err}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[tokio::test]
