@@ -1,16 +1,29 @@
-//! Housekeeping that must not hold up live streams: building an agent for a
-//! new run, and the durable save at the end of a turn. Each job runs on a
-//! thread of its own at a lower CPU priority (nice +10 on Linux), so when the
-//! machine is busy the streams being relayed get the CPU first and the
-//! housekeeping takes what is left; on an idle machine it costs nothing.
+//! Housekeeping off the runtime's workers: building an agent for a new run,
+//! and the durable save at the end of a turn.
 //!
-//! A thread per job, not a pool: jobs are rare (one or two per run), a thread
-//! costs tens of microseconds, and fsyncs from many sessions still run side by
-//! side. A thread that lowered its priority cannot raise it again without
+//! In a process that relays many sessions (`buddy serve`, which calls
+//! [`yield_to_streams`]), each job runs on a thread of its own at a lower CPU
+//! priority (nice +10 on Linux), so when the machine is busy the streams being
+//! relayed get the CPU first and the housekeeping takes what is left. A thread
+//! per job, not a pool: jobs are rare (one or two per run), a thread costs
+//! tens of microseconds, and fsyncs from many sessions still run side by side.
+//! A thread that lowered its priority cannot raise it again without
 //! privileges, which is why these threads are not shared with other work.
+//!
+//! Everywhere else (`exec`, the REPL) the job runs on the runtime's blocking
+//! pool at normal priority: there the user waits for that save, and a busy
+//! machine must not make them wait longer.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+static YIELDING: AtomicBool = AtomicBool::new(false);
+
+/// From now on, this process's housekeeping yields the CPU to live streams.
+pub fn yield_to_streams() {
+    YIELDING.store(true, Ordering::Relaxed);
+}
 
 /// Why a job gave no result.
 #[derive(Debug)]
@@ -41,11 +54,37 @@ impl std::fmt::Display for Lost {
 /// (about a tenth of a default thread's share when both want the CPU).
 const NICE: i32 = 10;
 
-/// Runs `job` on a housekeeping thread and waits for its result. Inside a
-/// tokio runtime the job runs in that runtime's context, so it may spawn
-/// tasks. When no thread can be started, it falls back to the runtime's
-/// blocking pool at normal priority.
+/// Runs `job` off the runtime's workers and waits for its result: on a
+/// housekeeping thread at a lower priority once [`yield_to_streams`] was
+/// called, on the blocking pool otherwise.
 pub async fn run<T, F>(job: F) -> Result<T, Lost>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match YIELDING.load(Ordering::Relaxed) {
+        true => on_own_thread(job).await,
+        false => on_blocking_pool(job).await,
+    }
+}
+
+async fn on_blocking_pool<T, F>(job: F) -> Result<T, Lost>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match tokio::task::spawn_blocking(job).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => Err(Lost::Panicked(e.into_panic())),
+        // Only when the runtime shuts down.
+        Err(e) => Err(Lost::NotRun(e.to_string())),
+    }
+}
+
+/// Runs `job` on a thread of its own at a lower priority. Inside a tokio
+/// runtime the job runs in that runtime's context, so it may spawn tasks.
+/// When no thread can be started, it falls back to the blocking pool.
+async fn on_own_thread<T, F>(job: F) -> Result<T, Lost>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
@@ -105,7 +144,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_job_gives_its_result_and_runs_in_the_runtime_context() {
-        let out = run(|| {
+        let out = on_own_thread(|| {
             // A job may spawn onto the runtime it was started from.
             let h = tokio::spawn(async { 2 + 2 });
             drop(h);
@@ -121,12 +160,19 @@ mod tests {
     async fn a_job_runs_at_a_lower_priority_and_the_caller_keeps_its_own() {
         let before =
             rustix::process::getpriority_process(Some(rustix::thread::gettid())).expect("priority");
-        let inside = run(|| {
+        let inside = on_own_thread(|| {
             rustix::process::getpriority_process(Some(rustix::thread::gettid())).expect("priority")
         })
         .await
         .expect("ran");
         assert_eq!(inside, (before + NICE).min(19));
+        // Outside a serving process: the blocking pool, at normal priority.
+        let pooled = on_blocking_pool(|| {
+            rustix::process::getpriority_process(Some(rustix::thread::gettid())).expect("priority")
+        })
+        .await
+        .expect("ran");
+        assert_eq!(pooled, before);
         let after =
             rustix::process::getpriority_process(Some(rustix::thread::gettid())).expect("priority");
         assert_eq!(after, before);
@@ -134,12 +180,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_panic_in_a_job_is_given_back() {
-        let out = run(|| -> u8 { panic!("boom") }).await;
-        match out {
-            Err(Lost::Panicked(p)) => {
-                assert_eq!(p.downcast_ref::<&str>().copied(), Some("boom"))
+        for out in [
+            on_own_thread(|| -> u8 { panic!("boom") }).await,
+            on_blocking_pool(|| -> u8 { panic!("boom") }).await,
+        ] {
+            match out {
+                Err(Lost::Panicked(p)) => {
+                    assert_eq!(p.downcast_ref::<&str>().copied(), Some("boom"))
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
         }
     }
 }

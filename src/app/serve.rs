@@ -40,6 +40,9 @@ pub(crate) async fn serve(
     };
     super::remember_secrets(&settings);
     crate::redact::remember(token.iter());
+    // Many sessions share this process: agent builds and turn-end saves give
+    // way to the streams being relayed.
+    crate::background::yield_to_streams();
     let backend = Arc::new(ServeBackend {
         store: Store::for_workdir(&workdir()),
         secrets: crate::redact::known().all().to_vec(),
