@@ -121,10 +121,12 @@ pub struct Response {
 }
 
 /// Sends `request` (built by reqwest, so every header the protocol set is in
-/// it) over a pooled connection to its host, or a new one.
+/// it) with `body` (the one it carries) over a pooled connection to its host,
+/// or a new one.
 pub async fn send(
     pool: &Pool,
     request: reqwest::Request,
+    body: Bytes,
     connect_timeout: Duration,
 ) -> Result<Response, Failure> {
     let url = request.url().clone();
@@ -139,7 +141,7 @@ pub async fn send(
         Some(p) => format!("{host}:{p}"),
         None => host.clone(),
     };
-    let mut req = to_hyper(request, &authority)?;
+    let mut req = to_hyper(&request, body, &authority)?;
     while let Some(mut idle) = pool.take(&authority) {
         // A server closes idle connections when it likes; most such closes
         // are seen here, and one that comes while the request is on its way
@@ -164,7 +166,8 @@ pub async fn send(
 }
 
 fn to_hyper(
-    request: reqwest::Request,
+    request: &reqwest::Request,
+    body: Bytes,
     authority: &str,
 ) -> Result<hyper::Request<Full<Bytes>>, Failure> {
     let url = request.url();
@@ -172,11 +175,6 @@ fn to_hyper(
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_string(),
     };
-    let body = request
-        .body()
-        .and_then(|b| b.as_bytes())
-        .map(Bytes::copy_from_slice)
-        .unwrap_or_default();
     let mut builder = hyper::Request::builder()
         .method(request.method().clone())
         .uri(target);
@@ -534,12 +532,10 @@ mod tests {
         }
     }
 
+    const BODY: &[u8] = br#"{"q":1}"#;
+
     fn request(url: &str) -> reqwest::Request {
-        reqwest::Client::new()
-            .post(url)
-            .body(r#"{"q":1}"#)
-            .build()
-            .unwrap()
+        reqwest::Client::new().post(url).body(BODY).build().unwrap()
     }
 
     /// The whole body, as the stream reader takes it: one chunk waited for,
@@ -575,7 +571,9 @@ mod tests {
         let chunks: Vec<String> = (0..50).map(|i| format!("data: {i}\n\n")).collect();
         let s = server(chunks.clone(), Then::KeepOpen).await;
         let pool = Pool::default();
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         assert_eq!(r.status, StatusCode::OK);
         let (text, batches) = read_all(&mut r.body).await;
         assert_eq!(text, chunks.concat());
@@ -589,7 +587,9 @@ mod tests {
         let s = server(vec!["data: a\n\n".into()], Then::KeepOpen).await;
         let pool = Pool::default();
         for _ in 0..3 {
-            let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+            let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+                .await
+                .unwrap();
             assert_eq!(read_all(&mut r.body).await.0, "data: a\n\n");
         }
         assert_eq!(s.accepted.load(Ordering::SeqCst), 1);
@@ -600,10 +600,14 @@ mod tests {
         let chunks: Vec<String> = (0..3).map(|i| format!("data: {i}\n\n")).collect();
         let s = server(chunks.clone(), Then::KeepOpen).await;
         let pool = Pool::default();
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         assert!(matches!(r.body.next().await, Ahead::Chunk(_)));
         drop(r);
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         assert_eq!(read_all(&mut r.body).await.0, chunks.concat());
         assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
     }
@@ -617,7 +621,9 @@ mod tests {
         )
         .await;
         let pool = Pool::default();
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         assert_eq!(read_all(&mut r.body).await.0, "data: a\n\n");
         assert_eq!(pool.0.lock().unwrap().len(), 1, "kept for the next request");
         told.notify_one();
@@ -631,7 +637,9 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), seen)
             .await
             .unwrap();
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         assert_eq!(read_all(&mut r.body).await.0, "data: a\n\n");
         assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
     }
@@ -645,7 +653,9 @@ mod tests {
         )
         .await;
         let pool = Pool::default();
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         assert!(matches!(r.body.next().await, Ahead::Chunk(_)));
         // The reader is done before the body's last chunk has come.
         r.body.finish_in_background();
@@ -659,7 +669,9 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), kept)
             .await
             .unwrap();
-        let mut r = send(&pool, request(&s.url), CONNECT).await.unwrap();
+        let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+            .await
+            .unwrap();
         told.notify_one();
         assert_eq!(read_all(&mut r.body).await.0, "data: [DONE]\n\n");
         assert_eq!(s.accepted.load(Ordering::SeqCst), 1);
@@ -671,7 +683,14 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1/x", listener.local_addr().unwrap());
         drop(listener);
-        match send(&Pool::default(), request(&url), CONNECT).await {
+        match send(
+            &Pool::default(),
+            request(&url),
+            Bytes::from_static(BODY),
+            CONNECT,
+        )
+        .await
+        {
             Err(Failure::Connect(e)) => assert!(e.to_lowercase().contains("refused"), "{e}"),
             Err(other) => panic!("{other:?}"),
             Ok(_) => panic!("answered"),
@@ -688,7 +707,7 @@ mod tests {
             let _ = sock.read(&mut b).await;
         });
         let pool = Pool::default();
-        let sent = send(&pool, request(&url), CONNECT);
+        let sent = send(&pool, request(&url), Bytes::from_static(BODY), CONNECT);
         match tokio::time::timeout(Duration::from_secs(10), sent).await {
             Ok(Err(Failure::Exchange(e))) => assert!(e.contains("closed"), "{e}"),
             Ok(Err(other)) => panic!("{other:?}"),

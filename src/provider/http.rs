@@ -225,11 +225,13 @@ impl HttpClient {
         token: Option<&str>,
         on_event: EventSink<'_>,
     ) -> Result<ModelResponse, (ApiError, Option<Duration>, bool)> {
+        // One copy of the request body per attempt, shared by either transport.
+        let payload = bytes::Bytes::copy_from_slice(body);
         let mut req = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
-            .body(body.to_vec());
+            .body(payload.clone());
         req = self.protocol.headers(req, &self.settings);
         if let Some(token) = token {
             req = req.bearer_auth(token);
@@ -244,7 +246,7 @@ impl HttpClient {
             req = req.header("accept", "text/event-stream");
         }
         let timeout = self.settings.timeout;
-        let reply = match tokio::time::timeout(timeout, self.send(req)).await {
+        let reply = match tokio::time::timeout(timeout, self.send(req, payload)).await {
             Err(_) => return Err((self.timeout_error(), None, false)),
             Ok(Err(e)) => return Err((e, None, false)),
             Ok(Ok(r)) => r,
@@ -534,8 +536,13 @@ impl HttpClient {
     }
 
     /// Sends the request by whichever transport serves this server, up to the
-    /// response head.
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Reply, ApiError> {
+    /// response head. `payload` is the body `req` carries, for the direct
+    /// exchange to send without copying it out of reqwest's request.
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        payload: bytes::Bytes,
+    ) -> Result<Reply, ApiError> {
         let Some(pool) = &self.direct else {
             let response = req.send().await.map_err(|e| self.transport_error(&e))?;
             let headers = response.headers();
@@ -548,7 +555,7 @@ impl HttpClient {
         };
         let request = req.build().map_err(|e| self.transport_error(&e))?;
         let connect = connect_timeout(&self.settings);
-        let r = direct::send(pool, request, connect)
+        let r = direct::send(pool, request, payload, connect)
             .await
             .map_err(|e| match e {
                 direct::Failure::ConnectTimeout => self.timeout_error(),
