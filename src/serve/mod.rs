@@ -106,7 +106,7 @@ pub async fn run(
     let router = http::router(state.clone());
     ready(addr);
     let stop = state.clone();
-    axum::serve(listener, router)
+    axum::serve(without_nagle(listener), router)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             // SSE streams end and running sessions are interrupted and saved.
@@ -118,11 +118,41 @@ pub async fn run(
     Ok(())
 }
 
+/// Every accepted connection sends each write at once. An SSE event is one
+/// small write; with Nagle's algorithm on, one written while the last is not
+/// yet acknowledged waits for the client's delayed ACK, up to 40 ms.
+fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        // Failing only costs latency; the connection itself is fine.
+        let _ = tcp.set_nodelay(true);
+    })
+}
+
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         Some(()) = async { term.as_mut()?.recv().await } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn accepted_connections_do_not_wait_for_acks() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = without_nagle(listener);
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await;
+        assert!(accepted.nodelay().unwrap(), "Nagle's algorithm is still on");
+        drop(client);
     }
 }
