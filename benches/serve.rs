@@ -6,6 +6,7 @@
 //! cargo bench --bench serve                       # 100 sessions x 1,000 chunks, 1,000 idle
 //! cargo bench --bench serve -- --sessions 10 --chunks 200 --idle 100 --pace-ms 1
 //! cargo bench --bench serve -- --idle 0 --slow   # and list every event over 20 ms
+//! cargo bench --bench serve -- --idle 0 --dump events.txt   # every event, for a closer look
 //! ```
 //!
 //! The model is the tests' fake provider (`tests/support/fake_provider.rs`), run
@@ -60,6 +61,9 @@ struct Opts {
     attach: Option<String>,
     /// List every event slower than 20 ms, per stream (`--slow`).
     slow: bool,
+    /// Write every event of the load through buddy to this file, one line
+    /// each: stream, event, write time (ms from the first write), latency (ms).
+    dump: Option<PathBuf>,
 }
 
 fn parse_args() -> Opts {
@@ -72,6 +76,7 @@ fn parse_args() -> Opts {
         buddy: PathBuf::from(env!("CARGO_BIN_EXE_buddy")),
         attach: None,
         slow: false,
+        dump: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -87,6 +92,7 @@ fn parse_args() -> Opts {
             "--pace-ms" => o.pace_ms = num("--pace-ms"),
             "--no-direct" => o.direct = false,
             "--slow" => o.slow = true,
+            "--dump" => o.dump = Some(PathBuf::from(args.next().expect("--dump needs a path"))),
             "--buddy" => o.buddy = PathBuf::from(args.next().expect("--buddy needs a path")),
             "--attach" => o.attach = Some(args.next().expect("--attach needs a command")),
             // cargo bench passes this to every bench target.
@@ -476,6 +482,28 @@ fn load(addr: SocketAddr, paths: Vec<String>, body: String, shape: Shape) -> Loa
     }
 }
 
+/// Every event of a load, for a closer look than percentiles give.
+fn dump(path: &Path, l: &Load) {
+    let first = l
+        .seen
+        .iter()
+        .flat_map(|s| s.written.first())
+        .min()
+        .copied()
+        .unwrap_or(0);
+    let mut out = String::from("stream event write_ms latency_ms\n");
+    for (i, s) in l.seen.iter().enumerate() {
+        for (k, (w, lat)) in s.written.iter().zip(&s.latencies).enumerate() {
+            out.push_str(&format!(
+                "{i} {k} {:.3} {:.3}\n",
+                (*w - first) as f64 / 1e6,
+                *lat as f64 / 1e6
+            ));
+        }
+    }
+    std::fs::write(path, out).expect("write the --dump file");
+}
+
 fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) {
     let mut lat: Vec<i64> = l
         .seen
@@ -654,6 +682,9 @@ fn main() {
             let _ = p.wait();
         }
         report("buddy serve", &l, o.chunks, o.slow);
+        if let Some(path) = &o.dump {
+            dump(path, &l);
+        }
         std::thread::sleep(Duration::from_millis(200));
         let pieces = (o.sessions * o.chunks) as f64;
         println!(

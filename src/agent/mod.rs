@@ -497,12 +497,13 @@ impl Agent {
                     messages: &self.messages,
                     tools: self.tools.definitions(),
                 };
+                let look_again = !self.client.reads_in_place();
                 let reply = self.client.complete(request, &on_event);
                 tokio::pin!(reply);
                 tokio::select! {
                     biased;
                     stop = stop_signal(&mut cancel, deadline) => Err(stop),
-                    r = partial::release_when_waiting(reply, &journal) => Ok(r),
+                    r = partial::release_when_waiting(reply, &journal, look_again) => Ok(r),
                 }
             };
             let (sink, shown) = journal.finish();

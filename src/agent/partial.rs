@@ -6,8 +6,8 @@
 //! it goes out (one journal write, one delta) as soon as the model stream has
 //! to wait for the network ([`release_when_waiting`]). A slow stream thus costs
 //! one write per network read and shows each piece at once; a fast one (or a
-//! loaded server) gets fewer, larger batches, so its cost per piece falls as
-//! the load rises instead of building a queue.
+//! loaded server) gets larger batches, one per network read, so its cost per
+//! piece falls as the load rises instead of building a queue.
 
 use super::emitter::Emitter;
 use super::protocol::EventKind;
@@ -111,15 +111,20 @@ impl StreamJournal {
 }
 
 /// Polls `reply` (the model stream) and releases the journal's held text
-/// whenever the stream has to wait. "Has to wait" is decided after one yield:
-/// the stream's bytes reach it through other tasks (the HTTP connection's), one
-/// piece per hand-over, so a first `Pending` often means only that the next
-/// piece has not been handed over yet. Yielding once lets those tasks run;
-/// text that came meanwhile joins the batch, and a yield that brought nothing
-/// releases it. Costs one extra scheduling round per batch, none per piece.
+/// whenever the stream has to wait.
+///
+/// When the stream reads its own socket, its first `Pending` is that wait.
+/// When its bytes come through another task (`look_again`: reqwest's
+/// connection task hands the body over one piece at a time), a first
+/// `Pending` often means only that the next piece has not been handed over
+/// yet, so the wait is decided after one yield: text that came meanwhile
+/// joins the batch, and a yield that brought nothing releases it. That costs
+/// a scheduling round per batch, which under load is most of an event's
+/// latency; it is paid only where it buys larger batches.
 pub async fn release_when_waiting<F: Future>(
     reply: Pin<&mut F>,
     journal: &StreamJournal,
+    look_again: bool,
 ) -> F::Output {
     let mut reply = reply;
     // Bytes received when this last yielded with text held.
@@ -131,7 +136,7 @@ pub async fn release_when_waiting<F: Future>(
         let (received, held) = journal.progress();
         if !held {
             yielded_at = None;
-        } else if yielded_at != Some(received) {
+        } else if look_again && yielded_at != Some(received) {
             yielded_at = Some(received);
             cx.waker().wake_by_ref();
         } else {
@@ -200,7 +205,7 @@ mod tests {
                 }
             };
             tokio::pin!(reply);
-            release_when_waiting(reply, &journal).await;
+            release_when_waiting(reply, &journal, true).await;
         }
         feeder.await.unwrap();
         let (_, shown) = journal.finish();
@@ -239,7 +244,7 @@ mod tests {
                 }
             };
             tokio::pin!(reply);
-            release_when_waiting(reply, &journal).await;
+            release_when_waiting(reply, &journal, true).await;
         }
         feeder.await.unwrap();
         let mut events = Vec::new();
@@ -249,5 +254,39 @@ mod tests {
         assert_eq!(texts(&events), ["0;", "1;", "2;", "3;", "4;"]);
         let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    }
+
+    /// A stream that reads its own socket: its first wait releases what is
+    /// held, without a look-again round, so the text is journaled before the
+    /// stream is polled again.
+    #[tokio::test]
+    async fn a_stream_reading_in_place_releases_at_its_first_wait() {
+        for look_again in [false, true] {
+            let (etx, _erx) = mpsc::channel(1024);
+            let writes = Arc::new(Mutex::new(Vec::new()));
+            let journal =
+                StreamJournal::new(Some(Box::new(Recorder(writes.clone()))), Emitter::new(etx));
+            let journaled_by_then = {
+                let reply = async {
+                    journal.text("a".into());
+                    journal.text("b".into());
+                    // One wait that brings nothing, as a socket read would.
+                    tokio::task::yield_now().await;
+                    let n = writes.lock().unwrap().len();
+                    journal.text("c".into());
+                    n
+                };
+                tokio::pin!(reply);
+                release_when_waiting(reply, &journal, look_again).await
+            };
+            let (_, shown) = journal.finish();
+            assert_eq!(shown, "abc");
+            let expected = if look_again { 0 } else { 1 };
+            assert_eq!(journaled_by_then, expected, "look_again = {look_again}");
+            assert_eq!(
+                writes.lock().unwrap()[0],
+                if look_again { "abc" } else { "ab" }
+            );
+        }
     }
 }

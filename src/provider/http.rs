@@ -653,6 +653,12 @@ impl ModelClient for HttpClient {
     fn model(&self) -> &str {
         &self.settings.model
     }
+
+    fn reads_in_place(&self) -> bool {
+        // A direct exchange's connection is driven by the reader; reqwest's
+        // runs on a task of its own.
+        self.direct.is_some()
+    }
 }
 
 /// A response head from either transport, and its body to read.
@@ -917,4 +923,39 @@ fn transport(
     let client = build()?;
     shared.push((connect, client.clone()));
     Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base_url: &str) -> HttpClient {
+        let settings = ClientSettings {
+            base_url: base_url.into(),
+            api_key: None,
+            model: "m".into(),
+            stream: true,
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            prompt_cache: false,
+            timeout: Duration::from_secs(5),
+            max_retries: 0,
+            extra_roots: Vec::new(),
+        };
+        HttpClient::new(settings, Box::new(super::super::completions::Completions)).unwrap()
+    }
+
+    /// The journal skips its look-again round only where the reader drives
+    /// the connection itself: direct exchanges, never reqwest's.
+    #[test]
+    fn only_direct_exchanges_read_in_place() {
+        let plain = client("http://127.0.0.1:9/v1");
+        assert_eq!(plain.reads_in_place(), plain.direct.is_some());
+        assert_eq!(
+            plain.direct.is_some(),
+            direct::applies("http://127.0.0.1:9/v1/chat/completions")
+        );
+        assert!(!client("https://127.0.0.1:9/v1").reads_in_place());
+    }
 }

@@ -66,4 +66,12 @@ pub trait ModelClient: Send + Sync {
 
     /// The model id requests are sent for.
     fn model(&self) -> &str;
+
+    /// True when `complete` reads the reply's bytes itself, in the task that
+    /// polls it: a `Pending` then means nothing more has arrived. False when
+    /// they come through another task, where a `Pending` may only mean the
+    /// next piece has not been handed over yet (see `agent/partial.rs`).
+    fn reads_in_place(&self) -> bool {
+        false
+    }
 }
