@@ -1006,3 +1006,37 @@ fn stdin_from_dev_zero_is_refused_past_the_cap() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert_eq!(p.request_count(), 0);
 }
+
+/// What the model says before it calls a tool is not the answer: with stdout
+/// a pipe it goes to stderr, ahead of the call it introduces, and the pipe
+/// gets the final answer alone.
+#[test]
+fn narration_before_tool_calls_goes_to_stderr_on_a_pipe() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "c1",
+            "run_shell",
+            json!({"command": "echo step-output"}),
+        )])
+        .with_text("Let me look at the files first.\x1b[2J"),
+        Reply::text("the final answer"),
+    ]);
+    let out = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "work"])
+        .run();
+    out.assert_success();
+    assert_eq!(out.stdout, "the final answer\n");
+    let said = out
+        .stderr
+        .find("Let me look at the files first.")
+        .unwrap_or_else(|| panic!("no narration on stderr: {}", out.stderr));
+    let call_line = out
+        .stderr
+        .find("echo step-output")
+        .unwrap_or_else(|| panic!("no tool call on stderr: {}", out.stderr));
+    assert!(said < call_line, "stderr: {}", out.stderr);
+    assert!(!out.stderr.contains("the final answer"), "{}", out.stderr);
+    // Shown, never interpreted: the model's control characters are made visible.
+    assert!(!out.stderr.contains('\x1b'), "{:?}", out.stderr);
+}

@@ -3,7 +3,10 @@
 //! agent requests approval, and puts the final answer alone on stdout. Whether
 //! a command needs asking at all is the agent's decision, not this file's.
 //! On a terminal the answer streams as rendered Markdown, a line at a time; a
-//! pipe gets the model's text exactly, once the run has ended.
+//! pipe gets the model's text exactly, once the run has ended. What the model
+//! says before it calls tools ("Let me look at the tests first.") is part of
+//! that stream on a terminal; with stdout a pipe it goes to stderr with the
+//! tool calls it introduces, so the pipe still carries the answer alone.
 
 use super::markdown::MarkdownRenderer;
 use super::style::{dumb_terminal, preview, Style, SPINNER};
@@ -45,7 +48,14 @@ pub struct ExecFrontEnd {
     reasoning_open: bool,
     /// The latest output line of a running tool call, shown after the spinner.
     live_line: Option<String>,
+    /// With stdout a pipe: the text of the model's current turn. Shown on
+    /// stderr if tool calls follow it; if none do, it was the answer.
+    turn_text: String,
 }
+
+/// The most of a turn's text kept for stderr; narration is short, and an
+/// answer that turns out to be the final one is not shown there at all.
+const TURN_TEXT_MAX: usize = 16 * 1024;
 
 struct Spinner {
     label: String,
@@ -73,6 +83,7 @@ impl ExecFrontEnd {
             at_line_start: true,
             reasoning_open: false,
             live_line: None,
+            turn_text: String::new(),
         }
     }
 
@@ -125,6 +136,7 @@ impl ExecFrontEnd {
         match ev {
             EventKind::ModelRequest { turn } => {
                 self.live_line = None;
+                self.turn_text.clear();
                 let label = if turn == 1 {
                     "thinking".to_string()
                 } else {
@@ -158,6 +170,7 @@ impl ExecFrontEnd {
                 let lines = md.push(&t);
                 self.write_answer(&lines);
             }
+            EventKind::TextDelta { text } => self.keep_turn_text(&text),
             EventKind::Reasoning { field, text } => {
                 self.clear_spinner();
                 let mut err = std::io::stderr().lock();
@@ -172,8 +185,13 @@ impl ExecFrontEnd {
                 name, arguments, ..
             } => {
                 self.end_stream_line();
+                let said = std::mem::take(&mut self.turn_text);
                 if self.opts.show_tool_calls {
                     self.clear_spinner();
+                    let said = said.trim();
+                    if !said.is_empty() {
+                        eprintln!("{}", st.dim(&crate::text::visible(said)));
+                    }
                     let lines = super::toolview::call_lines(&name, &arguments);
                     for (i, line) in lines.iter().enumerate() {
                         if i == 0 {
@@ -234,6 +252,8 @@ impl ExecFrontEnd {
                 delay_ms,
                 error,
             } => {
+                // The turn starts over.
+                self.turn_text.clear();
                 self.clear_spinner();
                 eprintln!(
                     "{} {}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
@@ -364,6 +384,26 @@ impl ExecFrontEnd {
 
     /// Ends the answer shown so far: what the renderer holds is printed,
     /// so whatever follows comes after the text it belongs to.
+    /// Keeps a turn's text (stdout a pipe) for stderr, up to
+    /// [`TURN_TEXT_MAX`] bytes, marking where it was cut.
+    fn keep_turn_text(&mut self, text: &str) {
+        let room = TURN_TEXT_MAX.saturating_sub(self.turn_text.len());
+        if room == 0 {
+            return;
+        }
+        if text.len() <= room {
+            self.turn_text.push_str(text);
+        } else {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.turn_text.push_str(&text[..cut]);
+            // Past the limit now: nothing more is kept this turn.
+            self.turn_text.push_str(" …");
+        }
+    }
+
     fn end_stream_line(&mut self) {
         if let Some(md) = self.md.as_mut() {
             let rest = md.finish();
