@@ -81,6 +81,26 @@ pub struct ClientSettings {
     pub extra_roots: Vec<reqwest::Certificate>,
 }
 
+#[cfg(test)]
+impl ClientSettings {
+    /// Settings for unit tests: streaming, no key, 5 s timeout, no retries.
+    pub(crate) fn for_test(base_url: &str) -> ClientSettings {
+        ClientSettings {
+            base_url: base_url.into(),
+            api_key: None,
+            model: "m".into(),
+            stream: true,
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            prompt_cache: false,
+            timeout: Duration::from_secs(5),
+            max_retries: 0,
+            extra_roots: Vec::new(),
+        }
+    }
+}
+
 // Hand-written so the key can never end up in a log or trace.
 impl fmt::Debug for ClientSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -930,19 +950,7 @@ mod tests {
     use super::*;
 
     fn client(base_url: &str) -> HttpClient {
-        let settings = ClientSettings {
-            base_url: base_url.into(),
-            api_key: None,
-            model: "m".into(),
-            stream: true,
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            prompt_cache: false,
-            timeout: Duration::from_secs(5),
-            max_retries: 0,
-            extra_roots: Vec::new(),
-        };
+        let settings = ClientSettings::for_test(base_url);
         HttpClient::new(settings, Box::new(super::super::completions::Completions)).unwrap()
     }
 

@@ -573,21 +573,14 @@ mod tests {
     use super::*;
     use crate::wire::ToolDefinition;
     use std::sync::Mutex;
-    use std::time::Duration;
 
     fn settings(stream: bool, prompt_cache: bool) -> ClientSettings {
         ClientSettings {
-            base_url: "https://api.anthropic.com/v1".into(),
             api_key: Some("sk-ant".into()),
             model: "claude-test".into(),
             stream,
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
             prompt_cache,
-            timeout: Duration::from_secs(5),
-            max_retries: 0,
-            extra_roots: Vec::new(),
+            ..ClientSettings::for_test("https://api.anthropic.com/v1")
         }
     }
 

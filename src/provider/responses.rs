@@ -515,21 +515,11 @@ mod tests {
     use super::*;
     use crate::wire::ToolDefinition;
     use std::sync::Mutex;
-    use std::time::Duration;
 
     fn settings() -> ClientSettings {
         ClientSettings {
-            base_url: "http://x/v1".into(),
             api_key: Some("k".into()),
-            model: "m".into(),
-            stream: true,
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            prompt_cache: false,
-            timeout: Duration::from_secs(5),
-            max_retries: 0,
-            extra_roots: Vec::new(),
+            ..ClientSettings::for_test("http://x/v1")
         }
     }
 
