@@ -6,7 +6,8 @@
 //! priority (nice +10 on Linux), so when the machine is busy the streams being
 //! relayed get the CPU first and the housekeeping takes what is left. A thread
 //! per job, not a pool: jobs are rare (one or two per run), a thread costs
-//! tens of microseconds, and fsyncs from many sessions still run side by side.
+//! about a tenth of a millisecond, and fsyncs from many sessions still run
+//! side by side.
 //! A thread that lowered its priority cannot raise it again without
 //! privileges, which is why these threads are not shared with other work.
 //!
