@@ -2,22 +2,22 @@
 //! and the durable save at the end of a turn.
 //!
 //! In a process that relays many sessions (`buddy serve`, which calls
-//! [`yield_to_streams`]), each job runs on a thread of its own at a lower CPU
-//! priority (nice +10 on Linux), so when the machine is busy the streams being
-//! relayed get the CPU first and the housekeeping takes what is left. A thread
-//! per job, not a pool: jobs are rare (one or two per run), a thread costs
-//! about a tenth of a millisecond, and fsyncs from many sessions still run
-//! side by side.
-//! A thread that lowered its priority cannot raise it again without
-//! privileges, which is why these threads are not shared with other work.
+//! [`yield_to_streams`]), jobs run on a pool of housekeeping threads at a
+//! lower CPU priority (nice +10 on Linux), so when the machine is busy the
+//! streams being relayed get the CPU first and the housekeeping takes what is
+//! left. The pool is tokio's blocking pool of a runtime kept for that alone:
+//! it grows while jobs wait, so fsyncs from many sessions run side by side,
+//! and keeps an idle thread for a while, so a burst of runs does not start
+//! (and tear down) a thread per job, which was about a tenth of the CPU of a
+//! run's set-up. A thread that lowered its priority cannot raise it again
+//! without privileges, which is why these threads are not shared with other
+//! work.
 //!
 //! Everywhere else (`exec`, the REPL) the job runs on the runtime's blocking
 //! pool at normal priority: there the user waits for that save, and a busy
 //! machine must not make them wait longer.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 static YIELDING: AtomicBool = AtomicBool::new(false);
 
@@ -31,7 +31,7 @@ pub fn yield_to_streams() {
 pub enum Lost {
     /// The job panicked: the payload, for the caller to rethrow or report.
     Panicked(Box<dyn std::any::Any + Send>),
-    /// No thread could be started and the fallback did not finish.
+    /// The job's pool shut down before it ran (only as the process ends).
     NotRun(String),
 }
 
@@ -64,7 +64,7 @@ where
     F: FnOnce() -> T + Send + 'static,
 {
     match YIELDING.load(Ordering::Relaxed) {
-        true => on_own_thread(job).await,
+        true => on_housekeeping_pool(job).await,
         false => on_blocking_pool(job).await,
     }
 }
@@ -82,48 +82,46 @@ where
     }
 }
 
-/// Runs `job` on a thread of its own at a lower priority. Inside a tokio
+/// The pool of housekeeping threads: a runtime that is never driven, kept
+/// for its blocking pool, whose threads lower their priority as they start.
+/// The pool grows while jobs wait (fsyncs from many sessions run side by
+/// side) and an idle thread ends after a while, so a burst of runs pays for
+/// its threads once, not per job.
+fn pool() -> Option<&'static tokio::runtime::Runtime> {
+    static POOL: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .thread_name("buddy-housekeeping")
+            .on_thread_start(lower_priority)
+            // Jobs beyond this many wait for a thread; each is short.
+            .max_blocking_threads(64)
+            .thread_keep_alive(std::time::Duration::from_secs(10))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Runs `job` on a housekeeping thread at a lower priority. Inside a tokio
 /// runtime the job runs in that runtime's context, so it may spawn tasks.
-/// When no thread can be started, it falls back to the blocking pool.
-async fn on_own_thread<T, F>(job: F) -> Result<T, Lost>
+/// When the pool cannot be built, it falls back to the blocking pool.
+async fn on_housekeeping_pool<T, F>(job: F) -> Result<T, Lost>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let Some(pool) = pool() else {
+        return on_blocking_pool(job).await;
+    };
     let runtime = tokio::runtime::Handle::try_current().ok();
-    // `spawn` drops its closure when it fails, so the job is handed over
-    // through this slot: whatever the new thread has not taken is still here
-    // for the fallback.
-    let slot = Arc::new(Mutex::new(Some((job, tx))));
-    let handed = slot.clone();
-    let spawned = std::thread::Builder::new()
-        .name("buddy-housekeeping".into())
-        .spawn(move || {
-            let Some((job, tx)) = handed.lock().ok().and_then(|mut s| s.take()) else {
-                return;
-            };
-            lower_priority();
-            let _guard = runtime.as_ref().map(|r| r.enter());
-            let out = std::panic::catch_unwind(AssertUnwindSafe(job));
-            let _ = tx.send(out);
-        });
-    if spawned.is_err() {
-        let Some((job, tx)) = slot.lock().ok().and_then(|mut s| s.take()) else {
-            return Err(Lost::NotRun("the housekeeping job was lost".into()));
-        };
-        let done = tokio::task::spawn_blocking(move || {
-            let out = std::panic::catch_unwind(AssertUnwindSafe(job));
-            let _ = tx.send(out);
-        });
-        if let Err(e) = done.await {
-            return Err(Lost::NotRun(e.to_string()));
-        }
-    }
-    match rx.await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(payload)) => Err(Lost::Panicked(payload)),
-        Err(_) => Err(Lost::NotRun("the housekeeping thread ended early".into())),
+    let done = pool.spawn_blocking(move || {
+        let _guard = runtime.as_ref().map(|r| r.enter());
+        job()
+    });
+    match done.await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => Err(Lost::Panicked(e.into_panic())),
+        Err(e) => Err(Lost::NotRun(e.to_string())),
     }
 }
 
@@ -145,7 +143,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_job_gives_its_result_and_runs_in_the_runtime_context() {
-        let out = on_own_thread(|| {
+        let out = on_housekeeping_pool(|| {
             // A job may spawn onto the runtime it was started from.
             let h = tokio::spawn(async { 2 + 2 });
             drop(h);
@@ -161,7 +159,7 @@ mod tests {
     async fn a_job_runs_at_a_lower_priority_and_the_caller_keeps_its_own() {
         let before =
             rustix::process::getpriority_process(Some(rustix::thread::gettid())).expect("priority");
-        let inside = on_own_thread(|| {
+        let inside = on_housekeeping_pool(|| {
             rustix::process::getpriority_process(Some(rustix::thread::gettid())).expect("priority")
         })
         .await
@@ -180,9 +178,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn housekeeping_threads_are_reused_not_started_per_job() {
+        let mut threads = std::collections::HashSet::new();
+        for _ in 0..20 {
+            let id = on_housekeeping_pool(|| std::thread::current().id()).await;
+            threads.insert(id.expect("ran"));
+        }
+        // One job at a time: an idle thread takes the next one, save when the
+        // job comes in just before that thread reports itself idle.
+        assert!(threads.len() <= 10, "{} threads for 20 jobs", threads.len());
+    }
+
+    #[tokio::test]
     async fn a_panic_in_a_job_is_given_back() {
         for out in [
-            on_own_thread(|| -> u8 { panic!("boom") }).await,
+            on_housekeeping_pool(|| -> u8 { panic!("boom") }).await,
             on_blocking_pool(|| -> u8 { panic!("boom") }).await,
         ] {
             match out {

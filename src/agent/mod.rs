@@ -373,8 +373,8 @@ impl Agent {
 
     /// The end-of-turn save, which makes the file durable (an fsync: up to
     /// tens of milliseconds on a busy disk). It runs off the runtime's workers
-    /// (`crate::background`; in `buddy serve` on a thread of its own at a
-    /// lower priority, so a busy server's streams get the CPU first), and it
+    /// (`crate::background`; in `buddy serve` on a housekeeping thread at
+    /// a lower priority, so a busy server's streams get the CPU first), and it
     /// is awaited, so the turn is still durable before the run is reported
     /// finished.
     async fn save_turn_end(&mut self) -> Result<(), HostedError> {
