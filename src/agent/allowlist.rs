@@ -123,6 +123,10 @@ impl SharedAllowList {
     pub fn find(&self, tool: &str, command: &str) -> Option<String> {
         self.lock().find(tool, command)
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
 }
 
 /// What "always" would allow for this request, if it is offered: only for

@@ -17,11 +17,16 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 
 /// The page at `/`: plain HTML and JavaScript, a client of the API below.
 const PAGE: &str = include_str!("page.html");
+
+/// A session's record (event log, ids) is dropped after this long without
+/// events, no run and nobody connected; it is made again on its next request.
+const EVICT_AFTER: Duration = Duration::from_secs(10 * 60);
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 pub struct State {
@@ -67,6 +72,29 @@ impl State {
             .entry(id.to_string())
             .or_insert_with(|| Live::new(id.to_string()))
             .clone()
+    }
+
+    /// Drops the records of sessions idle for `idle` that nothing would miss
+    /// ([`Live::evict`]), so a long-running server's memory follows the
+    /// sessions in use, not every session ever served. The check runs under
+    /// the map's lock, which every request takes to get a record: none can
+    /// pick up a record while it is being dropped. Returns how many went.
+    pub fn evict_idle(&self, idle: Duration) -> usize {
+        let now = Instant::now();
+        let mut sessions = self.sessions();
+        let before = sessions.len();
+        sessions.retain(|_, live| !Live::evict(live, idle, now));
+        before - sessions.len()
+    }
+
+    /// Every minute, drops the records idle for ten ([`State::evict_idle`]).
+    pub async fn sweep(self) {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.evict_idle(EVICT_AFTER);
+        }
     }
 
     /// Ends every stream and interrupts every run, waiting until each is saved.
@@ -598,5 +626,48 @@ mod tests {
         assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
         assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
         assert_eq!(query_token(None), None);
+    }
+
+    struct NoBackend;
+
+    impl Backend for NoBackend {
+        fn create_session(&self) -> Result<String, crate::agent::HostedError> {
+            unreachable!()
+        }
+        fn resolve(&self, query: &str) -> Result<String, crate::agent::HostedError> {
+            Ok(query.into())
+        }
+        fn list(&self) -> Result<Vec<super::super::SessionInfo>, crate::agent::HostedError> {
+            Ok(Vec::new())
+        }
+        fn history(&self, _: &str) -> Result<Vec<crate::wire::Message>, crate::agent::HostedError> {
+            Ok(Vec::new())
+        }
+        fn spawn(
+            &self,
+            _: crate::agent::allowlist::SharedAllowList,
+        ) -> Result<crate::agent::AgentHandle, crate::agent::HostedError> {
+            unreachable!()
+        }
+    }
+
+    #[tokio::test]
+    async fn idle_records_leave_the_map_and_records_in_use_stay() {
+        let opts = ServeOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+            approval_timeout: Duration::from_secs(1),
+            max_body: 1024,
+        };
+        let state = State::new(opts, Arc::new(NoBackend), "127.0.0.1:0".parse().unwrap());
+        drop(state.live("idle"));
+        let watched = state.live("watched").subscribe(0);
+        assert_eq!(state.evict_idle(EVICT_AFTER), 0, "nothing is idle yet");
+        assert_eq!(state.evict_idle(Duration::ZERO), 1);
+        let left: Vec<String> = state.sessions().keys().cloned().collect();
+        assert_eq!(left, ["watched"]);
+        drop(watched);
+        assert_eq!(state.evict_idle(Duration::ZERO), 1);
+        assert!(state.sessions().is_empty());
     }
 }

@@ -6,8 +6,9 @@ use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::{Decision, Event, EventKind, Op};
 use crate::agent::AgentHandle;
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, mpsc};
 
 /// Event data kept per session for clients that reconnect: generous while a
@@ -85,6 +86,8 @@ struct State {
     ops: Option<mpsc::Sender<Op>>,
     /// Approvals asked and not yet decided.
     waiting: HashSet<String>,
+    /// When the record was made or last published an event.
+    touched: Option<Instant>,
     /// The pump of the agent in progress finishes when this is taken.
     pump: Option<tokio::task::JoinHandle<()>>,
 }
@@ -101,7 +104,8 @@ impl Live {
         Arc::new(Live {
             id,
             state: Mutex::new(State {
-                next_id: 1,
+                next_id: first_event_id(),
+                touched: Some(Instant::now()),
                 ..State::default()
             }),
             tx,
@@ -116,6 +120,29 @@ impl Live {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether to drop this record now, which is when nothing would be lost:
+    /// no run, nobody holding it (subscribers, requests in progress, timers:
+    /// `me` is the only reference), no "always" answers to keep, and no event
+    /// for `idle`. A record made again later numbers its events above every
+    /// id this one gave ([`first_event_id`]), so a reconnecting client misses
+    /// nothing new; what it missed of the old log is in the session's history.
+    pub fn evict(me: &Arc<Live>, idle: Duration, now: Instant) -> bool {
+        if Arc::strong_count(me) > 1 || me.tx.receiver_count() > 0 || !me.allowed.is_empty() {
+            return false;
+        }
+        let st = me.lock();
+        let quiet = st.ops.is_none()
+            && st.waiting.is_empty()
+            && st.pump.as_ref().is_none_or(|p| p.is_finished())
+            && st
+                .touched
+                .is_none_or(|t| now.saturating_duration_since(t) >= idle);
+        if quiet {
+            GIVEN.fetch_max(st.next_id, Ordering::Relaxed);
+        }
+        quiet
     }
 
     pub fn running(&self) -> bool {
@@ -148,6 +175,7 @@ impl Live {
             done: matches!(ev.kind, EventKind::RunFinished { .. }),
         });
         st.next_id += 1;
+        st.touched = Some(Instant::now());
         st.log_bytes += stamped.data.len();
         st.log.push_back(stamped.clone());
         trim(&mut st, LOG_BYTES_RUNNING);
@@ -278,6 +306,24 @@ impl Live {
     }
 }
 
+/// Above every event id of the records this process dropped.
+static GIVEN: AtomicU64 = AtomicU64::new(0);
+
+/// The first event id of a new record: the wall clock in microseconds, or
+/// above the ids of a dropped record if higher. Ids then go up by one per
+/// event, so a record made again (after an idle one was dropped, or in a
+/// restarted server) starts above every id given before, and a client's
+/// `Last-Event-ID` from then never hides new events. Across a restart this
+/// holds unless the clock was set back or the old record averaged more than
+/// an event per microsecond of its life. Below 2^53 until the 2250s, so
+/// JavaScript reads it exactly.
+fn first_event_id() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
+    now.max(GIVEN.load(Ordering::Relaxed)).max(1)
+}
+
 /// Drops the oldest events until the log holds at most `max` bytes of data
 /// (always keeping the newest event).
 fn trim(st: &mut State, max: usize) {
@@ -292,4 +338,68 @@ fn trim(st: &mut State, max: usize) {
 pub enum StartError {
     Busy,
     Resume(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(live: &Live, text: &str) {
+        live.publish(&Event {
+            run: 1,
+            seq: 0,
+            kind: EventKind::TextDelta { text: text.into() },
+        });
+    }
+
+    #[test]
+    fn an_idle_record_nothing_holds_is_dropped_and_any_other_kept() {
+        let live = Live::new("s".into());
+        let now = Instant::now();
+        let idle = Duration::from_secs(600);
+        // Just made: not idle yet.
+        assert!(!Live::evict(&live, idle, now));
+        let later = now + idle;
+        // A connected client, a request holding the record, a running agent,
+        // an "always" answer: each keeps it.
+        let sub = live.subscribe(0);
+        assert!(!Live::evict(&live, idle, later));
+        drop(sub);
+        let held = live.clone();
+        assert!(!Live::evict(&live, idle, later));
+        drop(held);
+        live.lock().ops = Some(mpsc::channel(1).0);
+        assert!(!Live::evict(&live, idle, later));
+        live.lock().ops = None;
+        // An event resets the idle clock.
+        delta(&live, "hi");
+        assert!(!Live::evict(&live, idle, later));
+        assert!(Live::evict(&live, idle, Instant::now() + idle));
+        let kept = Live::new("t".into());
+        kept.allowed().add(vec!["ls".into()]);
+        assert!(!Live::evict(&kept, Duration::ZERO, Instant::now() + idle));
+    }
+
+    #[test]
+    fn a_record_made_again_numbers_its_events_above_the_dropped_ones() {
+        let old = Live::new("s".into());
+        // As if it had given ids faster than one per microsecond of its life,
+        // which the clock alone would not cover.
+        old.lock().next_id += 1_000_000_000_000;
+        for _ in 0..20 {
+            delta(&old, "x");
+        }
+        let last = old.next_id() - 1;
+        let reconnect_after = last - 10;
+        assert!(Live::evict(&old, Duration::ZERO, Instant::now()));
+        drop(old);
+        let new = Live::new("s".into());
+        delta(&new, "after");
+        assert!(new.next_id() - 1 > last);
+        // A client that saw the old record up to `reconnect_after` gets the
+        // new record's events, none hidden by its stale id.
+        let sub = new.subscribe(reconnect_after);
+        assert_eq!(sub.backlog.len(), 1);
+        assert!(sub.backlog[0].data.contains("after"));
+    }
 }
