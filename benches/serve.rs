@@ -491,7 +491,10 @@ fn dump(path: &Path, l: &Load) {
         .min()
         .copied()
         .unwrap_or(0);
-    let mut out = String::from("stream event write_ms latency_ms\n");
+    // The origin in wall-clock nanoseconds, to line the events up with other
+    // traces of the same run (e.g. `perf record -k CLOCK_REALTIME`).
+    let mut out =
+        format!("# first write at {first} ns (CLOCK_REALTIME)\nstream event write_ms latency_ms\n");
     for (i, s) in l.seen.iter().enumerate() {
         for (k, (w, lat)) in s.written.iter().zip(&s.latencies).enumerate() {
             out.push_str(&format!(

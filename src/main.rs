@@ -21,6 +21,8 @@ fn main() {
     // thread per core.
     let serving = matches!(cli.command, Some(buddy::cli::Command::Serve(_)));
     let mut builder = if serving {
+        // Before the runtime's threads exist, when it costs no wait.
+        buddy::serve::descriptors::reserve();
         tokio::runtime::Builder::new_multi_thread()
     } else {
         tokio::runtime::Builder::new_current_thread()

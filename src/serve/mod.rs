@@ -16,6 +16,7 @@
 //! time on every request; `Host` and `Origin` must name this server (DNS
 //! rebinding); bodies are bounded. See docs/SERVE.md.
 
+pub mod descriptors;
 mod http;
 mod live;
 
