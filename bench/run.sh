@@ -17,7 +17,9 @@
 #        bench/run.sh serve [ARGS]
 #                                (buddy serve under load: 100 sessions streaming
 #                                 1,000 chunks at once, RSS per idle session;
-#                                 ARGS go to benches/serve.rs, e.g. --pace-ms 10)
+#                                 ARGS go to benches/serve.rs, e.g. --pace-ms 10,
+#                                 or --runs 20 --buddy OLD --buddy NEW to sum up
+#                                 p99 over alternated runs of two builds)
 set -eu
 ONLY=${1:-}
 if [ "$ONLY" = serve ]; then

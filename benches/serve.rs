@@ -7,7 +7,14 @@
 //! cargo bench --bench serve -- --sessions 10 --chunks 200 --idle 100 --pace-ms 1
 //! cargo bench --bench serve -- --idle 0 --slow   # and list every event over 20 ms
 //! cargo bench --bench serve -- --idle 0 --dump events.txt   # every event, for a closer look
+//! cargo bench --bench serve -- --idle 0 --no-direct --runs 20 --buddy OLD --buddy NEW
 //! ```
+//!
+//! The zero-delay tail varies from run to run on a small machine, so one run
+//! shows little: `--runs N` repeats the load N times, each on a fresh server,
+//! and sums up p99 over the runs (median, range, runs under the 5 ms budget).
+//! With `--buddy` given more than once the builds take turns, run by run, so
+//! a change in the machine's load falls on both alike.
 //!
 //! The model is the tests' fake provider (`tests/support/fake_provider.rs`), run
 //! in this process on a thread of its own with zero delay, answering every
@@ -34,7 +41,7 @@
 //!    RSS per idle session is `(VmRSS after − VmRSS before) / --idle`.
 //!
 //! The buddy binary is the one cargo builds for this bench (the release
-//! profile), or `--buddy PATH`.
+//! profile), or `--buddy PATH` (the first one given, for the idle phase).
 
 #[allow(dead_code)]
 #[path = "../tests/support/fake_provider.rs"]
@@ -54,7 +61,12 @@ struct Opts {
     idle: usize,
     pace_ms: u64,
     direct: bool,
-    buddy: PathBuf,
+    /// The builds to measure (`--buddy`, repeatable; the one cargo builds
+    /// for this bench when none is given).
+    buddies: Vec<PathBuf>,
+    /// Load runs per build (`--runs`), alternated between the builds: the
+    /// zero-delay tail varies from run to run, so one run shows little.
+    runs: usize,
     /// A profiler to attach to the server for the load phase: these words,
     /// then the server's pid (e.g. `perf record -g -o perf.data -p`); it gets
     /// SIGINT when the load is over.
@@ -73,7 +85,8 @@ fn parse_args() -> Opts {
         idle: 1_000,
         pace_ms: 0,
         direct: true,
-        buddy: PathBuf::from(env!("CARGO_BIN_EXE_buddy")),
+        buddies: Vec::new(),
+        runs: 1,
         attach: None,
         slow: false,
         dump: None,
@@ -93,12 +106,18 @@ fn parse_args() -> Opts {
             "--no-direct" => o.direct = false,
             "--slow" => o.slow = true,
             "--dump" => o.dump = Some(PathBuf::from(args.next().expect("--dump needs a path"))),
-            "--buddy" => o.buddy = PathBuf::from(args.next().expect("--buddy needs a path")),
+            "--buddy" => o
+                .buddies
+                .push(PathBuf::from(args.next().expect("--buddy needs a path"))),
+            "--runs" => o.runs = (num("--runs") as usize).max(1),
             "--attach" => o.attach = Some(args.next().expect("--attach needs a command")),
             // cargo bench passes this to every bench target.
             "--bench" => {}
             other => panic!("unknown argument {other:?}"),
         }
+    }
+    if o.buddies.is_empty() {
+        o.buddies.push(PathBuf::from(env!("CARGO_BIN_EXE_buddy")));
     }
     o
 }
@@ -507,7 +526,24 @@ fn dump(path: &Path, l: &Load) {
     std::fs::write(path, out).expect("write the --dump file");
 }
 
-fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) {
+/// The figures of one load, for the summary of several runs.
+#[derive(Clone, Copy)]
+struct Figures {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    pieces_per_event: f64,
+}
+
+/// Checks that every piece arrived once and in order, prints the figures
+/// and returns the main ones.
+fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) -> Figures {
+    let figures = figures(label, l, chunks);
+    print_report(label, l, slow_list);
+    figures
+}
+
+fn figures(label: &str, l: &Load, chunks: usize) -> Figures {
     let mut lat: Vec<i64> = l
         .seen
         .iter()
@@ -516,9 +552,32 @@ fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) {
     lat.sort_unstable();
     let pieces: usize = l.seen.iter().map(|s| s.pieces).sum();
     let unfinished = l.seen.iter().filter(|s| !s.finished).count();
-    let expected = chunks * l.seen.len();
-    assert_eq!(pieces, expected, "{label}: every piece arrives");
+    assert_eq!(
+        pieces,
+        chunks * l.seen.len(),
+        "{label}: every piece arrives"
+    );
     assert_eq!(unfinished, 0, "{label}: every stream ends properly");
+    let pct = |p: f64| {
+        let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
+        lat[i] as f64 / 1e6
+    };
+    Figures {
+        p50: pct(0.50),
+        p99: pct(0.99),
+        max: lat[lat.len() - 1] as f64 / 1e6,
+        pieces_per_event: pieces as f64 / lat.len() as f64,
+    }
+}
+
+fn print_report(label: &str, l: &Load, slow_list: bool) {
+    let mut lat: Vec<i64> = l
+        .seen
+        .iter()
+        .flat_map(|s| s.latencies.iter().copied())
+        .collect();
+    lat.sort_unstable();
+    let pieces: usize = l.seen.iter().map(|s| s.pieces).sum();
     let pct = |p: f64| {
         let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
         lat[i] as f64 / 1e6
@@ -603,6 +662,113 @@ fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) {
     );
 }
 
+/// One load through a fresh `buddy serve` of `buddy`: a warm-up stream, then
+/// `--sessions` prompts at once. Prints everything when `verbose`; returns the
+/// latency figures and buddy's CPU per piece (µs).
+fn through_buddy(
+    o: &Opts,
+    buddy: &Path,
+    prompt: &str,
+    label: &str,
+    verbose: bool,
+    dump_to: Option<&Path>,
+) -> (Figures, f64) {
+    let reply = Reply::stamped_text(o.chunks).chunk_delay(Duration::from_millis(o.pace_ms));
+    let provider = FakeProvider::start_repeating(vec![reply]);
+    let server = Server::start(buddy, &provider, "load");
+    let warm = server.new_session();
+    let one = load(
+        server.addr,
+        vec![format!("/api/sessions/{warm}/messages")],
+        prompt.to_string(),
+        Shape::Buddy,
+    );
+    if verbose {
+        report("warm-up (1 stream)", &one, o.chunks, false);
+    } else {
+        figures("warm-up (1 stream)", &one, o.chunks);
+    }
+    let paths: Vec<String> = (0..o.sessions)
+        .map(|_| format!("/api/sessions/{}/messages", server.new_session()))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let rss_before = server.status_kib("VmRSS");
+    let cpu_before = server.cpu();
+    let me = cpu_of("/proc/self/stat");
+    let profiler = o.attach.as_ref().map(|cmd| {
+        let mut words = cmd.split_whitespace();
+        let child = Command::new(words.next().expect("--attach: a command"))
+            .args(words)
+            .arg(server.child.id().to_string())
+            .spawn()
+            .expect("start the --attach command");
+        std::thread::sleep(Duration::from_millis(500));
+        child
+    });
+    let l = load(server.addr, paths, prompt.to_string(), Shape::Buddy);
+    let cpu = server.cpu() - cpu_before;
+    let me = cpu_of("/proc/self/stat") - me;
+    if let Some(mut p) = profiler {
+        let _ = Command::new("kill")
+            .args(["-INT", &p.id().to_string()])
+            .status();
+        let _ = p.wait();
+    }
+    let figs = if verbose {
+        report(label, &l, o.chunks, o.slow)
+    } else {
+        figures(label, &l, o.chunks)
+    };
+    if let Some(path) = dump_to {
+        dump(path, &l);
+    }
+    let pieces = (o.sessions * o.chunks) as f64;
+    let per_piece = cpu.total().as_secs_f64() * 1e6 / pieces;
+    if !verbose {
+        return (figs, per_piece);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    println!(
+        "buddy serve: CPU {:.0} ms = {:.2} us per piece ({:.2} user + {:.2} system); this process (fake provider + clients) {:.0} ms",
+        cpu.total().as_secs_f64() * 1e3,
+        per_piece,
+        cpu.user.as_secs_f64() * 1e6 / pieces,
+        cpu.system.as_secs_f64() * 1e6 / pieces,
+        me.total().as_secs_f64() * 1e3
+    );
+    let rss_after = server.status_kib("VmRSS");
+    println!(
+        "buddy serve: RSS before {:.1} MiB, peak (VmHWM) {:.1} MiB, after (runs done) {:.1} MiB = {:.0} KiB more per session that streamed {} chunks",
+        rss_before as f64 / 1024.0,
+        server.status_kib("VmHWM") as f64 / 1024.0,
+        rss_after as f64 / 1024.0,
+        rss_after.saturating_sub(rss_before) as f64 / o.sessions as f64,
+        o.chunks
+    );
+    (figs, per_piece)
+}
+
+/// Across runs of one build: the median and range of p99, and how many runs
+/// kept it under the issue's budget (5 ms).
+fn summary(build: &str, runs: &[(Figures, f64)]) {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (v[(n - 1) / 2] + v[n / 2]) / 2.0
+    };
+    let p99: Vec<f64> = runs.iter().map(|r| r.0.p99).collect();
+    let under = p99.iter().filter(|p| **p < 5.0).count();
+    println!(
+        "{build}: {} runs: p99 median {:.2} ms (min {:.2}, max {:.2}), under 5 ms in {under}; p50 median {:.3} ms; CPU per piece median {:.2} us",
+        runs.len(),
+        median(p99.clone()),
+        p99.iter().copied().fold(f64::INFINITY, f64::min),
+        p99.iter().copied().fold(0.0, f64::max),
+        median(runs.iter().map(|r| r.0.p50).collect()),
+        median(runs.iter().map(|r| r.1).collect()),
+    );
+}
+
 fn main() {
     let o = parse_args();
     let reply = || Reply::stamped_text(o.chunks).chunk_delay(Duration::from_millis(o.pace_ms));
@@ -646,74 +812,46 @@ fn main() {
         );
     }
 
-    // 2. Through buddy serve.
-    {
-        let provider = FakeProvider::start_repeating(vec![reply()]);
-        let server = Server::start(&o.buddy, &provider, "load");
-        let warm = server.new_session();
-        let one = load(
-            server.addr,
-            vec![format!("/api/sessions/{warm}/messages")],
-            prompt.clone(),
-            Shape::Buddy,
-        );
-        report("warm-up (1 stream)", &one, o.chunks, false);
-        let paths: Vec<String> = (0..o.sessions)
-            .map(|_| format!("/api/sessions/{}/messages", server.new_session()))
-            .collect();
-        std::thread::sleep(Duration::from_millis(200));
-        let rss_before = server.status_kib("VmRSS");
-        let cpu_before = server.cpu();
-        let me = cpu_of("/proc/self/stat");
-        let profiler = o.attach.as_ref().map(|cmd| {
-            let mut words = cmd.split_whitespace();
-            let child = Command::new(words.next().expect("--attach: a command"))
-                .args(words)
-                .arg(server.child.id().to_string())
-                .spawn()
-                .expect("start the --attach command");
-            std::thread::sleep(Duration::from_millis(500));
-            child
-        });
-        let l = load(server.addr, paths, prompt.clone(), Shape::Buddy);
-        let cpu = server.cpu() - cpu_before;
-        let me = cpu_of("/proc/self/stat") - me;
-        if let Some(mut p) = profiler {
-            let _ = Command::new("kill")
-                .args(["-INT", &p.id().to_string()])
-                .status();
-            let _ = p.wait();
+    // 2. Through buddy serve: each build in turn, `--runs` times.
+    let verbose = o.runs == 1 && o.buddies.len() == 1;
+    if !verbose {
+        for (b, path) in o.buddies.iter().enumerate() {
+            println!("build #{}: {}", b + 1, path.display());
         }
-        report("buddy serve", &l, o.chunks, o.slow);
-        if let Some(path) = &o.dump {
-            dump(path, &l);
+    }
+    let mut results: Vec<Vec<(Figures, f64)>> = vec![Vec::new(); o.buddies.len()];
+    for run in 1..=o.runs {
+        for (b, buddy) in o.buddies.iter().enumerate() {
+            let label = if verbose {
+                "buddy serve".to_string()
+            } else {
+                format!("run {run} #{}", b + 1)
+            };
+            let dump = o.dump.as_ref().map(|d| match verbose {
+                true => d.clone(),
+                false => PathBuf::from(format!("{}.{}.{run}", d.display(), b + 1)),
+            });
+            let r = through_buddy(&o, buddy, &prompt, &label, verbose, dump.as_deref());
+            if !verbose {
+                println!(
+                    "{label}: p50 {:.3} ms  p99 {:.3} ms  max {:.1} ms  {:.1} pieces/event  {:.2} us CPU per piece",
+                    r.0.p50, r.0.p99, r.0.max, r.0.pieces_per_event, r.1
+                );
+            }
+            results[b].push(r);
         }
-        std::thread::sleep(Duration::from_millis(200));
-        let pieces = (o.sessions * o.chunks) as f64;
-        println!(
-            "buddy serve: CPU {:.0} ms = {:.2} us per piece ({:.2} user + {:.2} system); this process (fake provider + clients) {:.0} ms",
-            cpu.total().as_secs_f64() * 1e3,
-            cpu.total().as_secs_f64() * 1e6 / pieces,
-            cpu.user.as_secs_f64() * 1e6 / pieces,
-            cpu.system.as_secs_f64() * 1e6 / pieces,
-            me.total().as_secs_f64() * 1e3
-        );
-        let rss_after = server.status_kib("VmRSS");
-        println!(
-            "buddy serve: RSS before {:.1} MiB, peak (VmHWM) {:.1} MiB, after (runs done) {:.1} MiB = {:.0} KiB more per session that streamed {} chunks",
-            rss_before as f64 / 1024.0,
-            server.status_kib("VmHWM") as f64 / 1024.0,
-            rss_after as f64 / 1024.0,
-            rss_after.saturating_sub(rss_before) as f64 / o.sessions as f64,
-            o.chunks
-        );
+    }
+    if !verbose {
+        for (b, runs) in results.iter().enumerate() {
+            summary(&format!("#{}", b + 1), runs);
+        }
     }
 
     // 3. Idle sessions, on a fresh server.
     if o.idle > 0 {
         let provider =
             FakeProvider::start_repeating(vec![Reply::text("hello from the fake model")]);
-        let server = Server::start(&o.buddy, &provider, "idle");
+        let server = Server::start(&o.buddies[0], &provider, "idle");
         let short = |server: &Server| {
             let id = server.new_session();
             let start = Barrier::new(1);
