@@ -557,11 +557,14 @@ fn write_event(f: &mut Feed, out: &mut String, e: &Stamped) {
         return;
     }
     f.last = e.id;
-    // The data is compact JSON: one line, whatever the text holds.
-    out.push_str(&format!(
+    // The data is compact JSON: one line, whatever the text holds. Written
+    // in place: writing to a String cannot fail.
+    use std::fmt::Write;
+    let _ = write!(
+        out,
         "id: {}\nevent: {}\ndata: {}\n\n",
         e.id, e.name.0, e.data
-    ));
+    );
     if f.until_done && e.done {
         f.finished = true;
     }
