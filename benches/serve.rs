@@ -543,13 +543,25 @@ fn report(label: &str, l: &Load, chunks: usize, slow_list: bool) -> Figures {
     figures
 }
 
-fn figures(label: &str, l: &Load, chunks: usize) -> Figures {
+/// Every event's latency (ns), sorted.
+fn sorted_latencies(l: &Load) -> Vec<i64> {
     let mut lat: Vec<i64> = l
         .seen
         .iter()
         .flat_map(|s| s.latencies.iter().copied())
         .collect();
     lat.sort_unstable();
+    lat
+}
+
+/// The `p` percentile of sorted latencies, in ms.
+fn percentile(sorted: &[i64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1e6
+}
+
+fn figures(label: &str, l: &Load, chunks: usize) -> Figures {
+    let lat = sorted_latencies(l);
     let pieces: usize = l.seen.iter().map(|s| s.pieces).sum();
     let unfinished = l.seen.iter().filter(|s| !s.finished).count();
     assert_eq!(
@@ -558,10 +570,7 @@ fn figures(label: &str, l: &Load, chunks: usize) -> Figures {
         "{label}: every piece arrives"
     );
     assert_eq!(unfinished, 0, "{label}: every stream ends properly");
-    let pct = |p: f64| {
-        let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
-        lat[i] as f64 / 1e6
-    };
+    let pct = |p: f64| percentile(&lat, p);
     Figures {
         p50: pct(0.50),
         p99: pct(0.99),
@@ -571,17 +580,9 @@ fn figures(label: &str, l: &Load, chunks: usize) -> Figures {
 }
 
 fn print_report(label: &str, l: &Load, slow_list: bool) {
-    let mut lat: Vec<i64> = l
-        .seen
-        .iter()
-        .flat_map(|s| s.latencies.iter().copied())
-        .collect();
-    lat.sort_unstable();
+    let lat = sorted_latencies(l);
     let pieces: usize = l.seen.iter().map(|s| s.pieces).sum();
-    let pct = |p: f64| {
-        let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
-        lat[i] as f64 / 1e6
-    };
+    let pct = |p: f64| percentile(&lat, p);
     let secs = l.wall.as_secs_f64();
     println!(
         "{label}: {} streams, {pieces} pieces in {} events ({:.1} pieces/event), {:.0} ms wall",
@@ -620,8 +621,7 @@ fn print_report(label: &str, l: &Load, slow_list: bool) {
                 return "-".into();
             }
             t.sort_unstable();
-            let i = ((t.len() as f64 * 0.99).ceil() as usize).clamp(1, t.len()) - 1;
-            format!("{:.1}", t[i] as f64 / 1e6)
+            format!("{:.1}", percentile(t, 0.99))
         })
         .collect();
     if slow_list {
