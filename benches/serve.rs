@@ -331,6 +331,10 @@ struct Seen {
     finished: bool,
     /// Wall clock of the last read, ns.
     last_read: u128,
+    /// Wall clock just before the request went out, ns.
+    posted: u128,
+    /// Wall clock of the read that brought the first piece of text, ns.
+    first_text: Option<u128>,
 }
 
 /// Posts `body` to `path` and reads the SSE answer to its end, timing every
@@ -338,8 +342,12 @@ struct Seen {
 fn stream(addr: SocketAddr, path: &str, body: &str, shape: Shape, start: &Barrier) -> Seen {
     let mut s = connect(addr);
     start.wait();
+    let posted = unix_nanos();
     send(&mut s, addr, "POST", path, body);
-    let mut seen = Seen::default();
+    let mut seen = Seen {
+        posted,
+        ..Seen::default()
+    };
     let mut next_seq = 0;
     let mut raw: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut decoded: Vec<u8> = Vec::with_capacity(1 << 16);
@@ -382,6 +390,7 @@ fn stream(addr: SocketAddr, path: &str, body: &str, shape: Shape, start: &Barrie
                 next_seq += 1;
             }
             seen.pieces += stamps.len();
+            seen.first_text.get_or_insert(now);
             seen.latencies
                 .push((now as i128 - stamps[0].1 as i128) as i64);
             seen.written.push(stamps[0].1);
@@ -533,6 +542,8 @@ struct Figures {
     p99: f64,
     max: f64,
     pieces_per_event: f64,
+    /// The slowest stream's time from its request to its first piece, ms.
+    first_piece_max: f64,
 }
 
 /// Checks that every piece arrived once and in order, prints the figures
@@ -576,7 +587,20 @@ fn figures(label: &str, l: &Load, chunks: usize) -> Figures {
         p99: pct(0.99),
         max: lat[lat.len() - 1] as f64 / 1e6,
         pieces_per_event: pieces as f64 / lat.len() as f64,
+        first_piece_max: first_piece_ms(l).last().copied().unwrap_or(0.0),
     }
+}
+
+/// Per stream, from the request to the read that brought its first piece
+/// (set-up, the model request, the first relay), sorted, in ms.
+fn first_piece_ms(l: &Load) -> Vec<f64> {
+    let mut t: Vec<f64> = l
+        .seen
+        .iter()
+        .filter_map(|s| Some(s.first_text?.saturating_sub(s.posted) as f64 / 1e6))
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t
 }
 
 fn print_report(label: &str, l: &Load, slow_list: bool) {
@@ -660,6 +684,16 @@ fn print_report(label: &str, l: &Load, slow_list: bool) {
         lat.len() as f64 / secs,
         pieces as f64 / secs
     );
+    let first = first_piece_ms(l);
+    if !first.is_empty() {
+        let at =
+            |p: f64| first[((first.len() as f64 * p).ceil() as usize).clamp(1, first.len()) - 1];
+        println!(
+            "{label}: request to first piece  p50 {:.1} ms  max {:.1} ms",
+            at(0.5),
+            at(1.0)
+        );
+    }
 }
 
 /// One load through a fresh `buddy serve` of `buddy`: a warm-up stream, then
@@ -759,13 +793,14 @@ fn summary(build: &str, runs: &[(Figures, f64)]) {
     let p99: Vec<f64> = runs.iter().map(|r| r.0.p99).collect();
     let under = p99.iter().filter(|p| **p < 5.0).count();
     println!(
-        "{build}: {} runs: p99 median {:.2} ms (min {:.2}, max {:.2}), under 5 ms in {under}; p50 median {:.3} ms; CPU per piece median {:.2} us",
+        "{build}: {} runs: p99 median {:.2} ms (min {:.2}, max {:.2}), under 5 ms in {under}; p50 median {:.3} ms; CPU per piece median {:.2} us; last stream's first piece median {:.0} ms",
         runs.len(),
         median(p99.clone()),
         p99.iter().copied().fold(f64::INFINITY, f64::min),
         p99.iter().copied().fold(0.0, f64::max),
         median(runs.iter().map(|r| r.0.p50).collect()),
         median(runs.iter().map(|r| r.1).collect()),
+        median(runs.iter().map(|r| r.0.first_piece_max).collect()),
     );
 }
 
@@ -834,8 +869,8 @@ fn main() {
             let r = through_buddy(&o, buddy, &prompt, &label, verbose, dump.as_deref());
             if !verbose {
                 println!(
-                    "{label}: p50 {:.3} ms  p99 {:.3} ms  max {:.1} ms  {:.1} pieces/event  {:.2} us CPU per piece",
-                    r.0.p50, r.0.p99, r.0.max, r.0.pieces_per_event, r.1
+                    "{label}: p50 {:.3} ms  p99 {:.3} ms  max {:.1} ms  {:.1} pieces/event  {:.2} us CPU per piece  last first piece {:.0} ms",
+                    r.0.p50, r.0.p99, r.0.max, r.0.pieces_per_event, r.1, r.0.first_piece_max
                 );
             }
             results[b].push(r);
