@@ -3,16 +3,19 @@
 //! session costs in memory.
 //!
 //! ```text
-//! cargo bench --bench serve                       # 100 sessions x 1,000 chunks, 1,000 idle
-//! cargo bench --bench serve -- --sessions 10 --chunks 200 --idle 100 --pace-ms 1
+//! cargo bench --bench serve                       # 100 sessions x 1,000 chunks (20 runs), 1,000 idle
+//! cargo bench --bench serve -- --sessions 10 --chunks 200 --idle 100 --pace-ms 1 --runs 1
 //! cargo bench --bench serve -- --idle 0 --slow   # and list every event over 20 ms
 //! cargo bench --bench serve -- --idle 0 --dump events.txt   # every event, for a closer look
 //! cargo bench --bench serve -- --idle 0 --no-direct --runs 20 --buddy OLD --buddy NEW
 //! ```
 //!
-//! The zero-delay tail varies from run to run on a small machine, so one run
-//! shows little: `--runs N` repeats the load N times, each on a fresh server,
-//! and sums up p99 over the runs (median, range, runs under the 5 ms budget).
+//! The zero-delay tail varies from run to run on a small machine (a run's p99
+//! rests on its slowest 1% of events, often one or two scheduler stalls), so
+//! one run shows little: the load is repeated `--runs N` times (20 unless
+//! told), each on a fresh server. The first run prints everything, the others
+//! a line each, and the summary gives p99 over the runs (median, range, runs
+//! under the 5 ms budget) and over every event of every run pooled.
 //! With `--buddy` given more than once the builds take turns, run by run, so
 //! a change in the machine's load falls on both alike.
 //!
@@ -86,7 +89,7 @@ fn parse_args() -> Opts {
         pace_ms: 0,
         direct: true,
         buddies: Vec::new(),
-        runs: 1,
+        runs: 20,
         attach: None,
         slow: false,
         dump: None,
@@ -868,9 +871,9 @@ fn main() {
         );
     }
 
-    // 2. Through buddy serve: each build in turn, `--runs` times.
-    let verbose = o.runs == 1 && o.buddies.len() == 1;
-    if !verbose {
+    // 2. Through buddy serve: each build in turn, `--runs` times. With one
+    // build, its first run prints everything; the rest one line each.
+    if o.buddies.len() > 1 {
         for (b, path) in o.buddies.iter().enumerate() {
             println!("build #{}: {}", b + 1, path.display());
         }
@@ -878,6 +881,7 @@ fn main() {
     let mut results: Vec<Vec<(Figures, f64)>> = vec![Vec::new(); o.buddies.len()];
     for run in 1..=o.runs {
         for (b, buddy) in o.buddies.iter().enumerate() {
+            let verbose = run == 1 && o.buddies.len() == 1;
             let label = if verbose {
                 "buddy serve".to_string()
             } else {
@@ -897,7 +901,7 @@ fn main() {
             results[b].push(r);
         }
     }
-    if !verbose {
+    if o.runs > 1 {
         for (b, runs) in results.iter().enumerate() {
             summary(&format!("#{}", b + 1), runs);
         }
