@@ -16,10 +16,10 @@
 #                                 rounds of the same run)
 #        bench/run.sh serve [ARGS]
 #                                (buddy serve under load: 100 sessions streaming
-#                                 1,000 chunks at once, RSS per idle session;
-#                                 ARGS go to benches/serve.rs, e.g. --pace-ms 10,
-#                                 or --runs 20 --buddy OLD --buddy NEW to sum up
-#                                 p99 over alternated runs of two builds)
+#                                 1,000 chunks at once, 20 runs summed up, RSS
+#                                 per idle session; ARGS go to benches/serve.rs,
+#                                 e.g. --pace-ms 10, or --buddy OLD --buddy NEW
+#                                 to compare two builds in alternated runs)
 set -eu
 ONLY=${1:-}
 if [ "$ONLY" = serve ]; then
