@@ -316,6 +316,61 @@ fn served_sessions_continue_in_the_cli_and_cli_sessions_over_http() {
     assert!(sent.contains("a cli question") && sent.contains("cli session answer"));
 }
 
+/// A prompt whose session cannot be opened gets a status that says why, and
+/// the one-line reason: 409 while another process holds the session, 404
+/// once its file is gone, 500 when the file is damaged. (503, when the server
+/// cannot read the file at that moment, is the unit test of `code_of`.)
+#[test]
+fn a_session_that_cannot_be_opened_answers_with_the_reason() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("fine")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let dir = cmd.work_dir().join(".buddyx/sessions");
+    let post = |id: &str| {
+        c.post(
+            &format!("/api/sessions/{id}/messages"),
+            &json!({ "text": "hi" }).to_string(),
+        )
+    };
+
+    // Held by another process (this test takes the same lock buddy does).
+    let id = new_session(&c);
+    prompt(&c, &id, "first").until("done");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(dir.join(format!("{id}.jsonl")))
+        .unwrap();
+    file.lock().unwrap();
+    let r = post(&id);
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.body.contains("in use by another buddy process"),
+        "{}",
+        r.body
+    );
+    file.unlock().unwrap();
+    drop(file);
+    prompt(&c, &id, "free again").until("done");
+
+    // Damaged: not a session journal any more.
+    let damaged = new_session(&c);
+    prompt(&c, &damaged, "first").until("done");
+    std::fs::write(dir.join(format!("{damaged}.jsonl")), "not a journal\n").unwrap();
+    let r = post(&damaged);
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(r.body.contains("is damaged"), "{}", r.body);
+
+    // Gone from the disk since it was listed.
+    let gone = new_session(&c);
+    prompt(&c, &gone, "first").until("done");
+    std::fs::remove_file(dir.join(format!("{gone}.jsonl"))).unwrap();
+    let r = post(&gone);
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(r.body.contains("no session"), "{}", r.body);
+}
+
 #[test]
 fn an_unanswered_approval_is_denied_after_the_timeout() {
     let p = FakeProvider::start(vec![

@@ -282,11 +282,39 @@ pub enum EventKind {
     /// An op could not be carried out; the agent is unchanged.
     Error {
         message: String,
+        /// What kind of failure, where a front end may act on it (a server
+        /// picks its status code by it); absent when no kind applies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
     },
     ShutdownComplete,
 }
 
+/// Kinds of `Error` a front end may tell apart. So far the ways opening a
+/// saved session fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Another process holds the session.
+    SessionInUse,
+    /// No session matches.
+    SessionNotFound,
+    /// The session could not be read here and now (permissions, too many
+    /// open files, a failing disk): not the request's fault.
+    SessionUnreadable,
+    /// The session file is damaged or newer than this buddy understands.
+    SessionDamaged,
+}
+
 impl EventKind {
+    /// An `Error` of no particular kind.
+    pub fn error(message: impl Into<String>) -> EventKind {
+        EventKind::Error {
+            message: message.into(),
+            code: None,
+        }
+    }
+
     /// Replaces known secrets in the text this event carries to whoever
     /// watches: outputs, previews, errors and answers. Ids and names are left
     /// alone; they come from buddy or the model's protocol, not from outside.
@@ -302,7 +330,7 @@ impl EventKind {
             EventKind::ToolResult { text, .. } => r(text),
             EventKind::ToolProgress { tail, .. } => r(tail),
             EventKind::Retrying { error, .. } => r(error),
-            EventKind::Warning { message } | EventKind::Error { message } => r(message),
+            EventKind::Warning { message } | EventKind::Error { message, .. } => r(message),
             EventKind::ApprovalRequested {
                 command,
                 detail,

@@ -13,7 +13,7 @@ use super::allowlist::SharedAllowList;
 use super::cancel::{Cancel, CancelHandle};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
-use super::protocol::{Event, EventKind, Op, QueueKind, QueueMode, RunOutcome};
+use super::protocol::{ErrorCode, Event, EventKind, Op, QueueKind, QueueMode, RunOutcome};
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
 use crate::provider::ModelClient;
@@ -31,7 +31,15 @@ pub const OP_CAPACITY: usize = 64;
 /// first prompt and for a saved one on `Op::Resume`.
 pub trait SessionHost: Send + Sync {
     fn create(&mut self, model: &ModelInfo) -> Result<NewSession, HostedError>;
-    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, HostedError>;
+    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, OpenError>;
+}
+
+/// Why a saved session could not be opened: a sentence for people, and the
+/// kind of failure for programs (a server answers with a status code by it).
+#[derive(Debug)]
+pub struct OpenError {
+    pub message: String,
+    pub code: Option<ErrorCode>,
 }
 
 pub struct NewSession {
@@ -268,9 +276,7 @@ impl Core {
                     Work::Compact => {
                         if !agent.compact_now(cancel).await {
                             em
-                                .emit(EventKind::Error {
-                                    message: "nothing to compact: the conversation is too short, or the summary failed".into(),
-                                })
+                                .emit(EventKind::error("nothing to compact: the conversation is too short, or the summary failed"))
                                 .await;
                         }
                         None
@@ -348,9 +354,9 @@ impl Core {
             }
             Op::Interrupt => {}
             Op::Approve { call_id, .. } => {
-                self.emit(EventKind::Error {
-                    message: format!("no approval is waiting for call {call_id}"),
-                })
+                self.emit(EventKind::error(format!(
+                    "no approval is waiting for call {call_id}"
+                )))
                 .await;
             }
             Op::SetApprovalPolicy { policy } => {
@@ -376,7 +382,7 @@ impl Core {
                         })
                         .await;
                     }
-                    Err(message) => self.emit(EventKind::Error { message }).await,
+                    Err(message) => self.emit(EventKind::error(message)).await,
                 }
             }
             Op::NewSession => {
@@ -402,17 +408,18 @@ impl Core {
 
     async fn resume(&mut self, query: &str) {
         let Some(host) = self.sessions.as_mut() else {
-            self.emit(EventKind::Error {
-                message: "sessions are not available here".into(),
-            })
-            .await;
+            self.emit(EventKind::error("sessions are not available here"))
+                .await;
             return;
         };
         let opened = match host.open(query, self.agent.model()) {
             Ok(o) => o,
             Err(e) => {
-                let message = e.to_string();
-                self.emit(EventKind::Error { message }).await;
+                self.emit(EventKind::Error {
+                    message: e.message,
+                    code: e.code,
+                })
+                .await;
                 return;
             }
         };
@@ -492,9 +499,9 @@ async fn busy_op(
         Op::Approve { call_id, decision } => {
             if !control.answer(&call_id, decision) {
                 emitter
-                    .emit(EventKind::Error {
-                        message: format!("no approval is waiting for call {call_id}"),
-                    })
+                    .emit(EventKind::error(format!(
+                        "no approval is waiting for call {call_id}"
+                    )))
                     .await;
             }
         }
@@ -516,10 +523,9 @@ async fn busy_op(
         | Op::Resume { .. }
         | Op::AddContext { .. } => {
             emitter
-                .emit(EventKind::Error {
-                    message: "not while a task is running: wait for it to end, or interrupt it"
-                        .into(),
-                })
+                .emit(EventKind::error(
+                    "not while a task is running: wait for it to end, or interrupt it",
+                ))
                 .await;
         }
         Op::Shutdown => {

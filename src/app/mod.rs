@@ -489,7 +489,7 @@ async fn resume_first(
                 }
                 return Ok(ev);
             }
-            EventKind::Error { message } => return Err(AppError::Usage(message.clone())),
+            EventKind::Error { message, .. } => return Err(AppError::Usage(message.clone())),
             _ => {}
         }
     }

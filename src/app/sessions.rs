@@ -1,9 +1,10 @@
 //! The agent's `SessionHost` over the session store of the working directory:
 //! a new session at the first prompt, a saved one on resume.
 
-use crate::agent::service::{NewSession, OpenedSession, SessionHost};
+use crate::agent::protocol::ErrorCode;
+use crate::agent::service::{NewSession, OpenError, OpenedSession, SessionHost};
 use crate::agent::{HostedError, ModelInfo};
-use crate::session::{SessionInfo, Store};
+use crate::session::{SessionError, SessionInfo, Store};
 use std::path::PathBuf;
 
 pub(crate) struct Sessions {
@@ -42,12 +43,16 @@ impl SessionHost for Sessions {
         })
     }
 
-    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, HostedError> {
+    fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, OpenError> {
         let info = self.info(model);
         let opened = self
             .store
             .resolve(query)
-            .and_then(|id| self.store.open(&id, info))?;
+            .and_then(|id| self.store.open(&id, info))
+            .map_err(|e| OpenError {
+                code: code_of(&e),
+                message: e.to_string(),
+            })?;
         Ok(OpenedSession {
             id: opened.session.id().to_string(),
             last_model: opened
@@ -60,5 +65,72 @@ impl SessionHost for Sessions {
             tokens: opened.tokens,
             warnings: opened.warnings,
         })
+    }
+}
+
+/// The kind of a session store failure, as front ends tell them apart.
+fn code_of(e: &SessionError) -> Option<ErrorCode> {
+    match e {
+        SessionError::Locked { .. } => Some(ErrorCode::SessionInUse),
+        SessionError::NotFound { .. } | SessionError::NoSessions { .. } => {
+            Some(ErrorCode::SessionNotFound)
+        }
+        // Our own refusals (too large, not a regular file) come as
+        // `InvalidInput`: the file is at fault, not the moment.
+        SessionError::Io { source, .. } => match source.kind() {
+            std::io::ErrorKind::InvalidInput => Some(ErrorCode::SessionDamaged),
+            std::io::ErrorKind::NotFound => Some(ErrorCode::SessionNotFound),
+            _ => Some(ErrorCode::SessionUnreadable),
+        },
+        SessionError::Corrupt { .. } | SessionError::Newer { .. } => {
+            Some(ErrorCode::SessionDamaged)
+        }
+        SessionError::Ambiguous { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    fn io_error(kind: io::Error) -> SessionError {
+        SessionError::io("read session file", "/s/x.jsonl", kind)
+    }
+
+    /// Running out of descriptors is the server's moment, not the file's;
+    /// a file the store refuses to read is the file's.
+    #[test]
+    fn store_failures_map_to_the_kinds_front_ends_tell_apart() {
+        let emfile = io::Error::from_raw_os_error(24);
+        assert_eq!(
+            code_of(&io_error(emfile)),
+            Some(ErrorCode::SessionUnreadable)
+        );
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            code_of(&io_error(denied)),
+            Some(ErrorCode::SessionUnreadable)
+        );
+        let too_big = io::Error::new(io::ErrorKind::InvalidInput, "larger than 64 MiB");
+        assert_eq!(code_of(&io_error(too_big)), Some(ErrorCode::SessionDamaged));
+        let gone = io::Error::from(io::ErrorKind::NotFound);
+        assert_eq!(code_of(&io_error(gone)), Some(ErrorCode::SessionNotFound));
+        let locked = SessionError::Locked {
+            id: "x".into(),
+            path: "/s/x.jsonl".into(),
+        };
+        assert_eq!(code_of(&locked), Some(ErrorCode::SessionInUse));
+        let corrupt = SessionError::Corrupt {
+            path: "/s/x.jsonl".into(),
+            line: 3,
+            reason: "not JSON".into(),
+        };
+        assert_eq!(code_of(&corrupt), Some(ErrorCode::SessionDamaged));
+        let ambiguous = SessionError::Ambiguous {
+            query: "2025".into(),
+            matches: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(code_of(&ambiguous), None);
     }
 }

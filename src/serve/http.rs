@@ -3,7 +3,7 @@
 
 use super::live::{Live, Stamped, StartError, Subscription};
 use super::{Backend, ServeOptions};
-use crate::agent::protocol::{Decision, Op};
+use crate::agent::protocol::{Decision, ErrorCode, Op};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -400,7 +400,20 @@ async fn post_message(
             StatusCode::CONFLICT,
             "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\"",
         ),
-        Err(StartError::Resume(e)) => error(StatusCode::CONFLICT, e),
+        Err(StartError::Resume { message, code }) => error(resume_status(code), message),
+    }
+}
+
+/// The answer to a prompt whose session could not be opened: 409 while
+/// another process holds it (retry later), 503 when this server cannot read
+/// it now (descriptors, permissions, the disk), 404 when it is gone, 500
+/// when its file is damaged or newer than this buddy.
+fn resume_status(code: Option<ErrorCode>) -> StatusCode {
+    match code {
+        Some(ErrorCode::SessionInUse) => StatusCode::CONFLICT,
+        Some(ErrorCode::SessionNotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorCode::SessionUnreadable) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(ErrorCode::SessionDamaged) | None => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -3,7 +3,7 @@
 //! allowed with "always", which every run's agent shares.
 
 use crate::agent::allowlist::SharedAllowList;
-use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::protocol::{Decision, ErrorCode, Event, EventKind, Op};
 use crate::agent::AgentHandle;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -224,10 +224,10 @@ impl Live {
             self.publish(&ev);
             match kind {
                 EventKind::SessionResumed { .. } => break,
-                EventKind::Error { message } => {
+                EventKind::Error { message, code } => {
                     self.lock().ops = None;
                     agent.shutdown().await;
-                    return Err(StartError::Resume(message));
+                    return Err(StartError::Resume { message, code });
                 }
                 _ => {}
             }
@@ -337,7 +337,11 @@ fn trim(st: &mut State, max: usize) {
 #[derive(Debug)]
 pub enum StartError {
     Busy,
-    Resume(String),
+    /// The session could not be opened for the run.
+    Resume {
+        message: String,
+        code: Option<ErrorCode>,
+    },
 }
 
 #[cfg(test)]

@@ -270,7 +270,7 @@ impl ExecFrontEnd {
                     crate::text::visible(&message)
                 );
             }
-            EventKind::Error { message } => {
+            EventKind::Error { message, .. } => {
                 self.clear_spinner();
                 eprintln!("{} {}", st.error("error:"), crate::text::visible(&message));
             }

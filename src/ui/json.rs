@@ -112,7 +112,7 @@ impl JsonFrontEnd {
                 st.warning("warning:"),
                 *delay_ms as f64 / 1000.0
             ),
-            EventKind::Error { message } => eprintln!("{} {message}", st.error("error:")),
+            EventKind::Error { message, .. } => eprintln!("{} {message}", st.error("error:")),
             EventKind::ApprovalDecided {
                 tool,
                 command,

@@ -1391,7 +1391,7 @@ impl<'h> Repl<'h> {
             EventKind::Warning { message } => {
                 self.say(&format!("{} {}", st.warning("warning:"), visible(&message)))
             }
-            EventKind::Error { message } => self.say_error(&visible(&message)),
+            EventKind::Error { message, .. } => self.say_error(&visible(&message)),
             EventKind::ApprovalRequested {
                 call_id,
                 tool,
