@@ -4,6 +4,7 @@
 use super::live::{Live, Stamped, StartError, Subscription};
 use super::{Backend, ServeOptions};
 use crate::agent::protocol::{Decision, ErrorCode, Op};
+use crate::agent::HostedError;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -158,6 +159,27 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
+/// The status for a failure of the session store: 503 when the machine is
+/// out of something for the moment (descriptors, memory), so a client
+/// retries later; 500 otherwise.
+fn store_status(e: &HostedError) -> StatusCode {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            // EMFILE, ENFILE, ENOMEM.
+            if matches!(io.raw_os_error(), Some(24 | 23 | 12)) {
+                return StatusCode::SERVICE_UNAVAILABLE;
+            }
+        }
+        next = err.source();
+    }
+    StatusCode::INTERNAL_SERVER_ERROR
+}
+
+fn store_error(e: HostedError) -> Response {
+    error(store_status(&e), e.to_string())
+}
+
 /// Every request: a Host that names this server, an Origin (when a browser
 /// sends one) of this server, and the token when one is set.
 async fn guard(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
@@ -254,7 +276,7 @@ async fn list_sessions(Ext(state): Ext<State>) -> Response {
                 .collect();
             Json(json!({ "sessions": items })).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => store_error(e),
     }
 }
 
@@ -272,12 +294,11 @@ async fn create_session(Ext(state): Ext<State>, body: Option<Json<CreateBody>>) 
             .inner
             .backend
             .resolve(query)
-            .map_err(|e| error(StatusCode::NOT_FOUND, e.to_string())),
-        None => state
-            .inner
-            .backend
-            .create_session()
-            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+            .map_err(|e| match store_status(&e) {
+                StatusCode::SERVICE_UNAVAILABLE => store_error(e),
+                _ => error(StatusCode::NOT_FOUND, e.to_string()),
+            }),
+        None => state.inner.backend.create_session().map_err(store_error),
     };
     match result {
         Ok(id) => (StatusCode::CREATED, Json(json!({ "id": id }))).into_response(),
@@ -310,7 +331,7 @@ async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
             let running = state.sessions().get(&id).is_some_and(|l| l.running());
             Json(json!({ "id": id, "running": running, "messages": messages })).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => store_error(e),
     }
 }
 
@@ -642,6 +663,32 @@ mod tests {
         assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
         assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
         assert_eq!(query_token(None), None);
+    }
+
+    /// A store out of descriptors is the moment's fault (503, retry); any
+    /// other failure, a damaged file say, is not (500).
+    #[test]
+    fn store_failures_out_of_descriptors_are_503() {
+        let emfile = crate::session::SessionError::io(
+            "create session file",
+            "/s/x.jsonl",
+            std::io::Error::from_raw_os_error(24),
+        );
+        assert_eq!(
+            store_status(&HostedError::from(emfile)),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let denied = crate::session::SessionError::io(
+            "create session file",
+            "/s/x.jsonl",
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        assert_eq!(
+            store_status(&HostedError::from(denied)),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let bare: HostedError = std::io::Error::from_raw_os_error(23).into();
+        assert_eq!(store_status(&bare), StatusCode::SERVICE_UNAVAILABLE);
     }
 
     struct NoBackend;
