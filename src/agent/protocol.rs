@@ -299,8 +299,8 @@ pub enum ErrorCode {
     SessionInUse,
     /// No session matches.
     SessionNotFound,
-    /// The session could not be read here and now (permissions, too many
-    /// open files, a failing disk): not the request's fault.
+    /// The machine is out of something for the moment (file descriptors,
+    /// memory): retry later.
     SessionUnreadable,
     /// The session file is damaged or newer than this buddy understands.
     SessionDamaged,

@@ -4,7 +4,7 @@
 use crate::agent::protocol::ErrorCode;
 use crate::agent::service::{NewSession, OpenError, OpenedSession, SessionHost};
 use crate::agent::{HostedError, ModelInfo};
-use crate::session::{SessionError, SessionInfo, Store};
+use crate::session::{out_of_resources, SessionError, SessionInfo, Store};
 use std::path::PathBuf;
 
 pub(crate) struct Sessions {
@@ -76,11 +76,13 @@ fn code_of(e: &SessionError) -> Option<ErrorCode> {
             Some(ErrorCode::SessionNotFound)
         }
         // Our own refusals (too large, not a regular file) come as
-        // `InvalidInput`: the file is at fault, not the moment.
+        // `InvalidInput`: the file is at fault, not the moment. Other I/O
+        // failures (permissions, the disk) are left without a kind.
         SessionError::Io { source, .. } => match source.kind() {
+            _ if out_of_resources(source) => Some(ErrorCode::SessionUnreadable),
             std::io::ErrorKind::InvalidInput => Some(ErrorCode::SessionDamaged),
             std::io::ErrorKind::NotFound => Some(ErrorCode::SessionNotFound),
-            _ => Some(ErrorCode::SessionUnreadable),
+            _ => None,
         },
         SessionError::Corrupt { .. } | SessionError::Newer { .. } => {
             Some(ErrorCode::SessionDamaged)
@@ -99,7 +101,8 @@ mod tests {
     }
 
     /// Running out of descriptors is the server's moment, not the file's;
-    /// a file the store refuses to read is the file's.
+    /// a file the store refuses to read is the file's; other I/O failures
+    /// have no kind.
     #[test]
     fn store_failures_map_to_the_kinds_front_ends_tell_apart() {
         let emfile = io::Error::from_raw_os_error(24);
@@ -107,11 +110,13 @@ mod tests {
             code_of(&io_error(emfile)),
             Some(ErrorCode::SessionUnreadable)
         );
-        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        let enfile = io::Error::from_raw_os_error(23);
         assert_eq!(
-            code_of(&io_error(denied)),
+            code_of(&io_error(enfile)),
             Some(ErrorCode::SessionUnreadable)
         );
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert_eq!(code_of(&io_error(denied)), None);
         let too_big = io::Error::new(io::ErrorKind::InvalidInput, "larger than 64 MiB");
         assert_eq!(code_of(&io_error(too_big)), Some(ErrorCode::SessionDamaged));
         let gone = io::Error::from(io::ErrorKind::NotFound);

@@ -166,8 +166,7 @@ fn store_status(e: &HostedError) -> StatusCode {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
     while let Some(err) = next {
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            // EMFILE, ENFILE, ENOMEM.
-            if matches!(io.raw_os_error(), Some(24 | 23 | 12)) {
+            if crate::session::out_of_resources(io) {
                 return StatusCode::SERVICE_UNAVAILABLE;
             }
         }
@@ -426,9 +425,9 @@ async fn post_message(
 }
 
 /// The answer to a prompt whose session could not be opened: 409 while
-/// another process holds it (retry later), 503 when this server cannot read
-/// it now (descriptors, permissions, the disk), 404 when it is gone, 500
-/// when its file is damaged or newer than this buddy.
+/// another process holds it, 503 when this server is out of descriptors or
+/// memory for now (both: retry later), 404 when it is gone, 500 when its file
+/// is damaged or newer than this buddy, or anything else failed.
 fn resume_status(code: Option<ErrorCode>) -> StatusCode {
     match code {
         Some(ErrorCode::SessionInUse) => StatusCode::CONFLICT,

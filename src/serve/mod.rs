@@ -7,8 +7,9 @@
 //! Events get ids per session and are kept (bounded), so a client that
 //! reconnects with `Last-Event-ID` gets what it missed; a dropped client does
 //! not stop the run, an interrupt does. A session's record is dropped after
-//! ten idle minutes and made again when needed, its ids above the old ones. One run at a time per session: a
-//! second prompt is refused (409) unless sent as a steer or a follow-up.
+//! ten idle minutes and made again when needed, its ids above the old ones.
+//! One run at a time per session: a second prompt is refused (409) unless
+//! sent as a steer or a follow-up.
 //! Prefixes approved with "always" are kept per session in memory and handed
 //! to each run's agent, so they last until the server stops, never on disk.
 //!

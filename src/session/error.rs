@@ -96,6 +96,17 @@ impl fmt::Display for SessionError {
     }
 }
 
+/// Whether `e` says the machine is out of something for the moment (file
+/// descriptors, memory) rather than that anything is wrong with the session:
+/// the one kind of failure worth retrying later.
+pub fn out_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        Errno::from_io_error(e),
+        Some(Errno::MFILE | Errno::NFILE | Errno::NOMEM)
+    )
+}
+
 impl std::error::Error for SessionError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

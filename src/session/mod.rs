@@ -10,7 +10,7 @@
 pub mod error;
 pub mod journal;
 
-pub use error::SessionError;
+pub use error::{out_of_resources, SessionError};
 
 use crate::agent::{repair_history_with, HistorySink, HostedError, TokenTracker};
 use crate::clock;
