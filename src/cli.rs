@@ -161,12 +161,13 @@ pub struct ResumeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ExecArgs {
-    /// The prompt; `-` or nothing (with piped stdin) reads it from stdin
-    #[arg(
-        value_name = "PROMPT",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// The prompt (its words are joined with spaces); `-`, or nothing with
+    /// piped stdin, reads it from stdin. With a prompt given, piped stdin is
+    /// added after it as a `<stdin>` block. `--` before a prompt that starts
+    /// with a dash.
+    // Flags are flags wherever they stand, so a mistyped one is an error
+    // with a suggestion, never words of the prompt.
+    #[arg(value_name = "PROMPT")]
     pub prompt: Vec<String>,
     /// Run shell commands without asking for approval
     #[arg(long)]

@@ -1,8 +1,10 @@
 //! How buddy's HTTP clients (the model client, the fetch tool, logins) reach
 //! the network, decided in one place so all three agree.
 //!
-//! Trust: the system's certificate store, or the files named by
-//! `SSL_CERT_FILE`/`SSL_CERT_DIR` when set (as OpenSSL does); the roots bundled
+//! Trust: the system's certificate store — its bundle file where it has one —
+//! or the files named by `SSL_CERT_FILE`/`SSL_CERT_DIR` when set (as OpenSSL
+//! does), read when the first https client is built, never for plain HTTP to
+//! a local server; the roots bundled
 //! in the binary only when that yields nothing, so a minimal container without
 //! a CA bundle still reaches public servers. A profile's `ca_file` adds its
 //! certificates on top, for one private server. The store is read here rather
@@ -24,7 +26,17 @@ use std::sync::OnceLock;
 
 /// A client builder with buddy's trust roots; callers add timeouts and the like.
 pub fn client_builder(extra_roots: &[Certificate]) -> reqwest::ClientBuilder {
-    let system = system_roots();
+    builder_with(system_roots(), extra_roots)
+}
+
+/// Like [`client_builder`], reading the system store again rather than
+/// using the copy read earlier: for measuring what the first https client
+/// of a run costs (benches/tls.rs).
+pub fn fresh_client_builder(extra_roots: &[Certificate]) -> reqwest::ClientBuilder {
+    builder_with(&usable(load_system_roots()), extra_roots)
+}
+
+fn builder_with(system: &[Certificate], extra_roots: &[Certificate]) -> reqwest::ClientBuilder {
     // reqwest would add its bundled roots on top of ours; only when the system
     // gave none are they wanted, so a deliberately pruned store stays pruned.
     let mut builder = reqwest::Client::builder().tls_built_in_root_certs(system.is_empty());
@@ -34,19 +46,47 @@ pub fn client_builder(extra_roots: &[Certificate]) -> reqwest::ClientBuilder {
     builder
 }
 
+/// A client for plain-HTTP requests only: no trust roots at all, so building
+/// it reads no certificate file. It must never be handed an https URL.
+pub fn plain_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .build()
+}
+
 /// The system store, read once per process: three clients share it, and
 /// reading a distribution's bundle parses a few hundred certificates.
 fn system_roots() -> &'static [Certificate] {
     static ROOTS: OnceLock<Vec<Certificate>> = OnceLock::new();
     ROOTS.get_or_init(|| {
         // An unreadable file among several is skipped; what did load still counts.
-        rustls_native_certs::load_native_certs()
-            .certs
-            .into_iter()
-            .filter(|der| usable_root(der).is_ok())
-            .filter_map(|der| Certificate::from_der(der.as_ref()).ok())
-            .collect()
+        usable(load_system_roots())
     })
+}
+
+fn usable(roots: Vec<CertificateDer<'static>>) -> Vec<Certificate> {
+    roots
+        .into_iter()
+        .filter(|der| usable_root(der).is_ok())
+        .filter_map(|der| Certificate::from_der(der.as_ref()).ok())
+        .collect()
+}
+
+/// The system's roots, from its single bundle file where it has one: one
+/// read, where the hashed directory beside it (/etc/ssl/certs) is a file per
+/// certificate, over a hundred opens for the same roots. `SSL_CERT_FILE` and
+/// `SSL_CERT_DIR` are honoured as they are; without a bundle, the directories.
+pub fn load_system_roots() -> Vec<CertificateDer<'static>> {
+    let dir_chosen = std::env::var_os("SSL_CERT_DIR").is_some_and(|v| !v.is_empty());
+    if !dir_chosen {
+        if let Some(bundle) = openssl_probe::probe().cert_file {
+            let certs = rustls_native_certs::load_certs_from_paths(Some(&bundle), None).certs;
+            if !certs.is_empty() {
+                return certs;
+            }
+        }
+    }
+    rustls_native_certs::load_native_certs().certs
 }
 
 /// Whether rustls accepts `der` as a trust anchor. reqwest fails the whole

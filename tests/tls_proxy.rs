@@ -498,3 +498,89 @@ fn http_proxy_forwards_plain_http() {
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].path, "/v1/chat/completions");
 }
+
+// ---------------------------------------------------------------------------
+// The trust store is read only for https
+// ---------------------------------------------------------------------------
+
+/// Runs `cmd` with `SSL_CERT_FILE` naming a FIFO and says whether buddy
+/// opened it while it ran. A reader blocks in open() until a writer comes,
+/// and the writer here is already waiting: if buddy reads the store, the
+/// writer's open returns while buddy still runs. If not, the writer is let
+/// go only after buddy has exited. Either way the answer is certain, not a
+/// matter of timing. What the writer sends is `pem` (the test CA, so an
+/// https run that reads the store can also succeed).
+fn trust_store_read_by(cmd: BuddyCmd, args: &[&str], pem: &str) -> (support::Output, bool) {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::AtomicBool;
+    let dir = TempDir::new("trust-fifo");
+    let fifo = dir.join("ca-bundle.pem");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let exited = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (fifo, exited, pem) = (fifo.clone(), exited.clone(), pem.to_string());
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&fifo)
+                .expect("open the FIFO to write");
+            let read_while_running = !exited.load(Ordering::SeqCst);
+            use std::io::Write;
+            let _ = f.write_all(pem.as_bytes());
+            read_while_running
+        })
+    };
+    let out = cmd.env("SSL_CERT_FILE", &fifo).args(args).run();
+    exited.store(true, Ordering::SeqCst);
+    // O_NONBLOCK: a reader that does not wait, so a writer still waiting
+    // for one is released.
+    let _release = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(0o4000)
+        .open(&fifo)
+        .expect("open the FIFO to read");
+    let read = writer.join().expect("writer thread");
+    (out, read)
+}
+
+#[test]
+fn plain_http_never_reads_the_trust_store() {
+    let provider = FakeProvider::start(vec![Reply::text("plain"), Reply::text("keyless")]);
+    let (out, read) = trust_store_read_by(
+        BuddyCmd::new().config(config(&provider.base_url(), "")),
+        &["exec", "hello"],
+        "",
+    );
+    out.assert_success();
+    assert_eq!(out.stdout, "plain\n");
+    assert!(!read, "a plain-HTTP exec read the trust store");
+    // The keyless --base-url path of a first run (no config file) likewise.
+    let (out, read) = trust_store_read_by(
+        BuddyCmd::new(),
+        &["--base-url", &provider.base_url(), "exec", "hello"],
+        "",
+    );
+    out.assert_success();
+    assert_eq!(out.stdout, "keyless\n");
+    assert!(!read, "a plain-HTTP exec read the trust store");
+}
+
+#[test]
+fn https_reads_the_trust_store_when_first_used() {
+    // The guard above can fail: the same probe sees an https run read it.
+    let pki = Pki::new();
+    let provider = FakeProvider::start(vec![Reply::text("over TLS")]);
+    let front = TlsFront::start(&pki, provider.addr());
+    let (out, read) = trust_store_read_by(
+        BuddyCmd::new().config(config(&https_base(&front), "")),
+        &["exec", "hello"],
+        &pki.ca_pem,
+    );
+    out.assert_success();
+    assert_eq!(out.stdout, "over TLS\n");
+    assert!(read, "an https exec did not read the trust store");
+}

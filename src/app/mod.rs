@@ -33,6 +33,7 @@ mod discovery;
 mod execution;
 mod pick;
 mod project;
+mod prompt;
 mod repl;
 mod serve;
 mod sessions;
@@ -378,7 +379,7 @@ async fn exec(
     overrides: &CliOverrides,
     target_args: TargetArgs,
 ) -> Result<Exit, AppError> {
-    let prompt = read_prompt(&args)?;
+    let prompt = prompt::read(&args.prompt)?;
     let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
     let choice = SandboxChoice::new(&settings.tools, args.dangerously_auto_approve);
@@ -947,38 +948,6 @@ fn login_issuer(
         }
     };
     Ok(config::issuer_for(&file.auth, &provider))
-}
-
-/// The most `buddy exec` reads from piped stdin: several times what a large
-/// context window holds, so a real prompt always fits.
-pub const MAX_STDIN_BYTES: u64 = 8 * 1024 * 1024;
-
-/// Reads the prompt from the arguments or, for `-` or none with piped input, stdin.
-fn read_prompt(args: &ExecArgs) -> Result<String, AppError> {
-    let from_stdin =
-        args.prompt == ["-"] || (args.prompt.is_empty() && !std::io::stdin().is_terminal());
-    let prompt = if from_stdin {
-        // Piped context is bounded: `buddy exec < /dev/zero` or a runaway
-        // producer is refused once past the cap, not read forever.
-        let bytes = crate::localfile::read_bounded(std::io::stdin().lock(), MAX_STDIN_BYTES)
-            .map_err(|e| match e {
-                crate::localfile::ReadError::TooBig { limit } => AppError::Usage(format!(
-                    "the prompt on stdin is larger than {}; buddy exec reads at most that much (save it to a file and ask the model to read the part it needs)",
-                    crate::localfile::size(limit)
-                )),
-                e => AppError::Usage(format!("cannot read the prompt from stdin: {e}")),
-            })?;
-        String::from_utf8(bytes)
-            .map_err(|_| AppError::Usage("the prompt on stdin is not UTF-8 text".into()))?
-    } else {
-        args.prompt.join(" ")
-    };
-    if prompt.trim().is_empty() {
-        return Err(AppError::Usage(
-            "no prompt given: use `buddy exec \"PROMPT\"` or pipe the prompt on stdin".into(),
-        ));
-    }
-    Ok(prompt)
 }
 
 /// Makes every secret `settings` can reach known to the redaction (keys,

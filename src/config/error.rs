@@ -40,6 +40,12 @@ pub enum ConfigError {
         profile: String,
         hint: String,
     },
+    /// `-m NAME` that is not a profile, close to one, where taking it as a
+    /// model id failed.
+    NearMiss {
+        name: String,
+        suggestion: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -92,6 +98,12 @@ impl fmt::Display for ConfigError {
                     q(hint)
                 )
             }
+            ConfigError::NearMiss { name, suggestion } => write!(
+                f,
+                "`{}` is not a model profile; did you mean `{}`? (`buddy models` lists the active profile's models; profiles are under [models] in buddy.toml)",
+                q(name),
+                q(suggestion)
+            ),
         }
     }
 }

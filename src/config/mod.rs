@@ -377,7 +377,18 @@ pub fn resolve(
         });
     }
 
-    let login = (profile.auth == AuthMode::Login).then(|| {
+    // A URL from the flag or the environment that is not the profile's own
+    // server gets none of the profile's credentials: only BUDDY_API_KEY,
+    // which the user gives for whatever URL is in use, or nothing at all
+    // (a local server needs no key; a 401 then says one is missing).
+    let override_url = cli
+        .base_url
+        .clone()
+        .or_else(|| env_first(env, &["BUDDY_BASE_URL", "AGENT_BASE_URL"]));
+    let elsewhere = override_url
+        .as_deref()
+        .is_some_and(|u| !same_server(u, profile.api_base_url.as_deref()));
+    let login = (profile.auth == AuthMode::Login && !elsewhere).then(|| {
         let provider = profile.provider.clone().unwrap_or_else(|| "openai".into());
         issuer_for(&file.auth, &provider)
     });
@@ -392,13 +403,12 @@ pub fn resolve(
         // A login-backed profile uses its tokens, never a stray key.
         (Some(_), _) => None,
         (None, Some(k)) => Some(k.trim().to_string()),
-        (None, None) => resolve_profile_key(&profile_name, &profile, env)?,
+        (None, None) if elsewhere => None,
+        (None, None) => resolve_profile_key(&profile_name, &profile, env)
+            .map_err(|e| near_miss(e, cli.model.as_deref(), &profiles))?,
     };
 
-    let base_url = cli
-        .base_url
-        .clone()
-        .or_else(|| env_first(env, &["BUDDY_BASE_URL", "AGENT_BASE_URL"]))
+    let base_url = override_url
         .or(profile.api_base_url.clone())
         .ok_or_else(|| ConfigError::Invalid {
             path: file_src.clone(),
@@ -499,6 +509,75 @@ pub fn resolve(
         profile_keys,
         untrusted: file.untrusted,
     })
+}
+
+/// Whether two base URLs name the same server: scheme, host and port
+/// (the default port of the scheme when none is written), case-insensitive.
+/// An unknown `profile_url` is never the same server.
+pub fn same_server(url: &str, profile_url: Option<&str>) -> bool {
+    match (origin(url), profile_url.and_then(origin)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// `(scheme, host, port)` of an http(s) URL, lower-cased.
+fn origin(url: &str) -> Option<(String, String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // user:password@ is not part of where the request goes.
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        let (host, after) = v6.split_once(']')?;
+        (format!("[{host}]"), after.strip_prefix(':'))
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (host_port.to_string(), None),
+        }
+    };
+    let port = match port {
+        Some(p) if !p.is_empty() => p.parse().ok()?,
+        _ => default_port,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some((scheme, host.to_ascii_lowercase(), port))
+}
+
+/// A missing key for a `-m` value that is not a profile but nearly spells
+/// one is most likely a typo: say so, instead of blaming the key of the
+/// profile the value fell through to.
+fn near_miss(e: ConfigError, wanted: Option<&str>, profiles: &[String]) -> ConfigError {
+    let (ConfigError::MissingKey { .. }, Some(wanted)) = (&e, wanted) else {
+        return e;
+    };
+    match closest_profile(wanted, profiles) {
+        Some(close) => ConfigError::NearMiss {
+            name: wanted.to_string(),
+            suggestion: close,
+        },
+        None => e,
+    }
+}
+
+/// The profile name within two edits of `wanted` (the closest one), if any;
+/// very short names need to be closer still.
+pub fn closest_profile(wanted: &str, profiles: &[String]) -> Option<String> {
+    let wanted_lc = wanted.to_lowercase();
+    profiles
+        .iter()
+        .map(|p| (strsim::levenshtein(&wanted_lc, &p.to_lowercase()), p))
+        .filter(|(d, p)| *d <= 2 && *d < p.chars().count().div_ceil(2).max(1) + 1)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, p)| p.clone())
 }
 
 /// The name discovery's profile gets: `local`, unless the file already has one.

@@ -15,7 +15,7 @@ use crate::wire::stream::{TooManyToolCalls, MAX_TOOL_CALLS};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Error bodies larger than this are not read further; the message is in the start.
@@ -183,7 +183,12 @@ pub struct HttpClient {
     settings: ClientSettings,
     protocol: Box<dyn Protocol>,
     url: String,
-    http: reqwest::Client,
+    /// reqwest's client, built at the first exchange that needs it: building
+    /// one loads the system's trust store, which a plain-HTTP exchange with
+    /// a local server never uses (see `request_builder`).
+    http: OnceLock<reqwest::Client>,
+    /// Where a shared client comes from, for building `http` later.
+    shared: Option<Transports>,
     /// For plain-HTTP servers without a proxy: exchanges driven by the reader
     /// (`direct.rs`); reqwest otherwise.
     direct: Option<direct::Pool>,
@@ -208,17 +213,14 @@ impl HttpClient {
             settings.base_url.trim_end_matches('/'),
             protocol.path()
         );
-        let http = transport(&settings, shared).map_err(|e| ApiError::Connect {
-            url: url.clone(),
-            detail: format!("cannot build HTTP client: {e}"),
-        })?;
         let direct =
             direct::applies(&url).then(|| shared.map(|s| s.direct.clone()).unwrap_or_default());
         Ok(HttpClient {
             settings,
             protocol,
             url,
-            http,
+            http: OnceLock::new(),
+            shared: shared.cloned(),
             direct,
             login: None,
             limits: StreamLimits::default(),
@@ -237,6 +239,34 @@ impl HttpClient {
         self
     }
 
+    /// reqwest's client for this profile, built on first use.
+    fn reqwest(&self) -> Result<&reqwest::Client, ApiError> {
+        if let Some(client) = self.http.get() {
+            return Ok(client);
+        }
+        let client =
+            transport(&self.settings, self.shared.as_ref()).map_err(|e| ApiError::Connect {
+                url: self.url.clone(),
+                detail: format!("cannot build HTTP client: {e}"),
+            })?;
+        Ok(self.http.get_or_init(|| client))
+    }
+
+    /// A client to build requests with. A direct exchange only takes the
+    /// request it builds (method, URL, headers), never its connections, so
+    /// it gets one without trust roots: the trust store is read only when an
+    /// https URL (or a proxy) is first used.
+    fn request_builder(&self) -> Result<&reqwest::Client, ApiError> {
+        if self.direct.is_none() {
+            return self.reqwest();
+        }
+        static BUILDER: OnceLock<Option<reqwest::Client>> = OnceLock::new();
+        match BUILDER.get_or_init(|| crate::net::plain_client().ok()) {
+            Some(client) => Ok(client),
+            None => self.reqwest(),
+        }
+    }
+
     /// One HTTP exchange. The flag says whether anything was already shown to the
     /// user, which makes a retry unsafe (it would repeat visible output).
     async fn attempt(
@@ -248,7 +278,8 @@ impl HttpClient {
         // One copy of the request body per attempt, shared by either transport.
         let payload = bytes::Bytes::copy_from_slice(body);
         let mut req = self
-            .http
+            .request_builder()
+            .map_err(|e| (e, None, false))?
             .post(&self.url)
             .header("content-type", "application/json")
             .body(payload.clone());
@@ -496,7 +527,9 @@ impl HttpClient {
             self.settings.base_url.trim_end_matches('/'),
             self.protocol.models_path()
         );
-        let mut req = self.protocol.headers(self.http.get(&url), &self.settings);
+        let mut req = self
+            .protocol
+            .headers(self.reqwest()?.get(&url), &self.settings);
         if let Some(login) = &self.login {
             let token = login
                 .token()
@@ -650,6 +683,21 @@ impl ModelClient for HttpClient {
                         );
                     }
                 }
+                // Sent without a key (a local server needs none) and refused
+                // for want of one: say that, not just the status.
+                Err((
+                    ApiError::Status {
+                        status: 401,
+                        message,
+                    },
+                    _,
+                    _,
+                )) if self.login.is_none() && self.settings.api_key.is_none() => {
+                    return Err(ApiError::Auth(missing_key_message(
+                        &self.settings.base_url,
+                        &message,
+                    )));
+                }
                 Err((err, retry_after, shown)) => {
                     let transient = err.is_retryable()
                         || matches!(err, ApiError::StreamInterrupted(_)) && !shown;
@@ -679,6 +727,16 @@ impl ModelClient for HttpClient {
         // runs on a task of its own.
         self.direct.is_some()
     }
+}
+
+/// The error for a 401 to a request sent without a key.
+fn missing_key_message(base_url: &str, server_said: &str) -> String {
+    let mut m = format!("no API key for {base_url}: the server answered 401 Unauthorized");
+    if !server_said.is_empty() {
+        m.push_str(&format!(" ({server_said})"));
+    }
+    m.push_str("; export BUDDY_API_KEY=... for it, or add a profile with its api_base_url and api_key_env to buddy.toml");
+    m
 }
 
 /// A response head from either transport, and its body to read.

@@ -363,6 +363,37 @@ impl BuddyCmd {
         cmd
     }
 
+    /// Runs `sh -c script` in buddy's working directory with buddy's
+    /// isolated environment and the built `buddy` first on `PATH`, so a
+    /// documented command line can be run exactly as written.
+    pub fn shell(&self, script: &str) -> std::process::Output {
+        let buddy = self.command_with(&[]);
+        // coreutils' timeout bounds the whole line, buddy and all.
+        let mut sh = Command::new("timeout");
+        sh.arg(DEFAULT_RUN_TIMEOUT.as_secs().max(1).to_string())
+            .arg("sh");
+        for (key, value) in buddy.get_envs() {
+            match value {
+                Some(v) => sh.env(key, v),
+                None => sh.env_remove(key),
+            };
+        }
+        let bin_dir = buddy_bin()
+            .parent()
+            .expect("the binary has a directory")
+            .to_path_buf();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![bin_dir];
+        dirs.extend(std::env::split_paths(&path));
+        sh.env("PATH", std::env::join_paths(dirs).expect("PATH"))
+            .arg("-c")
+            .arg(script)
+            .current_dir(self.work_dir())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sh")
+    }
+
     /// Runs buddy to completion and captures its output. Panics if it cannot start
     /// or outlives the timeout (showing what it printed so far).
     pub fn run(&self) -> Output {
