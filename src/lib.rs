@@ -20,6 +20,7 @@ pub mod config;
 pub mod host;
 pub mod localfile;
 pub mod net;
+pub mod procenv;
 pub mod provider;
 pub mod redact;
 pub mod serve;

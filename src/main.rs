@@ -14,6 +14,9 @@ fn main() {
     {
         std::process::exit(buddy::host::sandbox::wrapper_main(&args[2..]));
     }
+    // Before any thread exists: keys in buddy's own environment must not be
+    // readable from /proc/PID/environ by the commands it runs.
+    buddy::procenv::scrub(buddy::procenv::looks_secret);
     let cli = buddy::cli::Cli::parse();
     // One thread is plenty for one conversation: the work is waiting on the
     // network and on child processes, and a single-threaded runtime starts

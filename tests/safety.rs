@@ -419,3 +419,82 @@ fn short_keys_corrupt_neither_output_nor_json_nor_sessions() {
         }
     }
 }
+
+// ------------------------------------------- buddy's own environment in /proc
+
+/// Every buddy process's environment entries for the two keys and a plain
+/// marker variable, base64-encoded (which redaction cannot recognise).
+const BUDDY_ENVIRONS: &str = "for p in $(pgrep -x buddy); do tr '\\0' '\\n' < /proc/$p/environ; done 2>/dev/null | grep -E '^(OPENAI_API_KEY|LLM_CRED|PROBE_MARK)=' | base64 -w0";
+
+fn decode_base64(text: &str) -> Vec<u8> {
+    let out = std::process::Command::new("base64")
+        .arg("-d")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(text.trim().as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("base64 -d");
+    out.stdout
+}
+
+/// Runs buddy with a key in its environment (a usual name, and one only the
+/// config names) and a tool that reads buddy's /proc/PID/environ; asserts
+/// the tool saw buddy's environment but neither key.
+fn buddys_environ_hides_keys_from_a_tool(extra_args: &[&str]) {
+    const USUAL: &str = "sk-proc-usual-0123456789abcdef";
+    const CUSTOM: &str = "sk-proc-custom-0123456789abcdef";
+    let mark = format!("seen-{}-{}", std::process::id(), extra_args.len());
+    let p = FakeProvider::start(vec![shell("e1", BUDDY_ENVIRONS), Reply::text("done")]);
+    let cfg = format!(
+        "{}\n[tools]\nshell_confirm = false\n",
+        fake_config(&p).replace("api_key = \"sk-fake\"", "api_key_env = \"LLM_CRED\"")
+    );
+    let cmd = BuddyCmd::new()
+        .config(cfg)
+        .env("OPENAI_API_KEY", USUAL)
+        .env("LLM_CRED", CUSTOM)
+        .env("PROBE_MARK", &mark);
+    let mut args = vec!["exec"];
+    args.extend_from_slice(extra_args);
+    args.push("look");
+    let out = cmd.rerun(&args);
+    out.assert_success();
+    let reqs = p.chat_requests();
+    // buddy itself still has the key it was given: the request carried it.
+    assert_eq!(
+        reqs[0].header("authorization").as_deref(),
+        Some(format!("Bearer {CUSTOM}").as_str())
+    );
+    // The result is "exit code: 0\nstdout:\n" and the probe's one line.
+    let result = tool_result(&reqs[1], "e1");
+    let encoded = result.lines().last().unwrap_or_default();
+    let seen = String::from_utf8_lossy(&decode_base64(encoded)).into_owned();
+    // The probe read this buddy's environment: its plain marker is there.
+    assert!(seen.contains(&format!("PROBE_MARK={mark}")), "{seen}");
+    for key in [USUAL, CUSTOM] {
+        assert!(!seen.contains(key), "a key was readable in /proc: {seen}");
+    }
+    // The entries remain, their values overwritten in place.
+    assert!(
+        seen.contains(&format!("LLM_CRED={}", "*".repeat(CUSTOM.len()))),
+        "{seen}"
+    );
+    assert!(
+        seen.contains(&format!("OPENAI_API_KEY={}", "*".repeat(USUAL.len()))),
+        "{seen}"
+    );
+}
+
+#[test]
+fn buddys_own_environment_shows_no_key_to_its_commands() {
+    buddys_environ_hides_keys_from_a_tool(&[]);
+}
+
+#[test]
+fn buddys_own_environment_shows_no_key_to_a_tmux_pane() {
+    buddys_environ_hides_keys_from_a_tool(&["--tmux"]);
+}

@@ -252,6 +252,10 @@ async fn load_settings(overrides: &CliOverrides) -> Result<(Settings, CliOverrid
         Err(e) => return Err(AppError::Usage(e.to_string())),
     };
     crate::host::hide_env(loaded.0.hidden_env.clone());
+    // Keys named only in the config (a profile's api_key_env) leave buddy's
+    // own /proc environ too; the usual names already did in main.
+    let hidden = &loaded.0.hidden_env;
+    crate::procenv::scrub(|name| hidden.iter().any(|h| h == name));
     if let Some(line) = loaded.0.untrusted.as_ref().and_then(trust::warning) {
         let style = Style::detect(!overrides.no_color);
         eprintln!("{} {line}", style.warning("warning:"));
