@@ -498,3 +498,51 @@ fn buddys_own_environment_shows_no_key_to_its_commands() {
 fn buddys_own_environment_shows_no_key_to_a_tmux_pane() {
     buddys_environ_hides_keys_from_a_tool(&["--tmux"]);
 }
+
+// ------------------------------------------------ project instructions
+
+#[test]
+fn an_agents_md_symlink_out_of_the_repository_is_not_sent() {
+    let p = FakeProvider::start(vec![Reply::text("ok")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let secret_dir = cmd.home_dir().join(".ssh");
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    let key = secret_dir.join("id_ed25519");
+    std::fs::write(
+        &key,
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(cmd.work_dir().join(".git")).unwrap();
+    std::os::unix::fs::symlink(&key, cmd.work_dir().join("AGENTS.md")).unwrap();
+    let out = cmd.rerun(["exec", "hi"]);
+    out.assert_success();
+    let body = p.chat_requests()[0].body_text();
+    assert!(!body.contains("PRIVATE KEY"), "{body}");
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("AGENTS.md"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    assert!(
+        warnings[0].contains("outside the repository"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_key_quoted_in_project_instructions_is_redacted_from_the_prompt() {
+    let p = FakeProvider::start(vec![Reply::text("ok")]);
+    // Free text hides keys of 8 characters or more (docs/SECURITY.md).
+    let cmd = BuddyCmd::new().config(fake_config(&p).replace("sk-fake", "sk-fake-0123456789"));
+    std::fs::write(
+        cmd.work_dir().join("AGENTS.md"),
+        "Use the key sk-fake-0123456789 when calling the API.\n",
+    )
+    .unwrap();
+    cmd.rerun(["exec", "hi"]).assert_success();
+    let body = p.chat_requests()[0].body_text();
+    assert!(body.contains("Use the key [REDACTED]"), "{body}");
+}

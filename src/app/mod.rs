@@ -340,6 +340,12 @@ fn agent_setup(
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
     let project = project::find(&cwd);
+    if let Some(p) = &project {
+        warn_skipped_instructions(&p.skipped, settings.display.color);
+    }
+    let project = project.filter(|p| !p.files.is_empty());
+    // Known secrets never reach the model through the prompt either (a
+    // system_prompt or AGENTS.md that quotes a key).
     let system = render(&PromptContext {
         target: &target,
         cwd: &cwd_text,
@@ -349,6 +355,7 @@ fn agent_setup(
         instructions: settings.agent.system_prompt.as_deref(),
         project: project.as_ref().map(|p| p.text.as_str()),
     });
+    let system = crate::redact::text(&system).into_owned();
     Ok(AgentSetup {
         client: Arc::new(client),
         tools: registry,
@@ -647,7 +654,11 @@ async fn interactive(
     if let Some(a) = &execution.attach {
         banner.push_str(&format!("\n{}", style.dim(a)));
     }
-    if let Some(found) = std::env::current_dir().ok().and_then(|d| project::find(&d)) {
+    if let Some(found) = std::env::current_dir()
+        .ok()
+        .and_then(|d| project::find(&d))
+        .filter(|p| !p.files.is_empty())
+    {
         let cwd = std::env::current_dir().unwrap_or_default();
         let names: Vec<String> = found
             .files
@@ -969,6 +980,25 @@ fn remember_secrets(settings: &Settings) {
     if let Ok(store) = auth_store() {
         crate::redact::remember(store.secrets());
     }
+}
+
+/// One warning line per instruction file left out, once per process
+/// (`buddy serve` builds an agent per session).
+fn warn_skipped_instructions(skipped: &[String], color: bool) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if skipped.is_empty() {
+        return;
+    }
+    WARNED.call_once(|| {
+        let style = Style::detect(color);
+        for line in skipped {
+            eprintln!(
+                "{} {}",
+                style.warning("warning:"),
+                crate::text::visible(line)
+            );
+        }
+    });
 }
 
 /// The model client for the active profile of `settings`. Its secrets are

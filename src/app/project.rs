@@ -2,7 +2,11 @@
 //! the working directory, added to the system prompt so the model follows a
 //! project's own conventions. Outside a repository only the working
 //! directory's own file counts, so a stray file in `/home` or `/` is not
-//! picked up by every project below it.
+//! picked up by every project below it. An instruction file must be a
+//! regular file inside the repository (or the directory): a symlink out of
+//! it — to `~/.ssh/id_ed25519` or buddy's `auth.json`, say — would send that
+//! file to the model server with no tool call and no approval, so it is
+//! skipped with a warning.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,6 +20,8 @@ pub struct ProjectInstructions {
     pub files: Vec<PathBuf>,
     /// Their text, each under a heading naming its file.
     pub text: String,
+    /// One line per instruction file left out, and why.
+    pub skipped: Vec<String>,
 }
 
 pub fn find(cwd: &Path) -> Option<ProjectInstructions> {
@@ -33,11 +39,20 @@ pub fn find(cwd: &Path) -> Option<ProjectInstructions> {
         dirs.truncate(1);
     }
     dirs.reverse();
+    // Where instruction files may live: the repository (or the directory).
+    let root = dirs.first().and_then(|d| std::fs::canonicalize(d).ok());
     let mut files = Vec::new();
     let mut text = String::new();
+    let mut skipped = Vec::new();
     let mut budget = MAX_BYTES;
     for dir in dirs {
         let path = dir.join(FILE_NAME);
+        if let Err(why) = inside(&path, root.as_deref()) {
+            if let Some(why) = why {
+                skipped.push(format!("skipped {}: {why}", path.display()));
+            }
+            continue;
+        }
         let Some(body) = read_bounded(&path, budget) else {
             continue;
         };
@@ -52,7 +67,41 @@ pub fn find(cwd: &Path) -> Option<ProjectInstructions> {
             break;
         }
     }
-    (!files.is_empty()).then_some(ProjectInstructions { files, text })
+    (!files.is_empty() || !skipped.is_empty()).then_some(ProjectInstructions {
+        files,
+        text,
+        skipped,
+    })
+}
+
+/// Whether `path` may be read as instructions: `Ok` for a regular file, or a
+/// symlink to one, under `root`; `Err(None)` when there is no such file;
+/// `Err(Some(why))` when there is one that must not be read.
+fn inside(path: &Path, root: Option<&Path>) -> Result<(), Option<String>> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Err(None);
+    };
+    if meta.is_file() {
+        return Ok(());
+    }
+    if !meta.file_type().is_symlink() {
+        return Err(Some("it is not a regular file".into()));
+    }
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return Err(Some("it is a symlink whose target cannot be found".into()));
+    };
+    if !root.is_some_and(|r| target.starts_with(r)) {
+        return Err(Some(
+            "it is a symlink to a file outside the repository; project instructions must live in it"
+                .into(),
+        ));
+    }
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_file() => Ok(()),
+        _ => Err(Some(
+            "it is a symlink to something other than a regular file".into(),
+        )),
+    }
 }
 
 /// A regular file's text, at most `max` bytes (cut at a character boundary).
@@ -91,6 +140,34 @@ mod tests {
         ));
         std::fs::create_dir_all(&d).expect("tmp dir");
         d
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_repository_is_skipped_with_a_reason() {
+        let root = tmp("symlink");
+        let outside = tmp("secret");
+        std::fs::write(outside.join("id_ed25519"), "PRIVATE KEY").expect("write");
+        std::fs::create_dir_all(root.join(".git")).expect("git");
+        std::os::unix::fs::symlink(outside.join("id_ed25519"), root.join(FILE_NAME))
+            .expect("symlink");
+        let found = find(&root).expect("a skipped file is reported");
+        assert!(found.files.is_empty());
+        assert!(!found.text.contains("PRIVATE KEY"));
+        assert_eq!(found.skipped.len(), 1);
+        assert!(
+            found.skipped[0].contains("outside the repository"),
+            "{:?}",
+            found.skipped
+        );
+        // A symlink to a file inside the repository is fine.
+        std::fs::remove_file(root.join(FILE_NAME)).expect("rm");
+        std::fs::write(root.join("RULES.md"), "inner rules").expect("write");
+        std::os::unix::fs::symlink(root.join("RULES.md"), root.join(FILE_NAME)).expect("symlink");
+        let found = find(&root).expect("found");
+        assert!(found.text.contains("inner rules"));
+        assert!(found.skipped.is_empty());
+        std::fs::remove_dir_all(root).ok();
+        std::fs::remove_dir_all(outside).ok();
     }
 
     #[test]
