@@ -78,6 +78,26 @@ impl Secrets {
         out
     }
 
+    /// The length of the longest end of `text` that is the start of a
+    /// secret redacted in free text (0 when none is): what a stream must
+    /// hold back until it knows whether a key follows.
+    pub fn partial_at_end(&self, text: &str) -> usize {
+        let mut longest = 0;
+        for secret in &self.list {
+            if secret.chars().count() < MIN_SECRET_CHARS {
+                continue;
+            }
+            let most = text.len().min(secret.len() - 1);
+            for n in (longest + 1..=most).rev() {
+                if secret.is_char_boundary(n) && text.ends_with(&secret[..n]) {
+                    longest = n;
+                    break;
+                }
+            }
+        }
+        longest
+    }
+
     /// Replaces `text` in place when it holds a secret.
     pub fn text_in_place(&self, text: &mut String) {
         if let Cow::Owned(t) = self.text(text) {

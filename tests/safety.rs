@@ -546,3 +546,28 @@ fn a_key_quoted_in_project_instructions_is_redacted_from_the_prompt() {
     let body = p.chat_requests()[0].body_text();
     assert!(body.contains("Use the key [REDACTED]"), "{body}");
 }
+
+#[test]
+fn a_key_echoed_in_streamed_reasoning_and_text_is_redacted_everywhere() {
+    // The fake provider streams each text in several pieces, so the key is
+    // split across deltas of both streams.
+    let reply = || {
+        Reply::text(format!("the answer quotes {KEY} too"))
+            .with_reasoning("reasoning_content", format!("I could use {KEY} for this"))
+    };
+    let p = FakeProvider::start(vec![reply(), reply()]);
+    let cfg = fake_config(&p).replace("api_key = \"sk-fake\"", "api_key_env = \"MY_KEY\"");
+    let cmd = BuddyCmd::new().config(cfg).env("MY_KEY", KEY);
+    let out = cmd.rerun(["exec", "go"]);
+    out.assert_success();
+    assert!(
+        out.stderr.contains("I could use [REDACTED]"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(KEY), "{}", out.stderr);
+    assert!(!out.stdout.contains(KEY), "{}", out.stdout);
+    let json = cmd.rerun(["exec", "--json", "go"]);
+    assert!(!json.stdout.contains(KEY), "{}", json.stdout);
+    assert!(!session_text(&cmd).contains(KEY));
+}

@@ -6,6 +6,12 @@
 //! order is kept and nothing is lost. A tool's output tail goes the same way;
 //! a newer tail of the same call replaces one still waiting, as it would on
 //! screen.
+//!
+//! Known secrets are redacted here, for every event. A streamed text or
+//! reasoning delta may end in the first characters of a key whose rest comes
+//! in the next one; such a tail is held back (`State::carry`) until the next
+//! delta shows whether it was a key, or until any other event ends the
+//! stream, so no key reaches a front end in pieces.
 
 use super::protocol::{Event, EventKind};
 use std::sync::{Arc, Mutex};
@@ -27,6 +33,59 @@ struct State {
     /// Deltas that found the channel full, oldest first, neighbours of the
     /// same kind merged (so this stays a handful of entries).
     pending: Vec<EventKind>,
+    /// The end of the current text or reasoning stream that could be the
+    /// start of a secret (see the module note).
+    carry: Option<EventKind>,
+}
+
+impl State {
+    /// Lets the held-back tail go: the stream it belonged to has ended.
+    fn release_carry(&mut self) {
+        if let Some(c) = self.carry.take() {
+            push_merged(&mut self.pending, c);
+        }
+    }
+
+    /// `kind` redacted, less the tail that could start a secret (kept in
+    /// `carry`); `None` when all of it is held back.
+    fn redact_stream(&mut self, mut kind: EventKind) -> Option<EventKind> {
+        if streamed_text(&mut kind).is_none() {
+            self.release_carry();
+            return Some(kind);
+        }
+        if let Some(mut carry) = self.carry.take() {
+            match merge_into(&mut carry, kind) {
+                None => kind = carry,
+                Some(other) => {
+                    push_merged(&mut self.pending, carry);
+                    kind = other;
+                }
+            }
+        }
+        let secrets = crate::redact::known();
+        let text = streamed_text(&mut kind)?;
+        secrets.text_in_place(text);
+        let hold = secrets.partial_at_end(text);
+        if hold == 0 {
+            return Some(kind);
+        }
+        let tail = text.split_off(text.len() - hold);
+        let whole = text.is_empty();
+        let mut carry = kind.clone();
+        if let Some(t) = streamed_text(&mut carry) {
+            *t = tail;
+        }
+        self.carry = Some(carry);
+        (!whole).then_some(kind)
+    }
+}
+
+/// The text of a streamed answer or reasoning delta.
+fn streamed_text(kind: &mut EventKind) -> Option<&mut String> {
+    match kind {
+        EventKind::TextDelta { text } | EventKind::Reasoning { text, .. } => Some(text),
+        _ => None,
+    }
 }
 
 impl Emitter {
@@ -54,6 +113,7 @@ impl Emitter {
     /// Sends `kind`, waiting for room. A receiver that is gone is ignored: a
     /// front end that stopped listening must not stop the agent.
     pub async fn emit(&self, kind: EventKind) {
+        self.lock().release_carry();
         self.flush().await;
         self.send(kind).await;
     }
@@ -81,6 +141,7 @@ impl Emitter {
 
     /// Sends the deltas still pending, waiting for room.
     pub async fn flush(&self) {
+        self.lock().release_carry();
         loop {
             let next = {
                 let mut st = self.lock();
@@ -97,7 +158,9 @@ impl Emitter {
     /// waiting (see the module note).
     pub fn delta(&self, kind: EventKind) {
         let mut st = self.lock();
-        push_merged(&mut st.pending, kind);
+        if let Some(kind) = st.redact_stream(kind) {
+            push_merged(&mut st.pending, kind);
+        }
         drop(st);
         // Send what fits, oldest first; the rest waits for the next delta or event.
         loop {
@@ -204,6 +267,39 @@ mod tests {
         };
         let ((), got) = tokio::join!(em.flush(), receiver);
         assert_eq!(got, [tail("c1", "1"), tail("c1", "3"), tail("c2", "y")]);
+    }
+
+    #[tokio::test]
+    async fn a_key_split_across_deltas_never_leaves_in_pieces() {
+        const KEY: &str = "sk-split-key-0123456789";
+        crate::redact::remember([KEY]);
+        let (tx, mut rx) = mpsc::channel(64);
+        let em = Emitter::new(tx);
+        let reasoning = |t: &str| EventKind::Reasoning {
+            field: "reasoning_content".into(),
+            text: t.into(),
+        };
+        em.delta(reasoning("the key is sk-spl"));
+        em.delta(reasoning("it-key-01"));
+        em.delta(reasoning("23456789 ok"));
+        em.delta(text("answer s"));
+        em.delta(text("k-split-key-0123456789."));
+        em.emit(EventKind::Warning {
+            message: "end".into(),
+        })
+        .await;
+        drop(em);
+        let mut reasoning_seen = String::new();
+        let mut text_seen = String::new();
+        while let Some(e) = rx.recv().await {
+            match e.kind {
+                EventKind::Reasoning { text, .. } => reasoning_seen.push_str(&text),
+                EventKind::TextDelta { text } => text_seen.push_str(&text),
+                _ => {}
+            }
+        }
+        assert_eq!(reasoning_seen, "the key is [REDACTED] ok");
+        assert_eq!(text_seen, "answer [REDACTED].");
     }
 
     #[tokio::test]
