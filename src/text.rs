@@ -10,10 +10,12 @@ use std::borrow::Cow;
 /// Whether `c` must not reach a terminal as itself: C0 and C1 controls
 /// (escape, carriage return, backspace, bell…), DEL, and the Unicode format
 /// characters that reorder or hide text (bidirectional overrides and
-/// isolates, the zero-width joiners and spaces used to hide text).
+/// isolates, the zero-width joiners and spaces used to hide text), and the
+/// line and paragraph separators U+2028/U+2029, which terminals draw as
+/// nothing at all.
 pub fn is_unsafe(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// The visible stand-in for an unsafe character: C0 controls and DEL as their
@@ -106,6 +108,8 @@ mod tests {
         assert_eq!(visible("\x07\x08\x7f"), "␇␈␡");
         assert_eq!(visible("x\u{9b}31m"), "x<U+009B>31m");
         assert_eq!(visible("abc\u{202E}fed"), "abc<U+202E>fed");
+        // Line and paragraph separators are drawn as nothing by terminals.
+        assert_eq!(visible("a\u{2028}b\u{2029}c"), "a<U+2028>b<U+2029>c");
         // An OSC title change loses its power.
         assert_eq!(visible("\x1b]0;pwned\x07"), "␛]0;pwned␇");
     }

@@ -184,6 +184,11 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
         out.held_back.push(format!("auth.{provider}"));
     }
     lowers_tool_safety(&mut file.tools, &mut out.held_back);
+    // Naming the tmux session to join would put the project's pane into a
+    // session of the user's own choosing: the file must be trusted for that.
+    if file.execution.tmux_session.take().is_some() {
+        out.held_back.push("execution.tmux_session".into());
+    }
     out
 }
 
@@ -211,6 +216,13 @@ mod tests {
         let mut file = super::super::parse(text, None).unwrap();
         let u = hold_back(&mut file, Path::new("/p/buddy.toml"), env_key);
         (file, u)
+    }
+
+    #[test]
+    fn an_untrusted_file_does_not_choose_the_tmux_session() {
+        let (file, u) = held("[execution]\ntmux_session = \"work\"\n", false);
+        assert_eq!(file.execution.tmux_session, None);
+        assert!(u.held_back.iter().any(|h| h == "execution.tmux_session"));
     }
 
     #[test]

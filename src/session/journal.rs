@@ -447,6 +447,97 @@ pub fn summarize_tail(tail: &[u8], starts_at_file_start: bool) -> Option<(TurnMa
     None
 }
 
+/// What a listing needs of a journal, read as a stream: no line is held
+/// whole past `LISTED_LINE_BYTES`, so a file of one 100 MB record is listed
+/// in bounded memory (a full `parse` would hold it several times over).
+#[derive(Debug, Default, PartialEq)]
+pub struct Listed {
+    pub messages: u64,
+    pub model: Option<String>,
+    pub first_prompt: Option<String>,
+}
+
+/// Lines up to this long are parsed; longer ones are classified by their
+/// start, and a user message's text is read from that start.
+const LISTED_LINE_BYTES: usize = 256 * 1024;
+
+pub fn summarize_stream(mut r: impl io::BufRead) -> io::Result<Listed> {
+    let mut out = Listed::default();
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            // A final line without a newline is a torn write: not counted.
+            break;
+        }
+        let (piece, ended) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..i], true),
+            None => (buf, false),
+        };
+        let room = LISTED_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        cut |= piece.len() > room;
+        let used = piece.len() + usize::from(ended);
+        r.consume(used);
+        if ended {
+            listed_line(&line, cut, &mut out);
+            line.clear();
+            cut = false;
+        }
+    }
+    Ok(out)
+}
+
+fn listed_line(line: &[u8], cut: bool, out: &mut Listed) {
+    if !cut {
+        match serde_json::from_slice::<Record>(line) {
+            Ok(Record::Header(h)) if out.model.is_none() => {
+                out.model = Some(h.model).filter(|m| !m.is_empty())
+            }
+            Ok(Record::Message(m)) => {
+                out.messages += 1;
+                if out.first_prompt.is_none() && m.role == Role::User {
+                    out.first_prompt = Some(m.text().to_string());
+                }
+            }
+            Ok(Record::Turn(t)) if !t.model.is_empty() => out.model = Some(t.model),
+            _ => {}
+        }
+        return;
+    }
+    if line.starts_with(MESSAGE_PREFIX) {
+        out.messages += 1;
+        if out.first_prompt.is_none() && memchr::memmem::find(line, b"\"role\":\"user\"").is_some()
+        {
+            out.first_prompt = Some(text_from_start(line));
+        }
+    }
+}
+
+/// The start of the first `"content"`/`"text"` string in a cut-off record:
+/// enough for a title.
+fn text_from_start(line: &[u8]) -> String {
+    for key in [&b"\"content\":\""[..], &b"\"text\":\""[..]] {
+        let Some(at) = memchr::memmem::find(line, key) else {
+            continue;
+        };
+        let body = &line[at + key.len() - 1..];
+        // Take at most a few KiB of the literal and close it; drop a torn
+        // escape or character at the cut.
+        let mut end = body.len().min(4096);
+        while end > 1 {
+            let mut candidate = body[..end].to_vec();
+            candidate.push(b'"');
+            if let Ok(text) = serde_json::from_slice::<String>(&candidate) {
+                return text;
+            }
+            end -= 1;
+        }
+    }
+    String::new()
+}
+
 #[cfg(test)]
 mod token_tests {
     use super::*;

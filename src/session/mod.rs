@@ -420,26 +420,42 @@ impl Store {
                 break;
             }
         }
-        let bytes = if start == 0 {
-            tail
-        } else {
-            file.seek(SeekFrom::Start(0))
-                .map_err(|e| SessionError::io("read session file", &path, e))?;
-            localfile::read_bounded(&file, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?
-        };
-        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        if start == 0 {
+            let parsed = journal::parse(&tail).map_err(|e| parse_error(&path, e))?;
+            return Ok(Summary {
+                id: id.to_string(),
+                used,
+                messages: parsed.recorded,
+                bytes: len,
+                model: parsed
+                    .last_turn
+                    .map(|t| t.model)
+                    .or(parsed.header.map(|h| h.model))
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| "-".to_string()),
+                title: parsed
+                    .first_prompt
+                    .as_deref()
+                    .map(title_of)
+                    .unwrap_or_default(),
+            });
+        }
+        // No turn mark near the end of a big file (a crash in its first
+        // turn, a giant last turn): read it as a stream, never whole.
+        file.seek(SeekFrom::Start(0))
+            .map_err(|e| SessionError::io("read session file", &path, e))?;
+        let listed = journal::summarize_stream(io::BufReader::with_capacity(
+            64 * 1024,
+            (&file).take(MAX_SESSION_BYTES),
+        ))
+        .map_err(|e| SessionError::io("read session file", &path, e))?;
         Ok(Summary {
             id: id.to_string(),
             used,
-            messages: parsed.recorded,
+            messages: listed.messages,
             bytes: len,
-            model: parsed
-                .last_turn
-                .map(|t| t.model)
-                .or(parsed.header.map(|h| h.model))
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| "-".to_string()),
-            title: parsed
+            model: listed.model.unwrap_or_else(|| "-".to_string()),
+            title: listed
                 .first_prompt
                 .as_deref()
                 .map(title_of)

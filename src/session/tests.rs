@@ -959,3 +959,38 @@ fn a_fifo_in_the_session_dir_is_an_error_not_a_hang() {
         .to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn a_file_of_one_giant_record_is_listed_from_a_stream() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    let id = "giant";
+    std::fs::create_dir_all(store.dir()).unwrap();
+    // One user message far past the parsed-line limit, no turn mark.
+    let mut file = b"{\"header\":{\"version\":1,\"id\":\"giant\",\"created\":0,\"cwd\":\"/\",\"model\":\"m1\"}}\n".to_vec();
+    file.extend_from_slice(
+        b"{\"message\":{\"role\":\"user\",\"content\":\"summarise \\\"this\\\" log ",
+    );
+    file.extend(std::iter::repeat_n(b'y', 2 * 1024 * 1024));
+    file.extend_from_slice(b"\"}}\n");
+    std::fs::write(store.dir().join(format!("{id}.jsonl")), &file).unwrap();
+    let (list, errors) = store.list().unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    let s = list.iter().find(|s| s.id == id).expect("listed");
+    assert_eq!(s.messages, 1);
+    assert!(
+        s.title.starts_with("summarise \"this\" log yyy"),
+        "{}",
+        s.title
+    );
+    assert_eq!(s.model, "m1");
+}
+
+#[test]
+fn the_stream_summary_counts_and_titles_like_the_parser() {
+    let text = b"{\"header\":{\"version\":1,\"id\":\"x\",\"created\":0,\"cwd\":\"/\"}}\n{\"message\":{\"role\":\"user\",\"content\":\"hi there\"}}\n{\"message\":{\"role\":\"assistant\",\"content\":\"hello\"}}\n{\"message\":{\"role\":\"user\",\"content\":\"torn";
+    let listed = journal::summarize_stream(&text[..]).unwrap();
+    let parsed = journal::parse(text).unwrap();
+    assert_eq!(listed.messages, parsed.recorded);
+    assert_eq!(listed.first_prompt, parsed.first_prompt);
+}
