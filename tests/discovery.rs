@@ -306,12 +306,14 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Stops the server a test started with `--start`, even when it fails.
+/// Stops the server a test started with `--start`, even when it fails, and
+/// removes its log from the shared build directory.
 struct StopOnDrop<'a>(&'a Path, u16);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         real_server_script(self.0, self.1, &["--stop"]);
+        let _ = std::fs::remove_file(self.0.join(format!("server.{}.log", self.1)));
     }
 }
 
