@@ -5,8 +5,11 @@
 
 mod support;
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 use support::fake_provider::{FakeProvider, Reply};
-use support::real_server::{free_port, free_ports, RealServer, MODEL};
+use support::real_server::{self, free_port, free_ports, RealServer, MODEL};
 use support::BuddyCmd;
 
 /// A config that says nothing but where to look: every profile and the
@@ -282,4 +285,94 @@ fn models_lists_the_real_servers_model() {
     let out = BuddyCmd::new().config(config).arg("models").run();
     out.assert_success();
     assert_eq!(out.stdout, format!("* {MODEL}\n"));
+}
+
+/// `scripts/real-server` with `args` for the server on `port`, built in `dir`.
+fn real_server_script(dir: &Path, port: u16, args: &[&str]) -> Output {
+    Command::new(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/real-server"))
+        .args(args)
+        .args(["--port", &port.to_string()])
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run scripts/real-server")
+}
+
+/// Whether `pid` is a live process (a zombie nobody reaped is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(')')?.1.split_whitespace().next()? != "Z"))
+        .unwrap_or(false)
+}
+
+/// Stops the server a test started with `--start`, even when it fails, and
+/// removes its log from the shared build directory.
+struct StopOnDrop<'a>(&'a Path, u16);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        real_server_script(self.0, self.1, &["--stop"]);
+        let _ = std::fs::remove_file(self.0.join(format!("server.{}.log", self.1)));
+    }
+}
+
+#[test]
+fn real_server_start_runs_once_and_zero_config_exec_answers_through_it() {
+    let test = "real_server_start_runs_once_and_zero_config_exec_answers_through_it";
+    let Some(dir) = real_server::built(test) else {
+        return;
+    };
+    let port = free_port();
+    let _stop = StopOnDrop(&dir, port);
+    let pid_file = dir.join(format!("server.{port}.pid"));
+    let first = real_server_script(&dir, port, &["--start"]);
+    let first_err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "--start failed: {first_err}");
+    assert!(
+        first_err.contains(&format!("runs on http://127.0.0.1:{port}/v1")),
+        "{first_err}"
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("a pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(alive(pid), "the server is not running");
+
+    let second = real_server_script(&dir, port, &["--start"]);
+    let second_err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        second.status.success(),
+        "second --start failed: {second_err}"
+    );
+    assert!(
+        second_err.contains(&format!(
+            "already runs on http://127.0.0.1:{port}/v1 (pid {pid}"
+        )),
+        "{second_err}"
+    );
+
+    // What the README's first command does, with the port in the probe list.
+    let out = BuddyCmd::new()
+        .config(probe_list(&[format!("127.0.0.1:{port}")]))
+        .args(["exec", "hello"])
+        // The tiny model takes seconds per answer, more on a busy machine.
+        .timeout(Duration::from_secs(300))
+        .run();
+    out.assert_success();
+    assert!(!out.stdout.trim().is_empty(), "no answer: {}", out.stderr);
+
+    let stop = real_server_script(&dir, port, &["--stop"]);
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "--stop left pid {pid} running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!pid_file.exists(), "--stop left the pid file");
 }

@@ -100,3 +100,104 @@ fn man_pages_cover_buddy_and_each_subcommand() {
         assert!(dir.join(page).is_file(), "{page} not written");
     }
 }
+
+/// The sections clap cannot derive, on buddy's own page.
+const SECTIONS: [&str; 6] = [
+    "INTERACTIVE USE",
+    "CONFIGURATION",
+    "EXIT STATUS",
+    "ENVIRONMENT",
+    "FILES",
+    "EXAMPLES",
+];
+
+#[test]
+fn man_page_documents_keys_commands_config_environment_files_and_exit_status() {
+    let out = BuddyCmd::new().arg("man").run();
+    out.assert_success();
+    let page = &out.stdout;
+    for section in SECTIONS {
+        assert!(
+            page.contains(&format!(".SH \"{section}\""))
+                || page.contains(&format!(".SH {section}\n")),
+            "no {section} section"
+        );
+    }
+    // Every command the REPL knows: one added without a line in /help fails here.
+    for name in buddy::ui::repl::commands::NAMES {
+        assert!(page.contains(name), "the REPL command {name} is missing");
+    }
+    for key in ["Ctrl\\-R", "Alt\\-Up", "Esc"] {
+        assert!(page.contains(key), "the key {key} is missing");
+    }
+    for needle in [
+        "[discovery]",
+        "local_servers",
+        "compact_threshold",
+        "BUDDY_BASE_URL",
+        "BUDDY_API_KEY",
+        "NO_COLOR",
+        "SSL_CERT_FILE",
+        "BUDDY_SERVE_TOKEN",
+        "auth.json",
+        "trusted.json",
+        "AGENTS.md",
+        ".buddyx/sessions/",
+        "git diff | buddy exec",
+    ] {
+        assert!(page.contains(needle), "{needle} is missing from the page");
+    }
+    for code in ["0", "1", "2", "130"] {
+        assert!(
+            page.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+            "exit status {code} is missing"
+        );
+    }
+
+    let exec = BuddyCmd::new().args(["man", "exec"]).run();
+    exec.assert_success();
+    assert!(exec.stdout.contains(".SH EXAMPLES"), "{}", exec.stdout);
+    assert!(
+        exec.stdout.contains("<stdin>"),
+        "the pipe's form is missing"
+    );
+    assert!(
+        exec.stdout.contains("buddy exec \\-\\- "),
+        "the `--` example is missing"
+    );
+}
+
+/// groff, when installed, reads every page without a warning (with `-k`, the
+/// UTF-8 preprocessing `man -l` does too).
+#[test]
+fn man_pages_render_without_warnings() {
+    if Command::new("groff").arg("--version").output().is_err() {
+        eprintln!("note: skipping: groff is not installed");
+        return;
+    }
+    for args in [vec!["man"], vec!["man", "exec"], vec!["man", "serve"]] {
+        let out = BuddyCmd::new().args(args.clone()).run();
+        out.assert_success();
+        let mut groff = Command::new("groff")
+            .args(["-k", "-man", "-Tutf8", "-ww", "-rLL=80n", "-P-cbou"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run groff");
+        std::io::Write::write_all(
+            &mut groff.stdin.take().expect("stdin"),
+            out.stdout.as_bytes(),
+        )
+        .expect("feed groff");
+        let done = groff.wait_with_output().expect("groff ran");
+        let text = String::from_utf8_lossy(&done.stdout);
+        assert!(done.status.success(), "groff failed on {args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&done.stderr),
+            "",
+            "groff warned on {args:?}"
+        );
+        assert!(text.contains("EXIT STATUS"), "{text}");
+    }
+}

@@ -1,5 +1,10 @@
 //! `buddy completions SHELL` and `buddy man`: both generated from the same
 //! clap definitions as the parser, so they cannot drift from the real flags.
+//! The man pages add what clap does not know (`manual.rs`): the REPL's keys
+//! and commands, configuration keys, exit status, environment, files and
+//! examples.
+
+mod manual;
 
 use super::{AppError, Exit};
 use crate::cli::{Cli, ManArgs};
@@ -13,35 +18,70 @@ pub fn completions(shell: clap_complete::Shell) -> Result<Exit, AppError> {
 }
 
 pub fn man_page(args: &ManArgs) -> Result<Exit, AppError> {
-    let root = Cli::command();
     if let Some(dir) = &args.out_dir {
         let failed = |e: std::io::Error| {
             AppError::Failed(format!("cannot write man pages to {}: {e}", dir.display()))
         };
         std::fs::create_dir_all(dir).map_err(failed)?;
         // One page per command, named as man expects: buddy.1, buddy-exec.1…
-        clap_mangen::generate_to(root, dir).map_err(failed)?;
+        let mut names = vec![None];
+        names.extend(subcommands().into_iter().map(Some));
+        for name in names {
+            let page = render(name.as_deref())?;
+            let file = match &name {
+                None => "buddy.1".to_string(),
+                Some(n) => format!("buddy-{n}.1"),
+            };
+            std::fs::write(dir.join(file), page).map_err(failed)?;
+        }
         eprintln!("man pages written to {}", dir.display());
         return Ok(Exit::Ok);
     }
-    let page = match &args.command {
-        None => root,
-        Some(name) => {
-            let sub = root
-                .get_subcommands()
-                .find(|c| c.get_name() == name)
-                .ok_or_else(|| AppError::Usage(format!("no such command: {name}")))?;
-            sub.clone()
-                .name(format!("buddy-{name}"))
-                .display_name(format!("buddy-{name}"))
-                .version(env!("CARGO_PKG_VERSION"))
+    let name = args.command.as_deref();
+    if let Some(name) = name {
+        if !subcommands().iter().any(|s| s == name) {
+            return Err(AppError::Usage(format!("no such command: {name}")));
         }
+    }
+    write_stdout(&render(name)?)
+}
+
+/// The commands that get a page of their own.
+fn subcommands() -> Vec<String> {
+    Cli::command()
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+/// buddy's page (`None`) or a subcommand's, as roff.
+fn render(name: Option<&str>) -> Result<Vec<u8>, AppError> {
+    let root = Cli::command();
+    let cmd = match name {
+        None => root,
+        Some(name) => root
+            .find_subcommand(name)
+            .ok_or_else(|| AppError::Usage(format!("no such command: {name}")))?
+            .clone()
+            .name(format!("buddy-{name}"))
+            .display_name(format!("buddy-{name}"))
+            .version(env!("CARGO_PKG_VERSION")),
     };
-    let mut out = Vec::new();
-    clap_mangen::Man::new(page)
-        .render(&mut out)
+    // The exit codes in `--help`'s footer get a section of their own here.
+    let cmd = cmd.after_help(None::<&str>).after_long_help(None::<&str>);
+    let mut flags = Vec::new();
+    clap_mangen::Man::new(cmd)
+        .render(&mut flags)
         .map_err(|e| AppError::Failed(format!("cannot render the man page: {e}")))?;
-    write_stdout(&out)
+    let flags = String::from_utf8_lossy(&flags);
+    let ours = manual::sections(name).render();
+    // Ours go after the flag list and before the closing VERSION section.
+    let page = match flags.find("\n.SH VERSION\n") {
+        Some(at) => format!("{}\n{ours}{}", &flags[..at], &flags[at + 1..]),
+        None => format!("{flags}{ours}"),
+    };
+    Ok(page.into_bytes())
 }
 
 fn write_stdout(bytes: &[u8]) -> Result<Exit, AppError> {

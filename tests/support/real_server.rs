@@ -49,23 +49,30 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| held[i].local_addr().expect("local address").port())
 }
 
+/// The directory holding the built server and model, or `None` after a
+/// note when they are not built (a failure under CI; see the module comment).
+pub fn built(test: &str) -> Option<PathBuf> {
+    let dir = server_dir();
+    if dir.join("bin").join("llama-server").is_file() && dir.join("model.gguf").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "the real server is not built in {} (run scripts/real-server)",
+        dir.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: {why}");
+    }
+    eprintln!("{test}: skipped: {why}");
+    None
+}
+
 impl RealServer {
     /// Starts the server, or explains why not (see the module comment).
     pub fn start(test: &str) -> Option<RealServer> {
-        let dir = server_dir();
+        let dir = built(test)?;
         let bin = dir.join("bin").join("llama-server");
         let model = dir.join("model.gguf");
-        if !(bin.is_file() && model.is_file()) {
-            let why = format!(
-                "the real server is not built in {} (run scripts/real-server)",
-                dir.display()
-            );
-            if std::env::var_os("CI").is_some() {
-                panic!("{test}: {why}");
-            }
-            eprintln!("{test}: skipped: {why}");
-            return None;
-        }
         let port = free_port();
         let mut child = Command::new(&bin)
             .args(["-m"])

@@ -1,0 +1,593 @@
+//! The man pages' sections that clap cannot derive from the flags: the
+//! REPL's keys and commands, the configuration keys, exit status,
+//! environment, files and examples. The slash commands come from the REPL's
+//! own `/help` text and the exit codes from `app`'s constants, so those cannot
+//! drift; the tests below check that every config key and every command has
+//! its line. It owns the words, not the rendering of the flag list (clap's).
+
+use crate::app::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+use crate::ui::repl::{bang, commands, mentions};
+use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
+
+/// Editing and control keys of the REPL's input line, as (keys, meaning).
+/// The slash commands and the keys that act on a running task are in
+/// [`commands::HELP`], printed beside these.
+const KEYS: &[(&str, &str)] = &[
+    ("Enter", "send the input; while a task runs, steer it with the message"),
+    ("Tab", "complete a /command or an @path; while a task runs, queue the message as a follow-up"),
+    ("Alt-Enter, Shift-Enter, Ctrl-J", "a new line in the input (so does a line ending in \\)"),
+    ("Esc", "interrupt the running task or ! command; close the completion menu"),
+    ("Ctrl-C", "interrupt the running task, or clear the input"),
+    ("Ctrl-D", "quit, on an empty input"),
+    ("Up, Down, Ctrl-P, Ctrl-N", "the previous and next history entry (within a multi-line input, move between its lines)"),
+    ("Alt-Up", "take the queued messages back into the input"),
+    ("Ctrl-R", "search the history backwards; Ctrl-R again for older matches, Enter sends, Esc or Ctrl-G gives back the input"),
+    ("Left, Right, Ctrl-B, Ctrl-F", "a character back or forward"),
+    ("Alt-B, Alt-F, Ctrl-Left, Ctrl-Right", "a word back or forward"),
+    ("Home, End, Ctrl-A, Ctrl-E", "the start or end of the input"),
+    ("Ctrl-K, Ctrl-U, Ctrl-W", "cut to the end, to the start, the word before the cursor"),
+    ("Ctrl-Y", "paste what was cut last"),
+];
+
+/// Every key of buddy.toml, as (section, key, meaning). `[models.NAME]` and
+/// `[auth.PROVIDER]` stand for each such table.
+pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "agent",
+        "model",
+        "the active profile, one of the [models.NAME] tables",
+    ),
+    (
+        "agent",
+        "system_prompt",
+        "extra instructions sent with the system prompt",
+    ),
+    (
+        "agent",
+        "max_turns",
+        "model requests per run before it stops (default 20)",
+    ),
+    ("agent", "max_iterations", "the older name of max_turns"),
+    (
+        "agent",
+        "max_total_tokens",
+        "tokens (prompt + completion, summed over requests) per run",
+    ),
+    (
+        "agent",
+        "max_duration",
+        "wall time per run: seconds, or text such as \"90s\", \"10m\"",
+    ),
+    (
+        "agent",
+        "temperature",
+        "sampling temperature (unset: the server's default)",
+    ),
+    (
+        "agent",
+        "top_p",
+        "nucleus sampling (unset: the server's default)",
+    ),
+    (
+        "agent",
+        "tool_execution",
+        "the tool calls of one reply: \"parallel\" (default), \"sequential\" or \"batched\"",
+    ),
+    (
+        "agent",
+        "tool_batch_size",
+        "calls at a time when \"batched\" (default 4)",
+    ),
+    (
+        "agent",
+        "parallel_tools",
+        "the older switch for tool_execution (false: sequential)",
+    ),
+    (
+        "agent",
+        "steering_mode",
+        "queued steering messages join \"one-at-a-time\" (default) or \"all\" at once",
+    ),
+    (
+        "agent",
+        "follow_up_mode",
+        "queued follow-ups join \"one-at-a-time\" (default) or \"all\" at once",
+    ),
+    (
+        "agent",
+        "auto_compact",
+        "compact the context on its own (default true)",
+    ),
+    (
+        "agent",
+        "compact_threshold",
+        "share of the context window that triggers compaction (default 0.8)",
+    ),
+    (
+        "models.NAME",
+        "api_base_url",
+        "the server's API base URL, e.g. http://127.0.0.1:8080/v1",
+    ),
+    ("models.NAME", "model", "the model id to ask for"),
+    (
+        "models.NAME",
+        "api",
+        "wire protocol: \"completions\" (default), \"responses\" or \"messages\" (Anthropic)",
+    ),
+    (
+        "models.NAME",
+        "auth",
+        "\"api-key\" (default) or \"login\" (tokens from buddy login)",
+    ),
+    (
+        "models.NAME",
+        "provider",
+        "whose login auth = \"login\" uses (default openai)",
+    ),
+    (
+        "models.NAME",
+        "api_key_env",
+        "the environment variable holding the key",
+    ),
+    ("models.NAME", "api_key_file", "a file holding the key"),
+    (
+        "models.NAME",
+        "api_key",
+        "the key itself (at most one of the three; none: no Authorization header)",
+    ),
+    (
+        "models.NAME",
+        "context_limit",
+        "the context window in tokens (default: buddy's model catalog)",
+    ),
+    (
+        "models.NAME",
+        "stream",
+        "stream answers (default true; false for servers without SSE)",
+    ),
+    ("models.NAME", "max_tokens", "output cap per answer"),
+    (
+        "models.NAME",
+        "prompt_cache",
+        "mark prompt-cache breakpoints (default true for \"messages\")",
+    ),
+    (
+        "models.NAME",
+        "ca_file",
+        "PEM file of CA certificates trusted for this server, on top of the system's",
+    ),
+    ("tools", "shell_enabled", "offer run_shell (default true)"),
+    (
+        "tools",
+        "shell_confirm",
+        "ask before commands and file writes (default true)",
+    ),
+    (
+        "tools",
+        "shell_denylist",
+        "command patterns always refused, on top of the built-in rules",
+    ),
+    (
+        "tools",
+        "shell_timeout_secs",
+        "default time limit of one command (default 120)",
+    ),
+    (
+        "tools",
+        "hide_env",
+        "more environment variables commands never see (buddy's keys are always hidden)",
+    ),
+    (
+        "tools",
+        "sandbox",
+        "Landlock confinement of local commands: \"workspace-write\", \"read-only\" or \"off\"",
+    ),
+    (
+        "tools",
+        "sandbox_network",
+        "false also forbids sandboxed commands TCP (default true)",
+    ),
+    (
+        "tools",
+        "files_enabled",
+        "offer read_file and write_file (default true)",
+    ),
+    ("tools", "fetch_enabled", "offer fetch_url (default true)"),
+    ("tools", "search_enabled", "offer web_search (default true)"),
+    (
+        "tools",
+        "search_base_url",
+        "the search endpoint (default DuckDuckGo's HTML one)",
+    ),
+    ("tools", "time_enabled", "offer the clock (default true)"),
+    (
+        "tools",
+        "max_output_chars",
+        "cap on every tool result, in characters",
+    ),
+    (
+        "tools",
+        "shell_max_output_chars",
+        "cap on run_shell results",
+    ),
+    (
+        "tools",
+        "files_max_output_chars",
+        "cap on read_file results",
+    ),
+    (
+        "tools",
+        "fetch_max_output_chars",
+        "cap on fetch_url results",
+    ),
+    (
+        "tools",
+        "search_max_output_chars",
+        "cap on web_search results",
+    ),
+    (
+        "network",
+        "api_timeout_secs",
+        "longest wait for the model server to answer (default 120)",
+    ),
+    (
+        "network",
+        "fetch_timeout_secs",
+        "time limit of fetch_url and web_search (default 20)",
+    ),
+    (
+        "network",
+        "max_retries",
+        "retries of failed model requests, with backoff (default 3)",
+    ),
+    (
+        "network",
+        "idle_timeout_secs",
+        "longest an answer may stream without new content (default 600)",
+    ),
+    (
+        "network",
+        "max_answer_bytes",
+        "largest answer one reply may carry (default 8 MiB)",
+    ),
+    ("display", "color", "colour on a terminal (default true)"),
+    (
+        "display",
+        "show_tokens",
+        "token counts after each model call (default false)",
+    ),
+    (
+        "display",
+        "show_tool_calls",
+        "tool calls and a preview of their results (default true)",
+    ),
+    (
+        "execution",
+        "tmux",
+        "run the REPL's shell commands in a shared tmux pane (default true)",
+    ),
+    (
+        "execution",
+        "tmux_session",
+        "that tmux session's name (default buddy-DIRECTORY-HASH)",
+    ),
+    (
+        "discovery",
+        "local_servers",
+        "loopback servers probed when the profile has no key; [] turns it off",
+    ),
+    (
+        "discovery",
+        "model",
+        "the model to use when a found server lists it (else its first)",
+    ),
+    (
+        "auth.PROVIDER",
+        "issuer",
+        "where buddy login signs in to that provider",
+    ),
+    (
+        "auth.PROVIDER",
+        "client_id",
+        "the OAuth client id used there",
+    ),
+];
+
+/// Environment variables buddy reads, as (names, meaning).
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("BUDDY_MODEL", "a profile name or model id, as -m (AGENT_MODEL when unset)"),
+    ("BUDDY_BASE_URL", "the API base URL, as --base-url (AGENT_BASE_URL when unset)"),
+    ("BUDDY_API_KEY", "the API key to send instead of the profile's own (AGENT_API_KEY when unset); not to a URL an untrusted project buddy.toml chose"),
+    ("OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY", "the keys of the built-in profiles (their api_key_env); a profile may name any variable"),
+    ("BUDDY_SERVE_TOKEN", "the token buddy serve requires when --token is not given"),
+    ("NO_COLOR", "when set and not empty, no colour"),
+    ("TERM", "dumb: the REPL and the session picker become plain line-by-line prompts"),
+    ("XDG_CONFIG_HOME, HOME", "where buddy's own directory is: $XDG_CONFIG_HOME/buddy, else ~/.config/buddy"),
+    ("SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates HTTPS trusts, instead of the system's store"),
+    ("HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY", "proxies (also in lower case); list local servers in NO_PROXY when one is set"),
+    ("TMPDIR", "writable under the workspace-write sandbox, beside /tmp, /var/tmp and /dev/shm"),
+    ("XDG_RUNTIME_DIR", "where --ssh keeps its connection-sharing socket (else /tmp)"),
+];
+
+/// Files buddy reads and writes, as (path, meaning). CONFIG is
+/// $XDG_CONFIG_HOME/buddy, else ~/.config/buddy.
+const FILES: &[(&str, &str)] = &[
+    ("CONFIG/buddy.toml", "the global configuration; written, documented, on the first run"),
+    ("./buddy.toml, ./agent.toml", "a project's configuration, used instead of the global one; settings that could send a key elsewhere or lower safety are ignored until buddy trust"),
+    ("~/.config/agent/agent.toml", "the older global configuration, read when there is no other"),
+    ("CONFIG/auth.json", "login tokens per provider (mode 0600)"),
+    ("CONFIG/trusted.json", "the project configurations trusted with buddy trust, by path and SHA-256"),
+    ("CONFIG/history", "the REPL's input history"),
+    ("AGENTS.md", "project instructions, from the repository's root down to the working directory, added to the system prompt (64 KiB in all)"),
+    (".buddyx/sessions/", "this directory's saved sessions (files 0600; an existing .agentx/ is used instead)"),
+];
+
+/// What a page's EXAMPLES section shows, as (command line, what it does).
+fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
+    match page {
+        None => &[
+            ("buddy", "an interactive session in this directory"),
+            ("buddy exec \"which process listens on port 8080?\"", "one answer, on stdout"),
+            ("git diff | buddy exec \"write a commit message for this diff\"", "the prompt, then the piped text"),
+            ("buddy --base-url http://127.0.0.1:8080/v1 exec hello", "a server of your choice; no key needed if it wants none"),
+            ("buddy -m anthropic", "another profile of the configuration"),
+            ("buddy --ssh admin@web1 exec \"why does nginx fail to start?\"", "tools run on a server over SSH"),
+            ("buddy resume --last", "continue this directory's latest session"),
+        ],
+        Some("exec") => &[
+            ("buddy exec \"summarise README.md in three bullet points\"", "the answer alone on stdout; everything else on stderr"),
+            ("git diff | buddy exec \"write a commit message for this diff\"", "the prompt first, then the piped text between <stdin> and </stdin> lines (at most 8 MiB)"),
+            ("buddy exec - < prompt.txt", "the prompt itself from stdin (so does a bare buddy exec with piped input)"),
+            ("buddy exec -- \"--weird prompt\"", "a prompt that starts with a dash"),
+            ("buddy exec --json \"list the files here\" | jq -r .type", "every event as a JSON line"),
+            ("buddy exec --resume last \"and now the tests\"", "one more turn of the latest session"),
+            ("buddy exec --max-turns 5 --timeout 2m \"fix the build\"", "limits on the run"),
+        ],
+        Some("resume") => &[
+            ("buddy resume", "pick one of this directory's sessions"),
+            ("buddy resume --last", "the most recently used one"),
+            ("buddy resume 3fa9", "the one whose id starts with 3fa9"),
+        ],
+        Some("sessions") => &[("buddy sessions", "id, age, messages, model and first prompt of each")],
+        Some("models") => &[
+            ("buddy models", "the models the active profile's server offers"),
+            ("buddy -m ollama models", "those of another profile's server"),
+        ],
+        Some("login") => &[
+            ("buddy login", "sign in to OpenAI with a ChatGPT account"),
+            ("buddy -m openai-login exec hello", "then use the profile that needs it"),
+        ],
+        Some("logout") => &[("buddy logout openai", "forget the stored login")],
+        Some("serve") => &[
+            ("buddy serve", "the web page and API at http://127.0.0.1:8421/"),
+            ("BUDDY_SERVE_TOKEN=$(openssl rand -hex 16) buddy serve --listen 0.0.0.0:8421", "off loopback, a token is required"),
+        ],
+        Some("completions") => &[
+            ("buddy completions bash > ~/.local/share/bash-completion/completions/buddy", "bash"),
+            ("buddy completions fish > ~/.config/fish/completions/buddy.fish", "fish"),
+        ],
+        Some("man") => &[
+            ("buddy man | man -l -", "read this page"),
+            ("buddy man exec | man -l -", "one command's page"),
+            ("buddy man --out-dir /usr/local/share/man/man1", "install every page"),
+        ],
+        Some("trust") => &[
+            ("buddy trust", "trust ./buddy.toml (or ./agent.toml) as it is now"),
+            ("buddy trust path/to/buddy.toml", "another project's file"),
+        ],
+        Some(_) => &[],
+    }
+}
+
+/// The sections that follow the flags on `page` (None: buddy's own page,
+/// else a subcommand's).
+pub(crate) fn sections(page: Option<&str>) -> Roff {
+    let mut roff = Roff::new();
+    if page.is_none() {
+        roff.control("SH", ["INTERACTIVE USE"]);
+        paragraph(&mut roff, "buddy with no command opens the REPL on a terminal (with input or output redirected, or TERM=dumb, it reads one prompt per line instead). A prompt runs as a background task; type on while it works.");
+        let input = [
+            (
+                "@path".to_string(),
+                format!(
+                    "attaches a regular file of the local working directory for the model: at most {} KiB of a file, {} KiB per prompt; a missing path, a directory or a binary file stays plain text with a note",
+                    mentions::PER_FILE / 1024,
+                    mentions::TOTAL / 1024
+                ),
+            ),
+            (
+                "!command".to_string(),
+                format!(
+                    "runs the command at once with sh -c where the tools run, without approval (you typed it); the last {} lines are shown, and up to {} KiB of output reaches the model with the next prompt; Esc or Ctrl-C kills it, and so do {} minutes",
+                    bang::SHOWN_LINES,
+                    bang::MAX_OUTPUT / 1024,
+                    bang::TIME_LIMIT.as_secs() / 60
+                ),
+            ),
+            (
+                "AGENTS.md".to_string(),
+                "project instructions for the model, from the repository root down to the working directory; /init asks the model to write one".to_string(),
+            ),
+            (
+                "approvals".to_string(),
+                "a command or file write that may change something asks, answered with one key: y, n, a (always: that command prefix, for the session) or e (tell the model why not)".to_string(),
+            ),
+        ];
+        for (tag, meaning) in &input {
+            roff.control("TP", []);
+            roff.text([bold(tag.as_str())]);
+            roff.text([roman(meaning.as_str())]);
+        }
+        roff.control("SS", ["Keys"]);
+        tagged(&mut roff, KEYS);
+        roff.control("SS", ["Commands"]);
+        paragraph(&mut roff, "As /help lists them:");
+        verbatim(&mut roff, commands::HELP);
+
+        roff.control("SH", ["CONFIGURATION"]);
+        paragraph(&mut roff, "Settings come from the flags, then the environment, then the first configuration file found (see FILES), then built-in defaults. The file is TOML; unknown keys are an error. Each table and its keys:");
+        let mut section = "";
+        for (table, key, meaning) in CONFIG_KEYS {
+            if *table != section {
+                section = table;
+                roff.control("SS", [format!("[{table}]").as_str()]);
+            }
+            roff.control("TP", []);
+            roff.text([bold(*key)]);
+            roff.text([roman(*meaning)]);
+        }
+    }
+
+    roff.control("SH", ["EXIT STATUS"]);
+    let status = [
+        (EXIT_OK.to_string(), "success"),
+        (EXIT_FAILURE.to_string(), "runtime failure: an API error after retries, a limit of the run reached, a failed login"),
+        (EXIT_USAGE.to_string(), "usage or configuration error: bad flags, invalid TOML, an unknown profile, a missing key, an unreachable --ssh host; a session unknown, damaged or in use"),
+        (EXIT_INTERRUPTED.to_string(), "interrupted (Ctrl-C)"),
+        ((128 + 1).to_string(), "the REPL ended by SIGHUP (its terminal left usable)"),
+        ((128 + 15).to_string(), "the REPL ended by SIGTERM"),
+    ];
+    for (code, meaning) in &status {
+        roff.control("TP", []);
+        roff.text([bold(code.as_str())]);
+        roff.text([roman(*meaning)]);
+    }
+
+    if page.is_none() {
+        roff.control("SH", ["ENVIRONMENT"]);
+        tagged(&mut roff, ENVIRONMENT);
+        roff.control("SH", ["FILES"]);
+        paragraph(&mut roff, "CONFIG stands for $XDG_CONFIG_HOME/buddy, else ~/.config/buddy. Tools never write buddy's own files, even when approved.");
+        tagged(&mut roff, FILES);
+    }
+
+    let examples = examples(page);
+    if !examples.is_empty() {
+        roff.control("SH", ["EXAMPLES"]);
+        for (line, what) in examples {
+            roff.control("TP", []);
+            roff.text([bold(*line)]);
+            roff.text([roman(*what)]);
+        }
+    }
+
+    roff.control("SH", ["SEE ALSO"]);
+    let mut refs: Vec<Inline> = Vec::new();
+    match page {
+        None => refs.extend([
+            italic("buddy-exec"),
+            roman("(1), "),
+            italic("buddy-serve"),
+            roman("(1), "),
+        ]),
+        Some(_) => refs.extend([italic("buddy"), roman("(1), ")]),
+    }
+    refs.push(roman("and in the sources: README.md, docs/EVENTS.md (exec --json), docs/SERVE.md, docs/SECURITY.md, buddy.toml.example"));
+    roff.text(refs);
+    roff
+}
+
+fn paragraph(roff: &mut Roff, text: &str) {
+    roff.control("PP", []);
+    roff.text([roman(text)]);
+}
+
+fn tagged(roff: &mut Roff, rows: &[(&str, &str)]) {
+    for (tag, meaning) in rows {
+        roff.control("TP", []);
+        roff.text([bold(*tag)]);
+        roff.text([roman(*meaning)]);
+    }
+}
+
+/// Text shown line for line, as the REPL shows it.
+fn verbatim(roff: &mut Roff, text: &str) {
+    roff.control("PP", []);
+    roff.control("nf", []);
+    for line in text.lines() {
+        roff.text([roman(line)]);
+    }
+    roff.control("fi", []);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigFile;
+
+    /// The keys serde accepts in one table of the file, read from the error
+    /// it gives for an unknown key ("expected one of `a`, `b`"), so the list
+    /// comes from the structs themselves.
+    fn accepted_keys(table: &str) -> Vec<String> {
+        let doc = match table {
+            "" => "no_such_key_xyz = 1\n".to_string(),
+            t => format!("[{t}]\nno_such_key_xyz = 1\n"),
+        };
+        let err = match toml::from_str::<ConfigFile>(&doc) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("[{table}] took an unknown key"),
+        };
+        let list = err
+            .split_once("expected one of")
+            .or_else(|| err.split_once("expected"))
+            .unwrap_or_else(|| panic!("no key list in: {err}"))
+            .1;
+        list.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn every_config_key_has_a_line_and_every_line_a_key() {
+        let tables = [
+            ("agent", "agent"),
+            ("models.x", "models.NAME"),
+            ("tools", "tools"),
+            ("network", "network"),
+            ("display", "display"),
+            ("execution", "execution"),
+            ("discovery", "discovery"),
+            ("auth.x", "auth.PROVIDER"),
+        ];
+        let documented = |t: &str| -> Vec<&str> {
+            CONFIG_KEYS
+                .iter()
+                .filter(|(table, _, _)| *table == t)
+                .map(|(_, k, _)| *k)
+                .collect()
+        };
+        for (table, shown) in tables {
+            let mut accepted = accepted_keys(table);
+            let mut listed: Vec<String> = documented(shown).iter().map(|k| k.to_string()).collect();
+            accepted.sort();
+            listed.sort();
+            assert_eq!(
+                listed, accepted,
+                "[{shown}] in the man page vs the config structs"
+            );
+        }
+        // And no table the page does not know: the top level's keys.
+        let mut top = accepted_keys("").into_iter().collect::<Vec<_>>();
+        top.sort();
+        let mut known: Vec<String> = tables
+            .iter()
+            .map(|(t, _)| t.split('.').next().unwrap_or(t).to_string())
+            .collect();
+        known.sort();
+        assert_eq!(top, known, "a config table the man page does not list");
+    }
+
+    #[test]
+    fn every_subcommand_has_examples() {
+        use clap::CommandFactory;
+        for sub in crate::cli::Cli::command().get_subcommands() {
+            assert!(
+                !examples(Some(sub.get_name())).is_empty(),
+                "`buddy {}` has no EXAMPLES in its man page",
+                sub.get_name()
+            );
+        }
+    }
+}
