@@ -260,3 +260,16 @@ fn a_configured_sandbox_refuses_an_explicit_tmux_pane() {
     assert!(errors[0].contains("tmux pane"), "{}", out.stderr);
     assert_eq!(p.chat_requests().len(), 0);
 }
+
+#[test]
+fn auto_approve_in_a_tmux_pane_is_refused_rather_than_unconfined() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("never")]);
+    let out = BuddyCmd::new()
+        .config_for(&p)
+        .args(["exec", "--tmux", "--dangerously-auto-approve", "hi"])
+        .run();
+    out.assert_code(2);
+    assert!(out.stderr.contains("tmux pane"), "{}", out.stderr);
+    assert!(out.stderr.contains("sandbox = \"off\""), "{}", out.stderr);
+    assert_eq!(p.request_count(), 0);
+}

@@ -90,12 +90,14 @@ pub(crate) fn plan_sandbox(
         };
     }
     if pane {
+        // Auto-approval without its sandbox is not what the user asked for:
+        // refused either way, until they say the sandbox may be off.
         return match choice.explicit {
             true => SandboxPlan::Fail(format!(
                 "the {mode} sandbox does not cover commands in a tmux pane yet: leave out --tmux, or set [tools] sandbox = \"off\""
             )),
-            false => SandboxPlan::Unconfined(format!(
-                "commands in the tmux pane are not sandboxed (the {mode} default of --dangerously-auto-approve covers direct commands only)"
+            false => SandboxPlan::Fail(format!(
+                "--dangerously-auto-approve confines commands ({mode} sandbox), which a tmux pane cannot do yet: leave out --tmux, or set [tools] sandbox = \"off\" to run them unconfined"
             )),
         };
     }
@@ -290,9 +292,10 @@ mod tests {
             plan_sandbox(choice(true), true, true, unreachable),
             SandboxPlan::Fail(_)
         ));
+        // Auto-approve's default sandbox is not silently dropped in a pane.
         assert!(matches!(
             plan_sandbox(choice(false), true, true, unreachable),
-            SandboxPlan::Unconfined(_)
+            SandboxPlan::Fail(m) if m.contains("--dangerously-auto-approve")
         ));
         assert!(
             matches!(plan_sandbox(choice(true), false, false, unreachable), SandboxPlan::Unconfined(m) if m.contains("remote"))
