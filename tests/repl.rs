@@ -136,8 +136,8 @@ fn a_long_task_shows_in_ps_and_kill_cancels_it_with_a_valid_history() {
 #[test]
 fn approvals_answered_yes_and_no_reach_the_model() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("one", "echo approved-output")]),
-        Reply::tool_calls(vec![shell("two", "echo never-runs")]),
+        Reply::tool_calls(vec![shell("one", "expr approved-output")]),
+        Reply::tool_calls(vec![shell("two", "expr never-runs")]),
         Reply::text("finished"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -145,11 +145,11 @@ fn approvals_answered_yes_and_no_reach_the_model() {
     t.line("do two things");
     t.wait_for("the first approval", |_| {
         t.cursor_line()
-            .contains("$ echo approved-output -- approve?")
+            .contains("$ expr approved-output -- approve?")
     });
     t.line("y");
     t.wait_for("the second approval", |_| {
-        t.cursor_line().contains("$ echo never-runs -- approve?")
+        t.cursor_line().contains("$ expr never-runs -- approve?")
     });
     t.line("n");
     t.wait_text("finished");

@@ -290,7 +290,7 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
         return;
     };
     let started = Instant::now();
-    let command = "echo from-the-browser-tool";
+    let command = "expr from-the-browser-tool";
     let p = FakeProvider::start(vec![
         Reply::tool_calls(vec![ToolCallSpec::new(
             "c1",
