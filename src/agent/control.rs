@@ -548,7 +548,7 @@ mod tests {
         let (first, offered) = answered(
             &gate,
             &mut rx,
-            shell("1", "ls | wc -l"),
+            shell("1", "touch a | wc -l"),
             Decision::ApproveAlways,
         )
         .await;
@@ -557,7 +557,7 @@ mod tests {
         let (again, _) = answered(
             &gate,
             &mut rx,
-            shell("2", "ls | wc -l"),
+            shell("2", "touch a | wc -l"),
             Decision::Deny { reason: None },
         )
         .await;
