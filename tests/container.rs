@@ -338,7 +338,8 @@ fn a_read_only_command_runs_in_the_container_without_a_terminal() {
     let r = result_of(&p.chat_requests(), "r");
     assert!(r.contains("bin") && r.contains("etc"), "{r}");
     assert!(
-        out.stderr.contains("auto-approved (read-only): ls / | head -50"),
+        out.stderr
+            .contains("auto-approved (read-only): ls / | head -50"),
         "{}",
         out.stderr
     );
