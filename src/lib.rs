@@ -25,6 +25,7 @@ pub mod provider;
 pub mod redact;
 pub mod serve;
 pub mod session;
+pub mod shell;
 pub mod text;
 pub mod tools;
 pub mod ui;

@@ -324,6 +324,27 @@ fn a_missing_engine_is_one_line_and_no_model_request() {
     assert_eq!(p.request_count(), 0);
 }
 
+/// A read-only command line runs in the container with nobody to ask.
+#[test]
+fn a_read_only_command_runs_in_the_container_without_a_terminal() {
+    let ctr = Container::start();
+    let p = FakeProvider::start(vec![
+        call("r", "run_shell", json!({"command": "ls / | head -50"})),
+        Reply::text("listed"),
+    ]);
+    let cmd = buddy().config(fake_config(&p));
+    let out = run_detached(&cmd, &["exec", "--container", ctr.name(), "go"]);
+    out.assert_success();
+    let r = result_of(&p.chat_requests(), "r");
+    assert!(r.contains("bin") && r.contains("etc"), "{r}");
+    assert!(
+        out.stderr
+            .contains("auto-approved (read-only): ls / | head -50"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn the_prompt_names_the_container_and_unapproved_commands_are_refused() {
     let ctr = Container::start();

@@ -136,8 +136,8 @@ fn a_long_task_shows_in_ps_and_kill_cancels_it_with_a_valid_history() {
 #[test]
 fn approvals_answered_yes_and_no_reach_the_model() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("one", "echo approved-output")]),
-        Reply::tool_calls(vec![shell("two", "echo never-runs")]),
+        Reply::tool_calls(vec![shell("one", "expr approved-output")]),
+        Reply::tool_calls(vec![shell("two", "expr never-runs")]),
         Reply::text("finished"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -145,11 +145,11 @@ fn approvals_answered_yes_and_no_reach_the_model() {
     t.line("do two things");
     t.wait_for("the first approval", |_| {
         t.cursor_line()
-            .contains("$ echo approved-output -- approve?")
+            .contains("$ expr approved-output -- approve?")
     });
     t.line("y");
     t.wait_for("the second approval", |_| {
-        t.cursor_line().contains("$ echo never-runs -- approve?")
+        t.cursor_line().contains("$ expr never-runs -- approve?")
     });
     t.line("n");
     t.wait_text("finished");
@@ -777,9 +777,11 @@ fn escape_sequences_are_shown_not_obeyed_and_approvals_show_what_runs() {
     let title = t.tmux_cmd(&["display-message", "-p", "#{pane_title}"]);
     assert!(!title.contains("pwned"), "the pane was retitled: {title}");
     t.line("now the command");
-    t.wait_for("the approval", |_| {
-        t.cursor_line()
-            .contains("$ touch evil # ␛[1K ␛[999Dls -la -- approve?")
+    // With "[r]emember" offered the question is too wide for the pane, so
+    // the command is shown whole on the line above it.
+    t.wait_for("the approval", |screen| {
+        t.cursor_line().contains("-- approve?")
+            && screen.contains("$ touch evil # ␛[1K ␛[999Dls -la")
     });
     assert!(t.screen().contains("control characters"), "{}", t.screen());
     t.line("n");

@@ -56,7 +56,7 @@ fn messages(c: &Client, id: &str) -> Vec<Value> {
 #[test]
 fn a_tool_loop_with_an_approval_answered_over_http() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("c1", "echo from-the-tool")]),
+        Reply::tool_calls(vec![shell("c1", "expr from-the-tool")]),
         Reply::text("All done."),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -67,7 +67,7 @@ fn a_tool_loop_with_an_approval_answered_over_http() {
     let before = stream.until("approval_request");
     assert_eq!(find(&before, "tool_call_start").data["name"], "run_shell");
     let ask = before.last().unwrap();
-    assert_eq!(ask.data["command"], "echo from-the-tool");
+    assert_eq!(ask.data["command"], "expr from-the-tool");
     // A wrong call id is refused; the right one answers.
     let r = c.post(
         &format!("/api/sessions/{id}/approvals/nope"),
@@ -468,8 +468,8 @@ fn a_fast_stream_merged_into_batches_reaches_two_clients_whole_and_in_order() {
 #[test]
 fn always_over_http_allows_the_offered_prefix() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("c1", "echo first")]),
-        Reply::tool_calls(vec![shell("c2", "echo second")]),
+        Reply::tool_calls(vec![shell("c1", "expr first")]),
+        Reply::tool_calls(vec![shell("c2", "expr second")]),
         Reply::text("both ran"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -478,7 +478,7 @@ fn always_over_http_allows_the_offered_prefix() {
     let id = new_session(&c);
     let mut stream = prompt(&c, &id, "run two");
     let before = stream.until("approval_request");
-    assert_eq!(before.last().unwrap().data["always"], "echo");
+    assert_eq!(before.last().unwrap().data["always"], "expr");
     let r = c.post(
         &format!("/api/sessions/{id}/approvals/c1"),
         r#"{"approve":true,"always":true}"#,
@@ -495,7 +495,7 @@ fn always_over_http_allows_the_offered_prefix() {
         .collect();
     assert_eq!(decided.len(), 2, "{rest:?}");
     assert_eq!(decided[0].data["by"], "user");
-    assert_eq!(decided[0].data["always"], "echo");
+    assert_eq!(decided[0].data["always"], "expr");
     assert_eq!(decided[1].data["by"], "allow_list");
     assert_eq!(decided[1].data["call_id"], "c2");
     assert_eq!(rest.last().unwrap().data["outcome"]["status"], "answered");
@@ -512,13 +512,13 @@ fn answer(c: &Client, id: &str, call_id: &str, body: &str) {
 #[test]
 fn always_lasts_for_the_served_session_and_dies_with_the_server() {
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("c1", "echo first")]),
+        Reply::tool_calls(vec![shell("c1", "expr first")]),
         Reply::text("one"),
-        Reply::tool_calls(vec![shell("c2", "echo second")]),
+        Reply::tool_calls(vec![shell("c2", "expr second")]),
         Reply::text("two"),
-        Reply::tool_calls(vec![shell("c3", "echo third")]),
+        Reply::tool_calls(vec![shell("c3", "expr third")]),
         Reply::text("three"),
-        Reply::tool_calls(vec![shell("c4", "echo fourth")]),
+        Reply::tool_calls(vec![shell("c4", "expr fourth")]),
         Reply::text("four"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -528,7 +528,7 @@ fn always_lasts_for_the_served_session_and_dies_with_the_server() {
 
     let mut run1 = prompt(&c, &id, "run one");
     let asked = run1.until("approval_request");
-    assert_eq!(asked.last().unwrap().data["always"], "echo");
+    assert_eq!(asked.last().unwrap().data["always"], "expr");
     answer(&c, &id, "c1", r#"{"approve":true,"always":true}"#);
     run1.until("done");
 
@@ -541,7 +541,7 @@ fn always_lasts_for_the_served_session_and_dies_with_the_server() {
     let decided = find(&run2, "approval_decided");
     assert_eq!(decided.data["call_id"], "c2");
     assert_eq!(decided.data["by"], "allow_list");
-    assert_eq!(decided.data["always"], "echo");
+    assert_eq!(decided.data["always"], "expr");
     assert!(find(&run2, "tool_call_result").data["text"]
         .as_str()
         .unwrap()

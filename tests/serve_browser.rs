@@ -290,7 +290,7 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
         return;
     };
     let started = Instant::now();
-    let command = "echo from-the-browser-tool";
+    let command = "expr from-the-browser-tool";
     let p = FakeProvider::start(vec![
         Reply::tool_calls(vec![ToolCallSpec::new(
             "c1",
@@ -327,7 +327,7 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     // "Always" names the prefix the agent offered for this command.
     assert_eq!(
         b.texts(".approval .always"),
-        vec!["Always echo".to_string()]
+        vec!["Always expr".to_string()]
     );
     assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
     let stop = b.wait_element("#stop");

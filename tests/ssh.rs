@@ -317,6 +317,12 @@ fn the_repl_names_the_remote_actor_in_its_prompt_and_approvals() {
             "run_shell",
             json!({"command": "id -un"}).to_string(),
         )]),
+        // `env` runs its arguments: not read-only, so it is asked about.
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "two",
+            "run_shell",
+            json!({"command": "env id -un"}).to_string(),
+        )]),
         Reply::text("all finished"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -330,16 +336,20 @@ fn the_repl_names_the_remote_actor_in_its_prompt_and_approvals() {
     let banner = t.screen();
     assert!(banner.contains("127.0.0.1"), "{banner}");
     t.line("who are you there?");
-    let question = format!("{USER}@127.0.0.1$ id -un -- approve?");
+    // A read-only command runs on the remote target without a question.
+    t.wait_text("auto-approved (read-only): id -un");
+    let question = format!("{USER}@127.0.0.1$ env id -un -- approve?");
     t.wait_for("the approval prompt", |_| {
         t.cursor_line().contains(&question)
     });
     t.line("y");
     t.wait_text("all finished");
-    assert_eq!(
-        result_of(&p.chat_requests(), "one"),
-        format!("exit code: 0\nstdout:\n{USER}")
-    );
+    for id in ["one", "two"] {
+        assert_eq!(
+            result_of(&p.chat_requests(), id),
+            format!("exit code: 0\nstdout:\n{USER}")
+        );
+    }
 }
 
 /// Whether `buddytest` runs a process whose command line is `pattern`.

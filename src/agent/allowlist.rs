@@ -1,17 +1,23 @@
 //! The per-agent allow list behind the "always" answer to an approval: which
 //! command prefix "always" offers for a shell command, and whether a later
-//! command starts with a prefix the user allowed. It lives in memory only,
-//! for as long as its holders do (the REPL's agent; a served session while
-//! the server runs); nothing here is read from or written to config. It does not decide anything on its own: the gate in `control.rs`
-//! asks it only after the denylist and the approval policy.
+//! command starts with a prefix the user allowed. It lives in memory for as
+//! long as its holders do (the REPL's agent; a served session while the
+//! server runs). Some of its rules may have been remembered in the user's
+//! config (`config::approvals`): the front end's host loads and saves them;
+//! nothing here touches a file. It does not decide anything on its own: the
+//! gate in `control.rs` asks it only after the denylist and the policy.
 //!
 //! A prefix is whole words, not text: `cargo test` allows `cargo test
 //! --release x` but not `cargo testify`. Both the command that offered it and
 //! any command it approves later must be one simple command of literal words
-//! (the denylist's shell parser decides), so `cargo test; rm -rf ~`,
-//! `cargo test $(x)`, `cargo test > f` or `cargo test && y` never match.
+//! (the shell parser in `crate::shell` decides), so `cargo test; rm -rf ~`,
+//! `cargo test $(x)`, `cargo test > f` or `cargo test && y` never match. Nor
+//! does a command whose later words use an option of the program that writes
+//! files or runs programs (`git log --output=x`, `sort -o f`): the tables in
+//! `shell::readonly` say which, and the offer says it excludes them.
 
-use crate::tools::denylist::literal_words;
+use crate::shell::literal_words;
+use crate::shell::readonly::{has_side_doors, side_door};
 use std::sync::{Arc, Mutex};
 
 /// Tools whose second word picks what they do (`git push` is not `git
@@ -75,33 +81,82 @@ const RUNS_ITS_ARGUMENTS: &[&str] = &[
 /// not offered, since the words a later command spells could mean more.
 const EXPANDING: &[char] = &['*', '?', '[', ']', '{', '}', '~'];
 
-/// The prefixes allowed so far, as words.
+/// One allowed prefix as a front end lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowRule {
+    /// The prefix as the user would type it (`git log`).
+    pub shown: String,
+    /// Saved in the user's config, so later runs start with it.
+    pub remembered: bool,
+}
+
+/// The prefixes allowed so far, as words, in the order they were allowed.
 #[derive(Debug, Clone, Default)]
 pub struct AllowList {
-    prefixes: Vec<Vec<String>>,
+    prefixes: Vec<(Vec<String>, bool)>,
 }
 
 impl AllowList {
     pub fn add(&mut self, prefix: Vec<String>) {
-        if !prefix.is_empty() && !self.prefixes.contains(&prefix) {
-            self.prefixes.push(prefix);
+        self.insert(prefix, false);
+    }
+
+    /// Adds `prefix` (or marks it) as remembered in the user's config.
+    pub fn add_remembered(&mut self, prefix: Vec<String>) {
+        self.insert(prefix, true);
+    }
+
+    fn insert(&mut self, prefix: Vec<String>, remembered: bool) {
+        if prefix.is_empty() {
+            return;
+        }
+        match self.prefixes.iter_mut().find(|(p, _)| *p == prefix) {
+            Some((_, r)) => *r |= remembered,
+            None => self.prefixes.push((prefix, remembered)),
         }
     }
 
-    /// The allowed prefix `command` starts with, as shown to the user.
+    /// The allowed prefix `command` starts with, as shown to the user. The
+    /// words after it must not open one of the program's side doors.
     pub fn find(&self, tool: &str, command: &str) -> Option<String> {
         if tool != "run_shell" || self.prefixes.is_empty() {
             return None;
         }
         let words = literal_words(command.trim())?;
+        let program = words[0].rsplit('/').next().unwrap_or(&words[0]);
+        let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        if side_door(program, &rest) {
+            return None;
+        }
         self.prefixes
             .iter()
-            .find(|p| words.len() >= p.len() && words[..p.len()] == p[..])
-            .map(|p| shown(p))
+            .find(|(p, _)| words.len() >= p.len() && words[..p.len()] == p[..])
+            .map(|(p, _)| shown(p))
     }
 
     pub fn is_empty(&self) -> bool {
         self.prefixes.is_empty()
+    }
+
+    /// Every rule, remembered ones first, each in the order allowed.
+    pub fn rules(&self) -> Vec<AllowRule> {
+        let (mut saved, session): (Vec<AllowRule>, Vec<AllowRule>) = self
+            .prefixes
+            .iter()
+            .map(|(p, remembered)| AllowRule {
+                shown: shown(p),
+                remembered: *remembered,
+            })
+            .partition(|r| r.remembered);
+        saved.extend(session);
+        saved
+    }
+
+    /// Drops the rule shown as `shown`; whether there was one.
+    pub fn remove(&mut self, shown_rule: &str) -> bool {
+        let before = self.prefixes.len();
+        self.prefixes.retain(|(p, _)| shown(p) != shown_rule);
+        self.prefixes.len() != before
     }
 }
 
@@ -127,6 +182,38 @@ impl SharedAllowList {
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
+
+    pub fn add_remembered(&self, prefix: Vec<String>) {
+        self.lock().add_remembered(prefix);
+    }
+
+    pub fn rules(&self) -> Vec<AllowRule> {
+        self.lock().rules()
+    }
+
+    pub fn remove(&self, shown_rule: &str) -> bool {
+        self.lock().remove(shown_rule)
+    }
+}
+
+/// The words of a rule as written in config (`git log`), if it is one a
+/// prefix can be: literal words that "always" could have offered.
+pub fn rule_words(rule: &str) -> Option<Vec<String>> {
+    let words = literal_words(rule.trim())?;
+    let ok = words
+        .iter()
+        .all(|w| !w.is_empty() && !w.contains(EXPANDING) && !w.contains('\n'))
+        && !words[0].contains('=');
+    ok.then_some(words)
+}
+
+/// What an "always" rule for `prefix` (as shown) covers beyond its words:
+/// for a program with options that write files or run programs, a note that
+/// those are left out; `None` for others.
+pub fn scope_note(prefix: &str) -> Option<&'static str> {
+    let words = literal_words(prefix)?;
+    let program = words[0].rsplit('/').next().unwrap_or(&words[0]);
+    has_side_doors(program).then_some("without options that write files or run programs")
 }
 
 /// What "always" would allow for this request, if it is offered: only for
@@ -293,6 +380,59 @@ mod tests {
             assert_eq!(list.find("run_shell", command), None, "{command:?}");
         }
         assert_eq!(list.find("send-keys", "cargo test"), None);
+    }
+
+    #[test]
+    fn a_prefix_never_covers_options_that_write_files_or_run_programs() {
+        let list = allowing("git log -n 1");
+        assert!(list.find("run_shell", "git log -n 3 --stat").is_some());
+        for command in [
+            "git log --output=pwned.txt -n 1",
+            "git log --output pwned.txt",
+            "git log --outp=x",
+            "git log --ext-diff",
+            "git log -p --textconv",
+            "git -c core.pager=sh log",
+            "git log > out",
+            "git log 2>/dev/null",
+        ] {
+            assert_eq!(list.find("run_shell", command), None, "{command:?}");
+        }
+        let list = allowing("sort -u names");
+        assert!(list.find("run_shell", "sort -r x").is_some());
+        assert!(list.find("run_shell", "sort -o out x").is_none());
+        assert_eq!(
+            scope_note("git log"),
+            Some("without options that write files or run programs")
+        );
+        assert_eq!(scope_note("cargo test"), None);
+    }
+
+    #[test]
+    fn remembered_rules_list_first_and_can_be_dropped() {
+        let mut list = allowing("cargo test");
+        list.add_remembered(rule_words("git log").expect("a rule"));
+        list.add_remembered(rule_words("cargo test").expect("a rule"));
+        list.add(rule_words("ls").expect("a rule"));
+        let shown: Vec<(String, bool)> = list
+            .rules()
+            .into_iter()
+            .map(|r| (r.shown, r.remembered))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("cargo test".to_string(), true),
+                ("git log".to_string(), true),
+                ("ls".to_string(), false)
+            ]
+        );
+        assert!(list.remove("git log"));
+        assert!(!list.remove("git log"));
+        assert!(list.find("run_shell", "git log").is_none());
+        assert_eq!(rule_words("ls *"), None);
+        assert_eq!(rule_words("X=1 ls"), None);
+        assert_eq!(rule_words("ls; rm x"), None);
     }
 
     #[test]

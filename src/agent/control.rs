@@ -6,10 +6,12 @@
 //! The approval policy lives here and nowhere else. A tool that needs consent
 //! asks the `Gate`; the gate applies, in order, the denylist (refused, even
 //! with everything approved), `shell_confirm = false` (approved), the policy
-//! (all, none, a time window), the prefixes the user allowed with "always"
-//! (`allowlist.rs`) and, when it says ask, a front end through an
-//! `ApprovalRequested` event answered by `Op::Approve`, or, with nobody to ask,
-//! a denial with the reason.
+//! (all, none, a time window), a shell command line that only reads
+//! (`shell::readonly`, approved unless `tools.auto_approve_read_only` is
+//! off), the prefixes the user allowed with "always" (`allowlist.rs`) and,
+//! when it says ask, a front end through an `ApprovalRequested` event
+//! answered by `Op::Approve`, or, with nobody to ask, a denial with the
+//! reason.
 
 use super::allowlist::{self, SharedAllowList};
 use super::emitter::Emitter;
@@ -38,6 +40,9 @@ pub struct ApprovalRules {
     /// Someone can answer `ApprovalRequested` (a terminal, a client). When
     /// not, asking means denying, with this reason for the model.
     pub no_approver_reason: Option<String>,
+    /// `tools.auto_approve_read_only`: a shell command line that only reads
+    /// runs without asking (under `ask`, and with nobody to ask).
+    pub read_only: bool,
 }
 
 impl Default for ApprovalRules {
@@ -47,6 +52,7 @@ impl Default for ApprovalRules {
             confirm: true,
             denylist: Denylist::default(),
             no_approver_reason: None,
+            read_only: true,
         }
     }
 }
@@ -218,6 +224,13 @@ impl Control {
             }
             ApprovalPolicy::Until { .. } => st.rules.policy = ApprovalPolicy::Ask,
             ApprovalPolicy::Ask => {}
+        }
+        // Only `run_shell`: text typed into a pane may not be shell at all.
+        if st.rules.read_only
+            && request.tool == "run_shell"
+            && crate::shell::readonly::is_read_only(&request.command)
+        {
+            return Some((Approval::Approved, DecidedBy::ReadOnly, None));
         }
         if let Some(prefix) = self.allowed.find(&request.tool, &request.command) {
             return Some((Approval::Approved, DecidedBy::AllowList, Some(prefix)));
@@ -465,12 +478,77 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn read_only_lines_pass_without_asking_unless_switched_off_or_denied_by_policy() {
+        let (gate, mut rx) = gate();
+        for command in ["ls -la", "wc -l f | sort -n", "git status"] {
+            assert_eq!(gate.approve(shell("1", command)).await, Approval::Approved);
+            match rx.recv().await.map(|e| e.kind) {
+                Some(EventKind::ApprovalDecided { by, approved, .. }) => {
+                    assert_eq!((by, approved), (DecidedBy::ReadOnly, true))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Not read-only: asked as before.
+        let (denied, _) = answered(
+            &gate,
+            &mut rx,
+            shell("2", "ls > out"),
+            Decision::Deny { reason: None },
+        )
+        .await;
+        assert!(matches!(denied, Approval::Denied { .. }));
+        let _decided = rx.recv().await;
+        // Not for text typed into a pane.
+        let mut pane = shell("3", "ls");
+        pane.tool = "send-keys".into();
+        let (typed, _) = answered(&gate, &mut rx, pane, Decision::Approve).await;
+        assert_eq!(typed, Approval::Approved);
+        let _decided = rx.recv().await;
+        // `/approve none` denies everything.
+        gate.control.set_policy(ApprovalPolicy::None);
+        assert!(matches!(
+            gate.approve(shell("4", "ls")).await,
+            Approval::Denied { .. }
+        ));
+        let _decided = rx.recv().await;
+        // Switched off: asked.
+        gate.control.set_policy(ApprovalPolicy::Ask);
+        gate.control.lock().rules.read_only = false;
+        let (asked, _) = answered(&gate, &mut rx, shell("5", "ls"), Decision::Approve).await;
+        assert_eq!(asked, Approval::Approved);
+    }
+
+    #[tokio::test]
+    async fn with_nobody_to_ask_read_only_lines_still_run() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let rules = ApprovalRules {
+            no_approver_reason: Some("no terminal".into()),
+            ..ApprovalRules::default()
+        };
+        let control = Control::new(
+            Emitter::new(tx),
+            rules,
+            SharedAllowList::default(),
+            QueueMode::OneAtATime,
+            QueueMode::OneAtATime,
+        );
+        let gate = Gate { control };
+        assert_eq!(gate.approve(shell("1", "ls")).await, Approval::Approved);
+        let _decided = rx.recv().await;
+        match gate.approve(shell("2", "find . -delete")).await {
+            Approval::Denied { reason } => assert_eq!(reason, "no terminal"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
     async fn always_is_only_this_once_where_nothing_was_offered() {
         let (gate, mut rx) = gate();
         let (first, offered) = answered(
             &gate,
             &mut rx,
-            shell("1", "ls | wc -l"),
+            shell("1", "touch a | wc -l"),
             Decision::ApproveAlways,
         )
         .await;
@@ -479,7 +557,7 @@ mod tests {
         let (again, _) = answered(
             &gate,
             &mut rx,
-            shell("2", "ls | wc -l"),
+            shell("2", "touch a | wc -l"),
             Decision::Deny { reason: None },
         )
         .await;

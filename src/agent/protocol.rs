@@ -405,6 +405,9 @@ pub enum DecidedBy {
     Denylist,
     /// A prefix the user allowed earlier with "always" (`always` names it).
     AllowList,
+    /// A shell command line that only reads (`ls`, `git status`), approved
+    /// without asking (`tools.auto_approve_read_only`).
+    ReadOnly,
     /// Nobody can be asked (exec without a terminal).
     NoApprover,
     /// The run ended first.

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod approvals;
 mod discovery;
 mod execution;
 mod pick;
@@ -271,6 +272,7 @@ fn approval_rules(settings: &Settings) -> ApprovalRules {
         confirm: t.shell_confirm,
         denylist: tools::denylist::Denylist::new(&t.shell_denylist),
         no_approver_reason: None,
+        read_only: t.auto_approve_read_only.unwrap_or(true),
     }
 }
 
@@ -366,7 +368,7 @@ fn agent_setup(
         system_prompt: Some(system),
         model: model_info(settings),
         approval,
-        allowed: agent::allowlist::SharedAllowList::default(),
+        allowed: approvals::remembered(),
         steering_mode: queue_mode(settings.agent.steering_mode),
         follow_up_mode: queue_mode(settings.agent.follow_up_mode),
         sessions: Some(Box::new(sessions::Sessions::new(
@@ -631,14 +633,16 @@ async fn interactive(
         settings: settings.clone(),
         overrides: overrides.clone(),
     };
-    let mut agent = agent::spawn(agent_setup(
+    let setup = agent_setup(
         &settings,
         &execution,
         approval_rules(&settings),
         agent_options(&settings),
         Some(Box::new(switcher)),
         None,
-    )?);
+    )?;
+    let allowed = setup.allowed.clone();
+    let mut agent = agent::spawn(setup);
     let mut banner = format!(
         "{} {} via {} — /help for commands, Ctrl-D to quit",
         style.actor("buddy"),
@@ -695,6 +699,7 @@ async fn interactive(
             .collect(),
         settings: settings.clone(),
         overrides: overrides.clone(),
+        allowed,
     };
     let opts = crate::ui::repl::ReplOptions {
         style,

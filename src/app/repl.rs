@@ -16,6 +16,8 @@ pub(crate) struct Host {
     pub settings: Settings,
     pub overrides: CliOverrides,
     pub tools: Vec<String>,
+    /// The agent's allow list, for `/approve` and "remember".
+    pub allowed: crate::agent::allowlist::SharedAllowList,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -25,6 +27,18 @@ fn env(name: &str) -> Option<String> {
 impl ReplHost for Host {
     fn tools(&self) -> Vec<String> {
         self.tools.clone()
+    }
+
+    fn approval_rules(&self) -> Vec<crate::agent::allowlist::AllowRule> {
+        self.allowed.rules()
+    }
+
+    fn remember(&self, prefix: &str) -> Result<String, String> {
+        super::approvals::remember(&self.allowed, prefix)
+    }
+
+    fn forget(&self, n: usize) -> Result<String, String> {
+        super::approvals::forget(&self.allowed, n)
     }
 
     fn sessions(&self) -> String {

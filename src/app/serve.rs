@@ -132,6 +132,8 @@ impl Backend for ServeBackend {
             None,
             Some(&self.transports),
         )?;
+        // The user's remembered rules hold in every served session too.
+        super::approvals::load_into(&allowed);
         setup.allowed = allowed;
         Ok(agent::spawn(setup))
     }

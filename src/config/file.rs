@@ -193,6 +193,10 @@ pub struct ToolsSection {
     pub shell_enabled: bool,
     #[serde(default = "yes")]
     pub shell_confirm: bool,
+    /// A shell command line that only reads (`ls`, `git status`) runs
+    /// without asking; unset means on. An `Option` so that an untrusted
+    /// project file's `true` can be told from the default (`trust.rs`).
+    pub auto_approve_read_only: Option<bool>,
     /// Patterns refused on top of the built-in rules (which always apply).
     #[serde(default)]
     pub shell_denylist: Vec<String>,
@@ -238,6 +242,7 @@ impl Default for ToolsSection {
             hide_env: Vec::new(),
             shell_enabled: true,
             shell_confirm: true,
+            auto_approve_read_only: None,
             shell_denylist: Vec::new(),
             shell_timeout_secs: default_shell_timeout(),
             files_enabled: true,

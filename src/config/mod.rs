@@ -2,6 +2,7 @@
 //! profile with environment and command-line overrides into the settings the rest
 //! of buddy runs with. Nothing here does network I/O.
 
+pub mod approvals;
 mod error;
 mod file;
 pub mod trust;

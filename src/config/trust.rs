@@ -10,7 +10,8 @@
 //!   profile identical to one of the built-in template's is fine;
 //! - `[auth.*]` sections (they say where login tokens are refreshed);
 //! - settings in `[tools]` that lower safety (`shell_confirm = false`, a
-//!   denylist of its own; `lowers_tool_safety` is where new ones belong).
+//!   denylist of its own, `auto_approve_read_only = true`;
+//!   `lowers_tool_safety` is where new ones belong).
 //!
 //! Trust is remembered per canonical path and SHA-256 of the content in
 //! `trusted.json` (0600) in buddy's config directory, so a file that changes
@@ -200,6 +201,12 @@ pub fn lowers_tool_safety(tools: &mut ToolsSection, held: &mut Vec<String>) {
         tools.shell_confirm = true;
         held.push("tools.shell_confirm".into());
     }
+    // A project file may turn approving read-only commands off, never on:
+    // the user's own file (not loaded beside it) may have turned it off.
+    if tools.auto_approve_read_only == Some(true) {
+        tools.auto_approve_read_only = Some(false);
+        held.push("tools.auto_approve_read_only".into());
+    }
     // The built-in denylist rules are always on and a file's list only adds
     // to them, so an untrusted list cannot weaken it and is kept.
     if tools.sandbox == Some(super::file::SandboxMode::Off) {
@@ -261,6 +268,16 @@ mod tests {
         assert_eq!(file.tools.shell_denylist, ["git push"]);
         assert!(u.no_env_key.contains(&"evil".to_string()));
         assert!(!u.no_env_key.contains(&"openai".to_string()));
+    }
+
+    #[test]
+    fn an_untrusted_file_may_turn_read_only_approval_off_but_not_on() {
+        let (file, u) = held("[tools]\nauto_approve_read_only = true\n", false);
+        assert_eq!(u.held_back, ["tools.auto_approve_read_only"]);
+        assert_eq!(file.tools.auto_approve_read_only, Some(false));
+        let (file, u) = held("[tools]\nauto_approve_read_only = false\n", false);
+        assert!(u.held_back.is_empty());
+        assert_eq!(file.tools.auto_approve_read_only, Some(false));
     }
 
     #[test]

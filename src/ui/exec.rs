@@ -303,6 +303,20 @@ impl ExecFrontEnd {
             }
             EventKind::ApprovalDecided {
                 command,
+                by: DecidedBy::ReadOnly,
+                ..
+            } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{}",
+                    st.dim(&format!(
+                        "auto-approved (read-only): {}",
+                        crate::text::visible(&command)
+                    ))
+                );
+            }
+            EventKind::ApprovalDecided {
+                command,
                 by: DecidedBy::AllowList,
                 always: Some(prefix),
                 ..
@@ -515,7 +529,7 @@ pub(crate) async fn ask(
         st.actor(&crate::text::visible(actor)),
         st.actor("$"),
         st.accent(&shown),
-        st.warning(&super::approval_choices(always.as_deref()))
+        st.warning(&super::approval_choices(always.as_deref(), false))
     ));
     let asked = tokio::task::spawn_blocking(move || ask_on_tty(&prompt, always.is_some())).await;
     match asked {
@@ -526,9 +540,11 @@ pub(crate) async fn ask(
     }
 }
 
-/// Asks on the controlling terminal, a line per answer: `y`, `a` (when
-/// "always" is offered) or `e` and then a reason for the model; anything
-/// else denies. `None` when there is no terminal.
+/// Asks on the controlling terminal with one key, as the REPL does: `y`,
+/// `n`, `a` (when "always" is offered), `e` and then a reason line for the
+/// model; Esc, Ctrl-C or Ctrl-D deny; other keys are ignored. `None` when
+/// there is no terminal. The terminal is in raw mode only while the key is
+/// awaited, and left as it was on every path.
 fn ask_on_tty(prompt: &str, always_offered: bool) -> Option<Decision> {
     use std::io::BufRead;
     let tty = std::fs::OpenOptions::new()
@@ -537,24 +553,63 @@ fn ask_on_tty(prompt: &str, always_offered: bool) -> Option<Decision> {
         .open("/dev/tty")
         .ok()?;
     let mut writer = tty.try_clone().ok()?;
-    let mut reader = std::io::BufReader::new(tty);
-    let mut read = |prompt: &str| -> Option<String> {
-        writer.write_all(prompt.as_bytes()).ok()?;
-        writer.flush().ok()?;
-        let mut line = String::new();
-        reader.read_line(&mut line).ok()?;
-        Some(line.trim().to_string())
+    writer.write_all(prompt.as_bytes()).ok()?;
+    writer.flush().ok()?;
+    let choice = read_choice(always_offered)?;
+    let word = match choice {
+        Some(super::Choice::Yes) => "yes",
+        Some(super::Choice::Always) => "always",
+        Some(super::Choice::Explain) => "explain",
+        _ => "no",
     };
-    let answer = read(prompt)?;
-    Some(match super::Choice::parse(&answer) {
+    writer.write_all(format!("{word}\n").as_bytes()).ok()?;
+    writer.flush().ok()?;
+    Some(match choice {
         Some(super::Choice::Yes) => Decision::Approve,
-        Some(super::Choice::Always) if always_offered => Decision::ApproveAlways,
+        Some(super::Choice::Always) => Decision::ApproveAlways,
         Some(super::Choice::Explain) => {
-            let reason = read("reason for the model: ")?;
+            writer.write_all(b"reason for the model: ").ok()?;
+            writer.flush().ok()?;
+            let mut line = String::new();
+            std::io::BufReader::new(tty).read_line(&mut line).ok()?;
+            let reason = line.trim().to_string();
             Decision::Deny {
                 reason: Some(reason).filter(|r| !r.is_empty()),
             }
         }
         _ => Decision::Deny { reason: None },
     })
+}
+
+/// Waits for one answering key in raw mode. `Some(None)` is a denial key
+/// (Esc, Ctrl-C, Ctrl-D); `None` means the terminal could not be read.
+fn read_choice(always_offered: bool) -> Option<Option<super::Choice>> {
+    use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+    struct Raw;
+    impl Drop for Raw {
+        fn drop(&mut self) {
+            let _ = crossterm::terminal::disable_raw_mode();
+        }
+    }
+    crossterm::terminal::enable_raw_mode().ok()?;
+    let _raw = Raw;
+    loop {
+        let Event::Key(key) = event::read().ok()? else {
+            continue;
+        };
+        if key.kind == KeyEventKind::Release {
+            continue;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Esc => return Some(None),
+            KeyCode::Char('c' | 'd') if ctrl => return Some(None),
+            KeyCode::Char(c) if !ctrl => match super::Choice::parse(&c.to_string()) {
+                Some(super::Choice::Always) if !always_offered => {}
+                Some(super::Choice::Remember) | None => {}
+                Some(choice) => return Some(Some(choice)),
+            },
+            _ => {}
+        }
+    }
 }

@@ -101,11 +101,18 @@ pub fn detail_lines(detail: &str, style: Style) -> Vec<String> {
 
 /// The keys an approval prompt offers, naming exactly what "always" allows
 /// (kept short: the REPL's prompt is one terminal line).
-pub fn approval_choices(always: Option<&str>) -> String {
+/// `remember`: the front end can save an "always" rule in the user's config
+/// (the REPL), so `[r]emember` is offered beside `[a]lways`. The rule is
+/// shown with what it leaves out, so the user knows what "always" covers.
+pub fn approval_choices(always: Option<&str>, remember: bool) -> String {
     match always {
         Some(prefix) => format!(
-            "-- approve? [y]es [n]o [a]lways `{}` [e]xplain",
-            crate::text::visible(prefix)
+            "-- approve? [y]es [n]o [a]lways `{}`{}{} [e]xplain",
+            crate::text::visible(prefix),
+            crate::agent::allowlist::scope_note(prefix)
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
+            if remember { " [r]emember" } else { "" }
         ),
         None => "-- approve? [y]es [n]o [e]xplain".to_string(),
     }
@@ -117,6 +124,8 @@ pub enum Choice {
     Yes,
     No,
     Always,
+    /// "Always", and saved in the user's config for later runs.
+    Remember,
     Explain,
 }
 
@@ -127,6 +136,7 @@ impl Choice {
             "y" | "yes" => Some(Choice::Yes),
             "n" | "no" => Some(Choice::No),
             "a" | "always" => Some(Choice::Always),
+            "r" | "remember" => Some(Choice::Remember),
             "e" | "explain" => Some(Choice::Explain),
             _ => None,
         }

@@ -411,9 +411,41 @@ impl BuddyCmd {
         self.run_with_args(&args)
     }
 
+    /// Runs buddy without a controlling terminal (a session of its own), as
+    /// under cron or CI, whatever terminal the test runner has.
+    pub fn run_detached(&self) -> Output {
+        self.run_inner(&self.args, true)
+    }
+
+    /// [`BuddyCmd::rerun`] without a controlling terminal.
+    pub fn rerun_detached<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        self.run_inner(&args, true)
+    }
+
     fn run_with_args(&self, args: &[OsString]) -> Output {
-        let mut child = self
-            .command_with(args)
+        self.run_inner(args, false)
+    }
+
+    fn run_inner(&self, args: &[OsString], detached: bool) -> Output {
+        let mut command = self.command_with(args);
+        if detached {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setsid(2) is async-signal-safe and touches no memory.
+            unsafe {
+                command.pre_exec(|| {
+                    if setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command
             .stdin(if self.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -464,6 +496,10 @@ impl BuddyCmd {
             stderr: stderr.text(),
         }
     }
+}
+
+extern "C" {
+    fn setsid() -> i32;
 }
 
 /// Collects a pipe's bytes on a thread of its own.

@@ -1,20 +1,59 @@
 //! How the REPL shows and sets the agent's approval policy (`/approve`): ask
 //! each time, approve everything, deny everything, or approve everything
-//! until a moment and then ask again. The policy itself lives in the agent.
+//! until a moment and then ask again; and how it lists the "always" rules,
+//! numbered for `/approve remove N`. The policy and the rules live in the
+//! agent; saving remembered ones is the host's.
 
 use super::commands::ApproveArg;
+use crate::agent::allowlist::{scope_note, AllowRule};
 use crate::agent::protocol::ApprovalPolicy;
 use std::time::Duration;
 
-pub fn policy_from_arg(arg: &ApproveArg, now_unix_ms: u64) -> ApprovalPolicy {
-    match arg {
+/// The policy an argument sets; `None` for one that sets none (`remove`).
+pub fn policy_from_arg(arg: &ApproveArg, now_unix_ms: u64) -> Option<ApprovalPolicy> {
+    Some(match arg {
         ApproveArg::Ask => ApprovalPolicy::Ask,
         ApproveArg::All => ApprovalPolicy::All,
         ApproveArg::None => ApprovalPolicy::None,
         ApproveArg::For(d) => ApprovalPolicy::Until {
             unix_ms: now_unix_ms + d.as_millis() as u64,
         },
+        ApproveArg::Remove(_) => return None,
+    })
+}
+
+/// The "always" rules as `/approve` lists them, one numbered line each,
+/// with what each covers; `session` are the prefixes this REPL saw allowed,
+/// for a host that keeps no list.
+pub fn rules_listing(rules: &[AllowRule], session: &[String]) -> String {
+    let fallback: Vec<AllowRule> = session
+        .iter()
+        .map(|s| AllowRule {
+            shown: s.clone(),
+            remembered: false,
+        })
+        .collect();
+    let rules = if rules.is_empty() { &fallback } else { rules };
+    if rules.is_empty() {
+        return String::new();
     }
+    let mut out = String::from("\nalways allowed (/approve remove N drops one):");
+    for (i, r) in rules.iter().enumerate() {
+        out.push_str(&format!(
+            "\n  {}. `{}`{}{}",
+            i + 1,
+            crate::text::visible(&r.shown),
+            scope_note(&r.shown)
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
+            if r.remembered {
+                ", remembered"
+            } else {
+                ", this session"
+            }
+        ));
+    }
+    out
 }
 
 pub fn describe(policy: &ApprovalPolicy) -> String {
@@ -52,13 +91,33 @@ mod tests {
 
     #[test]
     fn a_window_describes_its_remaining_time_then_asks() {
-        let p = policy_from_arg(&ApproveArg::For(Duration::from_secs(600)), 1_000);
+        let p =
+            policy_from_arg(&ApproveArg::For(Duration::from_secs(600)), 1_000).expect("a policy");
         assert_eq!(p, ApprovalPolicy::Until { unix_ms: 601_000 });
         assert_eq!(
             describe_at(&p, 1_000),
             "approve every shell command for 10m00s more, then ask"
         );
         assert_eq!(describe_at(&p, 601_000), "ask before each shell command");
+    }
+
+    #[test]
+    fn rules_are_listed_numbered_with_what_they_cover() {
+        let rules = [
+            AllowRule {
+                shown: "git log".into(),
+                remembered: true,
+            },
+            AllowRule {
+                shown: "cargo test".into(),
+                remembered: false,
+            },
+        ];
+        assert_eq!(
+            rules_listing(&rules, &[]),
+            "\nalways allowed (/approve remove N drops one):\n  1. `git log` (without options that write files or run programs), remembered\n  2. `cargo test`, this session"
+        );
+        assert_eq!(rules_listing(&[], &[]), "");
     }
 
     #[test]

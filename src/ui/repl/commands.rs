@@ -41,6 +41,8 @@ pub enum ApproveArg {
     All,
     None,
     For(Duration),
+    /// `/approve remove N`: drop the Nth "always" rule `/approve` lists.
+    Remove(usize),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +124,8 @@ impl fmt::Display for CommandError {
 
 impl std::error::Error for CommandError {}
 
-const APPROVE_USAGE: &str = "usage: /approve ask|all|none|<duration such as 10m>";
+const APPROVE_USAGE: &str =
+    "usage: /approve ask|all|none|<duration such as 10m> | /approve remove <n>";
 
 /// `None` when `line` is not a slash command (an ordinary prompt); otherwise the
 /// command or a one-line reason it is not one.
@@ -176,6 +179,12 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
             ["ask"] => Ok(Slash::Approve(Some(ApproveArg::Ask))),
             ["all"] => Ok(Slash::Approve(Some(ApproveArg::All))),
             ["none"] => Ok(Slash::Approve(Some(ApproveArg::None))),
+            ["remove", n] => n
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(|n| Slash::Approve(Some(ApproveArg::Remove(n))))
+                .ok_or(CommandError::Usage(APPROVE_USAGE)),
             [d] => duration(d)
                 .map(|d| Slash::Approve(Some(ApproveArg::For(d))))
                 .map_err(|_| CommandError::Usage(APPROVE_USAGE)),
@@ -259,7 +268,9 @@ pub const HELP: &str = "\
 /approve ask|all|none|<dur>
                          shell approvals: ask each time, approve all, deny all,
                          or approve all for a while (e.g. /approve 10m);
-                         no argument: the policy and the prefixes always allowed
+                         no argument: the policy and the numbered always-rules
+                         (remembered ones are saved in approvals.toml)
+/approve remove <n>      drop always-rule n, from the saved file too
 /model [name|index]      switch model profile, or model id for this profile
                          (no argument: pick from profiles and the server's models)
 /login [provider]         log in to a provider (device code; default: this profile's)
@@ -321,6 +332,12 @@ mod tests {
         );
         assert!(parse("/approve sometimes").unwrap().is_err());
         assert_eq!(
+            parse("/approve remove 2"),
+            Some(Ok(Slash::Approve(Some(ApproveArg::Remove(2)))))
+        );
+        assert!(parse("/approve remove 0").unwrap().is_err());
+        assert!(parse("/approve remove x").unwrap().is_err());
+        assert_eq!(
             parse("/session resume last"),
             Some(Ok(Slash::SessionResume("last".into())))
         );
@@ -344,10 +361,7 @@ mod tests {
         let e = parse("/kill x").unwrap().unwrap_err();
         assert_eq!(e.to_string(), "\"x\" is not a task id (see /ps)");
         let e = parse("/approve sometimes").unwrap().unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "usage: /approve ask|all|none|<duration such as 10m>"
-        );
+        assert_eq!(e.to_string(), APPROVE_USAGE);
     }
 
     #[test]

@@ -28,7 +28,8 @@ use crate::text::visible;
 use crate::ui::markdown::MarkdownRenderer;
 use crate::ui::style::{preview, Style, SPINNER};
 use crate::ui::Choice;
-use approval::{describe, policy_from_arg, short_duration};
+use approval::{describe, policy_from_arg, rules_listing, short_duration};
+use commands::ApproveArg;
 use commands::Slash;
 use crossterm::event::Event;
 use editor::{Editor, Outcome};
@@ -56,6 +57,19 @@ pub trait ReplHost {
     /// pane, the host behind it). `None`: not available.
     fn target(&self) -> Option<std::sync::Arc<dyn crate::host::Target>> {
         None
+    }
+    /// The "always" rules in force, remembered ones first, for `/approve`.
+    fn approval_rules(&self) -> Vec<crate::agent::allowlist::AllowRule> {
+        Vec::new()
+    }
+    /// "Remember": saves the rule `prefix` (already allowed for this run) in
+    /// the user's own config; the line to show, or an error line.
+    fn remember(&self, _prefix: &str) -> Result<String, String> {
+        Err("rules cannot be remembered here".into())
+    }
+    /// `/approve remove N`: drops rule `n` as `/approve` numbers them.
+    fn forget(&self, _n: usize) -> Result<String, String> {
+        Err("no rules to drop".into())
     }
 }
 
@@ -613,6 +627,7 @@ impl<'h> Repl<'h> {
             Choice::Yes => Some("es".into()),
             Choice::No => Some("o".into()),
             Choice::Always => Some("lways".into()),
+            Choice::Remember => Some("emember".into()),
             // What follows `e` is the reason itself.
             Choice::Explain => None,
         };
@@ -628,7 +643,15 @@ impl<'h> Repl<'h> {
             Choice::Yes => self.answer(p, Decision::Approve),
             Choice::No => self.answer(p, Decision::Deny { reason: None }),
             Choice::Always if p.always.is_some() => self.answer(p, Decision::ApproveAlways),
-            Choice::Always => {
+            Choice::Remember if p.always.is_some() => {
+                let prefix = p.always.clone().unwrap_or_default();
+                self.answer(p, Decision::ApproveAlways);
+                match self.host.remember(&prefix) {
+                    Ok(line) => self.say(&self.opts.style.dim(&line)),
+                    Err(e) => self.say_error(&visible(&e)),
+                }
+            }
+            Choice::Always | Choice::Remember => {
                 self.approval = Some(p);
                 self.say("\"always\" is offered only for a simple shell command; answer y, n or e");
             }
@@ -781,7 +804,9 @@ impl<'h> Repl<'h> {
             self.approval = Some(p);
             match Choice::parse(&line) {
                 Some(choice) => self.choose(choice),
-                None => self.say("answer y (yes), n (no), a (always) or e (explain why not)"),
+                None => self.say(
+                    "answer y (yes), n (no), a (always), r (remember always) or e (explain why not)",
+                ),
             }
             return false;
         }
@@ -990,20 +1015,25 @@ impl<'h> Repl<'h> {
                 }),
             },
             Slash::Approve(arg) => match arg {
+                Some(ApproveArg::Remove(n)) => match self.host.forget(n) {
+                    Ok(line) => {
+                        let left = self.host.approval_rules();
+                        self.always.retain(|a| left.iter().any(|r| r.shown == *a));
+                        self.say(&line);
+                    }
+                    Err(e) => self.say_error(&visible(&e)),
+                },
                 Some(arg) => {
-                    let policy = policy_from_arg(&arg, crate::clock::now_unix_ms());
-                    self.send(Op::SetApprovalPolicy { policy });
+                    if let Some(policy) = policy_from_arg(&arg, crate::clock::now_unix_ms()) {
+                        self.send(Op::SetApprovalPolicy { policy });
+                    }
                 }
                 None => {
-                    let mut text = format!("approval: {}", describe(&self.policy));
-                    if !self.always.is_empty() {
-                        let listed: Vec<String> = self
-                            .always
-                            .iter()
-                            .map(|p| format!("`{}`", visible(p)))
-                            .collect();
-                        text.push_str(&format!("; always allowed: {}", listed.join(", ")));
-                    }
+                    let text = format!(
+                        "approval: {}{}",
+                        describe(&self.policy),
+                        rules_listing(&self.host.approval_rules(), &self.always)
+                    );
                     self.say(&text);
                 }
             },
@@ -1121,7 +1151,7 @@ impl<'h> Repl<'h> {
         } else if let Some(p) = &self.approval {
             // Name only the keys the question offers.
             Some(if p.always.is_some() {
-                " · y, n, a or e answers, Esc interrupts"
+                " · y, n, a, r or e answers, Esc interrupts"
             } else {
                 " · y, n or e answers, Esc interrupts"
             })
@@ -1414,7 +1444,7 @@ impl<'h> Repl<'h> {
                 }
                 // The input line holds one line: a longer command is shown
                 // whole above it, and the prompt points there.
-                let choices = crate::ui::approval_choices(always.as_deref());
+                let choices = crate::ui::approval_choices(always.as_deref(), true);
                 let width = crossterm::terminal::size().map_or(80, |(w, _)| w as usize);
                 let fits =
                     actor.chars().count() + shown.chars().count() + choices.chars().count() + 4
@@ -1459,6 +1489,9 @@ impl<'h> Repl<'h> {
                 always,
                 ..
             } => match by {
+                DecidedBy::ReadOnly => {
+                    self.say(&st.dim(&format!("auto-approved (read-only): {}", visible(&command))))
+                }
                 DecidedBy::AllowList => self.say(&st.dim(&format!(
                     "auto-approved (always `{}`): {}",
                     visible(always.as_deref().unwrap_or("")),

@@ -1,0 +1,87 @@
+//! The remembered "always" rules between their file (`config::approvals`) and
+//! the agent's allow list: loaded at start-up (and for each served prompt),
+//! added when the user answers "remember", listed and dropped by `/approve`.
+//! What a rule matches is `agent::allowlist`'s; where it is kept, config's.
+
+use crate::agent::allowlist::{rule_words, AllowRule, SharedAllowList};
+use crate::config::approvals::Remembered;
+use crate::ui::style::Style;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The user's rules file, when there is a config directory.
+pub(crate) fn store() -> Option<Remembered> {
+    crate::config::approvals::path(&env).map(Remembered::new)
+}
+
+/// Adds the remembered rules to `list`. A file that cannot be read, or a
+/// rule that is not a plain command prefix, is one warning and skipped.
+pub(crate) fn load_into(list: &SharedAllowList) {
+    let Some(store) = store() else { return };
+    let warn = |text: &str| {
+        let style = Style::detect(true);
+        eprintln!("{} {text}", style.warning("warning:"));
+    };
+    match store.load() {
+        Ok(rules) => {
+            for rule in rules {
+                match rule_words(&rule) {
+                    Some(words) => list.add_remembered(words),
+                    None => warn(&format!(
+                        "{}: `{}` is not a command prefix buddy can match; ignored",
+                        store.path().display(),
+                        crate::text::one_line(&rule, 80)
+                    )),
+                }
+            }
+        }
+        Err(e) => warn(&format!("{e}; remembered approvals ignored")),
+    }
+}
+
+/// A list with the remembered rules in it, for a new agent.
+pub(crate) fn remembered() -> SharedAllowList {
+    let list = SharedAllowList::default();
+    load_into(&list);
+    list
+}
+
+/// Saves `prefix` (as shown at the prompt) in the user's rules file and
+/// marks it remembered in `list`; the line to show, or the error line.
+pub(crate) fn remember(list: &SharedAllowList, prefix: &str) -> Result<String, String> {
+    let words = rule_words(prefix).ok_or_else(|| format!("`{prefix}` cannot be remembered"))?;
+    let store = store().ok_or("there is no config directory to remember it in")?;
+    store.add(prefix)?;
+    list.add_remembered(words);
+    Ok(format!(
+        "remembered always `{}` in {}",
+        crate::text::visible(prefix),
+        store.path().display()
+    ))
+}
+
+/// Drops rule `n` (1-based, as `/approve` lists them) from `list` and, if
+/// it was remembered, from the file.
+pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<String, String> {
+    let rules: Vec<AllowRule> = list.rules();
+    let rule = n
+        .checked_sub(1)
+        .and_then(|i| rules.get(i))
+        .ok_or_else(|| format!("no rule {n} (see /approve)"))?;
+    if rule.remembered {
+        let store = store().ok_or("there is no config directory")?;
+        store.remove(&rule.shown)?;
+    }
+    list.remove(&rule.shown);
+    Ok(format!(
+        "dropped always `{}`{}",
+        crate::text::visible(&rule.shown),
+        if rule.remembered {
+            " (also from the saved rules)"
+        } else {
+            ""
+        }
+    ))
+}

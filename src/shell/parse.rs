@@ -1,0 +1,203 @@
+//! The shell parser: tokens from `lex.rs` grouped into lists of pipelines of
+//! simple commands, `( … )` and `{ …; }` groups and function definitions.
+//! List operators (`;`, `&&`, `||`, newlines) are not kept apart: every
+//! reader of the tree checks every command in it, so which one runs after
+//! which does not matter to them. It knows nothing of what commands mean.
+
+use super::lex::{Lexer, Op, Redir, Seg, Tok, Word};
+
+/// Nesting of `( … )` and `{ …; }` groups the parser follows.
+const MAX_GROUPS: usize = 32;
+
+/// The words of `command` when it is one simple command of nothing but
+/// literal words (quotes allowed): no list, pipe, redirection, group,
+/// substitution or expansion. The allow list trusts a prefix only on these,
+/// so nothing can ride along behind the allowed words.
+pub fn literal_words(command: &str) -> Option<Vec<String>> {
+    plain_words(command).filter(|w| !w.is_empty())
+}
+
+/// A pattern's words when it is nothing but words (quotes allowed).
+pub fn plain_words(p: &str) -> Option<Vec<String>> {
+    let toks = Lexer::new(p).run();
+    toks.into_iter()
+        .map(|t| match t {
+            Tok::Word(w) => w
+                .segs
+                .iter()
+                .map(|s| match s {
+                    Seg::Lit(l, _) => Some(l.as_str()),
+                    _ => None,
+                })
+                .collect::<Option<String>>(),
+            _ => None,
+        })
+        .collect()
+}
+
+#[derive(Debug)]
+pub(crate) enum Cmd {
+    Simple {
+        words: Vec<Word>,
+        redirs: Vec<Redir>,
+    },
+    Group {
+        body: Vec<Pipeline>,
+        redirs: Vec<Redir>,
+    },
+    Func {
+        name: String,
+        body: Box<Cmd>,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    pub(crate) stages: Vec<Cmd>,
+    pub(crate) background: bool,
+}
+
+pub(crate) struct Parser {
+    toks: Vec<Tok>,
+    i: usize,
+    depth: usize,
+    too_deep: bool,
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum Closer {
+    Paren,
+    Brace,
+}
+
+impl Parser {
+    pub(crate) fn parse(text: &str) -> Result<Vec<Pipeline>, ()> {
+        let mut p = Parser {
+            toks: Lexer::new(text).run(),
+            i: 0,
+            depth: 0,
+            too_deep: false,
+        };
+        let list = p.list(None);
+        if p.too_deep {
+            Err(())
+        } else {
+            Ok(list)
+        }
+    }
+
+    fn is_brace(&self, b: &str) -> bool {
+        matches!(self.toks.get(self.i), Some(Tok::Word(w)) if w.bare() == Some(b))
+    }
+
+    fn list(&mut self, closer: Option<Closer>) -> Vec<Pipeline> {
+        let mut out: Vec<Pipeline> = Vec::new();
+        while self.i < self.toks.len() {
+            match &self.toks[self.i] {
+                Tok::Op(Op::Amp) => {
+                    if let Some(p) = out.last_mut() {
+                        p.background = true;
+                    }
+                    self.i += 1;
+                }
+                Tok::Op(Op::Semi | Op::Newline | Op::AndIf | Op::OrIf | Op::Pipe) => self.i += 1,
+                Tok::Op(Op::RParen) => {
+                    self.i += 1;
+                    if closer == Some(Closer::Paren) {
+                        return out;
+                    }
+                }
+                _ if closer == Some(Closer::Brace) && self.is_brace("}") => {
+                    self.i += 1;
+                    return out;
+                }
+                _ => {
+                    let before = self.i;
+                    let p = self.pipeline();
+                    if self.i == before {
+                        self.i += 1;
+                    }
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    fn pipeline(&mut self) -> Pipeline {
+        let mut stages = vec![self.command()];
+        while matches!(self.toks.get(self.i), Some(Tok::Op(Op::Pipe))) {
+            self.i += 1;
+            while matches!(self.toks.get(self.i), Some(Tok::Op(Op::Newline))) {
+                self.i += 1;
+            }
+            stages.push(self.command());
+        }
+        Pipeline {
+            stages,
+            background: false,
+        }
+    }
+
+    fn group(&mut self, closer: Closer) -> Cmd {
+        self.i += 1;
+        self.depth += 1;
+        let body = if self.depth > MAX_GROUPS {
+            self.too_deep = true;
+            self.i = self.toks.len();
+            Vec::new()
+        } else {
+            self.list(Some(closer))
+        };
+        self.depth -= 1;
+        let mut redirs = Vec::new();
+        while let Some(Tok::Redir(r)) = self.toks.get(self.i) {
+            redirs.push(r.clone());
+            self.i += 1;
+        }
+        Cmd::Group { body, redirs }
+    }
+
+    fn command(&mut self) -> Cmd {
+        if matches!(self.toks.get(self.i), Some(Tok::Op(Op::LParen))) {
+            return self.group(Closer::Paren);
+        }
+        if self.is_brace("{") {
+            return self.group(Closer::Brace);
+        }
+        let mut words = Vec::new();
+        let mut redirs = Vec::new();
+        loop {
+            match self.toks.get(self.i) {
+                Some(Tok::Word(w)) => {
+                    words.push(w.clone());
+                    self.i += 1;
+                }
+                Some(Tok::Redir(r)) => {
+                    redirs.push(r.clone());
+                    self.i += 1;
+                }
+                Some(Tok::Op(Op::LParen))
+                    if words.len() == 1
+                        && matches!(self.toks.get(self.i + 1), Some(Tok::Op(Op::RParen))) =>
+                {
+                    self.i += 2;
+                    while matches!(self.toks.get(self.i), Some(Tok::Op(Op::Newline))) {
+                        self.i += 1;
+                    }
+                    let name = words[0].bare().unwrap_or_default().to_string();
+                    self.depth += 1;
+                    if self.depth > MAX_GROUPS {
+                        self.too_deep = true;
+                        self.i = self.toks.len();
+                    }
+                    let body = Box::new(self.command());
+                    self.depth -= 1;
+                    return Cmd::Func { name, body };
+                }
+                _ => break,
+            }
+        }
+        Cmd::Simple { words, redirs }
+    }
+}
