@@ -208,7 +208,11 @@ mod tests {
         assert!(found.text.ends_with("cut at 64 KiB]"));
         std::fs::remove_file(d.join(FILE_NAME)).expect("rm");
         std::fs::create_dir(d.join(FILE_NAME)).expect("dir named like the file");
-        assert!(find(&d).is_none());
+        // Not read, and said so.
+        let found = find(&d).expect("reported");
+        assert!(found.files.is_empty());
+        assert_eq!(found.skipped.len(), 1);
+        assert!(found.skipped[0].contains("not a regular file"));
         std::fs::remove_dir_all(d).ok();
     }
 }
