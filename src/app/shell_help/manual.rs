@@ -164,6 +164,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "tools",
+        "auto_approve_read_only",
+        "run command lines that only read (ls, git status, grep…) without asking (default true)",
+    ),
+    (
+        "tools",
         "shell_denylist",
         "command patterns always refused, on top of the built-in rules",
     ),
