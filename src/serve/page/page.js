@@ -353,7 +353,7 @@ function setRunning(on) {
   $("stop").disabled = !on;
   $("state").textContent = on ? "working" : "";
   $("state").classList.toggle("on", on);
-  $("text").placeholder = on ? "Steer buddy (joins the running task)…" : "Ask buddy…";
+  $("text").placeholder = on ? "Steer the running task…" : "Ask buddy…";
 }
 
 function sessionFromUrl() {
