@@ -491,6 +491,61 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     eprintln!("the browser test took {:?}", started.elapsed());
 }
 
+/// A reload while a run waits for approval shows the approval again, still
+/// answerable; the page follows the run from there, and once it is done the
+/// conversation reads whole, nothing shown twice.
+#[test]
+fn a_reload_during_a_run_keeps_its_approval_and_follows_the_run() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let command = "mkdir -v made-after-a-reload";
+    let answer = "Made it after the reload.";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({ "command": command }).to_string(),
+        )]),
+        Reply::text(answer),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+
+    b.goto(&server.url());
+    let text = b.wait_element("#text");
+    b.type_into(&text, &format!("{PROMPT}\u{E007}"));
+    b.wait_element(".approval .approve");
+    let id = only_session(&server);
+    assert!(b.url().ends_with(&format!("#s={id}")), "{}", b.url());
+
+    b.refresh();
+    let approve = b.wait_element(".approval .approve");
+    assert!(
+        b.texts(".approval code").concat().contains(command),
+        "{:?}",
+        b.texts(".approval")
+    );
+    let stop = b.wait_element("#stop");
+    assert!(b.enabled(&stop), "the run is shown as running");
+    b.click(&approve);
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == answer).then_some(())
+    });
+    b.wait_for("the run to end", |b| (!b.enabled(&stop)).then_some(()));
+    // Read again whole once done: each part once.
+    b.wait_for("the whole conversation", |b| {
+        let calls = b.try_texts(".tool .call")?;
+        (calls == [format!("▶ $ {command}")]).then_some(())
+    });
+    assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
+    assert_eq!(b.texts(".msg.answer"), vec![answer.to_string()]);
+    assert!(b.find_all(".approval").is_empty());
+    assert!(cmd.work_dir().join("made-after-a-reload").is_dir());
+}
+
 /// An answer's Markdown is rendered by the server (a table is a `<table>`,
 /// code is coloured as on the terminal), while HTML a model or a tool wrote
 /// is shown as text and never runs.
