@@ -614,19 +614,22 @@ fn markdown_is_rendered_and_html_from_the_model_or_a_tool_is_only_text() {
     );
 }
 
-/// Enter sends; Shift+Enter adds a line to the message instead.
+/// Enter sends; Shift+Enter adds a line to the message instead. The page
+/// works behind a token.
 #[test]
 fn enter_sends_and_shift_enter_adds_a_line() {
     let Some((chromium, chromedriver)) = browser_binaries() else {
         return;
     };
-    let p = FakeProvider::start(vec![Reply::text("Two lines, got them.")]);
+    let p = FakeProvider::start(vec![Reply::text("**Two** lines, got them.")]);
     let cmd = BuddyCmd::new().config_for(&p);
-    let server = Server::start(&cmd, &[]);
+    // With a token, given once in the page's URL: every request the page
+    // makes (the answer's rendering too) carries it.
+    let server = Server::start(&cmd, &["--token", "page-token"]);
     let browser = Browser::start(&chromium, &chromedriver);
     let b = &browser;
 
-    b.goto(&server.url());
+    b.goto(&format!("{}?token=page-token", server.url()));
     let text = b.wait_element("#text");
     b.type_into(&text, "first line");
     b.type_into(&text, "\u{E008}\u{E007}");
@@ -638,8 +641,9 @@ fn enter_sends_and_shift_enter_adds_a_line() {
 
     b.type_into(&text, "\u{E007}");
     b.wait_for("the answer", |b| {
-        (b.try_texts(".msg.answer")? == ["Two lines, got them."]).then_some(())
+        (b.try_texts(".msg.answer strong")? == ["Two"]).then_some(())
     });
+    assert_eq!(b.texts(".msg.answer"), vec!["Two lines, got them."]);
     assert_eq!(b.texts(".msg.user"), vec!["first line\nsecond line"]);
     assert_eq!(
         b.script("return document.getElementById('text').value;"),
