@@ -708,6 +708,11 @@ fn the_page_on_a_phone_and_a_desktop_in_light_and_dark() {
     assert_eq!(b.texts(".tool .out .line").len(), 4);
     b.click(&more);
     assert_eq!(b.texts(".tool .out .line").len(), 10);
+    // The conversation itself, before anything waits for approval.
+    b.emulate(1280, 860, "light");
+    let path = artifacts_dir().join("serve-page-desktop-light-conversation.png");
+    b.screenshot(&path);
+    eprintln!("screenshot: {}", path.display());
 
     b.type_into(&text, "now fix notes.txt\u{E007}");
     b.wait_element(".approval .approve");
