@@ -251,6 +251,8 @@ impl Browser {
         self.value(r, "click");
     }
 
+    /// Types `text` into the element as keys (WebDriver's codes: `\u{E007}`
+    /// is Enter, `\u{E008}` holds Shift until the end of this call).
     fn type_into(&self, el: &str, text: &str) {
         let r = self.wd.post_json(
             &self.path(&format!("/element/{el}/value")),
@@ -258,6 +260,90 @@ impl Browser {
         );
         self.value(r, "send keys");
     }
+
+    /// What `body` (a function body) returns, run in the page.
+    fn script(&self, body: &str) -> Value {
+        let r = self.wd.post_json(
+            &self.path("/execute/sync"),
+            &json!({ "script": body, "args": [] }),
+        );
+        self.value(r, "execute script")
+    }
+
+    fn url(&self) -> String {
+        let r = self.wd.get(&self.path("/url"));
+        self.value(r, "current URL")
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn refresh(&self) {
+        let r = self.wd.post_json(&self.path("/refresh"), &json!({}));
+        self.value(r, "refresh");
+    }
+
+    /// A Chrome DevTools command, through chromedriver.
+    fn cdp(&self, cmd: &str, params: Value) {
+        let r = self.wd.post_json(
+            &self.path("/goog/cdp/execute"),
+            &json!({ "cmd": cmd, "params": params }),
+        );
+        self.value(r, cmd);
+    }
+
+    /// The page as a phone or a desktop `width` pixels wide would show it,
+    /// with the system's colour scheme `light` or `dark`.
+    fn emulate(&self, width: u32, height: u32, scheme: &str) {
+        self.cdp(
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500 }),
+        );
+        self.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+        );
+    }
+
+    /// A PNG of the viewport, written to `path`.
+    fn screenshot(&self, path: &Path) {
+        use base64::Engine;
+        let r = self.wd.get(&self.path("/screenshot"));
+        let png = self.value(r, "screenshot");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().expect("base64 PNG"))
+            .expect("a screenshot in base64");
+        std::fs::write(path, bytes)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+
+    fn rect(&self, el: &str) -> Value {
+        let r = self.wd.get(&self.path(&format!("/element/{el}/rect")));
+        self.value(r, "rect")
+    }
+}
+
+/// Where the tests leave files for people to look at: `target/test-artifacts/`.
+fn artifacts_dir() -> PathBuf {
+    let bin = support::buddy_bin();
+    // target/<profile>/buddy
+    let target = bin
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = target.join("test-artifacts");
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
+/// The one session the server lists.
+fn only_session(server: &Server) -> String {
+    let list = server.client().get("/api/sessions").json();
+    let sessions = list["sessions"].as_array().expect("a list").clone();
+    assert_eq!(sessions.len(), 1, "{list}");
+    sessions[0]["id"].as_str().expect("an id").to_string()
 }
 
 impl Drop for Browser {
@@ -284,13 +370,18 @@ impl Drop for Browser {
 const PROMPT: &str = "please run the browser tool";
 const ANSWER: &str = "The tool printed from-the-browser-tool, so the page works in a real browser.";
 
+/// The first send starts a session (no "New session" click), the approval
+/// box has the command and its buttons, the call reads as on the terminal
+/// (`▶ $ cmd`, `← output`), the answer streams, the session is in the URL,
+/// and a reload shows the whole conversation again, calls and results too.
 #[test]
 fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     let Some((chromium, chromedriver)) = browser_binaries() else {
         return;
     };
     let started = Instant::now();
-    let command = "expr from-the-browser-tool";
+    // A command that changes something, so it asks under any policy.
+    let command = "mkdir -v from-the-browser-tool";
     let p = FakeProvider::start(vec![
         Reply::tool_calls(vec![ToolCallSpec::new(
             "c1",
@@ -307,14 +398,8 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     let b = &browser;
 
     b.goto(&server.url());
-    let new = b.wait_element("#new");
-    b.click(&new);
-    // The new session is open once the input is usable.
     let text = b.wait_element("#text");
-    b.wait_for("the input to be enabled", |b| {
-        b.enabled(&text).then_some(())
-    });
-    b.wait_element(".sess.on");
+    assert!(b.enabled(&text), "the input is usable before any session");
     b.type_into(&text, PROMPT);
     b.click(&b.wait_element("#send"));
 
@@ -327,22 +412,31 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     // "Always" names the prefix the agent offered for this command.
     assert_eq!(
         b.texts(".approval .always"),
-        vec!["Always expr".to_string()]
+        vec!["Always mkdir".to_string()]
     );
     assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
+    // The call as the terminal shows it, not its JSON.
+    let call = format!("▶ $ {command}");
+    b.wait_for("the call's line", |b| {
+        (b.try_texts(".tool .call")? == [call.clone()]).then_some(())
+    });
     let stop = b.wait_element("#stop");
-    assert!(b.enabled(&stop), "Interrupt is offered while the run runs");
+    assert!(b.enabled(&stop), "Stop is offered while the run runs");
+    // The session the send started is in the URL.
+    let id = only_session(&server);
+    assert!(
+        b.url().ends_with(&format!("#s={id}")),
+        "{} does not name {id}",
+        b.url()
+    );
     b.click(&approve);
 
-    // The command's output, then the whole answer, streamed into one block.
-    let tools = b.wait_for("the tool's result", |b| {
-        let t = b.try_texts(".tool")?;
-        (t.len() >= 2).then_some(t)
+    // The command's output under its call, then the whole answer.
+    let created = "← mkdir: created directory 'from-the-browser-tool'".to_string();
+    b.wait_for("the tool's result", |b| {
+        let out = b.try_texts(".tool .out")?;
+        (out == [created.as_str()]).then_some(())
     });
-    assert_eq!(tools.len(), 2, "{tools:?}");
-    assert!(tools[0].starts_with("▶ run_shell"), "{tools:?}");
-    assert!(!tools[1].starts_with('▶'), "{tools:?}");
-    assert!(tools[1].contains("from-the-browser-tool"), "{tools:?}");
     b.wait_for("the streamed answer", |b| {
         let a = b.try_texts(".msg.answer")?;
         (a.concat() == ANSWER).then_some(())
@@ -372,16 +466,319 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
         "{result}"
     );
 
-    // A fresh page lists the session; opening it shows the conversation.
-    b.goto(&server.url());
-    b.click(&b.wait_element(".sess"));
-    let log = b.wait_for("the saved conversation", |b| {
-        let log = b.try_texts("#log")?.concat();
-        log.contains(ANSWER).then_some(log)
+    // A reload shows the same conversation from the session's history.
+    b.refresh();
+    b.wait_for("the saved conversation", |b| {
+        (b.try_texts(".msg.answer")? == [ANSWER]).then_some(())
     });
-    assert!(log.contains(PROMPT), "{log}");
-    assert!(log.contains("from-the-browser-tool"), "{log}");
+    assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
+    assert_eq!(b.texts(".tool .call"), vec![call.clone()]);
+    assert_eq!(b.texts(".tool .out"), vec![created.clone()]);
+    assert!(b.url().ends_with(&format!("#s={id}")), "{}", b.url());
+    // Listed by its title (the first prompt) and when it was used.
+    let listed = b.texts(".sess.on");
+    assert_eq!(listed, vec![format!("{PROMPT}\njust now")], "{listed:?}");
+    assert_eq!(b.texts("#title"), vec![PROMPT.to_string()]);
+
+    // A fresh page starts empty; picking the session opens it.
+    b.goto(&server.url());
+    b.wait_element(".empty");
+    b.click(&b.wait_element(".sess"));
+    b.wait_for("the conversation picked", |b| {
+        (b.try_texts(".msg.answer")? == [ANSWER]).then_some(())
+    });
+    assert!(b.url().ends_with(&format!("#s={id}")), "{}", b.url());
     eprintln!("the browser test took {:?}", started.elapsed());
+}
+
+/// A reload while a run waits for approval shows the approval again, still
+/// answerable; the page follows the run from there, and once it is done the
+/// conversation reads whole, nothing shown twice.
+#[test]
+fn a_reload_during_a_run_keeps_its_approval_and_follows_the_run() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let command = "mkdir -v made-after-a-reload";
+    let answer = "Made it after the reload.";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({ "command": command }).to_string(),
+        )]),
+        Reply::text(answer),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+
+    b.goto(&server.url());
+    let text = b.wait_element("#text");
+    b.type_into(&text, &format!("{PROMPT}\u{E007}"));
+    b.wait_element(".approval .approve");
+    let id = only_session(&server);
+    assert!(b.url().ends_with(&format!("#s={id}")), "{}", b.url());
+
+    b.refresh();
+    let approve = b.wait_element(".approval .approve");
+    assert!(
+        b.texts(".approval code").concat().contains(command),
+        "{:?}",
+        b.texts(".approval")
+    );
+    let stop = b.wait_element("#stop");
+    assert!(b.enabled(&stop), "the run is shown as running");
+    b.click(&approve);
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == answer).then_some(())
+    });
+    b.wait_for("the run to end", |b| (!b.enabled(&stop)).then_some(()));
+    // Read again whole once done: each part once.
+    b.wait_for("the whole conversation", |b| {
+        let calls = b.try_texts(".tool .call")?;
+        (calls == [format!("▶ $ {command}")]).then_some(())
+    });
+    assert_eq!(b.texts(".msg.user"), vec![PROMPT.to_string()]);
+    assert_eq!(b.texts(".msg.answer"), vec![answer.to_string()]);
+    assert!(b.find_all(".approval").is_empty());
+    assert!(cmd.work_dir().join("made-after-a-reload").is_dir());
+}
+
+/// An answer's Markdown is rendered by the server (a table is a `<table>`,
+/// code is coloured as on the terminal), while HTML a model or a tool wrote
+/// is shown as text and never runs.
+#[test]
+fn markdown_is_rendered_and_html_from_the_model_or_a_tool_is_only_text() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let script = "<script>window.__buddyPwned = 1</script>";
+    let img = "<img src=x onerror=\"window.__buddyPwned = 2\">";
+    let answer = format!(
+        "Here is what I found:\n\n| file | lines |\n|:-----|------:|\n| main.rs | 42 |\n| lib.rs | 7 |\n\n\
+         {script}\n\nAn image: {img}\n\n```rust\nfn main() {{ println!(\"hi\"); }}\n```\n"
+    );
+    // Writes a file, so it asks under any policy.
+    let shell = "printf '%s\\n' '<img src=y onerror=\"window.__buddyPwned = 3\">' > shown.txt; cat shown.txt";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({ "command": shell }).to_string(),
+        )]),
+        Reply::text(answer.clone()).chunk_delay(Duration::from_millis(5)),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    // The page comes with a policy that allows its own script only.
+    let page = server.client().get("/");
+    let csp = page
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-security-policy"))
+        .map(|(_, v)| v.clone())
+        .expect("a Content-Security-Policy header");
+    assert!(csp.contains("script-src 'sha256-"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+
+    b.goto(&server.url());
+    let text = b.wait_element("#text");
+    b.type_into(&text, "show me\u{E007}");
+    b.click(&b.wait_element(".approval .approve"));
+    let stop = b.wait_element("#stop");
+    b.wait_for("the run to end", |b| (!b.enabled(&stop)).then_some(()));
+    b.wait_element(".msg.answer table");
+
+    let head = b.texts(".msg.answer th");
+    assert_eq!(head, vec!["file", "lines"]);
+    let cells = b.texts(".msg.answer td");
+    assert_eq!(cells, vec!["main.rs", "42", "lib.rs", "7"]);
+    // The code's keyword in the terminal's keyword colour.
+    assert_eq!(b.texts(".msg.answer pre code .hl-35"), vec!["fn"]);
+    // The markup is there to read, and nothing of it is an element.
+    let shown = b.texts(".msg.answer").concat();
+    assert!(shown.contains(script), "{shown}");
+    assert!(shown.contains(img), "{shown}");
+    let tool = b.texts(".tool .out").concat();
+    assert!(tool.contains("<img src=y onerror="), "{tool}");
+    assert!(b.find_all("#log script").is_empty());
+    assert!(b.find_all("#log img").is_empty());
+    assert_eq!(
+        b.script("return typeof window.__buddyPwned;"),
+        json!("undefined"),
+        "a payload ran"
+    );
+}
+
+/// Enter sends; Shift+Enter adds a line to the message instead. The page
+/// works behind a token.
+#[test]
+fn enter_sends_and_shift_enter_adds_a_line() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![Reply::text("**Two** lines, got them.")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    // With a token, given once in the page's URL: every request the page
+    // makes (the answer's rendering too) carries it.
+    let server = Server::start(&cmd, &["--token", "page-token"]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+
+    b.goto(&format!("{}?token=page-token", server.url()));
+    let text = b.wait_element("#text");
+    b.type_into(&text, "first line");
+    b.type_into(&text, "\u{E008}\u{E007}");
+    b.type_into(&text, "second line");
+    let value = b.script("return document.getElementById('text').value;");
+    assert_eq!(value, json!("first line\nsecond line"));
+    assert!(b.find_all(".msg.user").is_empty(), "Shift+Enter sent");
+    assert_eq!(p.request_count(), 0);
+
+    b.type_into(&text, "\u{E007}");
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer strong")? == ["Two"]).then_some(())
+    });
+    assert_eq!(b.texts(".msg.answer"), vec!["Two lines, got them."]);
+    assert_eq!(b.texts(".msg.user"), vec!["first line\nsecond line"]);
+    assert_eq!(
+        b.script("return document.getElementById('text').value;"),
+        json!("")
+    );
+    let reqs = p.chat_requests();
+    let messages = reqs[0].json()["messages"].clone();
+    let last = messages.as_array().and_then(|m| m.last()).cloned();
+    assert_eq!(
+        last.map(|m| m["content"].clone()),
+        Some(json!("first line\nsecond line"))
+    );
+}
+
+/// Screenshots of a conversation with Markdown, a long result and a write
+/// waiting for approval: desktop and 375 px wide, light and dark, in
+/// `target/test-artifacts/`. On the phone the page fits the width and the
+/// approval's buttons are on screen without scrolling; the dark scheme
+/// follows the system's preference.
+#[test]
+fn the_page_on_a_phone_and_a_desktop_in_light_and_dark() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let cmd = BuddyCmd::new();
+    let old: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(cmd.work_dir().join("notes.txt"), &old).expect("a file to change");
+    let new = old
+        .replace("line 4\n", "line four, changed\n")
+        .replace("line 9\n", "");
+    let answer = "Disk use by directory:\n\n| dir | size |\n|:--|--:|\n| src | 1.2 MiB |\n| tests | 640 KiB |\n\n\
+                  Most of it is **source**. To see it yourself:\n\n```sh\ndu -sh src tests # sizes\n```\n\n\
+                  Next I will update `notes.txt`.";
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({ "command": "seq 1 10 | tee seq.txt" }).to_string(),
+        )]),
+        Reply::text(answer),
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "w1",
+            "write_file",
+            json!({ "path": "notes.txt", "content": new }).to_string(),
+        )]),
+        Reply::text("Done."),
+    ]);
+    let cmd = cmd.config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+
+    b.goto(&server.url());
+    let text = b.wait_element("#text");
+    b.type_into(&text, "how big is this project?\u{E007}");
+    b.click(&b.wait_element(".approval .approve"));
+    let stop = b.wait_element("#stop");
+    b.wait_for("the run to end", |b| (!b.enabled(&stop)).then_some(()));
+    // Ten lines of output: four shown, the rest a click away.
+    let more = b.wait_element(".tool .more");
+    assert_eq!(b.texts(".tool .more"), vec!["… +6 more lines"]);
+    assert_eq!(b.texts(".tool .out .line").len(), 4);
+    b.click(&more);
+    assert_eq!(b.texts(".tool .out .line").len(), 10);
+    // The conversation itself, before anything waits for approval.
+    b.emulate(1280, 860, "light");
+    let path = artifacts_dir().join("serve-page-desktop-light-conversation.png");
+    b.screenshot(&path);
+    eprintln!("screenshot: {}", path.display());
+
+    b.type_into(&text, "now fix notes.txt\u{E007}");
+    b.wait_element(".approval .approve");
+    // The write shows its diff, coloured, not its whole content.
+    assert_eq!(b.texts(".approval .diff .add"), vec!["+line four, changed"]);
+    assert_eq!(b.texts(".approval .diff .del"), vec!["-line 4", "-line 9"]);
+    let write = format!("▶ write notes.txt (11 lines, {} B)", new.len());
+    b.wait_for("the write's call line", |b| {
+        b.try_texts(".tool .call")?.contains(&write).then_some(())
+    });
+
+    let dir = artifacts_dir();
+    let mut backgrounds = Vec::new();
+    for (label, width, height) in [("desktop", 1280, 860), ("phone", 375, 740)] {
+        for scheme in ["light", "dark"] {
+            b.emulate(width, height, scheme);
+            // Scrolled down, as the page keeps it while a run streams.
+            b.script("const l = document.getElementById('log'); l.scrollTop = l.scrollHeight; return null;");
+            // Approve is on screen and nothing covers it (once the layout
+            // for the new size has settled): the element at its centre is
+            // the button itself.
+            b.wait_for(
+                &format!("{label} {scheme}: the Approve button in view"),
+                |b| {
+                    let on_top = b.script(
+                        "const a = document.querySelector('.approval .approve');\
+                     const r = a.getBoundingClientRect();\
+                     const x = r.left + r.width / 2, y = r.top + r.height / 2;\
+                     return y < window.innerHeight && document.elementFromPoint(x, y) === a;",
+                    );
+                    (on_top == json!(true)).then_some(())
+                },
+            );
+            if width < 500 {
+                // The session list has slid away (it does, on a narrow screen).
+                let side = b.wait_element("#side");
+                b.wait_for("the session list to slide away", |b| {
+                    let r = b.rect(&side);
+                    (r["x"].as_f64()? + r["width"].as_f64()? <= 1.0).then_some(())
+                });
+            }
+            let path = dir.join(format!("serve-page-{label}-{scheme}.png"));
+            b.screenshot(&path);
+            eprintln!("screenshot: {}", path.display());
+            let overflow =
+                b.script("return document.documentElement.scrollWidth - window.innerWidth;");
+            assert!(
+                overflow.as_f64().unwrap_or(1.0) <= 0.0,
+                "{label} {scheme}: the page is wider than the window by {overflow}px"
+            );
+            backgrounds.push(b.script("return getComputedStyle(document.body).backgroundColor;"));
+        }
+    }
+    assert_ne!(backgrounds[0], backgrounds[1], "dark looks like light");
+    assert_eq!(backgrounds[0], backgrounds[2]);
+    assert_eq!(backgrounds[1], backgrounds[3]);
+
+    // On the phone the session list is behind the menu button.
+    let side = b.wait_element("#side");
+    b.click(&b.wait_element("#menu"));
+    b.wait_for("the session list to slide in", |b| {
+        (b.rect(&side)["x"].as_f64()? >= 0.0).then_some(())
+    });
+    let path = dir.join("serve-page-phone-dark-sessions.png");
+    b.screenshot(&path);
+    eprintln!("screenshot: {}", path.display());
 }
 
 /// A write's long diff stays a small scrolling box, its buttons still work,
@@ -420,12 +817,7 @@ fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
     let b = &browser;
 
     b.goto(&server.url());
-    b.click(&b.wait_element("#new"));
     let text = b.wait_element("#text");
-    b.wait_for("the input to be enabled", |b| {
-        b.enabled(&text).then_some(())
-    });
-    b.wait_element(".sess.on");
     b.type_into(&text, "write and run");
     b.click(&b.wait_element("#send"));
 
@@ -452,18 +844,16 @@ fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
             .find(|t| t.contains("step1"))
     });
     assert!(!tail.contains("step2"), "{tail:?}");
-    let tools = b.texts(".tool");
-    assert_eq!(tools.len(), 3, "no result yet: {tools:?}");
+    let outs = b.texts(".tool .out");
+    assert_eq!(outs.len(), 2, "{outs:?}");
+    assert_eq!(outs[1], "", "no result yet: {outs:?}");
 
     std::fs::write(&go, "").expect("create the file the command waits for");
-    let tools = b.wait_for("the command's result", |b| {
-        let t = b.try_texts(".tool")?;
-        (t.len() == 4).then_some(t)
+    let outs = b.wait_for("the command's result", |b| {
+        let t = b.try_texts(".tool .out")?;
+        (t.len() == 2 && !t[1].is_empty()).then_some(t)
     });
-    assert!(
-        tools[3].contains("step1") && tools[3].contains("step2"),
-        "{tools:?}"
-    );
+    assert_eq!(outs[1], "← step1\n  step2", "{outs:?}");
     assert!(
         b.find_all(".progress").is_empty(),
         "the result replaces the live output"

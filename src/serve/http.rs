@@ -21,8 +21,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 
-/// The page at `/`: plain HTML and JavaScript, a client of the API below.
-const PAGE: &str = include_str!("page.html");
+/// The page's style and script, kept in files of their own and put inline
+/// into the page, so the page is one response (the token, when there is one,
+/// reaches only that first request) and the Content-Security-Policy allows
+/// exactly these two by their hashes and nothing else.
+const PAGE_STYLE: &str = include_str!("page/page.css");
+const PAGE_SCRIPT: &str = include_str!("page/page.js");
+/// The page at `/`: a client of the API below and nothing more.
+const PAGE: &str = concat!(
+    include_str!("page/head.html"),
+    "<style>",
+    include_str!("page/page.css"),
+    "</style>\n</head>\n",
+    include_str!("page/body.html"),
+    "<script>",
+    include_str!("page/page.js"),
+    "</script>\n</body>\n</html>\n"
+);
 
 /// A session's record (event log, ids) is dropped after this long without
 /// events, no run and nobody connected; it is made again on its next request.
@@ -146,6 +161,8 @@ pub fn router(state: State) -> Router {
         .route("/", get(page))
         .route("/api/sessions", get(list_sessions).post(create_session))
         .route("/api/sessions/{id}", get(read_session))
+        .route("/api/sessions/{id}/view", get(view_session))
+        .route("/api/render", post(render))
         .route("/api/sessions/{id}/messages", post(post_message))
         .route("/api/sessions/{id}/events", get(events))
         .route("/api/sessions/{id}/approvals/{call_id}", post(approve))
@@ -256,8 +273,41 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn page() -> Html<&'static str> {
-    Html(PAGE)
+/// The policy the page is served with: its own inline style and script
+/// (by hash) and requests to this server; no other script, style, frame,
+/// form target or image source, so even markup that slipped into the page
+/// could neither run nor load anything.
+fn content_security_policy() -> &'static str {
+    static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CSP.get_or_init(|| {
+        use base64::Engine;
+        let hash = |text: &str| {
+            let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+            format!(
+                "'sha256-{}'",
+                base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+            )
+        };
+        format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            hash(PAGE_SCRIPT),
+            hash(PAGE_STYLE)
+        )
+    })
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_SECURITY_POLICY, content_security_policy()),
+            // The token may be in the page's URL: never sent on to a link.
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Html(PAGE),
+    )
+        .into_response()
 }
 
 async fn list_sessions(Ext(state): Ext<State>) -> Response {
@@ -332,6 +382,54 @@ async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
         }
         Err(e) => store_error(e),
     }
+}
+
+/// The conversation as the page shows it (`view.rs`): the latest messages
+/// as display items, answers as safe HTML, with the id of the session's last
+/// event so a page can follow a run in progress from there.
+async fn view_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    let backend = Arc::clone(&state.inner.backend);
+    let read = id.clone();
+    // Reading and rendering a long session is work for a blocking thread,
+    // not for a worker relaying other sessions' streams.
+    let made = tokio::task::spawn_blocking(move || {
+        backend
+            .history(&read)
+            .map(|messages| super::view::history(&messages))
+    })
+    .await;
+    match made {
+        Ok(Ok((items, omitted))) => {
+            let (running, last_event) = match state.sessions().get(&id) {
+                Some(l) => (l.running(), l.next_id().saturating_sub(1)),
+                None => (false, 0),
+            };
+            Json(json!({
+                "id": id,
+                "running": running,
+                "last_event": last_event,
+                "omitted": omitted,
+                "items": items,
+            }))
+            .into_response()
+        }
+        Ok(Err(e)) => store_error(e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot read the session: {e}"),
+        ),
+    }
+}
+
+/// One piece of a streaming run as the page shows it: an answer's Markdown
+/// as HTML, a tool call or a result as display lines (`view.rs`). The page
+/// asks when an answer is complete (and now and then while a long one
+/// streams), never per text delta.
+async fn render(Json(body): Json<super::view::Render>) -> Response {
+    Json(body.item()).into_response()
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]

@@ -20,6 +20,7 @@
 pub mod descriptors;
 mod http;
 mod live;
+mod view;
 
 pub use live::SseName;
 

@@ -1,4 +1,5 @@
-//! Markdown answers rendered for the terminal while they stream.
+//! Markdown answers rendered for the terminal while they stream; `html`
+//! renders the same Markdown as safe HTML for the web page.
 //!
 //! [`MarkdownRenderer`] takes the answer's text deltas as they arrive and
 //! hands back finished screen lines, each ending in `\n`, ready to print.
@@ -47,6 +48,7 @@
 //! `-` bullets, `>` quotes, `|` tables and visible code fences.
 
 mod highlight;
+pub mod html;
 mod render;
 
 use render::{code_lines, fence_lang, fence_line, push_line, render_segment};

@@ -1,0 +1,276 @@
+//! What the web page shows, made on the server: a conversation as display
+//! items, as the terminal shows it. An answer is its Markdown as safe HTML
+//! (`ui::markdown::html`: raw HTML escaped, code coloured by the terminal's
+//! lexer); a tool call is the line the REPL prints (`$ cmd`, `write path (3
+//! lines, 60 B)`, from `ui::toolview`), a result its lines with how many
+//! more there were. The page sets every string here as text, except `html`.
+//!
+//! Owns the shapes and their bounds, not the HTTP: `http.rs` serves them for
+//! a session's saved history (`GET /api/sessions/{id}/view`) and for the
+//! events of a run as it streams (`POST /api/render`), so an answer never
+//! gets rendered on the path of its text deltas.
+
+use crate::ui::markdown::html::to_html;
+use crate::ui::toolview::{call_lines, result_view, RESULT_LINES};
+use crate::wire::{Message, Role};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Messages of a history shown at most: the latest ones; the page says how
+/// many earlier ones were left out.
+pub const MAX_MESSAGES: usize = 400;
+/// Bytes of one answer rendered; the rest is cut with a note. Far above an
+/// ordinary answer, and it bounds the work and the reply for any session.
+const MAX_ANSWER_BYTES: usize = 256 * 1024;
+/// Bytes of one user message shown.
+const MAX_USER_BYTES: usize = 64 * 1024;
+/// Lines of a result the page can expand to; what is past them is counted.
+const MAX_RESULT_LINES: usize = 400;
+
+/// One thing the page shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Item {
+    /// What the user sent, as text.
+    User { text: String },
+    /// An answer: HTML made by the Markdown writer, safe to insert.
+    Answer { html: String },
+    /// A tool call: `lines[0]` goes after `▶ `, the rest under it.
+    Call {
+        call_id: String,
+        name: String,
+        lines: Vec<String>,
+    },
+    /// A result: the page shows the first `shown` lines and offers the rest
+    /// (`lines` beyond them, then `more` not sent at all) as "… +N more lines".
+    Result {
+        call_id: String,
+        name: String,
+        lines: Vec<String>,
+        shown: usize,
+        more: usize,
+        /// `exit 2`, `timed out`, `error` when the call failed.
+        failure: Option<String>,
+    },
+}
+
+/// What the page asks to have rendered while a run streams.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Render {
+    /// An answer's text so far, or whole.
+    Markdown(String),
+    Call {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    Result {
+        call_id: String,
+        name: String,
+        text: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl Render {
+    pub fn item(&self) -> Item {
+        match self {
+            Render::Markdown(text) => answer(text),
+            Render::Call {
+                call_id,
+                name,
+                arguments,
+            } => call(call_id, name, arguments),
+            Render::Result {
+                call_id,
+                name,
+                text,
+                is_error,
+            } => result(call_id, name, text, *is_error),
+        }
+    }
+}
+
+pub fn answer(text: &str) -> Item {
+    let (text, cut) = head(text, MAX_ANSWER_BYTES);
+    let mut html = to_html(text);
+    if cut > 0 {
+        html.push_str(&format!(
+            "<p class=\"cut\">… {cut} more bytes not shown</p>\n"
+        ));
+    }
+    Item::Answer { html }
+}
+
+pub fn call(call_id: &str, name: &str, arguments: &str) -> Item {
+    Item::Call {
+        call_id: call_id.to_string(),
+        name: crate::text::one_line(name, 80),
+        lines: call_lines(name, arguments),
+    }
+}
+
+pub fn result(call_id: &str, name: &str, text: &str, is_error: bool) -> Item {
+    let v = result_view(name, text, is_error, MAX_RESULT_LINES);
+    Item::Result {
+        call_id: call_id.to_string(),
+        name: crate::text::one_line(name, 80),
+        shown: RESULT_LINES.min(v.lines.len()),
+        lines: v.lines,
+        more: v.more,
+        failure: v.failure,
+    }
+}
+
+/// A saved conversation as items: the last [`MAX_MESSAGES`] messages, and
+/// how many came before them.
+pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
+    let skip = messages.len().saturating_sub(MAX_MESSAGES);
+    // Results name their tool through the call they answer, which may sit
+    // before the window.
+    let names: HashMap<&str, &str> = messages
+        .iter()
+        .flat_map(|m| m.calls())
+        .map(|c| (c.id.as_str(), c.function.name.as_str()))
+        .collect();
+    let mut items = Vec::new();
+    for m in &messages[skip..] {
+        match m.role {
+            Role::System => {}
+            Role::User => {
+                let (text, cut) = head(m.text(), MAX_USER_BYTES);
+                let mut text = crate::text::visible(text).into_owned();
+                if cut > 0 {
+                    text.push_str(&format!("\n… {cut} more bytes"));
+                }
+                items.push(Item::User { text });
+            }
+            Role::Assistant => {
+                if !m.text().trim().is_empty() {
+                    items.push(answer(m.text()));
+                }
+                for c in m.calls() {
+                    items.push(call(&c.id, &c.function.name, &c.function.arguments));
+                }
+            }
+            Role::Tool => {
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                let name = names
+                    .get(id)
+                    .copied()
+                    .or(m.name.as_deref())
+                    .unwrap_or("tool");
+                // The journal keeps no error flag; as the REPL's replay, a
+                // saved result reads as output (a command's exit status is
+                // in its text and still shows).
+                items.push(result(id, name, m.text(), false));
+            }
+        }
+    }
+    (items, skip)
+}
+
+/// The first `max` bytes of `s` (at a character boundary) and how many
+/// bytes were left out.
+fn head(s: &str, max: usize) -> (&str, usize) {
+    if s.len() <= max {
+        return (s, 0);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&s[..end], s.len() - end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn a_history_reads_as_the_terminal_shows_it() {
+        let mut asked = Message::assistant("Let me look.");
+        asked.tool_calls = Some(vec![ToolCall::new(
+            "c1",
+            "run_shell",
+            json!({ "command": "ls -l" }).to_string(),
+        )]);
+        let out: String = (1..=10).map(|i| format!("file{i}\n")).collect();
+        let messages = vec![
+            Message::user("what is here? <b>"),
+            asked,
+            Message::tool_result("c1", format!("exit code: 0\nstdout:\n{out}")),
+            Message::assistant("| a | b |\n|---|---|\n| 1 | 2 |"),
+        ];
+        let (items, omitted) = history(&messages);
+        assert_eq!(omitted, 0);
+        assert_eq!(
+            items[0],
+            Item::User {
+                text: "what is here? <b>".into()
+            }
+        );
+        assert!(matches!(&items[1], Item::Answer { html } if html == "<p>Let me look.</p>\n"));
+        assert!(
+            matches!(&items[2], Item::Call { lines, name, .. } if lines == &["$ ls -l"] && name == "run_shell")
+        );
+        let Item::Result {
+            lines,
+            shown,
+            more,
+            failure,
+            name,
+            ..
+        } = &items[3]
+        else {
+            panic!("{:?}", items[3]);
+        };
+        assert_eq!(name, "run_shell", "named by its call");
+        assert_eq!(lines.len(), 10);
+        assert_eq!((*shown, *more, failure), (4, 0, &None));
+        assert!(matches!(&items[4], Item::Answer { html } if html.starts_with("<table>")));
+    }
+
+    #[test]
+    fn a_long_history_keeps_its_latest_messages() {
+        let messages: Vec<Message> = (0..MAX_MESSAGES + 5)
+            .map(|i| Message::user(format!("m{i}")))
+            .collect();
+        let (items, omitted) = history(&messages);
+        assert_eq!(omitted, 5);
+        assert_eq!(items.len(), MAX_MESSAGES);
+        assert_eq!(items[0], Item::User { text: "m5".into() });
+    }
+
+    #[test]
+    fn a_huge_answer_is_cut_with_a_note() {
+        let text = "é".repeat(MAX_ANSWER_BYTES);
+        let Item::Answer { html } = answer(&text) else {
+            panic!()
+        };
+        assert!(html.len() < MAX_ANSWER_BYTES + 200);
+        assert!(html.ends_with(&format!(
+            "<p class=\"cut\">… {} more bytes not shown</p>\n",
+            MAX_ANSWER_BYTES
+        )));
+    }
+
+    #[test]
+    fn a_write_is_its_path_and_size_not_its_content() {
+        let args = json!({ "path": "a.txt", "content": "x\ny\n" }).to_string();
+        let Render::Call { .. } = serde_json::from_value::<Render>(json!({
+            "call": { "call_id": "w", "name": "write_file", "arguments": args }
+        }))
+        .unwrap() else {
+            panic!()
+        };
+        let item = call("w", "write_file", &args);
+        assert!(
+            matches!(item, Item::Call { lines, .. } if lines == ["write a.txt (2 lines, 4 B)"])
+        );
+    }
+}
