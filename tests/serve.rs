@@ -275,9 +275,50 @@ fn foreign_hosts_and_origins_are_refused() {
     let id = r.json()["id"].as_str().unwrap().to_string();
     let r = c.post(&format!("/api/sessions/{id}/messages"), &big);
     assert_eq!(r.status, 413);
-    // The page is served, self-contained.
+    // Two Host headers, or a target naming another host, are malformed.
+    let own_host = server.addr.to_string();
+    let r = c.request(
+        "GET",
+        "/api/sessions",
+        &[("Host", &own_host), ("Host", &evil_host)],
+        None,
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = c.request(
+        "GET",
+        &format!("http://{evil_host}/api/sessions"),
+        &[("Host", &own_host)],
+        None,
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = c.request(
+        "GET",
+        &format!("http://{own_host}/api/sessions"),
+        &[("Host", &own_host)],
+        None,
+    );
+    assert_eq!(
+        r.status, 200,
+        "an absolute-form target of this server: {}",
+        r.body
+    );
+    // The page is served, self-contained, and never framed.
     let page = c.get("/");
     assert_eq!(page.status, 200);
+    assert_eq!(
+        page.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("x-frame-options"))
+            .map(|(_, v)| v.as_str()),
+        Some("DENY")
+    );
+    let csp = page
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-security-policy"))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert!(page.body.contains("<script>") && !page.body.contains("src=\"http"));
 }
 

@@ -200,10 +200,23 @@ fn store_error(e: HostedError) -> Response {
 /// sends one) of this server, and the token when one is set.
 async fn guard(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
     let headers = req.headers();
+    // RFC 9112: one Host, and an absolute-form target that agrees with it;
+    // anything else is a malformed request, whichever of them a check reads.
+    if headers.get_all(header::HOST).iter().count() > 1 {
+        return error(StatusCode::BAD_REQUEST, "more than one Host header");
+    }
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
+    if let Some(authority) = req.uri().authority() {
+        if !authority.as_str().eq_ignore_ascii_case(host) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the request target names another host than the Host header",
+            );
+        }
+    }
     if !state.host_ok(host) {
         return error(
             StatusCode::FORBIDDEN,
@@ -303,6 +316,9 @@ async fn page() -> Response {
             // The token may be in the page's URL: never sent on to a link.
             (header::REFERRER_POLICY, "no-referrer"),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // Never framed (the CSP's frame-ancestors says the same to
+            // browsers that read it): no site can overlay the Approve button.
+            (header::X_FRAME_OPTIONS, "DENY"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
         Html(PAGE),
