@@ -130,6 +130,52 @@ fn a_failing_bang_command_shows_its_exit_status() {
 }
 
 #[test]
+fn a_resumed_session_replays_bang_and_mentions_as_typed() {
+    let p = FakeProvider::start(vec![Reply::text("it prints a bird"), Reply::text("again")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    std::fs::write(cmd.work_dir().join("main.py"), "print('pelican')\n").expect("write");
+    let t = repl(&cmd);
+    t.line("!echo bang-output-xyz");
+    t.wait_for("the output", |s| s.lines().any(|l| l == "bang-output-xyz"));
+    t.line("explain @main.py");
+    t.wait_text("it prints a bird");
+    t.line("/quit");
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    drop(t);
+
+    let t = Tmux::start(&cmd, &["resume", "--last"]);
+    let screen = t.wait_text("it prints a bird");
+    let lines: Vec<&str> = screen.lines().collect();
+    let bang = lines
+        .iter()
+        .position(|l| *l == "> !echo bang-output-xyz")
+        .unwrap_or_else(|| panic!("no replayed ! command:\n{screen}"));
+    assert_eq!(lines[bang + 1], "(exit status 0)", "{screen}");
+    assert_eq!(lines[bang + 2], "> explain @main.py", "{screen}");
+    assert_eq!(lines[bang + 3], "it prints a bird", "{screen}");
+    for internal in ["I ran this command myself", "Files I mention", "pelican"] {
+        assert!(!screen.contains(internal), "{internal}:\n{screen}");
+    }
+    // The model still gets everything it got before.
+    t.line("once more");
+    t.wait_text("again");
+    let users = user_messages(&p.chat_requests()[1]);
+    assert_eq!(users.len(), 4, "{users:?}");
+    assert!(users[0].contains("$ echo bang-output-xyz"), "{users:?}");
+    assert!(users[1].contains("print('pelican')"), "{users:?}");
+    assert_eq!(users[2..], ["explain @main.py", "once more"]);
+    let before = p.chat_requests()[0].json()["messages"].clone();
+    let after = p.chat_requests()[1].json()["messages"].clone();
+    assert_eq!(
+        before.as_array().expect("messages")[1..],
+        after.as_array().expect("messages")[1..4],
+        "the resumed history is the one sent before"
+    );
+    let body = after.to_string();
+    assert!(!body.contains("buddy_shown"), "{body}");
+}
+
+#[test]
 fn ctrl_r_finds_an_older_prompt_and_enter_sends_it() {
     let p = FakeProvider::start_repeating(vec![Reply::text("ok")]);
     let cmd = BuddyCmd::new().config_for(&p);

@@ -273,7 +273,7 @@ pub struct Repl<'h> {
     bang: Option<tokio::task::JoinHandle<bang::Ran>>,
     /// Context for the model (a `!command` that ended during a task) sent
     /// before the next prompt.
-    pending_context: Vec<String>,
+    pending_context: Vec<Op>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
     out: std::io::Stderr,
@@ -810,8 +810,8 @@ impl<'h> Repl<'h> {
                 self.redraw();
             }
             None => {
-                for text in std::mem::take(&mut self.pending_context) {
-                    self.send(Op::AddContext { text });
+                for op in std::mem::take(&mut self.pending_context) {
+                    self.send(op);
                 }
                 let attached = mentions::attach(&line, &self.cwd);
                 for note in &attached.notes {
@@ -821,7 +821,11 @@ impl<'h> Repl<'h> {
                 // The files go first, as their own message, so the prompt
                 // the model gets (and the echo) is exactly what was typed.
                 if let Some(text) = attached.context {
-                    self.send(Op::AddContext { text });
+                    // Nothing of it was shown: a replay shows the prompt only.
+                    self.send(Op::AddContext {
+                        text,
+                        shown: Some(String::new()),
+                    });
                 }
                 self.send(Op::Prompt { text: line });
             }
@@ -884,11 +888,14 @@ impl<'h> Repl<'h> {
             .target()
             .map(|t| t.actor())
             .unwrap_or_else(|| "this host".into());
-        let text = ran.context(&actor);
+        let op = Op::AddContext {
+            text: ran.context(&actor),
+            shown: Some(ran.as_typed()),
+        };
         if self.task.is_some() {
-            self.pending_context.push(text);
+            self.pending_context.push(op);
         } else {
-            self.send(Op::AddContext { text });
+            self.send(op);
         }
     }
 
