@@ -137,7 +137,7 @@ fn a_resumed_session_replays_bang_and_mentions_as_typed() {
     let t = repl(&cmd);
     t.line("!echo bang-output-xyz");
     t.wait_for("the output", |s| s.lines().any(|l| l == "bang-output-xyz"));
-    t.line("explain @main.py");
+    t.line("explain @main.py now");
     t.wait_text("it prints a bird");
     t.line("/quit");
     assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
@@ -151,7 +151,7 @@ fn a_resumed_session_replays_bang_and_mentions_as_typed() {
         .position(|l| *l == "> !echo bang-output-xyz")
         .unwrap_or_else(|| panic!("no replayed ! command:\n{screen}"));
     assert_eq!(lines[bang + 1], "(exit status 0)", "{screen}");
-    assert_eq!(lines[bang + 2], "> explain @main.py", "{screen}");
+    assert_eq!(lines[bang + 2], "> explain @main.py now", "{screen}");
     assert_eq!(lines[bang + 3], "it prints a bird", "{screen}");
     for internal in ["I ran this command myself", "Files I mention", "pelican"] {
         assert!(!screen.contains(internal), "{internal}:\n{screen}");
@@ -163,7 +163,7 @@ fn a_resumed_session_replays_bang_and_mentions_as_typed() {
     assert_eq!(users.len(), 4, "{users:?}");
     assert!(users[0].contains("$ echo bang-output-xyz"), "{users:?}");
     assert!(users[1].contains("print('pelican')"), "{users:?}");
-    assert_eq!(users[2..], ["explain @main.py", "once more"]);
+    assert_eq!(users[2..], ["explain @main.py now", "once more"]);
     let before = p.chat_requests()[0].json()["messages"].clone();
     let after = p.chat_requests()[1].json()["messages"].clone();
     assert_eq!(
