@@ -176,6 +176,42 @@ fn a_resumed_session_replays_bang_and_mentions_as_typed() {
 }
 
 #[test]
+fn ctrl_l_clears_the_screen_and_clear_also_starts_afresh() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+        Reply::text("third answer"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd);
+    t.line("hello");
+    t.wait_text("first answer");
+    t.type_text("kept input");
+    t.keys(&["C-l"]);
+    let screen = t.wait_for("a cleared screen", |s| !s.contains("first answer"));
+    assert_eq!(
+        screen.lines().next(),
+        Some("> kept input"),
+        "the input on top:\n{screen}"
+    );
+    // Only the screen: the conversation goes on.
+    t.keys(&["Enter"]);
+    t.wait_text("second answer");
+    assert_eq!(
+        user_messages(&p.chat_requests()[1]),
+        ["hello", "kept input"]
+    );
+    t.line("/clear");
+    let screen = t.wait_for("a cleared screen and a new session", |s| {
+        !s.contains("second answer") && s.contains("new session")
+    });
+    assert!(!screen.contains("kept input"), "{screen}");
+    t.line("fresh");
+    t.wait_text("third answer");
+    assert_eq!(user_messages(&p.chat_requests()[2]), ["fresh"]);
+}
+
+#[test]
 fn ctrl_r_finds_an_older_prompt_and_enter_sends_it() {
     let p = FakeProvider::start_repeating(vec![Reply::text("ok")]);
     let cmd = BuddyCmd::new().config_for(&p);

@@ -346,6 +346,13 @@ impl<'h> Repl<'h> {
         self.say(&e);
     }
 
+    /// Ctrl-L and `/clear`: an empty screen with the input area on top.
+    fn clear_screen(&mut self) {
+        self.sync_size();
+        let dim = self.dim();
+        let _ = self.editor.clear_screen(&mut self.out, dim);
+    }
+
     fn redraw(&mut self) {
         self.sync_size();
         let dim = self.dim();
@@ -556,6 +563,7 @@ impl<'h> Repl<'h> {
                 }
             }
             Outcome::Submit(line) => return self.on_line(line),
+            Outcome::ClearScreen => self.clear_screen(),
         }
         false
     }
@@ -1028,6 +1036,10 @@ impl<'h> Repl<'h> {
                 self.say(&text);
             }
             Slash::SessionNew => self.send(Op::NewSession),
+            Slash::Clear => {
+                self.clear_screen();
+                self.send(Op::NewSession);
+            }
             Slash::SessionResume(query) => self.send(Op::Resume { query }),
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
