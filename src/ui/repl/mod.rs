@@ -660,8 +660,13 @@ impl<'h> Repl<'h> {
         if let Some(t) = &self.task {
             let id = t.id;
             self.send(Op::Interrupt);
-            // The answer so far is shown before the note that ends it.
+            // The answer so far is shown, marked as cut where it stops,
+            // before the note that ends the task.
+            let cut = self.live_answer;
             self.flush_partial();
+            if cut {
+                self.say(&self.opts.style.warning("[interrupted]"));
+            }
             self.say(&self.opts.style.warning(&format!("cancelling task {id}…")));
         }
     }
