@@ -91,6 +91,64 @@ fn with_nothing_listening_the_missing_key_error_names_the_ports_tried() {
     );
 }
 
+/// What llama.cpp answers every request with while it loads its model.
+fn loading() -> Reply {
+    Reply::json(
+        503,
+        serde_json::json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}),
+    )
+}
+
+#[test]
+fn a_local_server_loading_its_model_is_named_as_loading_not_absent() {
+    let p = FakeProvider::start(vec![Reply::text("never")]).with_models_reply(loading());
+    let out = BuddyCmd::new()
+        .config(probe_list(&[host_port(&p)]))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains(&format!(
+            "a local model server at {} is still loading its model (HTTP 503); run buddy again in a moment",
+            p.base_url()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("no local model server answered"),
+        "{}",
+        out.stderr
+    );
+    assert!(p.chat_requests().is_empty());
+}
+
+#[test]
+fn a_configured_server_loading_its_model_is_retried_and_then_answers() {
+    let p = FakeProvider::start(vec![loading(), Reply::text("ready now")]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "hello"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "ready now\n");
+    assert!(
+        out.stderr
+            .contains("the model server is still loading its model"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("retrying in"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 2);
+    // Still loading when the retries are spent: said in those words.
+    let p = FakeProvider::start(vec![loading()]);
+    let config = format!("{}\n[network]\nmax_retries = 0\n", support::fake_config(&p));
+    let out = BuddyCmd::new().config(config).args(["exec", "hello"]).run();
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("still loading its model (HTTP 503 Service Unavailable: Loading model); try again in a moment"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn an_empty_probe_list_turns_discovery_off() {
     let p = FakeProvider::start(vec![Reply::text("never")]);

@@ -8,6 +8,7 @@
 
 use super::AppError;
 use crate::config::{self, CliOverrides, ConfigError, LocalServer, Settings};
+use crate::provider::error::{error_message_from_body, is_loading_model};
 use crate::provider::models::{parse_model_list, ListedModel};
 use crate::ui::style::Style;
 use std::time::Duration;
@@ -28,6 +29,9 @@ pub(crate) enum Probe {
     Silent,
     /// A model server; its models in its own order (maybe none).
     Models(Vec<ListedModel>),
+    /// A model server still loading its model (llama.cpp's 503 "Loading
+    /// model"): there, but not ready to list or answer yet.
+    Loading,
 }
 
 /// Probes every server at once; results in the order of `servers`.
@@ -68,9 +72,7 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
     let Ok(mut response) = client.get(url).send().await else {
         return Probe::Silent;
     };
-    if !response.status().is_success() {
-        return Probe::Silent;
-    }
+    let status = response.status();
     let mut body = Vec::new();
     loop {
         match response.chunk().await {
@@ -80,6 +82,14 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
             Ok(None) => break,
             _ => return Probe::Silent,
         }
+    }
+    if !status.is_success() {
+        let message = error_message_from_body(&String::from_utf8_lossy(&body));
+        return if is_loading_model(status.as_u16(), &message) {
+            Probe::Loading
+        } else {
+            Probe::Silent
+        };
     }
     match parse_model_list(&body) {
         Ok(models) => Probe::Models(models),
@@ -166,23 +176,31 @@ pub(super) async fn instead_of_missing_key(
             Probe::Models(models) => {
                 pick_model(models, file.discovery.model.as_deref()).map(|m| (base, models, m))
             }
-            Probe::Silent => None,
+            Probe::Silent | Probe::Loading => None,
         });
     let Some((base, models, model)) = found else {
-        let mut notes = vec![format!(
-            "no local model server answered at {} (GET /v1/models)",
-            servers
-                .iter()
-                .map(|s| host_port(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )];
+        let mut notes = Vec::new();
+        if !probes.iter().any(|p| matches!(p, Probe::Loading)) {
+            notes.push(format!(
+                "no local model server answered at {} (GET /v1/models)",
+                servers
+                    .iter()
+                    .map(|s| host_port(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         for (base, probe) in servers.iter().zip(&probes) {
-            if matches!(probe, Probe::Models(m) if m.is_empty()) {
-                notes.push(format!(
+            match probe {
+                Probe::Models(m) if m.is_empty() => notes.push(format!(
                     "{} at {base} answers but offers no models; load or pull one first",
                     server_name(base, &[])
-                ));
+                )),
+                Probe::Loading => notes.push(format!(
+                    "{} at {base} is still loading its model (HTTP 503); run buddy again in a moment",
+                    server_name(base, &[])
+                )),
+                _ => {}
             }
         }
         return Err(not_found(notes));
