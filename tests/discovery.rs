@@ -47,6 +47,39 @@ fn exec_without_a_key_answers_through_the_first_local_server_that_answers() {
 }
 
 #[test]
+fn the_zero_config_notice_is_shown_in_full_once_per_server_and_model_then_short() {
+    let p = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")]);
+    let cmd = BuddyCmd::new()
+        .config(probe_list(&[host_port(&p)]))
+        .args(["exec", "hello"]);
+    let full = cmd.run();
+    full.assert_success();
+    assert!(
+        full.stderr.contains("to make it permanent"),
+        "{}",
+        full.stderr
+    );
+    let short = cmd.rerun(["exec", "again"]);
+    short.assert_success();
+    assert_eq!(short.stdout, "two\n");
+    let notice: Vec<&str> = short
+        .stderr
+        .lines()
+        .filter(|l| l.contains(&p.base_url()))
+        .collect();
+    assert_eq!(
+        notice,
+        [format!(
+            "buddy: using a local model server at {} (model fake-model)",
+            p.base_url()
+        )],
+        "{}",
+        short.stderr
+    );
+    assert!(!short.stderr.contains("permanent"), "{}", short.stderr);
+}
+
+#[test]
 fn the_configured_discovery_model_is_used_when_the_server_lists_it() {
     let p = FakeProvider::start(vec![Reply::text("from b"), Reply::text("from a")])
         .with_models(&["model-a", "model-b"]);
