@@ -153,7 +153,12 @@ fn a_resumed_session_replays_bang_and_mentions_as_typed() {
     assert_eq!(lines[bang + 1], "(exit status 0)", "{screen}");
     assert_eq!(lines[bang + 2], "> explain @main.py now", "{screen}");
     assert_eq!(lines[bang + 3], "it prints a bird", "{screen}");
-    for internal in ["I ran this command myself", "Files I mention", "pelican"] {
+    for internal in [
+        "I ran this command myself",
+        "Files I mention",
+        "pelican",
+        "earlier message",
+    ] {
         assert!(!screen.contains(internal), "{internal}:\n{screen}");
     }
     // The model still gets everything it got before.

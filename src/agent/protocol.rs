@@ -380,7 +380,7 @@ impl EventKind {
                     .for_each(r);
                 for item in replay {
                     match item {
-                        Replayed::User { text } | Replayed::Tool { text, .. } => r(text),
+                        Replayed::User { text, .. } | Replayed::Tool { text, .. } => r(text),
                         Replayed::Assistant { text, calls } => {
                             r(text);
                             calls.iter_mut().for_each(|c| r(&mut c.arguments));
@@ -441,6 +441,10 @@ pub enum RunOutcome {
     },
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Most messages a `SessionResumed` event replays.
 pub const REPLAY_MESSAGES: usize = 60;
 
@@ -451,8 +455,13 @@ pub enum Replayed {
     /// A prompt, or context the user added, as the user typed it
     /// (`!git status` and its exit status, not the output sent to the
     /// model). Context the user never saw (files attached for an `@path`) is
-    /// left out.
-    User { text: String },
+    /// left out; `attached` counts those messages just before this one, so
+    /// the items still add up to the messages they stand for.
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        attached: usize,
+    },
     /// An answer (possibly empty) and the tool calls it asked for.
     Assistant {
         #[serde(default, skip_serializing_if = "String::is_empty")]

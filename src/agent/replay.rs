@@ -62,10 +62,12 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
         .map(|c| (c.id.as_str(), c.function.name.as_str()))
         .collect();
     let start = history.len().saturating_sub(REPLAY_MESSAGES);
-    history[start..]
-        .iter()
-        .filter(|m| m.role != Role::User || as_typed(m).is_some())
-        .map(|m| match m.role {
+    // Context the user never saw is counted on the next item, so a front
+    // end still knows how many messages its items stand for.
+    let mut unseen = 0;
+    let mut out = Vec::new();
+    for m in &history[start..] {
+        let item = match m.role {
             Role::Assistant => Replayed::Assistant {
                 text: tail(m.text().trim(), TEXT_CHARS),
                 calls: m
@@ -87,11 +89,20 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
                     .unwrap_or_else(|| "tool".to_string()),
                 text: clip(m.text(), RESULT_CHARS).into_owned(),
             },
-            Role::User | Role::System => Replayed::User {
-                text: clip(as_typed(m).unwrap_or_default().trim_end(), TEXT_CHARS).into_owned(),
+            Role::User | Role::System => match as_typed(m) {
+                Some(typed) => Replayed::User {
+                    text: clip(typed.trim_end(), TEXT_CHARS).into_owned(),
+                    attached: std::mem::take(&mut unseen),
+                },
+                None => {
+                    unseen += 1;
+                    continue;
+                }
             },
-        })
-        .collect()
+        };
+        out.push(item);
+    }
+    out
 }
 
 /// The last `max` characters of `s`, marked with `…` when cut: the end of
@@ -168,7 +179,8 @@ mod tests {
         assert_eq!(
             replay[0],
             Replayed::User {
-                text: "prompt 71".into()
+                text: "prompt 71".into(),
+                attached: 0
             }
         );
     }
@@ -187,7 +199,7 @@ mod tests {
         let texts: Vec<&str> = replay
             .iter()
             .map(|r| match r {
-                Replayed::User { text } => text.as_str(),
+                Replayed::User { text, .. } => text.as_str(),
                 other => panic!("{other:?}"),
             })
             .collect();
@@ -198,6 +210,14 @@ mod tests {
                 "explain @main.py",
                 "summarise\n(+ 3 lines from stdin)"
             ]
+        );
+        // The files the user never saw are counted with their prompt.
+        assert_eq!(
+            replay[1],
+            Replayed::User {
+                text: "explain @main.py".into(),
+                attached: 1
+            }
         );
         // A prompt that merely mentions the tag is left as it is.
         let plain = Message::user("what does <stdin> mean?");
@@ -211,7 +231,7 @@ mod tests {
         let args = serde_json::json!({"path": "a.txt", "content": big}).to_string();
         call.tool_calls = Some(vec![ToolCall::new("c1", "write_file", args)]);
         let replay = replay_of(&[Message::user(big.clone()), call]);
-        let Replayed::User { text } = &replay[0] else {
+        let Replayed::User { text, .. } = &replay[0] else {
             panic!("{replay:?}")
         };
         assert!(text.chars().count() <= TEXT_CHARS + 1);
