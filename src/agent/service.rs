@@ -557,3 +557,31 @@ fn last_exchange(history: &[Message]) -> (Option<String>, Option<String>) {
         .map(|m| m.text().trim_end().to_string());
     (Some(typed.trim_end().to_string()), answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_exchange_is_shown_as_the_user_typed_it() {
+        let history = [
+            Message::user("files…").with_shown(""),
+            Message::user("explain @main.py"),
+            Message::assistant("it prints"),
+            Message::user("I ran this command myself…").with_shown("!ls\n(exit status 0)"),
+        ];
+        assert_eq!(
+            last_exchange(&history),
+            (Some("!ls\n(exit status 0)".to_string()), None)
+        );
+        assert_eq!(
+            last_exchange(&history[..3]),
+            (
+                Some("explain @main.py".to_string()),
+                Some("it prints".to_string())
+            )
+        );
+        // Only context the user never saw: nothing to show.
+        assert_eq!(last_exchange(&history[..1]), (None, None));
+    }
+}
