@@ -50,6 +50,39 @@ fn exec_without_a_key_answers_through_the_first_local_server_that_answers() {
 }
 
 #[test]
+fn the_zero_config_notice_is_shown_in_full_once_per_server_and_model_then_short() {
+    let p = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")]);
+    let cmd = BuddyCmd::new()
+        .config(probe_list(&[host_port(&p)]))
+        .args(["exec", "hello"]);
+    let full = cmd.run();
+    full.assert_success();
+    assert!(
+        full.stderr.contains("to make it permanent"),
+        "{}",
+        full.stderr
+    );
+    let short = cmd.rerun(["exec", "again"]);
+    short.assert_success();
+    assert_eq!(short.stdout, "two\n");
+    let notice: Vec<&str> = short
+        .stderr
+        .lines()
+        .filter(|l| l.contains(&p.base_url()))
+        .collect();
+    assert_eq!(
+        notice,
+        [format!(
+            "buddy: using a local model server at {} (model fake-model)",
+            p.base_url()
+        )],
+        "{}",
+        short.stderr
+    );
+    assert!(!short.stderr.contains("permanent"), "{}", short.stderr);
+}
+
+#[test]
 fn the_configured_discovery_model_is_used_when_the_server_lists_it() {
     let p = FakeProvider::start(vec![Reply::text("from b"), Reply::text("from a")])
         .with_models(&["model-a", "model-b"]);
@@ -89,6 +122,64 @@ fn with_nothing_listening_the_missing_key_error_names_the_ports_tried() {
         out.stderr.contains(&format!(
             "no local model server answered at 127.0.0.1:{a}, 127.0.0.1:{b}"
         )),
+        "{}",
+        out.stderr
+    );
+}
+
+/// What llama.cpp answers every request with while it loads its model.
+fn loading() -> Reply {
+    Reply::json(
+        503,
+        serde_json::json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}),
+    )
+}
+
+#[test]
+fn a_local_server_loading_its_model_is_named_as_loading_not_absent() {
+    let p = FakeProvider::start(vec![Reply::text("never")]).with_models_reply(loading());
+    let out = BuddyCmd::new()
+        .config(probe_list(&[host_port(&p)]))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(2);
+    assert!(
+        out.stderr.contains(&format!(
+            "a local model server at {} is still loading its model (HTTP 503); run buddy again in a moment",
+            p.base_url()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("no local model server answered"),
+        "{}",
+        out.stderr
+    );
+    assert!(p.chat_requests().is_empty());
+}
+
+#[test]
+fn a_configured_server_loading_its_model_is_retried_and_then_answers() {
+    let p = FakeProvider::start(vec![loading(), Reply::text("ready now")]);
+    let out = BuddyCmd::new().config_for(&p).args(["exec", "hello"]).run();
+    out.assert_success();
+    assert_eq!(out.stdout, "ready now\n");
+    assert!(
+        out.stderr
+            .contains("the model server is still loading its model"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("retrying in"), "{}", out.stderr);
+    assert_eq!(p.chat_requests().len(), 2);
+    // Still loading when the retries are spent: said in those words.
+    let p = FakeProvider::start(vec![loading()]);
+    let config = format!("{}\n[network]\nmax_retries = 0\n", support::fake_config(&p));
+    let out = BuddyCmd::new().config(config).args(["exec", "hello"]).run();
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("still loading its model (HTTP 503 Service Unavailable: Loading model); try again in a moment"),
         "{}",
         out.stderr
     );

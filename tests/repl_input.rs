@@ -130,6 +130,93 @@ fn a_failing_bang_command_shows_its_exit_status() {
 }
 
 #[test]
+fn a_resumed_session_replays_bang_and_mentions_as_typed() {
+    let p = FakeProvider::start(vec![Reply::text("it prints a bird"), Reply::text("again")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    std::fs::write(cmd.work_dir().join("main.py"), "print('pelican')\n").expect("write");
+    let t = repl(&cmd);
+    t.line("!echo bang-output-xyz");
+    t.wait_for("the output", |s| s.lines().any(|l| l == "bang-output-xyz"));
+    t.line("explain @main.py now");
+    t.wait_text("it prints a bird");
+    t.line("/quit");
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    drop(t);
+
+    let t = Tmux::start(&cmd, &["resume", "--last"]);
+    let screen = t.wait_text("it prints a bird");
+    let lines: Vec<&str> = screen.lines().collect();
+    let bang = lines
+        .iter()
+        .position(|l| *l == "> !echo bang-output-xyz")
+        .unwrap_or_else(|| panic!("no replayed ! command:\n{screen}"));
+    assert_eq!(lines[bang + 1], "(exit status 0)", "{screen}");
+    assert_eq!(lines[bang + 2], "> explain @main.py now", "{screen}");
+    assert_eq!(lines[bang + 3], "it prints a bird", "{screen}");
+    for internal in [
+        "I ran this command myself",
+        "Files I mention",
+        "pelican",
+        "earlier message",
+    ] {
+        assert!(!screen.contains(internal), "{internal}:\n{screen}");
+    }
+    // The model still gets everything it got before.
+    t.line("once more");
+    t.wait_text("again");
+    let users = user_messages(&p.chat_requests()[1]);
+    assert_eq!(users.len(), 4, "{users:?}");
+    assert!(users[0].contains("$ echo bang-output-xyz"), "{users:?}");
+    assert!(users[1].contains("print('pelican')"), "{users:?}");
+    assert_eq!(users[2..], ["explain @main.py now", "once more"]);
+    let before = p.chat_requests()[0].json()["messages"].clone();
+    let after = p.chat_requests()[1].json()["messages"].clone();
+    assert_eq!(
+        before.as_array().expect("messages")[1..],
+        after.as_array().expect("messages")[1..4],
+        "the resumed history is the one sent before"
+    );
+    let body = after.to_string();
+    assert!(!body.contains("buddy_shown"), "{body}");
+}
+
+#[test]
+fn ctrl_l_clears_the_screen_and_clear_also_starts_afresh() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+        Reply::text("third answer"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd);
+    t.line("hello");
+    t.wait_text("first answer");
+    t.type_text("kept input");
+    t.keys(&["C-l"]);
+    let screen = t.wait_for("a cleared screen", |s| !s.contains("first answer"));
+    assert_eq!(
+        screen.lines().next(),
+        Some("> kept input"),
+        "the input on top:\n{screen}"
+    );
+    // Only the screen: the conversation goes on.
+    t.keys(&["Enter"]);
+    t.wait_text("second answer");
+    assert_eq!(
+        user_messages(&p.chat_requests()[1]),
+        ["hello", "kept input"]
+    );
+    t.line("/clear");
+    let screen = t.wait_for("a cleared screen and a new session", |s| {
+        !s.contains("second answer") && s.contains("new session")
+    });
+    assert!(!screen.contains("kept input"), "{screen}");
+    t.line("fresh");
+    t.wait_text("third answer");
+    assert_eq!(user_messages(&p.chat_requests()[2]), ["fresh"]);
+}
+
+#[test]
 fn ctrl_r_finds_an_older_prompt_and_enter_sends_it() {
     let p = FakeProvider::start_repeating(vec![Reply::text("ok")]);
     let cmd = BuddyCmd::new().config_for(&p);

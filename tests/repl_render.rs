@@ -297,7 +297,7 @@ fn the_token_line_comes_after_the_answer_it_counts() {
 }
 
 #[test]
-fn cancelling_shows_the_answer_so_far_above_the_note() {
+fn cancelling_shows_the_answer_so_far_marked_interrupted_above_the_note() {
     let held = Gate::new();
     let p = FakeProvider::start(vec![Reply::sse(vec![
         start(),
@@ -320,7 +320,8 @@ fn cancelling_shows_the_answer_so_far_above_the_note() {
             .unwrap_or_else(|| panic!("no line {text:?}:\n{screen}"))
     };
     assert_eq!(at("done line") + 2, at("half a line"), "{screen}");
-    assert!(at("half a line") < at("cancelling task 1…"), "{screen}");
+    assert_eq!(at("half a line") + 1, at("[interrupted]"), "{screen}");
+    assert!(at("[interrupted]") < at("cancelling task 1…"), "{screen}");
     assert!(
         at("cancelling task 1…") < at("task 1 cancelled"),
         "{screen}"

@@ -544,6 +544,58 @@ fn an_unwritable_session_directory_costs_the_session_not_the_answer() {
     assert!(out.stderr.contains("will not be saved"), "{}", out.stderr);
 }
 
+/// The lines of `git status --porcelain` (every untracked file) in `dir`
+/// that name something under `.buddyx`.
+fn git_status(dir: &Path) -> String {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    if !dir.join(".git").exists() {
+        git(&["init", "-q"]);
+    }
+    git(&["status", "--porcelain", "--untracked-files=all"])
+        .lines()
+        .filter(|l| l.contains(".buddyx"))
+        .collect()
+}
+
+#[test]
+fn the_session_directory_keeps_itself_out_of_git() {
+    let p = FakeProvider::start(vec![Reply::text("ok"), Reply::text("again")]);
+    let cmd = BuddyCmd::new().config_for(&p).args(["exec", "hi"]);
+    let work = cmd.work_dir();
+    assert_eq!(git_status(&work), "");
+    cmd.run().assert_success();
+    assert_eq!(session_files(&cmd).len(), 1);
+    assert_eq!(
+        git_status(&work),
+        "",
+        "a new session directory ignores itself"
+    );
+
+    // A directory from before, without the file, gets it at its next write.
+    fs::remove_file(work.join(".buddyx/.gitignore")).unwrap();
+    assert!(
+        git_status(&work).contains(".buddyx/"),
+        "the test sees sessions"
+    );
+    cmd.rerun(["exec", "--resume", "last", "more"])
+        .assert_success();
+    assert_eq!(git_status(&work), "");
+
+    // A user's own file is theirs: left as it is.
+    fs::write(work.join(".buddyx/.gitignore"), "sessions/old-*\n").unwrap();
+    cmd.rerun(["sessions"]).assert_success();
+    let kept = fs::read_to_string(work.join(".buddyx/.gitignore")).unwrap();
+    assert_eq!(kept, "sessions/old-*\n");
+}
+
 #[test]
 fn legacy_agentx_directory_is_used_when_present() {
     let p = FakeProvider::start(vec![Reply::text("ok")]);

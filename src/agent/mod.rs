@@ -415,9 +415,13 @@ impl Agent {
     }
 
     /// A user message that starts no run (`Op::AddContext`); saved with the
-    /// conversation like any other.
-    pub async fn add_context(&mut self, text: String) {
-        self.messages.push(Message::user(text));
+    /// conversation like any other, with the form the user typed, if given.
+    pub async fn add_context(&mut self, text: String, shown: Option<String>) {
+        let message = Message::user(text);
+        self.messages.push(match shown {
+            Some(s) => message.with_shown(s),
+            None => message,
+        });
         self.persist(false).await;
     }
 

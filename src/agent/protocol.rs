@@ -57,9 +57,14 @@ pub enum Op {
     /// Adds a user message to the conversation without starting a run (no
     /// event; the model sees it with the next prompt): a command the user ran
     /// (`!cmd` in the REPL), or files attached to the prompt that follows.
-    /// Refused with `Error` during a run.
+    /// Refused with `Error` during a run. `shown` is the form the user
+    /// typed (`!git status`), kept with the message for a replay of the
+    /// session (an empty one: the user saw nothing of it, as for attached
+    /// files); the model gets `text` only.
     AddContext {
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shown: Option<String>,
     },
     /// Reports `Status`.
     Status,
@@ -375,7 +380,7 @@ impl EventKind {
                     .for_each(r);
                 for item in replay {
                     match item {
-                        Replayed::User { text } | Replayed::Tool { text, .. } => r(text),
+                        Replayed::User { text, .. } | Replayed::Tool { text, .. } => r(text),
                         Replayed::Assistant { text, calls } => {
                             r(text);
                             calls.iter_mut().for_each(|c| r(&mut c.arguments));
@@ -439,6 +444,10 @@ pub enum RunOutcome {
     },
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Most messages a `SessionResumed` event replays.
 pub const REPLAY_MESSAGES: usize = 60;
 
@@ -446,8 +455,16 @@ pub const REPLAY_MESSAGES: usize = 60;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Replayed {
-    /// A prompt, or context the user added (`!command` output, `@file`).
-    User { text: String },
+    /// A prompt, or context the user added, as the user typed it
+    /// (`!git status` and its exit status, not the output sent to the
+    /// model). Context the user never saw (files attached for an `@path`) is
+    /// left out; `attached` counts those messages just before this one, so
+    /// the items still add up to the messages they stand for.
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        attached: usize,
+    },
     /// An answer (possibly empty) and the tool calls it asked for.
     Assistant {
         #[serde(default, skip_serializing_if = "String::is_empty")]

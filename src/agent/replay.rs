@@ -1,7 +1,9 @@
 //! The end of a resumed conversation as `SessionResumed` carries it: the last
 //! messages of the history, each as a `Replayed` item with long texts
-//! clipped, so the event stays small however big the session is. It does not
-//! decide how much a front end shows (that depends on its screen) or how.
+//! clipped, so the event stays small however big the session is. A user
+//! message appears as the user typed it (`!git status`, a prompt without the
+//! text piped in after it), not as the model got it. It does not decide how
+//! much a front end shows (that depends on its screen) or how.
 
 use super::protocol::{Replayed, ReplayedCall, REPLAY_MESSAGES};
 use crate::text::clip;
@@ -18,7 +20,38 @@ const ARGUMENTS_CHARS: usize = 4_000;
 /// What a clipped string value of the arguments keeps.
 const ARGUMENT_VALUE_CHARS: usize = 1_000;
 
-/// The last `REPLAY_MESSAGES` messages of `history` (system messages left out).
+/// Opening and closing lines of the block `exec` puts text piped to it in,
+/// after the prompt.
+const STDIN_OPEN: &str = "\n\n<stdin>\n";
+const STDIN_CLOSE: &str = "\n</stdin>";
+
+/// A user message as the user typed it: the recorded form of context built
+/// from what they typed (`Message::shown`), a prompt with piped input as the
+/// prompt and a line counting that input, or the text. `None` for context
+/// the user never saw (files attached for an `@path`).
+pub fn as_typed(m: &Message) -> Option<String> {
+    match m.shown() {
+        Some("") => None,
+        Some(shown) => Some(shown.to_string()),
+        None => Some(fold_stdin(m.text()).unwrap_or_else(|| m.text().to_string())),
+    }
+}
+
+/// `PROMPT\n\n<stdin>\n…\n</stdin>` as the prompt and `(+ N lines from
+/// stdin)`; `None` for any other text.
+fn fold_stdin(text: &str) -> Option<String> {
+    let text = text.trim_end();
+    let body = text.strip_suffix(STDIN_CLOSE)?;
+    let (prompt, piped) = body.split_once(STDIN_OPEN)?;
+    let lines = piped.lines().count();
+    Some(format!(
+        "{prompt}\n(+ {lines} line{} from stdin)",
+        if lines == 1 { "" } else { "s" }
+    ))
+}
+
+/// The last `REPLAY_MESSAGES` messages of `history` (system messages left
+/// out, and context the user never saw: see `as_typed`).
 pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
     let history: Vec<&Message> = history.iter().filter(|m| m.role != Role::System).collect();
     // A result names its tool only through the call's id, which may sit
@@ -29,9 +62,12 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
         .map(|c| (c.id.as_str(), c.function.name.as_str()))
         .collect();
     let start = history.len().saturating_sub(REPLAY_MESSAGES);
-    history[start..]
-        .iter()
-        .map(|m| match m.role {
+    // Context the user never saw is counted on the next item, so a front
+    // end still knows how many messages its items stand for.
+    let mut unseen = 0;
+    let mut out = Vec::new();
+    for m in &history[start..] {
+        let item = match m.role {
             Role::Assistant => Replayed::Assistant {
                 text: tail(m.text().trim(), TEXT_CHARS),
                 calls: m
@@ -53,11 +89,20 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
                     .unwrap_or_else(|| "tool".to_string()),
                 text: clip(m.text(), RESULT_CHARS).into_owned(),
             },
-            Role::User | Role::System => Replayed::User {
-                text: clip(m.text().trim_end(), TEXT_CHARS).into_owned(),
+            Role::User | Role::System => match as_typed(m) {
+                Some(typed) => Replayed::User {
+                    text: clip(typed.trim_end(), TEXT_CHARS).into_owned(),
+                    attached: std::mem::take(&mut unseen),
+                },
+                None => {
+                    unseen += 1;
+                    continue;
+                }
             },
-        })
-        .collect()
+        };
+        out.push(item);
+    }
+    out
 }
 
 /// The last `max` characters of `s`, marked with `…` when cut: the end of
@@ -134,9 +179,49 @@ mod tests {
         assert_eq!(
             replay[0],
             Replayed::User {
-                text: "prompt 71".into()
+                text: "prompt 71".into(),
+                attached: 0
             }
         );
+    }
+
+    #[test]
+    fn user_messages_replay_as_typed_not_as_the_model_got_them() {
+        let history = [
+            Message::user("I ran this command myself on me@here (exit status 1):\n$ git status\nOutput:\n```\nfatal\n```\n")
+                .with_shown("!git status\nexit status 1"),
+            Message::user("Files I mention in my next message (@path)…\n<file path=\"main.py\">\nx\n</file>\n")
+                .with_shown(""),
+            Message::user("explain @main.py"),
+            Message::user("summarise\n\n<stdin>\nline 1\nline 2\nline 3\n</stdin>\n"),
+        ];
+        let replay = replay_of(&history);
+        let texts: Vec<&str> = replay
+            .iter()
+            .map(|r| match r {
+                Replayed::User { text, .. } => text.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "!git status\nexit status 1",
+                "explain @main.py",
+                "summarise\n(+ 3 lines from stdin)"
+            ]
+        );
+        // The files the user never saw are counted with their prompt.
+        assert_eq!(
+            replay[1],
+            Replayed::User {
+                text: "explain @main.py".into(),
+                attached: 1
+            }
+        );
+        // A prompt that merely mentions the tag is left as it is.
+        let plain = Message::user("what does <stdin> mean?");
+        assert_eq!(as_typed(&plain).as_deref(), Some("what does <stdin> mean?"));
     }
 
     #[test]
@@ -146,7 +231,7 @@ mod tests {
         let args = serde_json::json!({"path": "a.txt", "content": big}).to_string();
         call.tool_calls = Some(vec![ToolCall::new("c1", "write_file", args)]);
         let replay = replay_of(&[Message::user(big.clone()), call]);
-        let Replayed::User { text } = &replay[0] else {
+        let Replayed::User { text, .. } = &replay[0] else {
             panic!("{replay:?}")
         };
         assert!(text.chars().count() <= TEXT_CHARS + 1);

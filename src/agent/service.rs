@@ -391,7 +391,7 @@ impl Core {
                 self.emit(EventKind::SessionCleared).await;
             }
             Op::Resume { query } => self.resume(&query).await,
-            Op::AddContext { text } => self.agent.add_context(text).await,
+            Op::AddContext { text, shown } => self.agent.add_context(text, shown).await,
             Op::Status => {
                 let report = self.agent.status(None);
                 self.emit(EventKind::Status(Box::new(report))).await;
@@ -540,7 +540,14 @@ async fn busy_op(
 /// The last prompt and the answer to it, so a resumed conversation can show
 /// where it left off.
 fn last_exchange(history: &[Message]) -> (Option<String>, Option<String>) {
-    let Some(u) = history.iter().rposition(|m| m.role == Role::User) else {
+    // As the user typed it: context they never saw does not count.
+    let Some((u, typed)) = history
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| m.role == Role::User)
+        .find_map(|(i, m)| super::replay::as_typed(m).map(|t| (i, t)))
+    else {
         return (None, None);
     };
     let answer = history[u..]
@@ -548,5 +555,33 @@ fn last_exchange(history: &[Message]) -> (Option<String>, Option<String>) {
         .rev()
         .find(|m| m.role == Role::Assistant && !m.text().trim().is_empty())
         .map(|m| m.text().trim_end().to_string());
-    (Some(history[u].text().trim_end().to_string()), answer)
+    (Some(typed.trim_end().to_string()), answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_exchange_is_shown_as_the_user_typed_it() {
+        let history = [
+            Message::user("files…").with_shown(""),
+            Message::user("explain @main.py"),
+            Message::assistant("it prints"),
+            Message::user("I ran this command myself…").with_shown("!ls\n(exit status 0)"),
+        ];
+        assert_eq!(
+            last_exchange(&history),
+            (Some("!ls\n(exit status 0)".to_string()), None)
+        );
+        assert_eq!(
+            last_exchange(&history[..3]),
+            (
+                Some("explain @main.py".to_string()),
+                Some("it prints".to_string())
+            )
+        );
+        // Only context the user never saw: nothing to show.
+        assert_eq!(last_exchange(&history[..1]), (None, None));
+    }
 }

@@ -2,12 +2,17 @@
 //! nothing, look for a model server on this machine (Ollama, llama.cpp,
 //! LM Studio, vLLM) and use it instead of failing.
 //!
+//! The notice saying what was picked is shown in full once per server and
+//! model (remembered in `seen-local-servers` in buddy's config directory),
+//! then as one short line.
+//!
 //! Every server in `[discovery] local_servers` gets one `GET /v1/models`, all
 //! at once; the config only admits loopback addresses, and the probe client
 //! follows no redirects and uses no proxy, so nothing leaves the machine.
 
 use super::AppError;
 use crate::config::{self, CliOverrides, ConfigError, LocalServer, Settings};
+use crate::provider::error::{error_message_from_body, is_loading_model};
 use crate::provider::models::{parse_model_list, ListedModel};
 use crate::ui::style::Style;
 use std::time::Duration;
@@ -28,6 +33,9 @@ pub(crate) enum Probe {
     Silent,
     /// A model server; its models in its own order (maybe none).
     Models(Vec<ListedModel>),
+    /// A model server still loading its model (llama.cpp's 503 "Loading
+    /// model"): there, but not ready to list or answer yet.
+    Loading,
 }
 
 /// Probes every server at once; results in the order of `servers`.
@@ -68,9 +76,7 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
     let Ok(mut response) = client.get(url).send().await else {
         return Probe::Silent;
     };
-    if !response.status().is_success() {
-        return Probe::Silent;
-    }
+    let status = response.status();
     let mut body = Vec::new();
     loop {
         match response.chunk().await {
@@ -80,6 +86,14 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
             Ok(None) => break,
             _ => return Probe::Silent,
         }
+    }
+    if !status.is_success() {
+        let message = error_message_from_body(&String::from_utf8_lossy(&body));
+        return if is_loading_model(status.as_u16(), &message) {
+            Probe::Loading
+        } else {
+            Probe::Silent
+        };
     }
     match parse_model_list(&body) {
         Ok(models) => Probe::Models(models),
@@ -166,23 +180,31 @@ pub(super) async fn instead_of_missing_key(
             Probe::Models(models) => {
                 pick_model(models, file.discovery.model.as_deref()).map(|m| (base, models, m))
             }
-            Probe::Silent => None,
+            Probe::Silent | Probe::Loading => None,
         });
     let Some((base, models, model)) = found else {
-        let mut notes = vec![format!(
-            "no local model server answered at {} (GET /v1/models)",
-            servers
-                .iter()
-                .map(|s| host_port(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )];
+        let mut notes = Vec::new();
+        if !probes.iter().any(|p| matches!(p, Probe::Loading)) {
+            notes.push(format!(
+                "no local model server answered at {} (GET /v1/models)",
+                servers
+                    .iter()
+                    .map(|s| host_port(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         for (base, probe) in servers.iter().zip(&probes) {
-            if matches!(probe, Probe::Models(m) if m.is_empty()) {
-                notes.push(format!(
+            match probe {
+                Probe::Models(m) if m.is_empty() => notes.push(format!(
                     "{} at {base} answers but offers no models; load or pull one first",
                     server_name(base, &[])
-                ));
+                )),
+                Probe::Loading => notes.push(format!(
+                    "{} at {base} is still loading its model (HTTP 503); run buddy again in a moment",
+                    server_name(base, &[])
+                )),
+                _ => {}
             }
         }
         return Err(not_found(notes));
@@ -209,15 +231,64 @@ pub(super) async fn instead_of_missing_key(
         ConfigError::MissingKey { profile, .. } => profile.clone(),
         _ => String::new(),
     };
-    eprintln!(
-        "{}",
-        style.dim(&format!(
+    let seen = config::global_dir(env).map(|d| d.join(SEEN_FILE));
+    let notice = if seen.as_deref().is_some_and(|p| was_seen(p, base, &model)) {
+        format!("buddy: using {name} at {base} (model {model})")
+    } else {
+        if let Some(p) = &seen {
+            remember(p, base, &model);
+        }
+        format!(
             "no API key for profile `{missing_profile}`, so using {name} at {base} with model {model}; \
              to make it permanent, add [models.{profile}] with api_base_url = \"{base}\" and model = \"{model}\" \
              to {file_path} and set model = \"{profile}\" under [agent]"
-        ))
-    );
+        )
+    };
+    eprintln!("{}", style.dim(&crate::text::visible(&notice)));
     Ok((settings, found_overrides))
+}
+
+/// The file in buddy's config directory that remembers which local server
+/// and model the full zero-config notice was shown for: one `base model`
+/// line each, so later runs say it in one line.
+const SEEN_FILE: &str = "seen-local-servers";
+/// Past this size the file is left alone (and the notice shown in full).
+const MAX_SEEN_BYTES: u64 = 64 * 1024;
+
+fn seen_line(base: &str, model: &str) -> String {
+    // Neither a URL nor a model id holds a space or a newline worth keeping.
+    let clean = |s: &str| s.replace(char::is_whitespace, "_");
+    format!("{} {}", clean(base), clean(model))
+}
+
+fn was_seen(path: &std::path::Path, base: &str, model: &str) -> bool {
+    let Ok(bytes) = crate::localfile::read_regular(path, MAX_SEEN_BYTES) else {
+        return false;
+    };
+    let want = seen_line(base, model);
+    String::from_utf8_lossy(&bytes).lines().any(|l| l == want)
+}
+
+/// Appends the line for `base` and `model`. Best effort: a failure only
+/// means the full notice shows again next time.
+fn remember(path: &std::path::Path, base: &str, model: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Only a regular file is appended to: a FIFO there would block the open.
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() || m.len() >= MAX_SEEN_BYTES {
+            return;
+        }
+    }
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| writeln!(f, "{}", seen_line(base, model)));
 }
 
 #[cfg(test)]
@@ -260,6 +331,22 @@ mod tests {
         );
         assert_eq!(server_name(url, &[]), "a local model server");
         assert_eq!(host_port("http://[::1]:8080/v1"), "[::1]:8080");
+    }
+
+    #[test]
+    fn a_server_and_model_are_remembered_together() {
+        let dir = std::env::temp_dir().join(format!("buddy-seen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let file = dir.join("cfg").join(SEEN_FILE);
+        let a = "http://127.0.0.1:8080/v1";
+        assert!(!was_seen(&file, a, "m1"));
+        remember(&file, a, "m1");
+        assert!(was_seen(&file, a, "m1"));
+        assert!(!was_seen(&file, a, "m2"), "another model is news");
+        assert!(!was_seen(&file, "http://127.0.0.1:11434/v1", "m1"));
+        remember(&file, a, "m2");
+        assert!(was_seen(&file, a, "m1") && was_seen(&file, a, "m2"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

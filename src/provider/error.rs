@@ -72,6 +72,11 @@ impl ApiError {
             ApiError::Timeout { url, secs } => {
                 write!(f, "model server at {url} did not answer within {secs} s")
             }
+            ApiError::Status { status, message } if is_loading_model(*status, message) => write!(
+                f,
+                "the model server is still loading its model (HTTP {status} {}: {message}); try again in a moment",
+                reason_phrase(*status)
+            ),
             ApiError::Status { status, message } => {
                 let reason = reason_phrase(*status);
                 if message.is_empty() {
@@ -118,6 +123,13 @@ fn reason_phrase(status: u16) -> &'static str {
         504 => "Gateway Timeout",
         _ => "",
     }
+}
+
+/// Whether a status and the server's message say the model is still being
+/// loaded: llama.cpp answers every request with 503 "Loading model" until it
+/// is ready. Such a 503 is retried like any other; only the words differ.
+pub fn is_loading_model(status: u16, message: &str) -> bool {
+    status == 503 && message.to_ascii_lowercase().contains("loading model")
 }
 
 /// Pulls the human message out of an error body: OpenAI's `{"error":{"message"}}`,
@@ -237,6 +249,29 @@ fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_loading_its_model_says_so_and_is_retried() {
+        let body = r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#;
+        let err = ApiError::Status {
+            status: 503,
+            message: error_message_from_body(body),
+        };
+        assert!(err.is_retryable());
+        assert_eq!(
+            err.to_string(),
+            "the model server is still loading its model (HTTP 503 Service Unavailable: Loading model); try again in a moment"
+        );
+        // Another 503 keeps its plain words.
+        let busy = ApiError::Status {
+            status: 503,
+            message: "overloaded".into(),
+        };
+        assert_eq!(
+            busy.to_string(),
+            "model server returned HTTP 503 Service Unavailable: overloaded"
+        );
+    }
 
     #[test]
     fn retryable_statuses() {

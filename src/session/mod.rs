@@ -2,7 +2,9 @@
 //! continued. A `Store` is the directory of session files for a working
 //! directory (`.buddyx/sessions`, or a legacy `.agentx/sessions`); a `Session`
 //! is one open, locked session file that the agent appends to through the
-//! `HistorySink` trait. The file format lives in `journal`.
+//! `HistorySink` trait. The file format lives in `journal`. The directory
+//! ignores itself (a `.gitignore` of `*` written with the first session), so
+//! transcripts stay out of the project's repository.
 //!
 //! This module does not know the REPL or exec; it stores messages and totals
 //! and hands them back, repaired so a provider accepts them.
@@ -52,6 +54,9 @@ pub struct SessionInfo {
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
+    /// The directory given a `.gitignore` of `*` when sessions are written
+    /// (`.buddyx/`), so transcripts are never committed by accident.
+    ignored: PathBuf,
 }
 
 /// A session opened for continuing, with its history ready for the agent.
@@ -103,11 +108,16 @@ impl Store {
         };
         Store {
             dir: root.join("sessions"),
+            ignored: root,
         }
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> Store {
-        Store { dir: dir.into() }
+        let dir = dir.into();
+        Store {
+            ignored: dir.clone(),
+            dir,
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -127,6 +137,9 @@ impl Store {
             .create(&self.dir)
             .map_err(|e| SessionError::io("create the session directory", &self.dir, e))?;
         if let Some(w) = restrict(&self.dir, 0o700)? {
+            warnings.push(w);
+        }
+        if let Some(w) = ignore_itself(&self.ignored) {
             warnings.push(w);
         }
         Ok(warnings)
@@ -542,6 +555,30 @@ fn lock(file: &File, id: &str, path: &Path) -> Result<(), SessionError> {
 }
 
 /// Removes group and other permissions from `path` if it has any, saying so.
+/// What the sessions directory's `.gitignore` says: everything in it,
+/// itself included, is ignored.
+const GITIGNORE: &str = "# buddy's saved sessions: never committed\n*\n";
+
+/// Writes `dir/.gitignore` unless one is there (a user's own is kept as it
+/// is). A failure only costs the protection, so it is a warning.
+fn ignore_itself(dir: &Path) -> Option<String> {
+    let path = dir.join(".gitignore");
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| io::Write::write_all(&mut f, GITIGNORE.as_bytes()));
+    match written {
+        Ok(()) => None,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
+        Err(e) => Some(format!(
+            "could not write {} (git may show the saved sessions): {e}",
+            path.display()
+        )),
+    }
+}
+
 fn restrict(path: &Path, mode: u32) -> Result<Option<String>, SessionError> {
     let meta = fs::metadata(path).map_err(|e| SessionError::io("inspect", path, e))?;
     let current = meta.permissions().mode() & 0o777;

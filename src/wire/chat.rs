@@ -15,6 +15,13 @@ pub enum Role {
     Tool,
 }
 
+/// `Message::extra` key of a user message's form as the user typed it (`!git
+/// status`), where the text the model gets was built from it (the command's
+/// output, attached files). An empty form means the user saw nothing of the
+/// message. The `buddy_` prefix keeps it out of every request: providers send
+/// only what they know, and Chat Completions drops `buddy_*` keys.
+pub const SHOWN_KEY: &str = "buddy_shown";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
@@ -71,6 +78,19 @@ impl Message {
 
     pub fn text(&self) -> &str {
         self.content.as_deref().unwrap_or("")
+    }
+
+    /// The message as the user typed it (`SHOWN_KEY`), when that differs
+    /// from its text.
+    pub fn shown(&self) -> Option<&str> {
+        self.extra.get(SHOWN_KEY).and_then(Value::as_str)
+    }
+
+    /// Records `shown` as the form the user typed (see `SHOWN_KEY`).
+    pub fn with_shown(mut self, shown: impl Into<String>) -> Self {
+        self.extra
+            .insert(SHOWN_KEY.into(), Value::String(shown.into()));
+        self
     }
 
     /// Reasoning traces carried in provider-specific fields: any field whose name

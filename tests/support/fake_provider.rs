@@ -101,6 +101,7 @@ impl FakeProvider {
                 connections: 0,
                 summary: None,
                 models: vec!["fake-model".to_string()],
+                models_reply: None,
             }),
             arrived: Condvar::new(),
         });
@@ -123,6 +124,13 @@ impl FakeProvider {
             shutdown: Some(shutdown_tx),
             thread: Some(thread),
         }
+    }
+
+    /// Answers `GET …/models` with `reply` instead of the list (a server
+    /// still loading its model answers 503).
+    pub fn with_models_reply(self, reply: Reply) -> FakeProvider {
+        self.shared.lock().models_reply = Some(reply);
+        self
     }
 
     /// Lists these model ids on `GET …/models` (in this order).
@@ -264,6 +272,8 @@ struct State {
     summary: Option<Reply>,
     /// Listed on `GET …/models`, outside the script.
     models: Vec<String>,
+    /// Sent on `GET …/models` instead of the list, when set.
+    models_reply: Option<Reply>,
 }
 
 impl Shared {
@@ -294,7 +304,9 @@ impl Shared {
                 .split('?')
                 .next()
                 .is_some_and(|p| p.ends_with("/models"));
-        let reply = if listing {
+        let reply = if let Some(r) = state.models_reply.as_ref().filter(|_| listing) {
+            Some(r.clone())
+        } else if listing {
             let data: Vec<Value> = state
                 .models
                 .iter()

@@ -5,7 +5,7 @@
 
 use super::highlight::Highlighter;
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
-use unicode_width::UnicodeWidthChar;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 const GREY: u8 = 90;
 const CYAN: u8 = 36;
@@ -69,12 +69,58 @@ pub fn char_width(c: char) -> usize {
     c.width().unwrap_or(0)
 }
 
+/// Columns `c` adds after `prev`. Alone, a variation selector takes none;
+/// VS16 (U+FE0F) after a character shown as text by default (⚠, ❤) asks
+/// for its emoji form, two columns wide in terminals, so it adds the
+/// difference. unicode-width knows which pairs widen.
+pub fn char_width_after(prev: Option<char>, c: char) -> usize {
+    match prev {
+        Some(p) if c == VS16 => {
+            let mut pair = [0u8; 8];
+            let n = p.encode_utf8(&mut pair).len();
+            let n = n + c.encode_utf8(&mut pair[n..]).len();
+            let pair = std::str::from_utf8(&pair[..n]).unwrap_or_default();
+            UnicodeWidthStr::width(pair).saturating_sub(char_width(p))
+        }
+        _ => char_width(c),
+    }
+}
+
+/// Emoji presentation selector.
+const VS16: char = '\u{FE0F}';
+
+/// Columns of `c` with the selector that may follow it counted in, so a cut
+/// never separates the two; the selector itself then takes none.
+fn cluster_width(c: char, next: Option<char>) -> usize {
+    match (c, next) {
+        (VS16, _) => 0,
+        (_, Some(VS16)) => char_width(c) + char_width_after(Some(c), VS16),
+        _ => char_width(c),
+    }
+}
+
 pub fn text_width(s: &str) -> usize {
-    s.chars().map(char_width).sum()
+    let mut prev = None;
+    s.chars()
+        .map(|c| {
+            let w = char_width_after(prev, c);
+            prev = Some(c);
+            w
+        })
+        .sum()
 }
 
 fn spans_width(spans: &[Span]) -> usize {
-    spans.iter().map(|(t, _)| text_width(t)).sum()
+    let mut prev = None;
+    spans
+        .iter()
+        .flat_map(|(t, _)| t.chars())
+        .map(|c| {
+            let w = char_width_after(prev, c);
+            prev = Some(c);
+            w
+        })
+        .sum()
 }
 
 fn push_span(line: &mut Vec<Span>, text: &str, paint: Paint) {
@@ -133,6 +179,8 @@ pub fn wrap(spans: &[Span], width: usize) -> Vec<Vec<Span>> {
     let mut word: Vec<Span> = Vec::new();
     let mut word_w = 0;
     let mut space: Option<Paint> = None;
+    // The character before, for a selector that widens it.
+    let mut prev: Option<char> = None;
 
     fn place_word(
         lines: &mut Vec<Vec<Span>>,
@@ -163,17 +211,19 @@ pub fn wrap(spans: &[Span], width: usize) -> Vec<Vec<Span>> {
             *line_w += *word_w;
         } else {
             // Too long for any line: cut it.
-            for (t, p) in word.drain(..) {
-                for c in t.chars() {
-                    let cw = char_width(c);
-                    if *line_w + cw > width && *line_w > 0 {
-                        lines.push(std::mem::take(line));
-                        *line_w = 0;
-                    }
-                    let mut buf = [0u8; 4];
-                    push_span(line, c.encode_utf8(&mut buf), p);
-                    *line_w += cw;
+            let chars: Vec<(char, Paint)> = word
+                .drain(..)
+                .flat_map(|(t, p)| t.chars().map(move |c| (c, p)).collect::<Vec<_>>())
+                .collect();
+            for (i, &(c, p)) in chars.iter().enumerate() {
+                let cw = cluster_width(c, chars.get(i + 1).map(|(n, _)| *n));
+                if *line_w + cw > width && *line_w > 0 {
+                    lines.push(std::mem::take(line));
+                    *line_w = 0;
                 }
+                let mut buf = [0u8; 4];
+                push_span(line, c.encode_utf8(&mut buf), p);
+                *line_w += cw;
             }
         }
         *word_w = 0;
@@ -211,8 +261,9 @@ pub fn wrap(spans: &[Span], width: usize) -> Vec<Vec<Span>> {
             } else {
                 let mut buf = [0u8; 4];
                 push_span(&mut word, c.encode_utf8(&mut buf), *paint);
-                word_w += char_width(c);
+                word_w += char_width_after(prev, c);
             }
+            prev = Some(c);
         }
     }
     place_word(
@@ -236,19 +287,21 @@ pub fn hard_wrap(spans: &[Span], width: usize) -> Vec<Vec<Span>> {
     let width = width.max(2);
     let mut lines = vec![Vec::new()];
     let mut w = 0;
-    for (text, paint) in spans {
-        for c in text.chars() {
-            let cw = char_width(c);
-            if w + cw > width && w > 0 {
-                lines.push(Vec::new());
-                w = 0;
-            }
-            let mut buf = [0u8; 4];
-            if let Some(line) = lines.last_mut() {
-                push_span(line, c.encode_utf8(&mut buf), *paint);
-            }
-            w += cw;
+    let chars: Vec<(char, Paint)> = spans
+        .iter()
+        .flat_map(|(t, p)| t.chars().map(move |c| (c, *p)))
+        .collect();
+    for (i, &(c, paint)) in chars.iter().enumerate() {
+        let cw = cluster_width(c, chars.get(i + 1).map(|(n, _)| *n));
+        if w + cw > width && w > 0 {
+            lines.push(Vec::new());
+            w = 0;
         }
+        let mut buf = [0u8; 4];
+        if let Some(line) = lines.last_mut() {
+            push_span(line, c.encode_utf8(&mut buf), paint);
+        }
+        w += cw;
     }
     lines
 }

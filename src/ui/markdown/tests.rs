@@ -232,6 +232,30 @@ fn tables_fit_the_width_and_fall_back_to_records() {
 }
 
 #[test]
+fn an_emoji_with_vs16_takes_two_columns_in_a_table_cell() {
+    // ⚠️ is U+26A0 U+FE0F: a terminal draws it two columns wide.
+    let doc = "| s | what |\n|---|---|\n| \u{26a0}\u{fe0f} | low disk |\n| ok | fine |\n";
+    assert_eq!(
+        plain(doc, 40),
+        "| s  | what     |\n|----|----------|\n| \u{26a0}\u{fe0f} | low disk |\n| ok | fine     |\n"
+    );
+    assert_eq!(render::text_width("\u{26a0}\u{fe0f}"), 2);
+    // Already wide, or alone: the selector adds nothing.
+    assert_eq!(render::text_width("\u{1f600}\u{fe0f}"), 2);
+    assert_eq!(render::text_width("\u{fe0f}"), 0);
+    // A cut never separates the selector from its character.
+    let cut = render::hard_wrap(
+        &[("ab\u{26a0}\u{fe0f}".into(), render::Paint::default())],
+        3,
+    );
+    let rows: Vec<String> = cut
+        .iter()
+        .map(|l| l.iter().map(|(t, _)| t.as_str()).collect())
+        .collect();
+    assert_eq!(rows, ["ab", "\u{26a0}\u{fe0f}"]);
+}
+
+#[test]
 fn links_show_their_address_once() {
     assert_eq!(
         plain("[docs](https://d.io) and <https://x.io>\n", 80),

@@ -58,6 +58,15 @@ impl Ran {
         text
     }
 
+    /// The exchange as the user saw it, for a replay of the session: what
+    /// they typed and how it ended.
+    pub fn as_typed(&self) -> String {
+        match &self.error {
+            Some(_) => format!("!{}\n(could not start)", self.command),
+            None => format!("!{}\n({})", self.command, self.status()),
+        }
+    }
+
     pub fn status(&self) -> String {
         match (self.code, self.timed_out) {
             (_, true) => format!("killed after {} s", TIME_LIMIT.as_secs()),

@@ -24,6 +24,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/model", "switch model profile or model id"),
     ("/approve", "shell approvals: ask, all, none or for a while"),
     ("/session", "list, resume or start sessions"),
+    ("/clear", "clear the screen and start a fresh conversation"),
     ("/login", "log in to a provider"),
     ("/ps", "running tasks"),
     ("/kill", "cancel a task: /kill <id>"),
@@ -63,6 +64,8 @@ pub enum Slash {
     SessionList,
     SessionResume(String),
     SessionNew,
+    /// `/clear`: a fresh conversation, as `/session new`, on a cleared screen.
+    Clear,
     Help,
     Quit,
     /// `/init`: ask the model to write the project's AGENTS.md.
@@ -77,6 +80,7 @@ impl Slash {
             self,
             Slash::Model(Some(_))
                 | Slash::SessionNew
+                | Slash::Clear
                 | Slash::SessionResume(_)
                 | Slash::Compact
                 | Slash::Init
@@ -154,7 +158,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/compact" => no_args(Slash::Compact),
         "/ps" => no_args(Slash::Ps),
         "/help" => no_args(Slash::Help),
-        "/clear" => no_args(Slash::SessionNew),
+        "/clear" => no_args(Slash::Clear),
         "/init" => no_args(Slash::Init),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
@@ -277,7 +281,8 @@ pub const HELP: &str = "\
 /session                 list this directory's sessions
 /session resume <id|last>
                          switch to a saved session
-/session new, /clear     start a fresh conversation (the old one stays saved)
+/session new             start a fresh conversation (the old one stays saved)
+/clear                   the same on a cleared screen (Ctrl-L clears the screen only)
 /init                    have the model write AGENTS.md, instructions for this
                          project that every later session reads
 /help                    this list
@@ -285,7 +290,8 @@ pub const HELP: &str = "\
 
 Input: / lists the commands, @path attaches a file (Tab completes both),
 !command runs a command now and shows the model its output with your next
-prompt, Ctrl-R searches the history, Ctrl-J or a trailing \\ starts a new line.
+prompt, Ctrl-R searches the history, Ctrl-J or a trailing \\ starts a new line,
+Ctrl-L clears the screen.
 
 While a task runs: Enter steers it (the message joins as soon as the running
 tool finishes), Tab queues a follow-up for when it is done, Alt-Up takes queued
@@ -390,5 +396,6 @@ mod tests {
         assert!(Slash::Help.allowed_while_busy());
         assert!(!Slash::Quit.allowed_while_busy());
         assert!(!Slash::SessionNew.allowed_while_busy());
+        assert!(!Slash::Clear.allowed_while_busy());
     }
 }

@@ -8,7 +8,7 @@
 use super::buffer::Buffer;
 use super::history::History;
 use super::menu::{self, Kind, Listing, Menu};
-use crossterm::cursor::{MoveToColumn, MoveUp};
+use crossterm::cursor::{MoveTo, MoveToColumn, MoveUp};
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::queue;
 use crossterm::style::Print;
@@ -26,6 +26,8 @@ pub enum Outcome {
     Interrupt,
     /// Ctrl-D on an empty line.
     Eof,
+    /// Ctrl-L: clear the screen, keep the input.
+    ClearScreen,
 }
 
 pub struct Editor {
@@ -540,6 +542,7 @@ impl Editor {
                 b.clear();
                 return Outcome::Interrupt;
             }
+            KeyCode::Char('l') if ctrl => return Outcome::ClearScreen,
             KeyCode::Char('d') if ctrl => {
                 if b.is_empty() {
                     return Outcome::Eof;
@@ -708,6 +711,20 @@ impl Editor {
         for line in text.split('\n') {
             queue!(out, Print(line), Print("\r\n"))?;
         }
+        self.redraw(out, dim)
+    }
+
+    /// Clears the whole screen (the scrollback stays) and draws the input
+    /// area at its top, as a shell's Ctrl-L does.
+    pub fn clear_screen(
+        &mut self,
+        out: &mut impl Write,
+        dim: impl Fn(&str) -> String,
+    ) -> io::Result<()> {
+        queue!(out, Clear(ClearType::All), MoveTo(0, 0))?;
+        self.cursor_row = 0;
+        self.drawn.clear();
+        self.cursor_col = 0;
         self.redraw(out, dim)
     }
 

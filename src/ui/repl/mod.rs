@@ -287,7 +287,7 @@ pub struct Repl<'h> {
     bang: Option<tokio::task::JoinHandle<bang::Ran>>,
     /// Context for the model (a `!command` that ended during a task) sent
     /// before the next prompt.
-    pending_context: Vec<String>,
+    pending_context: Vec<Op>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
     out: std::io::Stderr,
@@ -358,6 +358,13 @@ impl<'h> Repl<'h> {
     fn say_error(&mut self, text: &str) {
         let e = self.opts.style.error(text);
         self.say(&e);
+    }
+
+    /// Ctrl-L and `/clear`: an empty screen with the input area on top.
+    fn clear_screen(&mut self) {
+        self.sync_size();
+        let dim = self.dim();
+        let _ = self.editor.clear_screen(&mut self.out, dim);
     }
 
     fn redraw(&mut self) {
@@ -570,6 +577,7 @@ impl<'h> Repl<'h> {
                 }
             }
             Outcome::Submit(line) => return self.on_line(line),
+            Outcome::ClearScreen => self.clear_screen(),
         }
         false
     }
@@ -675,8 +683,13 @@ impl<'h> Repl<'h> {
         if let Some(t) = &self.task {
             let id = t.id;
             self.send(Op::Interrupt);
-            // The answer so far is shown before the note that ends it.
+            // The answer so far is shown, marked as cut where it stops,
+            // before the note that ends the task.
+            let cut = self.live_answer;
             self.flush_partial();
+            if cut {
+                self.say(&self.opts.style.warning("[interrupted]"));
+            }
             self.say(&self.opts.style.warning(&format!("cancelling task {id}…")));
         }
     }
@@ -835,8 +848,8 @@ impl<'h> Repl<'h> {
                 self.redraw();
             }
             None => {
-                for text in std::mem::take(&mut self.pending_context) {
-                    self.send(Op::AddContext { text });
+                for op in std::mem::take(&mut self.pending_context) {
+                    self.send(op);
                 }
                 let attached = mentions::attach(&line, &self.cwd);
                 for note in &attached.notes {
@@ -846,7 +859,11 @@ impl<'h> Repl<'h> {
                 // The files go first, as their own message, so the prompt
                 // the model gets (and the echo) is exactly what was typed.
                 if let Some(text) = attached.context {
-                    self.send(Op::AddContext { text });
+                    // Nothing of it was shown: a replay shows the prompt only.
+                    self.send(Op::AddContext {
+                        text,
+                        shown: Some(String::new()),
+                    });
                 }
                 self.send(Op::Prompt { text: line });
             }
@@ -909,11 +926,14 @@ impl<'h> Repl<'h> {
             .target()
             .map(|t| t.actor())
             .unwrap_or_else(|| "this host".into());
-        let text = ran.context(&actor);
+        let op = Op::AddContext {
+            text: ran.context(&actor),
+            shown: Some(ran.as_typed()),
+        };
         if self.task.is_some() {
-            self.pending_context.push(text);
+            self.pending_context.push(op);
         } else {
-            self.send(Op::AddContext { text });
+            self.send(op);
         }
     }
 
@@ -1051,6 +1071,10 @@ impl<'h> Repl<'h> {
                 self.say(&text);
             }
             Slash::SessionNew => self.send(Op::NewSession),
+            Slash::Clear => {
+                self.clear_screen();
+                self.send(Op::NewSession);
+            }
             Slash::SessionResume(query) => self.send(Op::Resume { query }),
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {

@@ -74,6 +74,11 @@ pub fn tail_lines(
     let mut shown = 0;
     for item in items.iter().rev() {
         let lines = item_lines(item, look, cols);
+        // Messages never shown (files attached to a prompt) go with their item.
+        let stands_for = 1 + match item {
+            Replayed::User { attached, .. } => *attached,
+            _ => 0,
+        };
         let rows: usize = lines.iter().map(|l| rows_of(l, cols)).sum();
         if used + rows > budget {
             if blocks.iter().all(Vec::is_empty) && !lines.is_empty() {
@@ -91,12 +96,12 @@ pub fn tail_lines(
                 part.reverse();
                 part.insert(0, look.style.dim("…"));
                 blocks.push(part);
-                shown += 1;
+                shown += stands_for;
             }
             break;
         }
         used += rows;
-        shown += 1;
+        shown += stands_for;
         blocks.push(lines);
     }
     let mut out = Vec::new();
@@ -116,7 +121,7 @@ pub fn tail_lines(
 fn item_lines(item: &Replayed, look: &Look, cols: usize) -> Vec<String> {
     let st = look.style;
     match item {
-        Replayed::User { text } => {
+        Replayed::User { text, .. } => {
             let text = visible(text);
             let mut lines = text.split('\n');
             let first = lines.next().unwrap_or_default();
@@ -196,6 +201,7 @@ mod tests {
         [
             Replayed::User {
                 text: format!("question {i}"),
+                attached: 0,
             },
             Replayed::Assistant {
                 text: format!("answer {i}"),
@@ -228,7 +234,10 @@ mod tests {
     fn wrapped_lines_count_as_the_rows_they_take() {
         let long = "y".repeat(250);
         let items = vec![
-            Replayed::User { text: "old".into() },
+            Replayed::User {
+                text: "old".into(),
+                attached: 0,
+            },
             Replayed::Assistant {
                 text: long.clone(),
                 calls: Vec::new(),
@@ -246,6 +255,7 @@ mod tests {
         let items = vec![
             Replayed::User {
                 text: "list\x1b[2J".into(),
+                attached: 0,
             },
             Replayed::Assistant {
                 text: String::new(),
@@ -261,6 +271,25 @@ mod tests {
         ];
         let lines = tail_lines(&items, 3, &look(), 80, 20);
         assert_eq!(lines, ["> list␛[2J", "▶ $ ls", "  ← Cargo.toml"]);
+    }
+
+    #[test]
+    fn messages_attached_unseen_count_with_their_prompt_not_as_earlier() {
+        let items = vec![
+            Replayed::User {
+                text: "explain @main.py".into(),
+                attached: 1,
+            },
+            Replayed::Assistant {
+                text: "it prints".into(),
+                calls: Vec::new(),
+            },
+        ];
+        // Three messages in the session: the file, the prompt, the answer.
+        let lines = tail_lines(&items, 3, &look(), 80, 20);
+        assert_eq!(lines, ["> explain @main.py", "it prints"]);
+        let lines = tail_lines(&items, 5, &look(), 80, 20);
+        assert_eq!(lines[0], "… 2 earlier messages");
     }
 
     #[test]
