@@ -365,3 +365,34 @@ fn exec_on_a_terminal_prints_the_token_line_after_the_answer() {
     assert_eq!(lines[from + 1..from + 3], ["", "para two ends unfinished"]);
     assert!(lines[from + 3].starts_with("tokens: "), "{screen}");
 }
+
+#[test]
+fn an_answer_that_did_not_stream_is_shown_after_tool_calls_too() {
+    // A profile with `stream = false`: the server answers with whole JSON
+    // completions, so no text arrives as deltas.
+    let p = FakeProvider::start(vec![
+        Reply::text(DOC),
+        Reply::tool_calls(vec![support::fake_provider::ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({"command": "pwd"}).to_string(),
+        )]),
+        Reply::text(DOC),
+    ]);
+    let cmd = BuddyCmd::new().config(format!(
+        "{}stream = false\n",
+        support::fake_config(&p)
+    ));
+    let t = repl(&cmd);
+    t.line("notes please");
+    assert_eq!(answer_lines(&t, "notes please"), SHOWN);
+    assert!(!p.chat_requests()[0].wants_stream());
+    // After a (read-only, so unasked) tool call the answer shows as well.
+    t.line("again with a tool");
+    let lines = answer_lines(&t, "again with a tool");
+    let from = lines
+        .iter()
+        .position(|l| l == SHOWN[0])
+        .unwrap_or_else(|| panic!("no answer after the tool call:\n{}", lines.join("\n")));
+    assert_eq!(&lines[from..], SHOWN);
+}

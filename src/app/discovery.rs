@@ -183,6 +183,18 @@ pub(super) async fn instead_of_missing_key(
             Probe::Silent | Probe::Loading => None,
         });
     let Some((base, models, model)) = found else {
+        // A server that is there but still loading is the news, not the
+        // missing key: say so first, and nothing about keys.
+        if let Some((base, _)) = servers
+            .iter()
+            .zip(&probes)
+            .find(|(_, p)| matches!(p, Probe::Loading))
+        {
+            return Err(AppError::Failed(format!(
+                "{} at {base} is still loading its model (HTTP 503); run buddy again in a moment",
+                server_name(base, &[])
+            )));
+        }
         let mut notes = Vec::new();
         if !probes.iter().any(|p| matches!(p, Probe::Loading)) {
             notes.push(format!(

@@ -272,6 +272,10 @@ pub struct Repl<'h> {
     md: MarkdownRenderer,
     /// Whether the live area holds the answer's preview (it may hold a picker).
     live_answer: bool,
+    /// Whether the model request in progress streamed any answer text; an
+    /// answer that came whole (a profile with `stream = false`) is shown
+    /// when the run ends.
+    answer_streamed: bool,
     /// The latest output lines of running tool calls, by call id, shown
     /// above the status line until their results arrive.
     tool_output: Vec<(String, String)>,
@@ -319,6 +323,7 @@ impl<'h> Repl<'h> {
             queued: (Vec::new(), Vec::new()),
             md: MarkdownRenderer::new(80, colour),
             live_answer: false,
+            answer_streamed: false,
             tool_output: Vec::new(),
             reasoning: String::new(),
             reasoning_open: false,
@@ -1274,7 +1279,15 @@ impl<'h> Repl<'h> {
         let st = self.opts.style;
         let id = self.task.as_ref().map_or(0, |t| t.id);
         match outcome {
-            RunOutcome::Answered { .. } => {}
+            RunOutcome::Answered { text } => {
+                if !self.answer_streamed && !text.is_empty() {
+                    let done = self.md.push(&text);
+                    if !done.is_empty() {
+                        self.say(done.strip_suffix('\n').unwrap_or(&done));
+                    }
+                    self.flush_partial();
+                }
+            }
             RunOutcome::Interrupted => self.say(&st.warning(&format!("task {id} cancelled"))),
             RunOutcome::Failed { message } => {
                 self.say(&format!("{} {}", st.error("error:"), visible(&message)))
@@ -1348,8 +1361,12 @@ impl<'h> Repl<'h> {
                 let echo = format!("{}{}", st.dim(&self.opts.prompt), visible(&text));
                 self.say(&echo);
             }
-            EventKind::ModelRequest { .. } => self.set_state("waiting for model"),
+            EventKind::ModelRequest { .. } => {
+                self.answer_streamed = false;
+                self.set_state("waiting for model")
+            }
             EventKind::TextDelta { text } => {
+                self.answer_streamed = true;
                 self.end_reasoning();
                 self.set_state("writing the answer");
                 // The renderer makes the text visible itself.
