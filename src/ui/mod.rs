@@ -62,12 +62,33 @@ pub fn resumed_text(ev: &EventKind, style: Style) -> Option<String> {
 /// control characters made visible, plus a warning when there were any, so
 /// `ls` drawn over a hidden `touch evil` cannot be approved by mistake.
 pub fn approval_command(command: &str) -> (String, Option<&'static str>) {
-    let shown = crate::text::visible(command).into_owned();
+    let mut shown = crate::text::visible(command).into_owned();
+    // A long command shows its start, where the screen cannot scroll it
+    // away: a first line followed by 200 blank ones would otherwise leave
+    // only blanks on the visible rows.
+    let lines = shown.split('\n').count();
+    if lines > APPROVAL_LINES {
+        let rest: Vec<&str> = shown.split('\n').skip(APPROVAL_LINES).collect();
+        let blank = rest.iter().filter(|l| l.trim().is_empty()).count();
+        let mut head: String = shown
+            .split('\n')
+            .take(APPROVAL_LINES)
+            .collect::<Vec<_>>()
+            .join("\n");
+        head.push_str(&format!(
+            "\n… {} more lines of this command not shown ({blank} of them blank); all of it would run",
+            rest.len()
+        ));
+        shown = head;
+    }
     let note = command.chars().any(crate::text::is_unsafe).then_some(
         "the command contains control characters (shown as ␛, ␍…); they are part of what would run",
     );
     (shown, note)
 }
+
+/// How many lines of a command an approval shows before saying how many more.
+pub const APPROVAL_LINES: usize = 12;
 
 /// How many lines of an approval's diff are shown before "… N more lines".
 pub const DETAIL_LINES: usize = 40;
@@ -146,6 +167,28 @@ impl Choice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_command_shows_its_first_lines_and_counts_the_rest() {
+        let command = format!("rm -rf ~/work{}", "\n".repeat(200));
+        let (shown, _) = approval_command(&command);
+        let lines: Vec<&str> = shown.split('\n').collect();
+        assert_eq!(lines.len(), APPROVAL_LINES + 1);
+        assert_eq!(lines[0], "rm -rf ~/work");
+        assert_eq!(
+            lines[APPROVAL_LINES],
+            "… 189 more lines of this command not shown (189 of them blank); all of it would run"
+        );
+        // A short one is untouched.
+        assert_eq!(approval_command("ls\npwd").0, "ls\npwd");
+    }
+
+    #[test]
+    fn line_separators_in_a_command_are_shown() {
+        let (shown, note) = approval_command("echo a\u{2028}rm -rf x");
+        assert_eq!(shown, "echo a<U+2028>rm -rf x");
+        assert!(note.is_some());
+    }
 
     #[test]
     fn a_long_diff_is_cut_and_coloured_only_with_colour() {
