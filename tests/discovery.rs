@@ -224,15 +224,13 @@ fn a_probe_list_entry_off_loopback_is_a_config_error() {
 fn an_explicit_choice_never_probes() {
     let local = FakeProvider::start(vec![Reply::text("should not answer")]);
     let list = probe_list(&[host_port(&local)]);
-    // A profile or model by flag or environment, or a base URL: the missing
-    // key is an error as before.
+    // A profile or model by flag or environment: the missing key is an
+    // error as before.
     for (args, env) in [
         (vec!["-m", "openai"], None),
         (vec!["-m", "gpt-4o"], None),
         (vec!["-m", "anthropic"], None),
-        (vec!["--base-url", "http://127.0.0.1:9/v1"], None),
         (vec![], Some(("BUDDY_MODEL", "openai"))),
-        (vec![], Some(("BUDDY_BASE_URL", "http://127.0.0.1:9/v1"))),
     ] {
         let mut cmd = BuddyCmd::new().config(list.clone()).args(&args);
         if let Some((k, v)) = env {
@@ -251,6 +249,26 @@ fn an_explicit_choice_never_probes() {
             out.stderr
         );
     }
+    // A base URL by flag or environment is tried as it is, keyless (nothing
+    // listens on port 9 here), and never replaced by a probed server.
+    for (args, env) in [
+        (vec!["--base-url", "http://127.0.0.1:9/v1"], None),
+        (vec![], Some(("BUDDY_BASE_URL", "http://127.0.0.1:9/v1"))),
+    ] {
+        let mut cmd = BuddyCmd::new().config(list.clone()).args(&args);
+        if let Some((k, v)) = env {
+            cmd = cmd.env(k, v);
+        }
+        let out = cmd.args(["exec", "hello"]).run();
+        out.assert_code(1);
+        assert!(
+            out.stderr.contains("cannot reach model server at http://127.0.0.1:9/v1"),
+            "{args:?} {env:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("no local model server"), "{}", out.stderr);
+    }
+    assert_eq!(local.request_count(), 0, "the local server was probed");
     // A profile picked in the config file and given its key.
     let keyed = FakeProvider::start_repeating(vec![Reply::text("from the keyed profile")]);
     let config = format!("{}\n{list}", support::fake_config(&keyed));

@@ -560,6 +560,10 @@ fn near_miss(e: ConfigError, wanted: Option<&str>, profiles: &[String]) -> Confi
     let (ConfigError::MissingKey { .. }, Some(wanted)) = (&e, wanted) else {
         return e;
     };
+    // A profile named exactly is no typo: its own key is what is missing.
+    if profiles.iter().any(|p| p == wanted) {
+        return e;
+    }
     match closest_profile(wanted, profiles) {
         Some(close) => ConfigError::NearMiss {
             name: wanted.to_string(),

@@ -389,3 +389,48 @@ fn devices_fifos_and_huge_files_are_refused_at_once() {
     );
     std::fs::remove_dir_all(big.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn a_near_miss_of_a_profile_is_named_but_an_exact_name_is_not() {
+    let text = "[agent]\nmodel = \"openai\"\n[models.openai]\napi_base_url = \"https://api.openai.com/v1\"\napi_key_env = \"OPENAI_API_KEY\"\n[models.ollama]\napi_base_url = \"http://127.0.0.1:11434/v1\"\n";
+    let cli = |m: &str| CliOverrides {
+        model: Some(m.into()),
+        ..CliOverrides::default()
+    };
+    let err = resolve_text(text, &[], cli("olama")).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::NearMiss { suggestion, .. } if suggestion == "ollama"),
+        "{err}"
+    );
+    // The profile itself, without its key: the key is what is missing.
+    let err = resolve_text(text, &[], cli("openai")).unwrap_err();
+    assert!(matches!(err, ConfigError::MissingKey { .. }), "{err}");
+    // A model id far from every profile falls through as before.
+    let err = resolve_text(text, &[], cli("gpt-5.1")).unwrap_err();
+    assert!(matches!(err, ConfigError::MissingKey { .. }), "{err}");
+}
+
+#[test]
+fn a_base_url_elsewhere_gets_no_profile_key() {
+    let text = "[agent]\nmodel = \"b\"\n[models.b]\napi_base_url = \"http://b.example/v1\"\napi_key = \"kb\"\n";
+    let with_url = |u: &str| CliOverrides {
+        base_url: Some(u.into()),
+        ..CliOverrides::default()
+    };
+    let s = resolve_text(text, &[], with_url("http://127.0.0.1:8080/v1")).unwrap();
+    assert_eq!(s.api.api_key, None);
+    // The same server, spelled differently, keeps its key.
+    let s = resolve_text(text, &[], with_url("HTTP://B.example:80/v1/")).unwrap();
+    assert_eq!(s.api.api_key.as_deref(), Some("kb"));
+    // BUDDY_API_KEY goes wherever the user points.
+    let s = resolve_text(
+        text,
+        &[("BUDDY_API_KEY", "user")],
+        with_url("http://127.0.0.1:8080/v1"),
+    )
+    .unwrap();
+    assert_eq!(s.api.api_key.as_deref(), Some("user"));
+    assert!(same_server("http://[::1]:8080/v1", Some("http://[::1]:8080")));
+    assert!(!same_server("http://[::1]:8080/v1", Some("http://[::1]:8081")));
+    assert!(!same_server("https://a/v1", Some("http://a/v1")));
+}
