@@ -158,7 +158,11 @@ fn a_local_server_loading_its_model_is_named_as_loading_not_absent() {
         "{}",
         out.stderr
     );
-    for absent in ["no local model server answered", "no API key", "OPENAI_API_KEY"] {
+    for absent in [
+        "no local model server answered",
+        "no API key",
+        "OPENAI_API_KEY",
+    ] {
         assert!(!out.stderr.contains(absent), "{}", out.stderr);
     }
     assert!(p.chat_requests().is_empty());
@@ -262,11 +266,16 @@ fn an_explicit_choice_never_probes() {
         let out = cmd.args(["exec", "hello"]).run();
         out.assert_code(1);
         assert!(
-            out.stderr.contains("cannot reach model server at http://127.0.0.1:9/v1"),
+            out.stderr
+                .contains("cannot reach model server at http://127.0.0.1:9/v1"),
             "{args:?} {env:?}: {}",
             out.stderr
         );
-        assert!(!out.stderr.contains("no local model server"), "{}", out.stderr);
+        assert!(
+            !out.stderr.contains("no local model server"),
+            "{}",
+            out.stderr
+        );
     }
     assert_eq!(local.request_count(), 0, "the local server was probed");
     // A profile picked in the config file and given its key.

@@ -430,7 +430,13 @@ fn a_base_url_elsewhere_gets_no_profile_key() {
     )
     .unwrap();
     assert_eq!(s.api.api_key.as_deref(), Some("user"));
-    assert!(same_server("http://[::1]:8080/v1", Some("http://[::1]:8080")));
-    assert!(!same_server("http://[::1]:8080/v1", Some("http://[::1]:8081")));
+    assert!(same_server(
+        "http://[::1]:8080/v1",
+        Some("http://[::1]:8080")
+    ));
+    assert!(!same_server(
+        "http://[::1]:8080/v1",
+        Some("http://[::1]:8081")
+    ));
     assert!(!same_server("https://a/v1", Some("http://a/v1")));
 }
