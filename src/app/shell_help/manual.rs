@@ -19,6 +19,7 @@ const KEYS: &[(&str, &str)] = &[
     ("Esc", "interrupt the running task or ! command; close the completion menu"),
     ("Ctrl-C", "interrupt the running task, or clear the input"),
     ("Ctrl-D", "quit, on an empty input"),
+    ("Ctrl-L", "clear the screen (the input and the conversation stay)"),
     ("Up, Down, Ctrl-P, Ctrl-N", "the previous and next history entry (within a multi-line input, move between its lines)"),
     ("Alt-Up", "take the queued messages back into the input"),
     ("Ctrl-R", "search the history backwards; Ctrl-R again for older matches, Enter sends, Esc or Ctrl-G gives back the input"),
@@ -322,9 +323,11 @@ const FILES: &[(&str, &str)] = &[
     ("~/.config/agent/agent.toml", "the older global configuration, read when there is no other"),
     ("CONFIG/auth.json", "login tokens per provider (mode 0600)"),
     ("CONFIG/trusted.json", "the project configurations trusted with buddy trust, by path and SHA-256"),
+    ("CONFIG/approvals.toml", "the \"always\" rules remembered with r at an approval (mode 0600); /approve lists them"),
+    ("CONFIG/seen-local-servers", "the local servers and models zero-config discovery has already introduced in full"),
     ("CONFIG/history", "the REPL's input history"),
-    ("AGENTS.md", "project instructions, from the repository's root down to the working directory, added to the system prompt (64 KiB in all)"),
-    (".buddyx/sessions/", "this directory's saved sessions (files 0600; an existing .agentx/ is used instead)"),
+    ("AGENTS.md", "project instructions, from the repository's root down to the working directory, added to the system prompt (64 KiB in all); a regular file inside the repository, or a symlink to one there"),
+    (".buddyx/sessions/", "this directory's saved sessions (files 0600; an existing .agentx/ is used instead); .buddyx/.gitignore keeps them out of git"),
 ];
 
 /// What a page's EXAMPLES section shows, as (command line, what it does).
@@ -415,7 +418,7 @@ pub(crate) fn sections(page: Option<&str>) -> Roff {
             ),
             (
                 "approvals".to_string(),
-                "a command or file write that may change something asks, answered with one key: y, n, a (always: that command prefix, for the session) or e (tell the model why not)".to_string(),
+                "command lines that only read (ls, cat, wc, grep, git status…, no redirection to a file, no substitution) run without asking ([tools] auto_approve_read_only); a command or file write that may change something asks, answered with one key: y, n, a (always: that command prefix, for the session, never with options that write files or run programs), r (remember that rule in approvals.toml in the config directory) or e (tell the model why not); /approve lists the rules, /approve remove N drops one".to_string(),
             ),
         ];
         for (tag, meaning) in &input {
