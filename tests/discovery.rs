@@ -158,7 +158,11 @@ fn a_local_server_loading_its_model_is_named_as_loading_not_absent() {
         "{}",
         out.stderr
     );
-    for absent in ["no local model server answered", "no API key", "OPENAI_API_KEY"] {
+    for absent in [
+        "no local model server answered",
+        "no API key",
+        "OPENAI_API_KEY",
+    ] {
         assert!(!out.stderr.contains(absent), "{}", out.stderr);
     }
     assert!(p.chat_requests().is_empty());

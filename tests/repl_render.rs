@@ -379,10 +379,7 @@ fn an_answer_that_did_not_stream_is_shown_after_tool_calls_too() {
         )]),
         Reply::text(DOC),
     ]);
-    let cmd = BuddyCmd::new().config(format!(
-        "{}stream = false\n",
-        support::fake_config(&p)
-    ));
+    let cmd = BuddyCmd::new().config(format!("{}stream = false\n", support::fake_config(&p)));
     let t = repl(&cmd);
     t.line("notes please");
     assert_eq!(answer_lines(&t, "notes please"), SHOWN);
