@@ -135,7 +135,7 @@ pub struct ServeArgs {
     /// Most connections open at once; more get 503 [default: 256]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
-    /// Most sessions running a prompt at once; more get 503 [default: 64]
+    /// Most sessions running a prompt at once; more get 503 [default: 128]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_running: Option<u32>,
     /// Most event streams open on one session; more get 503 [default: 32]

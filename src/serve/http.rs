@@ -269,8 +269,10 @@ async fn guard(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The request with its body read in full, on every endpoint (those that
-/// ignore bodies too), or the refusal: 413 past `max` bytes (at once when
-/// `Content-Length` says so), 408 when it does not arrive in time.
+/// ignore bodies too), or the refusal: 413 past `max` bytes, 408 when it
+/// does not arrive in time. A body declared too big is still read up to
+/// `max` before the answer: closing on a client that is still sending
+/// resets the connection, and it would see that instead of the 413.
 async fn bounded(req: Request, max: usize) -> Result<Request, Response> {
     use axum::body::HttpBody;
     if req.body().size_hint().exact() == Some(0) {
@@ -282,14 +284,6 @@ async fn bounded(req: Request, max: usize) -> Result<Request, Response> {
             format!("the request body is larger than {max} bytes"),
         )
     };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return Err(too_big());
-    }
     let (parts, body) = req.into_parts();
     match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
         Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),

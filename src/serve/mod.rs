@@ -96,9 +96,10 @@ pub struct Limits {
 /// Far more than one person's browser tabs and scripts use, far fewer than
 /// the 1024 descriptors a process often gets (sessions and tools need some).
 pub const MAX_CONNECTIONS: usize = 256;
-/// Runs at once: more than a small team drives, few enough for one machine's
-/// memory and model quota.
-pub const MAX_RUNNING: usize = 64;
+/// Runs at once: more than a team drives and than the 100 prompts at once of
+/// the load benchmark (benches/serve.rs), few enough for one machine's
+/// memory (a running session's log may reach 8 MiB).
+pub const MAX_RUNNING: usize = 128;
 /// Tabs following one session; a page holds one.
 pub const MAX_SUBSCRIBERS: usize = 32;
 /// A browser sends a request's head in one write; ten seconds is ample on
