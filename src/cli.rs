@@ -132,6 +132,19 @@ pub struct ServeArgs {
     /// Deny an approval nobody answers within this long
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::clock::parse_duration)]
     pub approval_timeout: std::time::Duration,
+    /// Most connections open at once; more get 503 [default: 256]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// Most sessions running a prompt at once; more get 503 [default: 128]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_running: Option<u32>,
+    /// Most event streams open on one session; more get 503 [default: 32]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: Option<u32>,
+    /// Close a connection that has not sent a request's headers within this
+    /// long (a new one, or a kept-alive one left idle) [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    pub header_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Args)]

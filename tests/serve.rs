@@ -4,6 +4,7 @@
 mod support;
 
 use serde_json::{json, Value};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 use support::fake_provider::{FakeProvider, Reply, ToolCallSpec};
@@ -627,4 +628,182 @@ fn sessions_share_the_connection_to_the_provider() {
         connections.iter().all(|c| *c == connections[0]),
         "each session opened its own connection: {connections:?}"
     );
+}
+
+fn retry_after(r: &support::http::Response) -> Option<&str> {
+    r.headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Polls `f` until it holds, for at most ten seconds.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn connections_over_the_cap_get_503_with_retry_after_until_one_closes() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--max-connections", "2"]);
+    let c = server.client();
+    // Two connections that send nothing hold both places (the server takes
+    // connections in the order they came, so both are in before the third).
+    let first = support::serve::raw(server.addr, b"");
+    let _second = support::serve::raw(server.addr, b"");
+    let r = c.get("/api/sessions");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(retry_after(&r), Some("5"));
+    assert!(r.json()["error"].as_str().unwrap().contains("retry later"));
+    drop(first);
+    eventually("a place frees when a connection closes", || {
+        c.get("/api/sessions").status == 200
+    });
+}
+
+#[test]
+fn a_client_dribbling_its_headers_is_cut_after_the_header_timeout() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--header-timeout", "1s"]);
+    let head = format!("GET /api/sessions HTTP/1.1\r\nHost: {}\r\n", server.addr);
+    let mut tcp = support::serve::raw(server.addr, head.as_bytes());
+    // One more byte of a header that never ends every 100 ms, until the
+    // server hangs up (writes then fail) or the test is over.
+    let mut writer = tcp.try_clone().unwrap();
+    let dribble = std::thread::spawn(move || {
+        let _ = writer.write_all(b"X-Slow: ");
+        for _ in 0..200 {
+            if writer.write_all(b"a").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let (_, took) = support::serve::until_closed(&mut tcp, Duration::from_secs(8))
+        .expect("the slow client is still connected after 8 s");
+    assert!(took >= Duration::from_millis(900), "cut too soon: {took:?}");
+    dribble.join().unwrap();
+}
+
+#[test]
+fn a_kept_alive_connection_left_idle_is_closed_after_the_header_timeout() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--header-timeout", "1s"]);
+    let req = format!(
+        "GET /api/sessions HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.addr
+    );
+    let mut tcp = support::serve::raw(server.addr, req.as_bytes());
+    let (answer, _) = support::serve::until_closed(&mut tcp, Duration::from_secs(8))
+        .expect("the idle connection is still open after 8 s");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn streams_over_the_cap_get_503_with_retry_after() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--max-streams", "2"]);
+    let c = server.client();
+    let id = new_session(&c);
+    let path = format!("/api/sessions/{id}/events");
+    let open = || c.sse("GET", &path, &[], None);
+    let (a, _one) = open();
+    let (b, _two) = open();
+    assert_eq!((a.status, b.status), (200, 200));
+    let (r, none) = open();
+    assert!(none.is_none());
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(retry_after(&r), Some("5"));
+    assert!(r.json()["error"].as_str().unwrap().contains("2 streams"));
+    // Another session has places of its own.
+    let other = new_session(&c);
+    let (r, _) = c.sse("GET", &format!("/api/sessions/{other}/events"), &[], None);
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn prompts_over_the_running_cap_get_503_until_a_run_ends() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("nap", "sleep 30")]),
+        Reply::text("second"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let server = Server::start(&cmd, &["--max-running", "1"]);
+    let c = server.client();
+    let (one, two) = (new_session(&c), new_session(&c));
+    let mut stream = prompt(&c, &one, "nap");
+    stream.until("tool_call_start");
+    let body = json!({ "text": "hello" }).to_string();
+    let path = format!("/api/sessions/{two}/messages");
+    let (r, _) = c.sse("POST", &path, &[], Some(&body));
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(retry_after(&r), Some("5"));
+    let r = c.post(&format!("/api/sessions/{one}/interrupt"), "");
+    assert_eq!(r.status, 202, "{}", r.body);
+    stream.until("done");
+    let mut second = None;
+    eventually("the ended run gives its place back", || {
+        let (r, s) = c.sse("POST", &path, &[], Some(&body));
+        assert!(matches!(r.status, 200 | 503), "{}", r.body);
+        second = s;
+        second.is_some()
+    });
+    let events = second.unwrap().until("done");
+    assert_eq!(find(&events, "done").data["outcome"]["status"], "answered");
+}
+
+#[test]
+fn a_too_big_body_gets_413_on_every_post_endpoint() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let paths = [
+        "/api/sessions".to_string(),
+        "/api/render".to_string(),
+        format!("/api/sessions/{id}/messages"),
+        format!("/api/sessions/{id}/approvals/c1"),
+        format!("/api/sessions/{id}/interrupt"),
+    ];
+    let over = 1024 * 1024 + 1;
+    for path in &paths {
+        // Declared with its length, or sent in chunks: refused once past
+        // the bound.
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {over}\r\n\r\n",
+            server.addr
+        );
+        let mut tcp = support::serve::raw(server.addr, head.as_bytes());
+        let _ = tcp.write_all(&vec![b' '; over]);
+        let (answer, _) =
+            support::serve::until_closed(&mut tcp, Duration::from_secs(10)).expect("an answer");
+        assert!(answer.starts_with("HTTP/1.1 413"), "{path}: {answer}");
+        assert!(
+            answer.contains(r#"{"error":"the request body is larger than"#),
+            "{path}: {answer}"
+        );
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{over:x}\r\n",
+            server.addr
+        );
+        let mut tcp = support::serve::raw(server.addr, head.as_bytes());
+        let _ = tcp.write_all(&vec![b' '; over]);
+        let (answer, _) =
+            support::serve::until_closed(&mut tcp, Duration::from_secs(10)).expect("an answer");
+        assert!(
+            answer.starts_with("HTTP/1.1 413"),
+            "{path} (chunked): {answer}"
+        );
+    }
+    // Bodies within the bound still work.
+    assert_eq!(c.post("/api/sessions", "{}").status, 201);
 }

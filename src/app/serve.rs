@@ -8,7 +8,7 @@ use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
 use crate::config::{CliOverrides, Settings};
 use crate::provider::http::Transports;
-use crate::serve::{Backend, ServeOptions, SessionInfo};
+use crate::serve::{Backend, Limits, ServeOptions, SessionInfo};
 use crate::session::{self, Store};
 use crate::ui::style::Style;
 use crate::wire::Message;
@@ -28,6 +28,7 @@ pub(crate) async fn serve(
     let mut execution =
         execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
     execution::confine(&mut execution, choice, style)?;
+    let limits = limits(&args);
     let token = args
         .token
         .or_else(|| std::env::var("BUDDY_SERVE_TOKEN").ok())
@@ -37,6 +38,7 @@ pub(crate) async fn serve(
         token: token.clone(),
         approval_timeout: args.approval_timeout,
         max_body: MAX_BODY,
+        limits,
     };
     super::remember_secrets(&settings);
     crate::redact::remember(token.iter());
@@ -70,6 +72,18 @@ pub(crate) async fn serve(
         .map_err(|e| AppError::Usage(e.to_string()))?;
     eprintln!("{}", style.dim("stopped; every session is saved"));
     Ok(Exit::Ok)
+}
+
+/// The server's caps: the defaults, or what the flags say.
+fn limits(args: &ServeArgs) -> Limits {
+    let d = Limits::default();
+    let n = |v: Option<u32>, default: usize| v.map_or(default, |v| v as usize);
+    Limits {
+        connections: n(args.max_connections, d.connections),
+        running: n(args.max_running, d.running),
+        subscribers: n(args.max_streams, d.subscribers),
+        header_timeout: args.header_timeout.unwrap_or(d.header_timeout),
+    }
 }
 
 struct ServeBackend {

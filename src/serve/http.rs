@@ -2,6 +2,7 @@
 //! (Host, Origin, token), and the SSE streams.
 
 use super::live::{Live, Stamped, StartError, Subscription};
+use super::RETRY_AFTER_SECS;
 use super::{Backend, ServeOptions};
 use crate::agent::protocol::{Decision, ErrorCode, Op};
 use crate::agent::HostedError;
@@ -60,18 +61,21 @@ struct Inner {
     /// start a blocking thread each, and that many runnable threads would
     /// take the CPU from the workers relaying running sessions.
     building: tokio::sync::Semaphore,
+    /// A place per session running a prompt (`Limits::running`).
+    running: Arc<tokio::sync::Semaphore>,
 }
 
 impl State {
     pub fn new(opts: ServeOptions, backend: Arc<dyn Backend>, addr: SocketAddr) -> State {
         State {
             inner: Arc::new(Inner {
-                opts,
                 backend,
                 addr,
                 sessions: Mutex::new(HashMap::new()),
                 stopping: watch::channel(false).0,
                 building: tokio::sync::Semaphore::new(1),
+                running: Arc::new(tokio::sync::Semaphore::new(opts.limits.running)),
+                opts,
             }),
         }
     }
@@ -126,6 +130,11 @@ impl State {
         }
     }
 
+    /// Turns true when the server is going down.
+    pub fn stopping_rx(&self) -> watch::Receiver<bool> {
+        self.inner.stopping.subscribe()
+    }
+
     fn stopping(&self) -> bool {
         *self.inner.stopping.borrow()
     }
@@ -174,6 +183,16 @@ pub fn router(state: State) -> Router {
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// 503 for a limit that is full for now: the client may retry after a while.
+fn busy(message: impl Into<String>) -> Response {
+    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(RETRY_AFTER_SECS),
+    );
+    r
 }
 
 /// The status for a failure of the session store: 503 when the machine is
@@ -239,7 +258,44 @@ async fn guard(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
             return error(StatusCode::UNAUTHORIZED, "a valid token is required");
         }
     }
-    next.run(req).await
+    match bounded(req, state.inner.opts.max_body).await {
+        Ok(req) => next.run(req).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// A request body may take this long to arrive in full: a client that
+/// stalls half-way through one cannot hold its connection for ever.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The request with its body read in full, on every endpoint (those that
+/// ignore bodies too), or the refusal: 413 past `max` bytes, 408 when it
+/// does not arrive in time. A body declared too big is still read up to
+/// `max` before the answer: closing on a client that is still sending
+/// resets the connection, and it would see that instead of the 413.
+async fn bounded(req: Request, max: usize) -> Result<Request, Response> {
+    use axum::body::HttpBody;
+    if req.body().size_hint().exact() == Some(0) {
+        return Ok(req);
+    }
+    let too_big = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {max} bytes"),
+        )
+    };
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(Err(_)) => Err(too_big()),
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_TIMEOUT.as_secs()
+            ),
+        )),
+    }
 }
 
 fn bearer(headers: &HeaderMap) -> Option<String> {
@@ -503,6 +559,12 @@ async fn post_message(
             "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
         );
     }
+    let Ok(slot) = Arc::clone(&state.inner.running).try_acquire_owned() else {
+        return busy(format!(
+            "{} sessions are running already; retry when one is done",
+            state.inner.opts.limits.running
+        ));
+    };
     // Building an agent reads config, project and session files: on a
     // housekeeping thread at a lower priority, one at a time, so runtime
     // workers keep relaying other sessions' streams meanwhile (100 prompts at
@@ -526,7 +588,7 @@ async fn post_message(
     // Subscribed before the run starts, so the stream holds all of it.
     let sub = live.subscribe(live.next_id().saturating_sub(1));
     match live
-        .start(agent, body.text, state.inner.opts.approval_timeout)
+        .start(agent, body.text, state.inner.opts.approval_timeout, slot)
         .await
     {
         Ok(()) => sse(live, sub, true, state.inner.stopping.subscribe()),
@@ -574,7 +636,12 @@ async fn events(
         .or(q.after)
         .unwrap_or(0);
     let live = state.live(&id);
-    let sub = live.subscribe(after);
+    let max = state.inner.opts.limits.subscribers;
+    let Some(sub) = live.subscribe_within(after, max) else {
+        return busy(format!(
+            "this session has {max} streams open already; close one or retry later"
+        ));
+    };
     sse(live, sub, false, state.inner.stopping.subscribe())
 }
 
@@ -834,6 +901,7 @@ mod tests {
             token: None,
             approval_timeout: Duration::from_secs(1),
             max_body: 1024,
+            limits: super::super::Limits::default(),
         };
         let state = State::new(opts, Arc::new(NoBackend), "127.0.0.1:0".parse().unwrap());
         drop(state.live("idle"));

@@ -92,6 +92,10 @@ struct State {
     pump: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// One of the server's places for a running session, held until the run's
+/// agent is gone.
+pub type RunSlot = tokio::sync::OwnedSemaphorePermit;
+
 /// What a subscriber gets: the events it missed, then a live feed.
 pub struct Subscription {
     pub backlog: Vec<Arc<Stamped>>,
@@ -163,6 +167,19 @@ impl Live {
         Subscription { backlog, live }
     }
 
+    /// [`Live::subscribe`], unless `max` subscribers already follow this
+    /// session. Counted under the log's lock, which every subscribe takes,
+    /// so a burst of them cannot overshoot.
+    pub fn subscribe_within(&self, after: u64, max: usize) -> Option<Subscription> {
+        let st = self.lock();
+        if self.tx.receiver_count() >= max {
+            return None;
+        }
+        let live = self.tx.subscribe();
+        let backlog = st.log.iter().filter(|e| e.id > after).cloned().collect();
+        Some(Subscription { backlog, live })
+    }
+
     fn publish(&self, ev: &Event) {
         let Ok(data) = serde_json::to_string(ev) else {
             return;
@@ -203,6 +220,7 @@ impl Live {
         mut agent: AgentHandle,
         prompt: String,
         approval_timeout: Duration,
+        slot: RunSlot,
     ) -> Result<(), StartError> {
         {
             let mut st = self.lock();
@@ -235,7 +253,11 @@ impl Live {
         let _ = ops.send(Op::Prompt { text: prompt }).await;
         let _ = ops.send(Op::Close).await;
         let me = self.clone();
-        let pump = tokio::spawn(async move { me.pump(agent, approval_timeout).await });
+        let pump = tokio::spawn(async move {
+            me.pump(agent, approval_timeout).await;
+            // The server's count of running sessions goes down with the run.
+            drop(slot);
+        });
         self.lock().pump = Some(pump);
         Ok(())
     }

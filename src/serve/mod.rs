@@ -15,8 +15,11 @@
 //!
 //! Security: loopback unless a token is set; the token is checked in constant
 //! time on every request; `Host` and `Origin` must name this server (DNS
-//! rebinding); bodies are bounded. See docs/SERVE.md.
+//! rebinding); bodies are bounded. Connections, running sessions and SSE
+//! subscribers are capped ([`Limits`]: a 503 with `Retry-After` when full),
+//! and a client slow to send its request is cut off. See docs/SERVE.md.
 
+mod accept;
 pub mod descriptors;
 mod http;
 mod live;
@@ -66,6 +69,54 @@ pub struct ServeOptions {
     pub approval_timeout: Duration,
     /// Largest request body accepted.
     pub max_body: usize,
+    pub limits: Limits,
+}
+
+/// How much of this server a set of clients may hold at once. A server
+/// other people reach must not let one of them (or a flood) take every
+/// descriptor, thread or megabyte it has; past each cap a client gets a 503
+/// with `Retry-After` and tries again.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections, idle kept-alive ones included: each costs a
+    /// descriptor and a task.
+    pub connections: usize,
+    /// Sessions running a prompt at once: each is an agent with a model
+    /// stream, tools and an event log of up to 8 MiB.
+    pub running: usize,
+    /// SSE subscribers of one session: each is a stream the session's every
+    /// event is written to.
+    pub subscribers: usize,
+    /// How long a client has to send a request's head once the connection
+    /// waits for one (a new connection, or a kept-alive one between
+    /// requests): slow or idle clients cannot hold connection slots.
+    pub header_timeout: Duration,
+}
+
+/// Far more than one person's browser tabs and scripts use, far fewer than
+/// the 1024 descriptors a process often gets (sessions and tools need some).
+pub const MAX_CONNECTIONS: usize = 256;
+/// Runs at once: more than a team drives and than the 100 prompts at once of
+/// the load benchmark (benches/serve.rs), few enough for one machine's
+/// memory (a running session's log may reach 8 MiB).
+pub const MAX_RUNNING: usize = 128;
+/// Tabs following one session; a page holds one.
+pub const MAX_SUBSCRIBERS: usize = 32;
+/// A browser sends a request's head in one write; ten seconds is ample on
+/// any link, and short enough that a slowloris client cannot pile up.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a refused client is told to wait before trying again, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections: MAX_CONNECTIONS,
+            running: MAX_RUNNING,
+            subscribers: MAX_SUBSCRIBERS,
+            header_timeout: HEADER_TIMEOUT,
+        }
+    }
 }
 
 /// Why the server could not run.
@@ -106,35 +157,21 @@ pub async fn run(
         .await
         .map_err(|e| ServeError::Bind(opts.listen, e))?;
     let addr = listener.local_addr().map_err(ServeError::Serve)?;
+    let limits = opts.limits.clone();
     let state = http::State::new(opts, backend, addr);
     let router = http::router(state.clone());
     // Ends with the runtime, when `run` has returned.
     tokio::spawn(state.clone().sweep());
     ready(addr);
     let stop = state.clone();
-    axum::serve(without_nagle(listener), router)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // SSE streams end and running sessions are interrupted and saved.
-            stop.shut_down().await;
-        })
-        .await
-        .map_err(ServeError::Serve)?;
+    let stopped = async move {
+        shutdown_signal().await;
+        // SSE streams end and running sessions are interrupted and saved.
+        stop.shut_down().await;
+    };
+    accept::serve(listener, router, &limits, state.stopping_rx(), stopped).await;
     state.wait_saved().await;
     Ok(())
-}
-
-/// Every accepted connection sends each write at once. An SSE event is one
-/// small write; with Nagle's algorithm on, one written while the last is not
-/// yet acknowledged waits for the client's delayed ACK, up to 40 ms.
-fn without_nagle(
-    listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
-    use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
-        // Failing only costs latency; the connection itself is fine.
-        let _ = tcp.set_nodelay(true);
-    })
 }
 
 async fn shutdown_signal() {
@@ -143,22 +180,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         Some(()) = async { term.as_mut()?.recv().await } => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::serve::Listener;
-
-    #[tokio::test]
-    async fn accepted_connections_do_not_wait_for_acks() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut listener = without_nagle(listener);
-        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (accepted, _) = listener.accept().await;
-        assert!(accepted.nodelay().unwrap(), "Nagle's algorithm is still on");
-        drop(client);
     }
 }

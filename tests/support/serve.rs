@@ -3,9 +3,10 @@
 
 use super::http::Client;
 use super::BuddyCmd;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 pub struct Server {
     child: Child,
@@ -64,4 +65,39 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A connection to `addr` that has sent `bytes` and nothing more.
+pub fn raw(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut tcp = TcpStream::connect(addr).expect("connect to buddy serve");
+    tcp.write_all(bytes).expect("send");
+    tcp
+}
+
+/// Everything the server sends on `tcp` until it closes the connection,
+/// and how long that took; `None` if it is still open after `limit`.
+pub fn until_closed(tcp: &mut TcpStream, limit: Duration) -> Option<(String, Duration)> {
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.checked_sub(start.elapsed())?;
+        tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .expect("read timeout");
+        match tcp.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return None
+            }
+            // A reset is a close too.
+            Err(_) => break,
+        }
+    }
+    Some((String::from_utf8_lossy(&got).into_owned(), start.elapsed()))
 }

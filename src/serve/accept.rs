@@ -1,0 +1,158 @@
+//! The accept loop of `buddy serve`: it caps connections, answers those
+//! over the cap with a 503 and `Retry-After`, and serves each admitted
+//! connection with hyper's HTTP/1 (header timeout, graceful shutdown).
+//! Routes, the guard and the other limits are `http.rs`'s.
+
+use super::Limits;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+/// Refusals being written at once; past this a connection over the cap is
+/// closed without an answer, so a flood costs no more than this many tasks.
+const REFUSING_AT_ONCE: usize = 64;
+/// How long a refusal may take to write and to see the client's request
+/// out (closing with it unread would reset the connection and could lose
+/// the 503 before the client reads it).
+const REFUSAL_TIME: Duration = Duration::from_secs(2);
+/// After a stop, connections still open this long are dropped: a client
+/// that never reads must not keep the server from exiting.
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+/// An accept error that is not one connection's (out of descriptors) is
+/// retried after this pause rather than in a tight loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Accepts until `stop` resolves, then waits (up to [`DRAIN_TIME`]) for the
+/// connections to finish; each is told to close once `stopping` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: &Limits,
+    stopping: watch::Receiver<bool>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.connections));
+    let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
+    let service = TowerToHyperService::new(router);
+    let header_timeout = limits.header_timeout;
+    tokio::pin!(stop);
+    loop {
+        let tcp = tokio::select! {
+            accepted = accept(&listener) => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) if per_connection(&e) => continue,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => {
+                let service = service.clone();
+                let stopping = stopping.clone();
+                tokio::spawn(async move {
+                    connection(tcp, service, header_timeout, stopping).await;
+                    drop(slot);
+                });
+            }
+            Err(_) => {
+                if let Ok(turn) = Arc::clone(&refusing).try_acquire_owned() {
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(REFUSAL_TIME, refuse(tcp)).await;
+                        drop(turn);
+                    });
+                }
+            }
+        }
+    }
+    drop(listener);
+    // Every connection holds a slot: all of them back means all are closed.
+    let all = u32::try_from(limits.connections).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(DRAIN_TIME, slots.acquire_many(all)).await;
+}
+
+/// The next connection, sending each write at once. An SSE event is one
+/// small write; with Nagle's algorithm on, one written while the last is not
+/// yet acknowledged waits for the client's delayed ACK, up to 40 ms.
+async fn accept(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    let (tcp, peer) = listener.accept().await?;
+    // Failing only costs latency; the connection itself is fine.
+    let _ = tcp.set_nodelay(true);
+    Ok((tcp, peer))
+}
+
+/// Errors that end one connection, not the listener.
+fn per_connection(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionReset | ConnectionRefused | Interrupted | WouldBlock
+    )
+}
+
+async fn connection(
+    tcp: TcpStream,
+    service: TowerToHyperService<Router>,
+    header_timeout: Duration,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // hyper starts this clock whenever the connection waits for a request
+    // head: a client dribbling its headers and a kept-alive connection left
+    // idle are both closed when it runs out.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let conn = builder.serve_connection(TokioIo::new(tcp), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stopping.wait_for(|s| *s) => {}
+    }
+    // Finishes the response in progress (SSE streams end on `stopping`).
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// Answers a connection over the cap: 503, `Retry-After`, a JSON error like
+/// every other, then closes after reading what the client sent.
+async fn refuse(mut tcp: TcpStream) {
+    let body = r#"{"error":"the server has as many connections as it takes; retry later"}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        super::RETRY_AFTER_SECS,
+        body.len()
+    );
+    if tcp.write_all(head.as_bytes()).await.is_err()
+        || tcp.write_all(body.as_bytes()).await.is_err()
+    {
+        return;
+    }
+    let _ = tcp.shutdown().await;
+    // Drained until the client closes (bounded by REFUSAL_TIME).
+    let mut sink = [0u8; 4096];
+    while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_do_not_wait_for_acks() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = accept(&listener).await.unwrap();
+        assert!(accepted.nodelay().unwrap(), "Nagle's algorithm is still on");
+        drop(client);
+    }
+}
