@@ -46,6 +46,9 @@ fn cmd_reads(cmd: &Cmd) -> bool {
         }
         // Defining a function changes what later words mean.
         Cmd::Func { .. } => false,
+        // A loop is judged as not read-only, as it was before loops were
+        // parsed: its body may run any number of times with any value.
+        Cmd::For { .. } => false,
         Cmd::Simple { words, redirs } => {
             if words.is_empty() || !redirs.iter().all(redir_reads) {
                 return false;
@@ -85,7 +88,7 @@ fn arg(w: &Word) -> Option<Arg> {
                 a.text.push_str(s);
             }
             Seg::Var(..) | Seg::NonEmpty => a.dynamic = true,
-            Seg::Unknown | Seg::Sub(_) => return None,
+            Seg::Unknown | Seg::Param(..) | Seg::Sub(_) => return None,
         }
     }
     Some(a)
