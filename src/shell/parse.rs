@@ -280,3 +280,30 @@ impl Parser {
         Cmd::Simple { words, redirs }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_loops_keep_their_variable_words_and_body() {
+        let list =
+            Parser::parse("for d in a 'b c'; do while x; do y; done; z; done | cat; echo after")
+                .unwrap();
+        assert_eq!(list.len(), 2, "{list:?}");
+        let Cmd::For { var, words, body } = &list[0].stages[0] else {
+            panic!("not a loop: {list:?}");
+        };
+        assert_eq!(var, "d");
+        assert_eq!(words.as_ref().map(Vec::len), Some(2));
+        // `while x`, `do y`, `done`, `z`: the inner `done` is not the loop's.
+        assert_eq!(body.len(), 4, "{body:?}");
+        assert_eq!(list[0].stages.len(), 2);
+
+        let list = Parser::parse("for x\ndo echo $x; done").unwrap();
+        assert!(matches!(&list[0].stages[0], Cmd::For { words: None, .. }));
+        // Not a loop of words: left flat, as before.
+        let list = Parser::parse("for ((i=0; i<3; i++)); do echo; done").unwrap();
+        assert!(!matches!(&list[0].stages[0], Cmd::For { .. }));
+    }
+}

@@ -464,6 +464,13 @@ mod tests {
     fn writes_substitutions_and_side_doors_are_not_read_only() {
         for command in [
             "",
+            // Loops and function definitions: not read-only, as before
+            // the parser kept them apart.
+            "for f in *.rs; do wc -l \"$f\"; done",
+            "for f; do cat \"$f\"; done",
+            "f() { ls; }",
+            "$1",
+            "\"$@\"",
             "ls > out",
             "ls >> out",
             "ls &> out",
