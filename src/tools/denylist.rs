@@ -1747,6 +1747,14 @@ mod tests {
     ];
 
     #[test]
+    fn issue_34_spellings_are_each_refused_by_their_rule() {
+        for (cmd, rule) in ISSUE_34 {
+            let d = denied(cmd).unwrap_or_else(|| panic!("not refused: {cmd:?}"));
+            assert_eq!(d.rule, *rule, "{cmd:?}: {d}");
+        }
+    }
+
+    #[test]
     fn brace_expansion_is_expanded_before_the_rules() {
         for cmd in [
             ISSUE_34[0].0,
