@@ -13,6 +13,9 @@ pub(crate) enum Seg {
     Var(String, bool),
     /// `${name:?…}`.
     NonEmpty,
+    /// A positional parameter: `$1`, `${12}`, `$@`, `$*` (the digits, `@`
+    /// or `*`); the flag says whether it stood inside quotes.
+    Param(String, bool),
     /// Any other expansion: arithmetic, `${x:-y}`, `$@`…
     Unknown,
     /// `$(…)`, `` `…` ``, `<(…)`, `>(…)`: the inner text.
@@ -488,7 +491,11 @@ impl Lexer {
                 self.i = (self.i + 1).min(self.c.len());
                 let name: String = inner.chars().take_while(|&c| is_name_char(c)).collect();
                 let rest = &inner[name.len()..];
-                if !name.is_empty() && rest.is_empty() {
+                if !name.is_empty() && rest.is_empty() && name.chars().all(|c| c.is_ascii_digit()) {
+                    w.segs.push(Seg::Param(name, quoted));
+                } else if inner == "@" || inner == "*" {
+                    w.segs.push(Seg::Param(inner, quoted));
+                } else if !name.is_empty() && rest.is_empty() {
                     w.segs.push(Seg::Var(name, quoted));
                 } else if !name.is_empty() && (rest.starts_with(":?") || rest.starts_with('?')) {
                     w.segs.push(Seg::NonEmpty);
@@ -508,7 +515,11 @@ impl Lexer {
                 w.segs
                     .push(Seg::Var(self.c[start..self.i].iter().collect(), quoted));
             }
-            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
+            Some(c) if c.is_ascii_digit() || c == '@' || c == '*' => {
+                self.i += 1;
+                w.segs.push(Seg::Param(c.to_string(), quoted));
+            }
+            Some(c) if "#?$!-".contains(c) => {
                 self.i += 1;
                 w.segs.push(Seg::Unknown);
             }

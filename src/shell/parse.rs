@@ -1,5 +1,7 @@
 //! The shell parser: tokens from `lex.rs` grouped into lists of pipelines of
-//! simple commands, `( … )` and `{ …; }` groups and function definitions.
+//! simple commands, `( … )` and `{ …; }` groups, function definitions and
+//! `for NAME [in WORDS]; do …; done` loops (other compound commands stay
+//! flat: their keywords are words the readers skip).
 //! List operators (`;`, `&&`, `||`, newlines) are not kept apart: every
 //! reader of the tree checks every command in it, so which one runs after
 //! which does not matter to them. It knows nothing of what commands mean.
@@ -35,7 +37,7 @@ pub fn plain_words(p: &str) -> Option<Vec<String>> {
         .collect()
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Cmd {
     Simple {
         words: Vec<Word>,
@@ -49,9 +51,16 @@ pub(crate) enum Cmd {
         name: String,
         body: Box<Cmd>,
     },
+    /// `for var in words; do body; done`; `words` is `None` without `in`
+    /// (the loop then runs over the positional parameters).
+    For {
+        var: String,
+        words: Option<Vec<Word>>,
+        body: Vec<Pipeline>,
+    },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Pipeline {
     pub(crate) stages: Vec<Cmd>,
     pub(crate) background: bool,
@@ -68,6 +77,8 @@ pub(crate) struct Parser {
 enum Closer {
     Paren,
     Brace,
+    /// A `for` loop's body, ended by `done`.
+    Done,
 }
 
 impl Parser {
@@ -92,6 +103,8 @@ impl Parser {
 
     fn list(&mut self, closer: Option<Closer>) -> Vec<Pipeline> {
         let mut out: Vec<Pipeline> = Vec::new();
+        // `while …; do …; done` inside a `for` body: its `done` is not ours.
+        let mut inner_loops = 0usize;
         while self.i < self.toks.len() {
             match &self.toks[self.i] {
                 Tok::Op(Op::Amp) => {
@@ -111,7 +124,18 @@ impl Parser {
                     self.i += 1;
                     return out;
                 }
+                _ if closer == Some(Closer::Done) && self.is_brace("done") && inner_loops == 0 => {
+                    self.i += 1;
+                    return out;
+                }
                 _ => {
+                    if closer == Some(Closer::Done) {
+                        if self.is_brace("do") {
+                            inner_loops += 1;
+                        } else if self.is_brace("done") {
+                            inner_loops -= 1;
+                        }
+                    }
                     let before = self.i;
                     let p = self.pipeline();
                     if self.i == before {
@@ -158,12 +182,67 @@ impl Parser {
         Cmd::Group { body, redirs }
     }
 
+    /// `for NAME [in WORDS] (; or newline) do LIST done`, or `None` (and
+    /// nothing consumed) when the tokens are not that shape, such as the
+    /// arithmetic `for ((…))`, which stays a flat list of words.
+    fn for_loop(&mut self) -> Option<Cmd> {
+        let start = self.i;
+        let var = match self.toks.get(self.i + 1) {
+            Some(Tok::Word(w)) => w
+                .bare()
+                .filter(|n| !n.is_empty() && n.chars().all(super::lex::is_name_char))?
+                .to_string(),
+            _ => return None,
+        };
+        self.i += 2;
+        let skip_breaks = |p: &mut Parser| {
+            while matches!(p.toks.get(p.i), Some(Tok::Op(Op::Newline))) {
+                p.i += 1;
+            }
+        };
+        skip_breaks(self);
+        let mut words = None;
+        if self.is_brace("in") {
+            self.i += 1;
+            let mut list = Vec::new();
+            while let Some(Tok::Word(w)) = self.toks.get(self.i) {
+                list.push(w.clone());
+                self.i += 1;
+            }
+            words = Some(list);
+        }
+        if matches!(self.toks.get(self.i), Some(Tok::Op(Op::Semi))) {
+            self.i += 1;
+        }
+        skip_breaks(self);
+        if !self.is_brace("do") {
+            self.i = start;
+            return None;
+        }
+        self.i += 1;
+        self.depth += 1;
+        let body = if self.depth > MAX_GROUPS {
+            self.too_deep = true;
+            self.i = self.toks.len();
+            Vec::new()
+        } else {
+            self.list(Some(Closer::Done))
+        };
+        self.depth -= 1;
+        Some(Cmd::For { var, words, body })
+    }
+
     fn command(&mut self) -> Cmd {
         if matches!(self.toks.get(self.i), Some(Tok::Op(Op::LParen))) {
             return self.group(Closer::Paren);
         }
         if self.is_brace("{") {
             return self.group(Closer::Brace);
+        }
+        if self.is_brace("for") {
+            if let Some(c) = self.for_loop() {
+                return c;
+            }
         }
         let mut words = Vec::new();
         let mut redirs = Vec::new();
@@ -199,5 +278,32 @@ impl Parser {
             }
         }
         Cmd::Simple { words, redirs }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_loops_keep_their_variable_words_and_body() {
+        let list =
+            Parser::parse("for d in a 'b c'; do while x; do y; done; z; done | cat; echo after")
+                .unwrap();
+        assert_eq!(list.len(), 2, "{list:?}");
+        let Cmd::For { var, words, body } = &list[0].stages[0] else {
+            panic!("not a loop: {list:?}");
+        };
+        assert_eq!(var, "d");
+        assert_eq!(words.as_ref().map(Vec::len), Some(2));
+        // `while x`, `do y`, `done`, `z`: the inner `done` is not the loop's.
+        assert_eq!(body.len(), 4, "{body:?}");
+        assert_eq!(list[0].stages.len(), 2);
+
+        let list = Parser::parse("for x\ndo echo $x; done").unwrap();
+        assert!(matches!(&list[0].stages[0], Cmd::For { words: None, .. }));
+        // Not a loop of words: left flat, as before.
+        let list = Parser::parse("for ((i=0; i<3; i++)); do echo; done").unwrap();
+        assert!(!matches!(&list[0].stages[0], Cmd::For { .. }));
     }
 }

@@ -46,6 +46,9 @@ fn cmd_reads(cmd: &Cmd) -> bool {
         }
         // Defining a function changes what later words mean.
         Cmd::Func { .. } => false,
+        // A loop is judged as not read-only, as it was before loops were
+        // parsed: its body may run any number of times with any value.
+        Cmd::For { .. } => false,
         Cmd::Simple { words, redirs } => {
             if words.is_empty() || !redirs.iter().all(redir_reads) {
                 return false;
@@ -85,7 +88,7 @@ fn arg(w: &Word) -> Option<Arg> {
                 a.text.push_str(s);
             }
             Seg::Var(..) | Seg::NonEmpty => a.dynamic = true,
-            Seg::Unknown | Seg::Sub(_) => return None,
+            Seg::Unknown | Seg::Param(..) | Seg::Sub(_) => return None,
         }
     }
     Some(a)
@@ -461,6 +464,13 @@ mod tests {
     fn writes_substitutions_and_side_doors_are_not_read_only() {
         for command in [
             "",
+            // Loops and function definitions: not read-only, as before
+            // the parser kept them apart.
+            "for f in *.rs; do wc -l \"$f\"; done",
+            "for f; do cat \"$f\"; done",
+            "f() { ls; }",
+            "$1",
+            "\"$@\"",
             "ls > out",
             "ls >> out",
             "ls &> out",

@@ -2,20 +2,31 @@
 //!
 //! A substring match is easy to walk around (`rm -r -f /`, `sh -c "rm -rf /"`,
 //! `x=rm; $x -rf /`), so the command is parsed the way a shell would read it,
-//! well enough for a guard rail: words are unquoted, lists, pipelines,
-//! subshells, substitutions, redirections, wrappers (`sudo`, `env`, `xargs`…)
-//! and nested `sh -c` / `eval` strings are taken apart, and the built-in rules
-//! and the user's patterns are checked against every simple command found.
+//! well enough for a guard rail: words are unquoted and brace-expanded,
+//! lists, pipelines, subshells, substitutions, redirections, wrappers
+//! (`sudo`, `env`, `xargs` with what feeds it…) and nested `sh -c` / `eval`
+//! strings are taken apart, `for` bodies are checked once per listed word,
+//! function bodies once per call with its words, positional parameters set
+//! on the line are followed, and the built-in rules and the user's patterns
+//! are checked against every simple command found. What could hide a
+//! command and cannot be known here (`"$@"` with unknown parameters as the
+//! command, `eval "$x"`) is refused rather than guessed. The rules for
+//! `git clean` and `rsync --delete` live in `denylist/deleters.rs`.
 //!
 //! This is not a sandbox. It refuses the well-known ways to destroy a machine
 //! however they are spelled; it cannot see what a script file or a downloaded
 //! program will do (see `docs/SECURITY.md`). The lexer and parser it reads
 //! commands with live in `crate::shell`, shared with the read-only classifier.
 
+mod deleters;
+mod wrappers;
+
+use crate::shell::brace;
 use crate::shell::lex::{is_name_char, Redir, Seg, Word};
 use crate::shell::parse::{plain_words, Cmd, Parser, Pipeline};
 use std::collections::HashMap;
 use std::fmt;
+use wrappers::{shell_mode, unwrap, ShellMode, Unwrapped};
 
 /// How many times a command may nest inside another (`sh -c`, `eval`,
 /// `$(…)`) before the denylist refuses it instead of looking further.
@@ -24,6 +35,10 @@ const MAX_DEPTH: usize = 8;
 const UNKNOWN: char = '\u{E000}';
 /// Stands for `${VAR:?}`: unknown, but never empty (the shell stops first).
 const NON_EMPTY: char = '\u{E001}';
+/// How many commands (counting each loop pass and function call) one
+/// command line may make the denylist check before it is refused as too
+/// large: loops over brace lists and nested calls multiply.
+const MAX_STEPS: usize = 20_000;
 
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +108,10 @@ impl Denylist {
             list: self,
             vars: HashMap::new(),
             funcs: Vec::new(),
+            params: None,
+            defined: HashMap::new(),
+            defining: 0,
+            steps: 0,
         };
         checker.script(command, 0).err().map(|hit| match hit {
             Hit::Rule(rule, detail) => Denial {
@@ -129,6 +148,10 @@ const FORK_BOMB: &str = "a fork bomb";
 const CHMOD_ROOT: &str = "recursive chmod/chown of / or a system directory";
 const DECODE_EXEC: &str = "running decoded or hidden text as commands";
 const TOO_DEEP: &str = "nested too deeply to check";
+const TOO_BIG: &str = "too large to check";
+const UNKNOWN_CMD: &str = "running a command that cannot be known here";
+const GIT_CLEAN: &str = "git clean of /, a home or system directory, or outside the working tree";
+const RSYNC_DELETE: &str = "rsync deleting in /, a home or a system directory";
 
 /// A word after expansion: `UNKNOWN` stands where a value cannot be known.
 #[derive(Debug, Clone, Default)]
@@ -139,6 +162,11 @@ struct EWord {
     quoted: bool,
     /// `NAME=value` with the name and `=` unquoted.
     assign: bool,
+    /// Holds a positional parameter (`$1`, `"$@"`) whose value is unknown.
+    from_params: bool,
+    /// Holds a variable or parameter whose value is unknown (not only a
+    /// command substitution, whose commands are checked).
+    opaque: bool,
 }
 
 impl EWord {
@@ -176,8 +204,18 @@ struct Checker<'a> {
     /// Variables assigned earlier in the command; `None` when the value is
     /// not known.
     vars: HashMap<String, Option<String>>,
-    /// Functions being defined around the current command.
+    /// Functions being defined or called around the current command.
     funcs: Vec<String>,
+    /// The positional parameters, `$0` first; `None` when unknown (the
+    /// top level: a pane's shell may have any).
+    params: Option<Vec<String>>,
+    /// Functions defined so far, checked again at each call with its words.
+    defined: HashMap<String, Cmd>,
+    /// Inside a function definition: `"$@"` as a command is checked at the
+    /// calls, where the words are known, not refused here.
+    defining: usize,
+    /// Commands checked so far, against `MAX_STEPS`.
+    steps: usize,
 }
 
 type Check = Result<Summary, Hit>;
@@ -246,9 +284,15 @@ impl Checker<'_> {
             }
             Cmd::Func { name, body } => {
                 self.funcs.push(name.clone());
+                self.defining += 1;
                 let r = self.cmd(body, &[], false, false, depth);
+                self.defining -= 1;
                 self.funcs.pop();
+                self.defined.insert(name.clone(), (**body).clone());
                 r
+            }
+            Cmd::For { var, words, body } => {
+                self.for_loop(var, words.as_deref(), body, before, depth)
             }
             Cmd::Simple { words, redirs } => {
                 self.simple(words, redirs, before, piped, feeds, depth)
@@ -267,27 +311,78 @@ impl Checker<'_> {
                     continue;
                 }
             }
+            // `"$@"` is one word per parameter; `$@` and `$*` split them.
+            // (`"…"` leaves an empty literal beside what it quoted.)
+            let segs: Vec<&Seg> = w
+                .segs
+                .iter()
+                .filter(|s| !matches!(s, Seg::Lit(l, _) if l.is_empty()))
+                .collect();
+            if let ([Seg::Param(p, quoted)], Some(params)) = (segs.as_slice(), &self.params) {
+                if p == "@" || p == "*" {
+                    let rest = params.iter().skip(1);
+                    if *quoted && p == "@" {
+                        out.extend(rest.map(|v| EWord {
+                            quoted: true,
+                            ..EWord::lit(v)
+                        }));
+                    } else if !*quoted {
+                        out.extend(rest.flat_map(|v| v.split_whitespace()).map(EWord::lit));
+                    } else {
+                        let all: Vec<&str> = rest.map(String::as_str).collect();
+                        out.push(EWord {
+                            quoted: true,
+                            ..EWord::lit(&all.join(" "))
+                        });
+                    }
+                    continue;
+                }
+            }
             let mut e = EWord {
                 assign: is_assignment(w),
                 ..EWord::default()
             };
+            // Which characters the shell sees unquoted, for brace expansion.
+            let mut active: Vec<bool> = Vec::new();
             for seg in &w.segs {
+                let before = e.text.chars().count();
+                let mut literal = false;
                 match seg {
                     Seg::Lit(s, q) => {
                         e.text.push_str(s);
                         e.quoted |= q;
+                        literal = !q;
                     }
                     Seg::Var(name, q) => {
                         e.quoted |= q;
                         match self.vars.get(name) {
                             Some(Some(v)) => e.text.push_str(v),
-                            Some(None) => e.text.push(UNKNOWN),
                             None if name == "HOME" => e.text.push('~'),
-                            None => e.text.push(UNKNOWN),
+                            Some(None) | None => {
+                                e.text.push(UNKNOWN);
+                                e.opaque = true;
+                            }
                         }
                     }
-                    Seg::NonEmpty => e.text.push(NON_EMPTY),
-                    Seg::Unknown => e.text.push(UNKNOWN),
+                    Seg::Param(p, q) => {
+                        e.quoted |= q;
+                        match self.param(p) {
+                            Some(v) => e.text.push_str(&v),
+                            None => {
+                                e.text.push(UNKNOWN);
+                                e.from_params = true;
+                                e.opaque = true;
+                            }
+                        }
+                    }
+                    Seg::NonEmpty => {
+                        e.text.push(NON_EMPTY);
+                        e.opaque = true;
+                    }
+                    Seg::Unknown => {
+                        e.text.push(UNKNOWN);
+                        e.opaque = true;
+                    }
                     Seg::Sub(inner) => {
                         let saved = std::mem::take(&mut self.funcs);
                         let r = self.script(inner, depth + 1);
@@ -296,10 +391,138 @@ impl Checker<'_> {
                         e.text.push(UNKNOWN);
                     }
                 }
+                let added = e.text.chars().count() - before;
+                active.extend(std::iter::repeat_n(literal, added));
             }
-            out.push(e);
+            // `/{etc,usr}` is two words; assignments are not brace-expanded.
+            let braces = !e.assign && e.text.chars().zip(&active).any(|(c, a)| c == '{' && *a);
+            if !braces {
+                out.push(e);
+                continue;
+            }
+            let marked: Vec<brace::Marked> = e.text.chars().zip(active).collect();
+            let words = brace::expand(&marked).map_err(|()| {
+                Hit::Rule(
+                    TOO_BIG,
+                    format!("{} expands to over {} words", e.text, brace::MAX_WORDS),
+                )
+            })?;
+            out.extend(words.into_iter().map(|text| EWord { text, ..e.clone() }));
         }
         Ok(out)
+    }
+
+    /// A positional parameter's value (`@` and `*` joined), if known.
+    fn param(&self, p: &str) -> Option<String> {
+        let params = self.params.as_ref()?;
+        if p == "@" || p == "*" {
+            return Some(params.get(1..).unwrap_or_default().join(" "));
+        }
+        let n: usize = p.parse().ok()?;
+        Some(params.get(n).cloned().unwrap_or_default())
+    }
+
+    /// `for var in words; do body; done`: the body checked once for each
+    /// word standing for `var` (once with `var` unknown when there are none).
+    fn for_loop(
+        &mut self,
+        var: &str,
+        words: Option<&[Word]>,
+        body: &[Pipeline],
+        before: &[Summary],
+        depth: usize,
+    ) -> Check {
+        let mut values: Vec<Option<String>> = match words {
+            Some(ws) => self
+                .expand(ws, depth)?
+                .into_iter()
+                .map(|w| (!w.text.contains([UNKNOWN, NON_EMPTY])).then_some(w.text))
+                .collect(),
+            None => match &self.params {
+                Some(p) => p.iter().skip(1).cloned().map(Some).collect(),
+                None => vec![None],
+            },
+        };
+        values.dedup();
+        if values.is_empty() {
+            values.push(None);
+        }
+        let mut sum = Summary::default();
+        for v in values {
+            self.vars.insert(var.to_string(), v);
+            let s = self.pipelines(body, before, depth)?;
+            sum.merge(s);
+        }
+        Ok(sum)
+    }
+
+    /// A call of a function defined earlier: its body checked with the
+    /// call's words as positional parameters.
+    fn call(&mut self, name: &str, body: &Cmd, argv: &[EWord], ctx: &Ctx) -> Result<(), Hit> {
+        if ctx.depth + 1 > MAX_DEPTH {
+            return Err(Hit::Rule(TOO_DEEP, name.to_string()));
+        }
+        let params = argv.iter().map(|w| w.text.clone()).collect();
+        let params = if argv.iter().any(|w| w.from_params) {
+            None
+        } else {
+            Some(params)
+        };
+        let saved_params = std::mem::replace(&mut self.params, params);
+        let saved_defining = std::mem::take(&mut self.defining);
+        self.funcs.push(name.to_string());
+        let r = self.cmd(body, &[], false, false, ctx.depth + 1);
+        self.funcs.pop();
+        self.defining = saved_defining;
+        self.params = saved_params;
+        r.map(|_| ())
+    }
+
+    /// `set -- a b`, `set a b`: new positional parameters.
+    fn set_params(&mut self, args: &[EWord]) {
+        let mut i = 0;
+        let mut new = None;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "--" || t == "-" {
+                new = Some(&args[i + 1..]);
+                break;
+            }
+            if t.starts_with(['-', '+']) {
+                // `set -o pipefail`: the option's name is not a parameter.
+                i += if t.ends_with('o') { 2 } else { 1 };
+                continue;
+            }
+            new = Some(&args[i..]);
+            break;
+        }
+        let Some(new) = new else {
+            return;
+        };
+        if new.iter().any(|w| w.from_params) {
+            self.params = None;
+            return;
+        }
+        let zero = self
+            .params
+            .as_ref()
+            .and_then(|p| p.first().cloned())
+            .unwrap_or_else(|| UNKNOWN.to_string());
+        let mut params = vec![zero];
+        params.extend(new.iter().map(|w| w.text.clone()));
+        self.params = Some(params);
+    }
+
+    /// `shift [n]`.
+    fn shift_params(&mut self, args: &[EWord]) {
+        if let Some(p) = self.params.as_mut() {
+            let n: usize = args
+                .first()
+                .map_or(Some(1), |w| w.text.parse().ok())
+                .unwrap_or(1);
+            let n = n.min(p.len().saturating_sub(1));
+            p.drain(1..1 + n);
+        }
     }
 
     fn redirs(&mut self, redirs: &[Redir], depth: usize) -> Result<Vec<(Redir, EWord)>, Hit> {
@@ -361,12 +584,21 @@ impl Checker<'_> {
     /// Checks one command given as expanded words, unwrapping wrappers.
     fn run(&mut self, mut argv: Vec<EWord>, ctx: &Ctx) -> Check {
         let mut sum = Summary::default();
+        self.steps += 1;
+        if self.steps > MAX_STEPS {
+            return Err(Hit::Rule(TOO_BIG, format!("over {MAX_STEPS} commands")));
+        }
         loop {
             let Some(first) = argv.first() else {
                 return Ok(sum);
             };
             if first.decoded {
                 return Err(Hit::Rule(DECODE_EXEC, first.text.clone()));
+            }
+            // `"$@"`, `$1` as the command with parameters not known here:
+            // it could be anything, `rm -rf /` included.
+            if first.from_params && self.defining == 0 {
+                return Err(Hit::Rule(UNKNOWN_CMD, first.text.clone()));
             }
             if first.unknown() {
                 // `$x -rf /` with x unknown: judged as each command that
@@ -413,13 +645,28 @@ impl Checker<'_> {
                     if inner.is_empty() {
                         inner.push(EWord::lit("echo"));
                     }
-                    if let Some(text) = ctx.before.last().and_then(|s| s.prints.clone()) {
+                    // Its words come from a here-string or here-document,
+                    // or from what the stage before prints.
+                    let input = match fed_text(ctx) {
+                        Some((_, true)) => {
+                            return Err(Hit::Rule(DECODE_EXEC, "xargs <<< …".into()));
+                        }
+                        Some((text, false)) => Some(text),
+                        None => ctx.before.last().and_then(|s| s.prints.clone()),
+                    };
+                    if let Some(text) = input {
                         inner.extend(text.split_whitespace().map(EWord::lit));
                     }
                     argv = inner;
                     continue;
                 }
                 Unwrapped::NotWrapper => {}
+            }
+            if let Some(body) = self.defined.get(&name).cloned() {
+                if self.funcs.last() == Some(&name) && ctx.piped {
+                    return Err(Hit::Rule(FORK_BOMB, name));
+                }
+                self.call(&name, &body, &argv, ctx)?;
             }
             let s = self.rules(&name, &argv, ctx)?;
             sum.merge(s);
@@ -502,6 +749,9 @@ impl Checker<'_> {
                 if let Some(d) = dest.filter(|d| is_block_device(&norm_path(d))) {
                     return Err(Hit::Rule(BLOCK_WRITE, format!("{name} … {d}")));
                 }
+                if name == "rsync" {
+                    deleters::rsync_rule(args)?;
+                }
             }
             "export" | "declare" | "typeset" | "local" | "readonly" => {
                 for w in args {
@@ -522,6 +772,11 @@ impl Checker<'_> {
                 if let Some(w) = args.iter().find(|w| w.decoded) {
                     return Err(Hit::Rule(DECODE_EXEC, format!("eval {}", w.text)));
                 }
+                // `eval "$x"`: text no one here can read. (`eval "$(cmd)"`
+                // is left to the check of cmd, as `cmd | sh` is.)
+                if let Some(w) = args.iter().find(|w| w.opaque) {
+                    return Err(Hit::Rule(UNKNOWN_CMD, format!("eval {}", w.text)));
+                }
                 let text: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
                 let s = self.script(&text.join(" "), ctx.depth + 1)?;
                 sum.decodes |= s.decodes;
@@ -536,15 +791,32 @@ impl Checker<'_> {
                     }
                 }
             }
+            "set" => self.set_params(args),
+            "shift" => self.shift_params(args),
+            "git" => deleters::git_rule(args)?,
             n if SHELLS.contains(&n) => match shell_mode(args) {
-                ShellMode::Command(Some(text)) => {
+                ShellMode::Command(Some(text), rest) => {
                     if text.decoded {
                         return Err(Hit::Rule(DECODE_EXEC, text.text.clone()));
                     }
-                    let s = self.script(&text.text, ctx.depth + 1)?;
-                    sum.decodes |= s.decodes;
+                    if text.opaque {
+                        return Err(Hit::Rule(UNKNOWN_CMD, format!("{name} -c {}", text.text)));
+                    }
+                    // `sh -c 'rm -rf "$1"' sh /`: the words after the text
+                    // are its `$0`, `$1`…
+                    let params = if rest.iter().any(|w| w.from_params) {
+                        None
+                    } else if rest.is_empty() {
+                        Some(vec![name.to_string()])
+                    } else {
+                        Some(rest.iter().map(|w| w.text.clone()).collect())
+                    };
+                    let saved = std::mem::replace(&mut self.params, params);
+                    let s = self.script(&text.text, ctx.depth + 1);
+                    self.params = saved;
+                    sum.decodes |= s?.decodes;
                 }
-                ShellMode::Command(None) => {}
+                ShellMode::Command(None, _) => {}
                 ShellMode::Script(w) if w.decoded => {
                     return Err(Hit::Rule(DECODE_EXEC, format!("{name} {}", w.text)));
                 }
@@ -970,312 +1242,6 @@ fn printed(name: &str, args: &[EWord]) -> String {
     words.join(" ").replace("\\n", "\n")
 }
 
-enum ShellMode {
-    /// `-c` and its text (None when missing).
-    Command(Option<EWord>),
-    /// Runs a script file (or `/dev/stdin`, or a process substitution).
-    Script(EWord),
-    /// Reads commands from its input.
-    Stdin,
-}
-
-fn shell_mode(args: &[EWord]) -> ShellMode {
-    let mut command = false;
-    let mut stdin = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let t = a.text.as_str();
-        if t == "--" || t == "-" {
-            break;
-        }
-        if let Some(long) = t.strip_prefix("--") {
-            if matches!(long, "rcfile" | "init-file") {
-                it.next();
-            }
-            continue;
-        }
-        if let Some(cluster) = t.strip_prefix('-').or_else(|| t.strip_prefix('+')) {
-            if cluster.contains('c') {
-                command = true;
-            }
-            if cluster.contains('s') {
-                stdin = true;
-            }
-            if cluster.contains('o') || cluster.contains('O') {
-                it.next();
-            }
-            continue;
-        }
-        return if command {
-            ShellMode::Command(Some(a.clone()))
-        } else if stdin {
-            ShellMode::Stdin
-        } else {
-            ShellMode::Script(a.clone())
-        };
-    }
-    if command {
-        ShellMode::Command(it.next().cloned())
-    } else {
-        ShellMode::Stdin
-    }
-}
-
-enum Unwrapped {
-    /// Not a wrapper: judge the command itself.
-    NotWrapper,
-    /// The wrapped command starts at this index.
-    Command(usize),
-    /// The wrapper runs this text as a shell command (`su -c`, `ssh host cmd`).
-    Script(EWord),
-    /// `xargs`: the command starts here; its arguments come from the input.
-    Xargs(usize),
-    /// Runs nothing (`command -v rm`, `sudo -l`).
-    NoCommand,
-}
-
-/// Skips a wrapper's options (and `skip` operands after them, such as
-/// timeout's duration) and says where the wrapped command starts.
-fn after_options(argv: &[EWord], with_value: &str, long_value: &[&str], skip: usize) -> usize {
-    let mut i = 1;
-    while i < argv.len() {
-        let t = argv[i].text.as_str();
-        if t == "--" {
-            i += 1;
-            break;
-        }
-        if !t.starts_with('-') || t == "-" {
-            break;
-        }
-        if let Some(long) = t.strip_prefix("--") {
-            if !long.contains('=') && long_value.contains(&long) {
-                i += 1;
-            }
-        } else {
-            let cluster: Vec<char> = t[1..].chars().collect();
-            if let Some(k) = cluster.iter().position(|c| with_value.contains(*c)) {
-                if k + 1 == cluster.len() {
-                    i += 1;
-                }
-            }
-        }
-        i += 1;
-    }
-    (i + skip).min(argv.len())
-}
-
-fn unwrap(name: &str, argv: &[EWord]) -> Unwrapped {
-    let cmd = |i: usize| {
-        if i < argv.len() {
-            Unwrapped::Command(i)
-        } else {
-            Unwrapped::NoCommand
-        }
-    };
-    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
-    match name {
-        "sudo" => {
-            if has("-l") || has("--list") || has("-e") || has("--edit") {
-                return Unwrapped::NoCommand;
-            }
-            let i = after_options(
-                argv,
-                "ugCDhprtUTR",
-                &[
-                    "user",
-                    "group",
-                    "close-from",
-                    "chdir",
-                    "host",
-                    "prompt",
-                    "role",
-                    "type",
-                    "other-user",
-                    "command-timeout",
-                    "chroot",
-                ],
-                0,
-            );
-            cmd(i)
-        }
-        "doas" => cmd(after_options(argv, "uC", &[], 0)),
-        "env" => {
-            let i = after_options(argv, "uCSP", &["unset", "chdir", "split-string"], 0);
-            // `env -S 'rm -rf /'` splits its argument into a command.
-            if let Some(pos) = argv[1..i.min(argv.len())]
-                .iter()
-                .position(|a| a.text.starts_with("-S") || a.text.starts_with("--split-string"))
-            {
-                let a = &argv[pos + 1];
-                let inline = a
-                    .text
-                    .strip_prefix("-S")
-                    .filter(|s| !s.is_empty())
-                    .or_else(|| a.text.strip_prefix("--split-string="));
-                let text = inline
-                    .map(str::to_string)
-                    .or_else(|| argv.get(pos + 2).map(|w| w.text.clone()))
-                    .unwrap_or_default();
-                let rest: Vec<&str> = argv[i..].iter().map(|w| w.text.as_str()).collect();
-                return Unwrapped::Script(EWord {
-                    text: format!("{text} {}", rest.join(" ")),
-                    decoded: a.decoded,
-                    ..EWord::default()
-                });
-            }
-            let n = argv[i..]
-                .iter()
-                .take_while(|w| assignment(w).is_some())
-                .count();
-            cmd(i + n)
-        }
-        "nice" => cmd(after_options(argv, "n", &["adjustment"], 0)),
-        _ => unwrap_more(name, argv),
-    }
-}
-
-fn unwrap_rest(name: &str, argv: &[EWord]) -> Unwrapped {
-    let cmd = |i: usize| {
-        if i < argv.len() {
-            Unwrapped::Command(i)
-        } else {
-            Unwrapped::NoCommand
-        }
-    };
-    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
-    match name {
-        "ionice" | "taskset" if has("-p") || has("--pid") => Unwrapped::NoCommand,
-        "faketime" | "chroot" | "taskset" | "chrt" => {
-            cmd(after_options(argv, "TPD", &["userspec", "groups"], 1))
-        }
-        _ => match WRAPPERS.iter().find(|w| w.0 == name) {
-            Some((_, short, long)) => cmd(after_options(argv, short, long, 0)),
-            None => Unwrapped::NotWrapper,
-        },
-    }
-}
-
-/// Programs that run their arguments as a command, with the options of
-/// theirs that take a value (short letters, long names).
-const WRAPPERS: &[(&str, &str, &[&str])] = &[
-    ("nohup", "", &[]),
-    ("setsid", "", &[]),
-    ("builtin", "", &[]),
-    ("time", "fo", &["format", "output"]),
-    ("stdbuf", "ioe", &["input", "output", "error"]),
-    ("ionice", "cn", &["class", "classdata"]),
-    ("exec", "a", &[]),
-    ("strace", "aeEIoOpPsSuUX", &["output", "user"]),
-    ("ltrace", "aeEnopsuADS", &["output"]),
-    ("unbuffer", "", &[]),
-    ("pkexec", "", &["user"]),
-    ("torsocks", "uapP", &[]),
-    ("proxychains", "f", &[]),
-    ("proxychains4", "f", &[]),
-    ("fakeroot", "lsi", &[]),
-    ("chronic", "", &[]),
-];
-
-fn unwrap_more(name: &str, argv: &[EWord]) -> Unwrapped {
-    let cmd = |i: usize| {
-        if i < argv.len() {
-            Unwrapped::Command(i)
-        } else {
-            Unwrapped::NoCommand
-        }
-    };
-    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
-    match name {
-        "command" => {
-            if has("-v") || has("-V") {
-                return Unwrapped::NoCommand;
-            }
-            cmd(after_options(argv, "", &[], 0))
-        }
-        "timeout" => cmd(after_options(argv, "sk", &["signal", "kill-after"], 1)),
-        "flock" => {
-            if let Some(p) = argv
-                .iter()
-                .position(|a| a.text == "-c" || a.text == "--command")
-            {
-                return argv
-                    .get(p + 1)
-                    .cloned()
-                    .map_or(Unwrapped::NoCommand, Unwrapped::Script);
-            }
-            cmd(after_options(
-                argv,
-                "wEn",
-                &["timeout", "conflict-exit-code"],
-                1,
-            ))
-        }
-        "busybox" => cmd(1),
-        "xargs" => Unwrapped::Xargs(after_options(
-            argv,
-            "adEILnPs",
-            &[
-                "arg-file",
-                "delimiter",
-                "eof",
-                "replace",
-                "max-lines",
-                "max-args",
-                "max-procs",
-                "max-chars",
-                "process-slot-var",
-            ],
-            0,
-        )),
-        "su" | "runuser" => {
-            let mut it = argv.iter().skip(1);
-            while let Some(a) = it.next() {
-                if a.text == "-c" || a.text == "--command" {
-                    return it
-                        .next()
-                        .cloned()
-                        .map_or(Unwrapped::NoCommand, Unwrapped::Script);
-                }
-                if let Some(t) = a.text.strip_prefix("--command=") {
-                    return Unwrapped::Script(EWord {
-                        text: t.into(),
-                        ..a.clone()
-                    });
-                }
-            }
-            // `su` alone opens a shell reading the terminal: nothing to see.
-            Unwrapped::NoCommand
-        }
-        "watch" => {
-            let i = after_options(argv, "nqd", &["interval", "differences"], 0);
-            joined_script(&argv[i..])
-        }
-        "ssh" => {
-            let mut i = after_options(argv, "BbcDEeFIiJLlmOopQRSWw", &[], 0);
-            // The host, then the remote command as one shell string.
-            i += 1;
-            joined_script(&argv[i.min(argv.len())..])
-        }
-        _ => unwrap_rest(name, argv),
-    }
-}
-
-/// Words that a program joins with spaces and hands to a shell.
-fn joined_script(words: &[EWord]) -> Unwrapped {
-    if words.is_empty() {
-        return Unwrapped::NoCommand;
-    }
-    Unwrapped::Script(EWord {
-        text: words
-            .iter()
-            .map(|w| w.text.as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
-        decoded: words.iter().any(|w| w.decoded),
-        ..EWord::default()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1460,6 +1426,234 @@ mod tests {
         "tr -d '\\r' < in.txt > out.txt",
         "mkswap /swapfile",
     ];
+
+    /// The nine spellings from issue 34 that reached `rm -rf /`, each
+    /// with the rule that now refuses it.
+    const ISSUE_34: &[(&str, &str)] = &[
+        ("bash -c 'rm -rf /{etc,usr}'", RM_ROOT),
+        ("bash -c '{rm,-rf,/}'", RM_ROOT),
+        ("bash -c 'rm -rf {/,/}'", RM_ROOT),
+        ("bash -c 'set -- rm -rf /; \"$@\"'", RM_ROOT),
+        ("f(){ rm -rf \"$1\"; }; f /", RM_ROOT),
+        ("for d in /; do rm -rf $d; done", RM_ROOT),
+        ("bash -c 'xargs rm -rf <<< /'", RM_ROOT),
+        ("git clean -ffdx /", GIT_CLEAN),
+        ("rsync -a --delete empty/ /", RSYNC_DELETE),
+    ];
+
+    #[test]
+    fn issue_34_spellings_are_each_refused_by_their_rule() {
+        for (cmd, rule) in ISSUE_34 {
+            let d = denied(cmd).unwrap_or_else(|| panic!("not refused: {cmd:?}"));
+            assert_eq!(d.rule, *rule, "{cmd:?}: {d}");
+        }
+    }
+
+    #[test]
+    fn brace_expansion_is_expanded_before_the_rules() {
+        for cmd in [
+            ISSUE_34[0].0,
+            ISSUE_34[1].0,
+            ISSUE_34[2].0,
+            "rm -rf /{tmp/x,etc}",
+            "rm -rf /{a..z}{a..z}{a..z}",
+            "{sudo,rm,-rf,/}",
+            "rm -rf /{,tmp}",
+        ] {
+            let d = denied(cmd).unwrap_or_else(|| panic!("not refused: {cmd:?}"));
+            assert!(d.rule == RM_ROOT || d.rule == TOO_BIG, "{cmd:?}: {d}");
+        }
+        assert_eq!(denied("rm -rf /{a..z}{a..z}{a..z}").unwrap().rule, TOO_BIG);
+        for cmd in [
+            "rm -rf build/{debug,release}",
+            "rm -rf '/{etc,usr}'",
+            "echo {1..100}",
+            "mkdir -p src/{a,b}/tests",
+            "find . -exec rm {} +",
+            "x=/{etc,usr}; echo $x",
+        ] {
+            assert_eq!(denied(cmd), None, "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn positional_parameters_set_in_the_script_are_followed() {
+        for cmd in [
+            ISSUE_34[3].0,
+            "set rm -rf /; $@",
+            "set -e -- x /; shift; rm -rf \"$1\"",
+            "set -- / ; rm -rf \"$@\"",
+            "sh -c 'rm -rf \"$1\"' sh /",
+            "bash -c '\"$0\" -rf /' rm",
+        ] {
+            assert_eq!(
+                denied(cmd).map(|d| d.rule),
+                Some(RM_ROOT.to_string()),
+                "{cmd:?}"
+            );
+        }
+        assert_eq!(denied("set -- ls -la; \"$@\""), None);
+        assert_eq!(denied("sh -c 'echo \"$1\"' sh hello"), None);
+    }
+
+    #[test]
+    fn unknown_parameters_or_text_as_a_command_are_refused_as_unknown() {
+        for cmd in [
+            "\"$@\"",
+            "$1 -rf /tmp/x",
+            "f(){ \"$@\"; }; f $@",
+            "eval \"$CMD\"",
+            "eval \"$1\"",
+            "sh -c \"$1\"",
+            "bash -c \"$SCRIPT\"",
+        ] {
+            let d = denied(cmd).unwrap_or_else(|| panic!("not refused: {cmd:?}"));
+            assert_eq!(d.rule, UNKNOWN_CMD, "{cmd:?}: {d}");
+        }
+        // A substitution's commands are checked, as `cmd | sh` is.
+        assert_eq!(denied("eval \"$(ssh-agent -s)\""), None);
+        assert_eq!(denied("echo \"$1\" \"$@\""), None);
+    }
+
+    #[test]
+    fn function_bodies_are_checked_with_each_calls_words() {
+        for cmd in [
+            ISSUE_34[4].0,
+            "f(){ \"$@\"; }; f rm -rf /",
+            "f() { g \"$1\"; }; g() { rm -rf \"$1\"; }; f /etc",
+            "f() rm -rf /; echo",
+            "wipe() { for d in \"$@\"; do rm -rf \"$d\"; done; }; wipe /tmp/x /usr",
+        ] {
+            assert_eq!(
+                denied(cmd).map(|d| d.rule),
+                Some(RM_ROOT.to_string()),
+                "{cmd:?}"
+            );
+        }
+        // Endless recursion cannot be followed to the end: refused.
+        assert_eq!(
+            denied("f(){ f; }; f").map(|d| d.rule),
+            Some(TOO_DEEP.to_string())
+        );
+        for cmd in [
+            "f(){ rm -rf \"$1\"; }; f build",
+            "greet() { echo \"hello $1\"; }; greet world",
+            "run() { \"$@\"; }; run cargo test",
+            "lines() { wc -l \"$@\"; }",
+        ] {
+            assert_eq!(denied(cmd), None, "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn for_loops_check_their_body_with_each_word() {
+        for cmd in [
+            ISSUE_34[5].0,
+            "for d in /tmp/x /etc; do rm -rf \"$d\"; done",
+            "for d in /{etc,usr}; do rm -rf $d; done",
+            "for d in a b; do\n  for e in /; do rm -rf $e; done\ndone",
+            "for x in 1; do while true; do echo; done; rm -rf /; done",
+            "set -- /; for d; do rm -rf $d; done",
+            "for d in x; do echo; done; rm -rf /",
+        ] {
+            assert_eq!(
+                denied(cmd).map(|d| d.rule),
+                Some(RM_ROOT.to_string()),
+                "{cmd:?}"
+            );
+        }
+        for cmd in [
+            "for f in *.rs; do wc -l \"$f\"; done",
+            "for d in build target; do rm -rf \"$d\"; done",
+            "for i in {1..5}; do echo $i; done",
+            "for ((i=0; i<3; i++)); do echo $i; done",
+        ] {
+            assert_eq!(denied(cmd), None, "{cmd:?}");
+        }
+        assert_eq!(
+            denied("for i in {1..1000}; do for j in {1..1000}; do echo; done; done")
+                .map(|d| d.rule),
+            Some(TOO_BIG.to_string())
+        );
+    }
+
+    #[test]
+    fn here_strings_and_documents_feeding_xargs_are_its_words() {
+        for cmd in [
+            ISSUE_34[6].0,
+            "xargs rm -rf <<< /",
+            "xargs rm -rf <<EOF\n/etc\nEOF",
+            "xargs -0 sudo rm -rf <<< '/usr'",
+        ] {
+            assert_eq!(
+                denied(cmd).map(|d| d.rule),
+                Some(RM_ROOT.to_string()),
+                "{cmd:?}"
+            );
+        }
+        assert_eq!(denied("xargs rm -rf <<< build"), None);
+        assert_eq!(
+            denied("xargs sh -c <<< \"$(echo cm0= | base64 -d)\"").map(|d| d.rule),
+            Some(DECODE_EXEC.to_string())
+        );
+    }
+
+    #[test]
+    fn git_clean_with_force_outside_the_tree_is_refused() {
+        for cmd in [
+            ISSUE_34[7].0,
+            "git clean -fdx ~",
+            "git clean --force -d /etc",
+            "git -C / clean -ffdx",
+            "git --work-tree=/ clean -fdx",
+            "git clean -fd ../other",
+            "sudo git clean -fdx -- /",
+        ] {
+            assert_eq!(
+                denied(cmd).map(|d| d.rule),
+                Some(GIT_CLEAN.to_string()),
+                "{cmd:?}"
+            );
+        }
+        for cmd in [
+            "git clean -fd",
+            "git clean -fdx build/",
+            "git clean -n /",
+            "git clean -ndx ~",
+            "git -C ../other clean -fd",
+            "git status /",
+        ] {
+            assert_eq!(denied(cmd), None, "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn rsync_deleting_in_a_system_directory_is_refused() {
+        for cmd in [
+            ISSUE_34[8].0,
+            "rsync -a --delete-after x/ /etc/",
+            "rsync -av --del --exclude .git src/ ~",
+            "rsync -a --delete x/ host:/",
+            "rsync --remove-source-files -a /usr/ backup/",
+            "rsync -e ssh --delete-excluded -r a/ /var",
+        ] {
+            assert_eq!(
+                denied(cmd).map(|d| d.rule),
+                Some(RSYNC_DELETE.to_string()),
+                "{cmd:?}"
+            );
+        }
+        for cmd in [
+            "rsync -a src/ dst/",
+            "rsync -a --delete src/ dst/",
+            "rsync -a / backup/",
+            "rsync -a --delete --exclude / src/ dst/",
+            "rsync --remove-source-files -a out/ /srv/archive/",
+            "rsync /",
+        ] {
+            assert_eq!(denied(cmd), None, "{cmd:?}");
+        }
+    }
 
     #[test]
     fn dangerous_variants_are_refused() {
