@@ -420,7 +420,7 @@ fn a_base_url_elsewhere_gets_no_profile_key() {
     let s = resolve_text(text, &[], with_url("http://127.0.0.1:8080/v1")).unwrap();
     assert_eq!(s.api.api_key, None);
     // The same server, spelled differently, keeps its key.
-    let s = resolve_text(text, &[], with_url("HTTP://B.example:80/v1/")).unwrap();
+    let s = resolve_text(text, &[], with_url("http://B.EXAMPLE:80/v1/")).unwrap();
     assert_eq!(s.api.api_key.as_deref(), Some("kb"));
     // BUDDY_API_KEY goes wherever the user points.
     let s = resolve_text(
