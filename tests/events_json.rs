@@ -291,7 +291,9 @@ fn progress_comes_before_the_result(extra: &[&str]) {
     let mut args = vec!["exec", "--json", "--dangerously-auto-approve"];
     args.extend_from_slice(extra);
     args.push("go");
-    let out = BuddyCmd::new().config_for(&p).args(args).run();
+    // Auto-approval in a tmux pane needs the sandbox turned off explicitly.
+    let config = format!("{}\n[tools]\nsandbox = \"off\"\n", support::fake_config(&p));
+    let out = BuddyCmd::new().config(config).args(args).run();
     out.assert_success();
     let events = check_lines(&out.stdout);
     let result = events

@@ -612,11 +612,14 @@ fn legacy_agentx_directory_is_used_when_present() {
 #[test]
 fn resume_shows_the_last_exchange_and_continues_the_conversation() {
     let p = FakeProvider::start(vec![Reply::text("the first answer"), Reply::text("more")]);
-    let cmd = BuddyCmd::new()
-        .config_for(&p)
-        .args(["exec", "the first question"])
-        .stdin("a follow-up\n");
-    cmd.run().assert_success();
+    let cmd = BuddyCmd::new().config_for(&p).stdin("a follow-up\n");
+    // The first turn without piped input (it would join the prompt).
+    let first = cmd
+        .command_with(&["exec".into(), "the first question".into()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run buddy");
+    assert!(first.status.success(), "{first:?}");
     let out = cmd.rerun(["resume", "--last"]);
     out.assert_success();
     assert!(
