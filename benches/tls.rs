@@ -130,6 +130,14 @@ fn main() {
             count = buddy::net::load_system_roots().len();
             load.push(t.elapsed());
         }
+        // How the store was read before: the bundle and the hashed
+        // directory beside it, every file of both.
+        let mut both = Vec::new();
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let _ = rustls_native_certs::load_native_certs().certs.len();
+            both.push(t.elapsed());
+        }
         // Each round: a client as buddy builds one (system roots + the
         // profile's CA), one request on a new TLS connection.
         let mut https = Vec::new();
@@ -157,6 +165,10 @@ fn main() {
         println!(
             "system trust store load ({count} roots): median {}",
             ms(median(load))
+        );
+        println!(
+            "the same, read as before (bundle file and hashed directory): median {}",
+            ms(median(both))
         );
         println!(
             "https: client with the store + TLS handshake + one request: median {}",
