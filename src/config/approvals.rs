@@ -11,7 +11,6 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The rules' file: `<config dir>/approvals.toml`.
@@ -94,32 +93,9 @@ impl Remembered {
             always_allow: rules.to_vec(),
         })
         .map_err(|e| format!("cannot save {}: {e}", self.path.display()))?;
-        let dir = self
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(fail)?;
-        let tmp = dir.join(format!(".approvals.toml.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let result = (|| {
-            let mut f = opts.open(&tmp)?;
-            f.write_all(HEADER.as_bytes())?;
-            f.write_all(body.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(fail)
+        let mut bytes = HEADER.as_bytes().to_vec();
+        bytes.extend_from_slice(body.as_bytes());
+        crate::localfile::write_private(&self.path, &bytes).map_err(fail)
     }
 }
 

@@ -20,7 +20,6 @@
 
 use super::file::{AuthMode, ConfigFile, ToolsSection};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What was held back from an untrusted project file.
@@ -97,32 +96,9 @@ impl TrustStore {
         let mut file = self.read();
         file.files
             .insert(canonical.to_string_lossy().into_owned(), digest(content));
-        let dir = self
-            .path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(".trusted.json.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let result = (|| {
-            let mut f = opts.open(&tmp)?;
-            let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-            f.write_all(&text)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map(|()| canonical)
+        let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        crate::localfile::write_private(&self.path, &text)?;
+        Ok(canonical)
     }
 }
 
