@@ -3,6 +3,15 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// What `buddy --version` prints: clap's own form, `NAME VERSION`.
+pub const VERSION_LINE: &str = concat!("buddy ", env!("CARGO_PKG_VERSION"));
+
+/// True for exactly `buddy --version` or `buddy -V`, which `main` answers
+/// without building the clap command tree.
+pub fn asks_only_version(args: &[std::ffi::OsString]) -> bool {
+    args.len() == 2 && (args[1] == "--version" || args[1] == "-V")
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "buddy",
