@@ -602,7 +602,11 @@ fn version_fast_path_prints_what_clap_prints() {
     // through clap. Both must print the same line.
     let through_clap = BuddyCmd::new().args(["--no-color", "--version"]).run();
     through_clap.assert_success();
-    assert!(through_clap.stdout.starts_with("buddy "), "{}", through_clap.stdout);
+    assert!(
+        through_clap.stdout.starts_with("buddy "),
+        "{}",
+        through_clap.stdout
+    );
     for flag in ["--version", "-V"] {
         let fast = BuddyCmd::new().arg(flag).run();
         fast.assert_success();
