@@ -392,6 +392,8 @@ async fn exec(
     overrides: &CliOverrides,
     target_args: TargetArgs,
 ) -> Result<Exit, AppError> {
+    // One conversation per process: the turn-end save runs on this thread.
+    crate::background::run_inline();
     let prompt = prompt::read(&args.prompt)?;
     let (settings, _) = load_settings(overrides).await?;
     let style = Style::detect(settings.display.color);
