@@ -10,9 +10,11 @@
 //! often the ones just changed; equal times fall back to path order, so the
 //! answer is the same from one call to the next.
 
-use super::grep::{remote_glob_var, remote_list_function, remote_root, walker, REMOTE_CAP};
+use super::grep::{
+    remote_glob_var, remote_list_function, remote_root, walker, FileFilter, REMOTE_CAP,
+};
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
-use crate::host::{run_script, shell_quote};
+use crate::host::run_script;
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -154,10 +156,12 @@ pub fn list_local(
             root.display()
         )));
     }
+    let filter = FileFilter::new(pattern)?;
+    let filter = &filter;
     let listing = Arc::new(Mutex::new(Listing::new(limit)));
     let timed_out = AtomicBool::new(false);
     let seen = AtomicU64::new(0);
-    walker(root, Some(pattern))?.run(|| {
+    walker(root).run(|| {
         let listing = listing.clone();
         let (timed_out, seen) = (&timed_out, &seen);
         Box::new(move |entry| {
@@ -172,8 +176,11 @@ pub fn list_local(
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return ignore::WalkState::Continue;
             }
-            let mtime = entry.metadata().map_or(0, |m| mtime_of(&m));
             let path = super::grep::shown_path(root, entry.path(), ".");
+            if !filter.keeps(&path) {
+                return ignore::WalkState::Continue;
+            }
+            let mtime = entry.metadata().map_or(0, |m| mtime_of(&m));
             if let Ok(mut l) = listing.lock() {
                 l.add(path, mtime);
             }
@@ -197,12 +204,9 @@ pub fn list_local(
 /// [`REMOTE_CAP`] + 1 bytes.
 fn remote_script(root: &str, pattern: &str) -> String {
     format!(
-        "rg_g={rg_g}; {gvar}{list}{root}\
+        "{gvar}{list}{root}\
          if [ -n \"$single\" ]; then echo \"{shown}: not a directory; glob lists the files under a directory\" >&2; exit 24; fi; \
-         if command -v rg >/dev/null 2>&1; then \
-         rg --files --no-config --no-messages --no-require-git -g \"$rg_g\" .; \
-         else buddy_list; fi | tr '\\n' '\\000' | xargs -0 -r stat -c '%Y %n' -- 2>/dev/null | head -c {cap}",
-        rg_g = shell_quote(pattern),
+         buddy_list | tr '\\n' '\\000' | xargs -0 -r stat -c '%Y %n' -- 2>/dev/null | head -c {cap}",
         gvar = remote_glob_var(Some(pattern)),
         list = remote_list_function(Some(pattern)),
         root = remote_root(root),
@@ -211,8 +215,8 @@ fn remote_script(root: &str, pattern: &str) -> String {
     )
 }
 
-/// Reads `MTIME PATH` lines into a listing.
-pub fn parse_remote(out: &[u8], limit: usize) -> Listing {
+/// Reads `MTIME PATH` lines into a listing of the files `filter` keeps.
+pub fn parse_remote(out: &[u8], limit: usize, filter: &FileFilter) -> Listing {
     let mut listing = Listing::new(limit);
     let cut = out.len() > REMOTE_CAP;
     let out = &out[..out.len().min(REMOTE_CAP)];
@@ -226,7 +230,10 @@ pub fn parse_remote(out: &[u8], limit: usize) -> Listing {
         let Ok(t) = t.parse::<i64>() else {
             continue;
         };
-        listing.add(path.strip_prefix("./").unwrap_or(path).to_string(), t);
+        let path = path.strip_prefix("./").unwrap_or(path);
+        if filter.keeps(path) {
+            listing.add(path.to_string(), t);
+        }
     }
     listing.at_least = cut;
     listing
@@ -267,7 +274,7 @@ impl Tool for GlobTool {
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
         let named = args.path.unwrap_or_else(|| ".".to_string());
         // A bad pattern is one clear error on every target, before anything runs.
-        walker(Path::new("."), Some(&args.pattern))?;
+        let filter = FileFilter::new(&args.pattern)?;
         let list = async {
             if ctx.target.is_local() {
                 let (root, pattern) = (ctx.resolve(&named), args.pattern.clone());
@@ -289,7 +296,7 @@ impl Tool for GlobTool {
                         crate::text::one_line(String::from_utf8_lossy(&err).trim(), 300)
                     )));
                 }
-                Ok(parse_remote(&out, limit))
+                Ok(parse_remote(&out, limit, &filter))
             }
         };
         let listing = tokio::time::timeout(self.timeout, list)
@@ -364,7 +371,8 @@ mod tests {
 
     #[test]
     fn remote_listings_parse_into_the_same_order() {
-        let l = parse_remote(b"100 ./b.rs\n300 ./a b.rs\n100 ./a.rs\n", 10);
+        let rs = FileFilter::new("*.rs").unwrap();
+        let l = parse_remote(b"100 ./b.rs\n300 ./a b.rs\n100 ./a.rs\n5 c.txt\n", 10, &rs);
         assert_eq!(l.render("*.rs", ".", 1000), "a b.rs\na.rs\nb.rs");
     }
 }

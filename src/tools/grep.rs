@@ -257,25 +257,43 @@ pub fn matcher(pattern: &str, ignore_case: bool) -> Result<RegexMatcher, ToolErr
 /// The parallel walker over `root` with ripgrep's rules: hidden files and
 /// directories skipped, .gitignore (inside a git repository or not, as
 /// `rg --no-require-git`), .ignore and git's exclude files honoured,
-/// symlinks not followed; `glob` filters as `rg -g` does.
-pub fn walker(root: &Path, glob: Option<&str>) -> Result<ignore::WalkParallel, ToolError> {
-    let mut b = ignore::WalkBuilder::new(root);
-    b.hidden(true).require_git(false).threads(
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(12),
-    );
-    if let Some(g) = glob {
-        let mut o = ignore::overrides::OverrideBuilder::new(root);
-        o.add(g)
-            .map_err(|e| ToolError::InvalidArguments(format!("invalid glob `{g}`: {e}")))?;
-        b.overrides(
-            o.build()
-                .map_err(|e| ToolError::InvalidArguments(format!("invalid glob `{g}`: {e}")))?,
-        );
+/// symlinks not followed.
+pub fn walker(root: &Path) -> ignore::WalkParallel {
+    ignore::WalkBuilder::new(root)
+        .hidden(true)
+        .require_git(false)
+        .threads(
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(12),
+        )
+        .build_parallel()
+}
+
+/// Which files a `glob` argument keeps, read as `rg -g` reads it (`*.rs`
+/// at any depth, `src/*.rs` from the root, `!` to leave out). It only chooses
+/// among the files the ignore rules keep: unlike `rg -g`, a glob that
+/// matches an ignored or hidden directory's name does not bring it back.
+pub struct FileFilter(ignore::overrides::Override);
+
+impl FileFilter {
+    pub fn new(glob: &str) -> Result<FileFilter, ToolError> {
+        let bad = |e: ignore::Error| {
+            ToolError::InvalidArguments(format!(
+                "invalid glob `{glob}`: {}",
+                crate::text::one_line(&e.to_string(), 200)
+            ))
+        };
+        let mut o = ignore::overrides::OverrideBuilder::new("");
+        o.add(glob).map_err(bad)?;
+        o.build().map(FileFilter).map_err(bad)
     }
-    Ok(b.build_parallel())
+
+    /// Whether the file at `rel`, relative to the search root, is kept.
+    pub fn keeps(&self, rel: &str) -> bool {
+        !self.0.matched(rel, false).is_ignore()
+    }
 }
 
 /// `path` as shown in results: relative to the search root, `/`-separated;
@@ -329,9 +347,13 @@ pub fn search_local(
     let results = Arc::new(Mutex::new(Results::new(q.mode, q.limit)));
     let timed_out = AtomicBool::new(false);
     let keep = if q.mode == Mode::Content { q.limit } else { 0 };
-    // A file named outright is searched whatever the ignore rules say, as rg does.
-    let glob = q.glob.as_deref().filter(|_| meta.is_dir());
-    walker(root, glob)?.run(|| {
+    // A file named outright is searched whatever its name, as rg does.
+    let filter = match q.glob.as_deref().filter(|_| meta.is_dir()) {
+        Some(g) => Some(FileFilter::new(g)?),
+        None => None,
+    };
+    let filter = filter.as_ref();
+    walker(root).run(|| {
         let matcher = matcher.clone();
         let results = results.clone();
         let timed_out = &timed_out;
@@ -350,6 +372,10 @@ pub fn search_local(
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return ignore::WalkState::Continue;
             }
+            let shown = shown_path(root, entry.path(), named);
+            if filter.is_some_and(|f| !f.keeps(&shown)) {
+                return ignore::WalkState::Continue;
+            }
             let mut sink = FileSink {
                 keep,
                 found: Found::default(),
@@ -363,7 +389,6 @@ pub fn search_local(
                 && !sink.binary
                 && sink.found.count > 0
             {
-                let shown = shown_path(root, entry.path(), named);
                 if let Ok(mut r) = results.lock() {
                     r.add(shown, sink.found);
                 }
@@ -394,23 +419,37 @@ fn case_glob(glob: &str) -> (String, bool) {
         g = rest;
     }
     let g = g.strip_prefix('/').unwrap_or(g);
-    (g.to_string(), g.contains('/'))
+    // `src/**/*.rs` also matches `src/a.rs`; `case`'s `*` crosses `/`, so
+    // `src/*.rs` matches both (and more, which the exact filter removes).
+    let g = g.replace("/**/", "/");
+    let slash = g.contains('/');
+    (g, slash)
+}
+
+/// Whether the `case` pre-filter can stand for `glob`: it must keep every
+/// file the glob keeps. A negated glob or braces cannot be said as a `case`
+/// pattern, so those list everything and leave the choice to [`FileFilter`].
+fn prefilter(glob: Option<&str>) -> Option<&str> {
+    glob.filter(|g| !g.starts_with('!') && !g.contains('{') && !g.contains('\\'))
 }
 
 /// Shell code (a function `buddy_list`) that prints the files under the
-/// current directory, relative, one a line, for targets without `rg`:
-/// `git ls-files` inside a repository (so .gitignore holds), `find`
-/// elsewhere; hidden files and symlinks left out, `$g` (set by the caller,
-/// possibly empty) as a `case` pattern.
+/// current directory, relative, one a line: `rg --files` where there is rg,
+/// else `git ls-files` inside a repository (so .gitignore holds) and `find`
+/// elsewhere; hidden files and symlinks left out, `$g` (set by
+/// [`remote_glob_var`]) as a `case` pattern that keeps at least what the
+/// glob keeps. The caller filters exactly with [`FileFilter`].
 pub fn remote_list_function(glob: Option<&str>) -> String {
-    let filter = match glob.map(case_glob) {
+    let filter = match prefilter(glob).map(case_glob) {
         None => String::new(),
         Some((_, true)) => "case \"$f\" in $g) ;; *) continue ;; esac; ".to_string(),
         Some((_, false)) => "case \"${f##*/}\" in $g) ;; *) continue ;; esac; ".to_string(),
     };
     format!(
         "buddy_list() {{ \
-         if command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+         if command -v rg >/dev/null 2>&1; then \
+         rg --files --no-config --no-messages --no-require-git . | sed 's|^\\./||'; \
+         elif command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
          git -c core.quotepath=off ls-files -co --exclude-standard -- . 2>/dev/null; \
          else find . -mindepth 1 -name '.*' -prune -o -type f -print 2>/dev/null | sed 's|^\\./||'; fi | \
          while IFS= read -r f; do \
@@ -422,7 +461,7 @@ pub fn remote_list_function(glob: Option<&str>) -> String {
 
 /// The `g=…` assignment the listing's filter reads.
 pub fn remote_glob_var(glob: Option<&str>) -> String {
-    let g = glob.map(|g| case_glob(g).0).unwrap_or_default();
+    let g = prefilter(glob).map(|g| case_glob(g).0).unwrap_or_default();
     format!("g={}; ", shell_quote(&g))
 }
 
@@ -451,13 +490,15 @@ fn remote_script(root: &str, q: &Query) -> String {
             format!("printf '%s\\000%s\\n' \"$f\" \"$(grep -c{i} -E -e \"$p\" -- \"$f\")\""),
         ),
     };
+    // rg's -g would bring hidden files back; `!.*` keeps them out.
     let rg_glob = if q.glob.is_some() {
-        " -g \"$rg_g\""
+        " -g \"$rg_g\" -g '!.*'"
     } else {
         ""
     };
     format!(
         "p={p}; rg_g={rg_g}; {gvar}{list}{root}\
+         if [ -n \"$single\" ]; then echo F; else echo D; fi; \
          if command -v rg >/dev/null 2>&1; then \
          if [ -n \"$single\" ]; then set -- \"$single\"; else set -- .; fi; \
          rg --no-config --no-messages --no-require-git --null --no-heading --with-filename \
@@ -478,9 +519,16 @@ fn remote_script(root: &str, q: &Query) -> String {
     )
 }
 
-/// Reads a remote search's `path NUL rest` lines into results.
-pub fn parse_remote(out: &[u8], mode: Mode, limit: usize) -> Results {
+/// Reads a remote search's output into results: a first line `D` (a
+/// directory was searched: `filter` applies) or `F` (a file named alone),
+/// then `path NUL rest` lines.
+pub fn parse_remote(out: &[u8], mode: Mode, limit: usize, filter: Option<&FileFilter>) -> Results {
     let mut results = Results::new(mode, limit);
+    let (kind, out) = match memchr::memchr(b'\n', out) {
+        Some(i) => (&out[..i], &out[i + 1..]),
+        None => (out, &out[out.len()..]),
+    };
+    let filter = filter.filter(|_| kind == b"D");
     let cut = out.len() > REMOTE_CAP;
     let out = &out[..out.len().min(REMOTE_CAP)];
     let mut lines: Vec<&[u8]> = out.split(|&b| b == b'\n').collect();
@@ -495,6 +543,10 @@ pub fn parse_remote(out: &[u8], mode: Mode, limit: usize) -> Results {
         };
         let path = String::from_utf8_lossy(&line[..nul]);
         let path = path.strip_prefix("./").unwrap_or(&path).to_string();
+        // The fallback's `case` pattern only approximates the glob.
+        if filter.is_some_and(|f| !f.keeps(&path)) {
+            continue;
+        }
         let rest = &line[nul + 1..];
         if current.as_ref().is_some_and(|(p, _)| *p != path) {
             if let Some((p, f)) = current.take() {
@@ -571,6 +623,9 @@ impl Tool for GrepTool {
         };
         // A bad pattern is one clear error on every target, before anything runs.
         matcher(&q.pattern, q.ignore_case)?;
+        if let Some(g) = &q.glob {
+            FileFilter::new(g)?;
+        }
         let named = args.path.unwrap_or_else(|| ".".to_string());
         let results = tokio::time::timeout(self.timeout, search(ctx, &named, &q, self.timeout))
             .await
@@ -614,7 +669,11 @@ async fn search(
             crate::text::one_line(String::from_utf8_lossy(&err).trim(), 300)
         )));
     }
-    Ok(parse_remote(&out, q.mode, q.limit))
+    let filter = match q.glob.as_deref() {
+        Some(g) => Some(FileFilter::new(g)?),
+        None => None,
+    };
+    Ok(parse_remote(&out, q.mode, q.limit, filter.as_ref()))
 }
 
 #[cfg(test)]
@@ -733,30 +792,40 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
-        let e = walker(Path::new("."), Some("a{b"))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = FileFilter::new("a{b").err().unwrap().to_string();
         assert!(e.contains("invalid glob `a{b`"), "{e}");
     }
 
     #[test]
     fn remote_output_parses_into_the_same_shape() {
-        let out = b"./src/main.rs\x002:    needle();\n./notes.txt\x001:a needle here\nbinary file matches\n./src/lib.rs\x001:pub fn needle() {}\n";
-        let r = parse_remote(out, Mode::Content, 100);
+        let out = b"D\n./src/main.rs\x002:    needle();\n./notes.txt\x001:a needle here\nbinary file matches\n./src/lib.rs\x001:pub fn needle() {}\n";
+        let r = parse_remote(out, Mode::Content, 100, None);
         assert_eq!(
             r.render("needle", ".", 1000),
             "notes.txt:1:a needle here\nsrc/lib.rs:1:pub fn needle() {}\nsrc/main.rs:2:    needle();"
         );
-        let r = parse_remote(b"a.rs\x003\nb.rs\x000\n", Mode::Count, 100);
+        let r = parse_remote(
+            b"D\na.rs\x003\nb.rs\x000\nc/a.txt\x001\n",
+            Mode::Count,
+            100,
+            None,
+        );
+        assert_eq!(r.render("x", ".", 1000), "a.rs:3\nc/a.txt:1");
+        // The glob is applied here too, exactly, whatever the target matched.
+        let rs = FileFilter::new("*.rs").unwrap();
+        let out = b"D\na.rs\x003\nc/a.txt\x001\n";
+        let r = parse_remote(out, Mode::Count, 100, Some(&rs));
         assert_eq!(r.render("x", ".", 1000), "a.rs:3");
+        // A file named alone is not filtered.
+        let r = parse_remote(b"F\nx/a.txt\x001\n", Mode::Count, 100, Some(&rs));
+        assert_eq!(r.render("x", ".", 1000), "x/a.txt:1");
         // A cut output: the partial last line is dropped and the totals are
         // lower bounds.
-        let mut big = Vec::new();
+        let mut big = b"D\n".to_vec();
         while big.len() <= REMOTE_CAP {
             big.extend_from_slice(b"f.txt\x001:x\n");
         }
-        let r = parse_remote(&big, Mode::Content, 10);
+        let r = parse_remote(&big, Mode::Content, 10, None);
         assert!(r.at_least);
         assert!(r.render("x", ".", 10_000).contains("at least"));
     }
@@ -764,7 +833,9 @@ mod tests {
     #[test]
     fn globs_become_case_patterns_for_the_fallback() {
         assert_eq!(case_glob("**/*.rs"), ("*.rs".to_string(), false));
-        assert_eq!(case_glob("src/**/*.rs"), ("src/**/*.rs".to_string(), true));
+        assert_eq!(case_glob("src/**/*.rs"), ("src/*.rs".to_string(), true));
+        assert_eq!(prefilter(Some("!*.min.js")), None);
+        assert_eq!(prefilter(Some("*.{rs,toml}")), None);
         assert_eq!(case_glob("/Cargo.toml"), ("Cargo.toml".to_string(), false));
     }
 }
