@@ -866,6 +866,15 @@ pub fn build_tools(
         reg.register(Arc::new(
             tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
         ));
+        // Reading and searching without asking: the same switch and bound
+        // as read_file.
+        let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
+        reg.register(Arc::new(
+            tools::grep::GrepTool::new(max).with_timeout(timeout),
+        ));
+        reg.register(Arc::new(
+            tools::glob::GlobTool::new(max).with_timeout(timeout),
+        ));
     }
     let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
     if t.fetch_enabled {

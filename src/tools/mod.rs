@@ -8,12 +8,15 @@ pub mod denylist;
 pub mod diff;
 pub mod fetch;
 pub mod files;
+pub mod glob;
+pub mod grep;
 pub mod live;
 pub mod pane;
 pub mod protect;
 pub mod search;
 pub mod shell;
 pub mod time;
+pub mod window;
 
 use crate::host::{LocalTarget, Target, TmuxTarget};
 use crate::wire::ToolDefinition;

@@ -1,5 +1,6 @@
 //! Tool calls and results as a person reads them: `run_shell` as the command
-//! it runs, `write_file` as a path and size, a result as its first lines and
+//! it runs, `write_file` as a path and size, `grep`/`glob` as the pattern and
+//! where it looks, a result as its first lines and
 //! how many more there were, a failed command with its exit status. Pure
 //! text in, lines out (unstyled, control characters made visible); the front
 //! ends add colour.
@@ -39,7 +40,31 @@ pub fn call_lines(name: &str, arguments: &str) -> Vec<String> {
             )]
         }
         ("read_file", _) if s("path").is_some() => {
-            vec![format!("read {}", shown(s("path").unwrap_or_default()))]
+            let n = |key: &str| args.get(key).and_then(Value::as_u64);
+            let window = match (n("offset"), n("limit")) {
+                (None, None) => String::new(),
+                (Some(from), None) => format!(" (from line {from})"),
+                (from, Some(limit)) => {
+                    let from = from.unwrap_or(1);
+                    format!(
+                        " (lines {from}-{})",
+                        from.saturating_add(limit.saturating_sub(1))
+                    )
+                }
+            };
+            vec![format!(
+                "read {}{window}",
+                shown(s("path").unwrap_or_default())
+            )]
+        }
+        ("grep" | "glob", _) if s("pattern").is_some() => {
+            let within = s("glob").map(|g| format!(" ({})", one_line(g, 60)));
+            vec![format!(
+                "{name} {} in {}{}",
+                one_line(s("pattern").unwrap_or_default(), 80),
+                shown(s("path").unwrap_or(".")),
+                within.unwrap_or_default()
+            )]
         }
         ("fetch_url", _) if s("url").is_some() => {
             vec![format!("fetch {}", shown(s("url").unwrap_or_default()))]
@@ -274,6 +299,24 @@ mod tests {
         assert_eq!(
             call_lines("read_file", &args(json!({"path": "Cargo.toml"}))),
             vec!["read Cargo.toml"]
+        );
+        assert_eq!(
+            call_lines(
+                "read_file",
+                &args(json!({"path": "big.rs", "offset": 200, "limit": 50}))
+            ),
+            vec!["read big.rs (lines 200-249)"]
+        );
+        assert_eq!(
+            call_lines(
+                "grep",
+                &args(json!({"pattern": "fn \\w+\u{1b}", "path": "src", "glob": "*.rs"}))
+            ),
+            vec!["grep fn \\w+␛ in src (*.rs)"]
+        );
+        assert_eq!(
+            call_lines("glob", &args(json!({"pattern": "**/*.toml"}))),
+            vec!["glob **/*.toml in ."]
         );
         assert_eq!(
             call_lines("web_search", &args(json!({"query": "rust sse"}))),

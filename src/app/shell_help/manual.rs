@@ -196,7 +196,7 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     (
         "tools",
         "files_enabled",
-        "offer read_file and write_file (default true)",
+        "offer read_file, write_file, grep and glob (default true)",
     ),
     ("tools", "fetch_enabled", "offer fetch_url (default true)"),
     ("tools", "search_enabled", "offer web_search (default true)"),
