@@ -404,3 +404,16 @@ fn repl_pasted_path_waits_for_the_next_prompt_and_a_too_big_mention_sends_nothin
     assert_eq!(parts[0]["type"], "image_url");
     assert_eq!(parts[1]["text"], "what is it?");
 }
+
+#[test]
+fn repl_refuses_an_image_for_a_profile_without_images() {
+    let p = FakeProvider::start(vec![Reply::text("never")]);
+    let cmd = BuddyCmd::new().config(config(&p, "completions", "images = false"));
+    put(&cmd, "shot.png", PNG);
+    let t = started(&cmd);
+    t.line("what is in @shot.png?");
+    t.wait_text(
+        "model fake-model (profile fake) takes no images (images = false in [models.fake]); nothing was sent",
+    );
+    assert_eq!(p.request_count(), 0, "nothing was sent");
+}

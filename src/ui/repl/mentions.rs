@@ -281,7 +281,12 @@ mod tests {
             "{ctx}"
         );
         assert!(!ctx.contains("PNG"), "{ctx}");
-        assert!(a.refused.is_empty() && a.notes.is_empty(), "{a:?}");
+        assert!(
+            a.refused.is_empty() && a.notes.is_empty(),
+            "{:?} {:?}",
+            a.refused,
+            a.notes
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
