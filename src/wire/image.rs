@@ -158,7 +158,7 @@ mod tests {
         assert!(img
             .data_url()
             .unwrap()
-            .starts_with("data:image/png;base64,iVBORw0KGgo"));
+            .starts_with("data:image/png;base64,iVBORw0KGgpyZXN0"));
         let json = serde_json::to_string(&img).unwrap();
         assert!(!json.contains("iVBOR"), "{json}");
         let back: Image = serde_json::from_str(&json).unwrap();
