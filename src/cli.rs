@@ -209,4 +209,7 @@ pub struct ExecArgs {
     /// Stop the run after this long (e.g. 90s, 10m, 1h)
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub timeout: Option<std::time::Duration>,
+    /// Attach an image (PNG, JPEG, GIF or WebP, at most 20 MiB) to the prompt; repeatable
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<std::path::PathBuf>,
 }

@@ -28,7 +28,7 @@ pub use tokens::TokenTracker;
 
 use crate::provider::{ModelClient, ModelRequest, StreamEvent};
 use crate::tools::{CallResult, ToolContext, ToolRegistry};
-use crate::wire::{Message, Role, ToolCall, Usage};
+use crate::wire::{Image, Message, Role, ToolCall, Usage};
 use control::{Control, SKIPPED_FOR_STEER};
 use emitter::Emitter;
 use protocol::{StatusReport, UserVia};
@@ -108,6 +108,19 @@ pub struct ModelInfo {
     pub model: String,
     pub profile: String,
     pub base_url: String,
+    /// The profile says the model takes no images (`images = false`).
+    pub no_images: bool,
+}
+
+impl ModelInfo {
+    /// The one line for images attached to a prompt for a model that takes
+    /// none; nothing is sent.
+    pub fn images_refused(&self) -> String {
+        format!(
+            "model {} (profile {}) takes no images (images = false in [models.{}]); nothing was sent",
+            self.model, self.profile, self.profile
+        )
+    }
 }
 
 /// The error of whatever implements one of the agent's outward traits (a
@@ -409,9 +422,11 @@ impl Agent {
         self.emit(EventKind::Warning { message }).await;
     }
 
-    async fn push_user(&mut self, text: String, via: UserVia) {
-        self.messages.push(Message::user(text.clone()));
-        self.emit(EventKind::UserMessage { text, via }).await;
+    async fn push_user(&mut self, text: String, via: UserVia, images: Vec<Image>) {
+        self.messages
+            .push(Message::user_with_images(text.clone(), images.clone()));
+        self.emit(EventKind::UserMessage { text, via, images })
+            .await;
     }
 
     /// A user message that starts no run (`Op::AddContext`); saved with the
@@ -439,18 +454,33 @@ impl Agent {
     /// it ends, what it added is handed to the history sink and the history
     /// stays valid.
     pub async fn run(&mut self, prompt: String, cancel: Cancel) -> RunOutcome {
-        let outcome = self.converse(prompt, cancel).await;
+        self.run_with_images(prompt, Vec::new(), cancel).await
+    }
+
+    /// `run`, with `images` attached to the prompt's message.
+    pub async fn run_with_images(
+        &mut self,
+        prompt: String,
+        images: Vec<Image>,
+        cancel: Cancel,
+    ) -> RunOutcome {
+        let outcome = self.converse(prompt, images, cancel).await;
         self.persist(true).await;
         outcome
     }
 
-    async fn converse(&mut self, prompt: String, mut cancel: Cancel) -> RunOutcome {
+    async fn converse(
+        &mut self,
+        prompt: String,
+        images: Vec<Image>,
+        mut cancel: Cancel,
+    ) -> RunOutcome {
         if cancel.is_cancelled() {
             return RunOutcome::Interrupted;
         }
         let started = Instant::now();
         let deadline = self.options.limits.max_duration.map(|d| started + d);
-        self.push_user(prompt, UserVia::Prompt).await;
+        self.push_user(prompt, UserVia::Prompt, images).await;
         self.persist(false).await;
         let mut turns = 0u32;
         let mut tokens_used = 0u64;
@@ -459,7 +489,7 @@ impl Agent {
             if !steering.is_empty() {
                 self.announce_queues().await;
                 for text in steering {
-                    self.push_user(text, UserVia::Steer).await;
+                    self.push_user(text, UserVia::Steer, Vec::new()).await;
                 }
                 self.persist(false).await;
             }
@@ -556,7 +586,7 @@ impl Agent {
                 self.persist(false).await;
                 self.announce_queues().await;
                 for text in follow_ups {
-                    self.push_user(text, UserVia::FollowUp).await;
+                    self.push_user(text, UserVia::FollowUp, Vec::new()).await;
                 }
                 self.persist(false).await;
                 continue;

@@ -5,6 +5,7 @@
 //! call id, answered by an `Op::Approve` naming that id.
 
 use crate::tools::Truncation;
+use crate::wire::Image;
 use serde::{Deserialize, Serialize};
 
 /// A request to the agent. Ops that only make sense while a run is going
@@ -15,8 +16,17 @@ use serde::{Deserialize, Serialize};
 pub enum Op {
     /// Starts a run with this user message. While a run is going it is
     /// queued as a follow-up instead, so no message is ever dropped.
+    ///
+    /// `images` go with the prompt's message. They are taken only while
+    /// idle (a prompt with images during a run is handed back with
+    /// `Unqueued` and an `Error`), and refused, with nothing sent, when the
+    /// model's profile says it takes none. Serialised, an image is its
+    /// reference alone (`wire::Image`): a prompt with images is for front
+    /// ends in this process.
     Prompt {
         text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     /// Joins the running conversation as soon as the running tools finish;
     /// the rest of that reply's tool calls are skipped. Idle, it starts a run.
@@ -228,6 +238,10 @@ pub enum EventKind {
     UserMessage {
         text: String,
         via: UserVia,
+        /// The images attached to it, by reference: name, media type,
+        /// SHA-256 and size in bytes (never the bytes).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     /// The queues changed; their full contents, oldest first.
     Queues {
@@ -354,7 +368,10 @@ impl EventKind {
                 r(command);
                 reason.iter_mut().chain(always.iter_mut()).for_each(r);
             }
-            EventKind::UserMessage { text, .. } => r(text),
+            EventKind::UserMessage { text, images, .. } => {
+                r(text);
+                images.iter_mut().for_each(|i| r(&mut i.name));
+            }
             EventKind::Queues {
                 steering,
                 follow_ups,

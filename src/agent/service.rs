@@ -18,7 +18,7 @@ use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTrack
 use crate::host::{Target, TmuxTarget};
 use crate::provider::ModelClient;
 use crate::tools::{ToolContext, ToolRegistry};
-use crate::wire::{Message, Role};
+use crate::wire::{Image, Message, Role};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -171,7 +171,8 @@ struct Core {
 
 /// What a run does.
 enum Work {
-    Converse(String),
+    /// A prompt and the images attached to it.
+    Converse(String, Vec<Image>),
     Compact,
 }
 
@@ -183,9 +184,13 @@ impl Core {
     async fn serve(mut self, mut ops: mpsc::Receiver<Op>) {
         while let Some(op) = ops.recv().await {
             let work = match op {
-                Op::Prompt { text } | Op::Steer { text } | Op::FollowUp { text } => {
-                    Work::Converse(text)
+                Op::Prompt { images, .. } if !images.is_empty() && self.agent.model().no_images => {
+                    let message = self.agent.model().images_refused();
+                    self.emit(EventKind::error(message)).await;
+                    continue;
                 }
+                Op::Prompt { text, images } => Work::Converse(text, images),
+                Op::Steer { text } | Op::FollowUp { text } => Work::Converse(text, Vec::new()),
                 Op::Compact => Work::Compact,
                 Op::Shutdown | Op::Close => break,
                 other => {
@@ -222,7 +227,7 @@ impl Core {
                 let mut next = self.control.take_steering();
                 next.extend(self.control.take_follow_ups());
                 self.emit_queues().await;
-                work = Work::Converse(next.join("\n\n"));
+                work = Work::Converse(next.join("\n\n"), Vec::new());
                 continue;
             }
             // After a failure, a limit or an interrupt the user decides again.
@@ -252,7 +257,7 @@ impl Core {
         let run = self.next_run;
         self.next_run += 1;
         self.emitter.set_run(run);
-        if let Work::Converse(text) = &work {
+        if let Work::Converse(text, _) = &work {
             self.ensure_session().await;
             self.emit(EventKind::RunStarted {
                 prompt: text.clone(),
@@ -272,7 +277,9 @@ impl Core {
             let em = emitter.clone();
             let fut = async move {
                 match work {
-                    Work::Converse(text) => Some(agent.run(text, cancel).await),
+                    Work::Converse(text, images) => {
+                        Some(agent.run_with_images(text, images, cancel).await)
+                    }
                     Work::Compact => {
                         if !agent.compact_now(cancel).await {
                             em
@@ -486,7 +493,19 @@ async fn busy_op(
         follow_ups,
     };
     match op {
-        Op::Prompt { text } | Op::FollowUp { text } => {
+        Op::Prompt { text, images } if !images.is_empty() => {
+            // The queues hold text; the prompt goes back whole rather than
+            // losing its images.
+            emitter
+                .emit(EventKind::Unqueued { texts: vec![text] })
+                .await;
+            emitter
+                .emit(EventKind::error(
+                    "images are attached only to a prompt sent while no task runs; the prompt was handed back",
+                ))
+                .await;
+        }
+        Op::Prompt { text, .. } | Op::FollowUp { text } => {
             emitter.emit(queues(control.follow_up(text))).await;
         }
         Op::Steer { text } => emitter.emit(queues(control.steer(text))).await,

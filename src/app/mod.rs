@@ -322,6 +322,7 @@ fn model_info(settings: &Settings) -> ModelInfo {
         model: settings.api.model.clone(),
         profile: settings.api.profile.clone(),
         base_url: settings.api.base_url.clone(),
+        no_images: !settings.api.images,
     }
 }
 
@@ -395,7 +396,11 @@ async fn exec(
     // One conversation per process: the turn-end save runs on this thread.
     crate::background::run_inline();
     let prompt = prompt::read(&args.prompt)?;
+    let images = prompt::images(&args.images)?;
     let (settings, _) = load_settings(overrides).await?;
+    if !images.is_empty() && !settings.api.images {
+        return Err(AppError::Usage(model_info(&settings).images_refused()));
+    }
     let style = Style::detect(settings.display.color);
     let choice = SandboxChoice::new(&settings.tools, args.dangerously_auto_approve);
     let mut execution =
@@ -435,7 +440,13 @@ async fn exec(
         };
         resume_first(&mut agent, query, style, Notice::Notes, &mut seen).await?;
     }
-    let _ = agent.ops.send(Op::Prompt { text: prompt }).await;
+    let _ = agent
+        .ops
+        .send(Op::Prompt {
+            text: prompt,
+            images,
+        })
+        .await;
     let outcome = match json {
         Some(j) => j.run(&mut agent).await,
         None => {
@@ -790,7 +801,13 @@ async fn line_session(
         if matches!(line.trim(), "/quit" | "/exit" | "/q") {
             break;
         }
-        let _ = agent.ops.send(Op::Prompt { text: line }).await;
+        let _ = agent
+            .ops
+            .send(Op::Prompt {
+                text: line,
+                images: Vec::new(),
+            })
+            .await;
         let outcome = ExecFrontEnd::new(exec_options(&settings, style))
             .run(&mut agent)
             .await;

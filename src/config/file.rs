@@ -82,6 +82,10 @@ pub struct ModelProfile {
     /// PEM file of CA certificates trusted for this profile's server, on top
     /// of the system's; relative paths start at the config file's directory.
     pub ca_file: Option<String>,
+    /// Whether the model takes images (default true); false refuses an
+    /// attachment before anything is sent.
+    #[serde(default = "yes")]
+    pub images: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -57,6 +57,8 @@ pub struct ApiSettings {
     pub login: Option<crate::auth::Issuer>,
     /// The profile's `ca_file`, resolved; read when the client is built.
     pub ca_file: Option<PathBuf>,
+    /// The model takes images (`images`, default true).
+    pub images: bool,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -73,6 +75,7 @@ impl std::fmt::Debug for ApiSettings {
             .field("prompt_cache", &self.prompt_cache)
             .field("login", &self.login)
             .field("ca_file", &self.ca_file)
+            .field("images", &self.images)
             .finish()
     }
 }
@@ -335,6 +338,7 @@ pub fn resolve(
                 max_tokens: None,
                 prompt_cache: None,
                 ca_file: None,
+                images: true,
             },
         );
         file.agent.model = Some(name);
@@ -500,6 +504,7 @@ pub fn resolve(
                 .unwrap_or(profile.api == ApiProtocol::Messages),
             login,
             ca_file,
+            images: profile.images,
         },
         agent: file.agent,
         tools: file.tools,

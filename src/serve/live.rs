@@ -250,7 +250,12 @@ impl Live {
                 _ => {}
             }
         }
-        let _ = ops.send(Op::Prompt { text: prompt }).await;
+        let _ = ops
+            .send(Op::Prompt {
+                text: prompt,
+                images: Vec::new(),
+            })
+            .await;
         let _ = ops.send(Op::Close).await;
         let me = self.clone();
         let pump = tokio::spawn(async move {

@@ -157,6 +157,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "ca_file",
         "PEM file of CA certificates trusted for this server, on top of the system's",
     ),
+    (
+        "models.NAME",
+        "images",
+        "the model takes images: @shot.png, exec --image (default true; false refuses them before sending)",
+    ),
     ("tools", "shell_enabled", "offer run_shell (default true)"),
     (
         "tools",

@@ -292,6 +292,8 @@ pub struct Repl<'h> {
     /// Context for the model (a `!command` that ended during a task) sent
     /// before the next prompt.
     pending_context: Vec<Op>,
+    /// Images pasted as paths, sent with the next prompt.
+    pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
     out: std::io::Stderr,
@@ -331,6 +333,7 @@ impl<'h> Repl<'h> {
             height: 24,
             bang: None,
             pending_context: Vec::new(),
+            pending_images: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             out: std::io::stderr(),
         }
@@ -837,6 +840,10 @@ impl<'h> Repl<'h> {
             self.start_bang(command.trim());
             return false;
         }
+        if let Some(paths) = mentions::pasted(trimmed, &self.cwd) {
+            self.attach_pasted(&paths);
+            return false;
+        }
         match commands::parse(trimmed) {
             Some(Err(e)) => self.say_error(&e.to_string()),
             Some(Ok(cmd)) => return self.on_command(cmd),
@@ -861,6 +868,17 @@ impl<'h> Repl<'h> {
                     let note = self.opts.style.dim(&format!("note: {note}"));
                     self.say(&note);
                 }
+                if !attached.refused.is_empty() {
+                    // Nothing goes: the line comes back to be edited.
+                    for line in &attached.refused {
+                        self.say_error(line);
+                    }
+                    self.editor.buffer.set(&line);
+                    self.redraw();
+                    return false;
+                }
+                let mut images = std::mem::take(&mut self.pending_images);
+                images.extend(attached.images);
                 // The files go first, as their own message, so the prompt
                 // the model gets (and the echo) is exactly what was typed.
                 if let Some(text) = attached.context {
@@ -870,10 +888,30 @@ impl<'h> Repl<'h> {
                         shown: Some(String::new()),
                     });
                 }
-                self.send(Op::Prompt { text: line });
+                self.send(Op::Prompt { text: line, images });
             }
         }
         false
+    }
+
+    /// A line of nothing but image paths: the images wait for the next
+    /// prompt, which is usually the question about them.
+    fn attach_pasted(&mut self, paths: &[std::path::PathBuf]) {
+        for path in paths {
+            match crate::localfile::read_image(path) {
+                Ok(image) => {
+                    let note =
+                        format!("attached {}; it goes with your next message", image.label());
+                    self.say(&self.opts.style.dim(&note));
+                    self.pending_images.push(image);
+                }
+                Err(e) => self.say_error(&format!(
+                    "{}: {e}; not attached",
+                    visible(&path.display().to_string())
+                )),
+            }
+        }
+        self.redraw();
     }
 
     /// `!command`: runs it now on the tools' target. No approval and no
@@ -1004,6 +1042,7 @@ impl<'h> Repl<'h> {
             Slash::Help => self.say(commands::HELP),
             Slash::Init => self.send(Op::Prompt {
                 text: commands::INIT_PROMPT.into(),
+                images: Vec::new(),
             }),
             Slash::Ps => {
                 let text = match &self.task {
@@ -1356,9 +1395,13 @@ impl<'h> Repl<'h> {
                 self.update_status();
                 self.redraw();
             }
-            EventKind::UserMessage { text, .. } => {
+            EventKind::UserMessage { text, images, .. } => {
                 self.flush_partial();
-                let echo = format!("{}{}", st.dim(&self.opts.prompt), visible(&text));
+                let mut echo = format!("{}{}", st.dim(&self.opts.prompt), visible(&text));
+                for image in &images {
+                    echo.push(' ');
+                    echo.push_str(&st.dim(&visible(&image.label())));
+                }
                 self.say(&echo);
             }
             EventKind::ModelRequest { .. } => {
