@@ -13,6 +13,7 @@ pub mod pane;
 pub mod protect;
 pub mod search;
 pub mod shell;
+pub mod skill;
 pub mod time;
 
 use crate::host::{LocalTarget, Target, TmuxTarget};
