@@ -358,3 +358,40 @@ fn a_bad_matcher_is_one_config_error() {
     );
     assert_eq!(p.request_count(), 0);
 }
+
+#[test]
+fn a_served_session_runs_hooks_and_streams_the_block() {
+    use support::serve::Server;
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "touch ran")]),
+        Reply::text("served"),
+    ]);
+    let cfg = config_with_hooks(
+        &p,
+        "[[hooks.PreToolUse]]\nmatcher = \"run_shell\"\n\
+         command = 'echo \"not over http\" >&2; exit 2'\n",
+    );
+    let cmd = BuddyCmd::new().config(cfg);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let r = c.post("/api/sessions", "{}");
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let body = json!({ "text": "make a file" }).to_string();
+    let (r, stream) = c.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = stream.unwrap().until("done");
+    let blocked = events
+        .iter()
+        .find(|e| e.event == "hook_blocked")
+        .unwrap_or_else(|| panic!("no hook_blocked in {events:?}"));
+    assert_eq!(blocked.data["hook_event"], "PreToolUse");
+    assert_eq!(blocked.data["reason"], "not over http");
+    assert!(!cmd.work_dir().join("ran").exists());
+    assert!(tool_result(&p.chat_requests()[1], "c1").contains("not over http"));
+}
