@@ -61,7 +61,7 @@ mod tests {
         assert_eq!(body, "Body $1\n");
         let (f, body) = split("just text\n---\n");
         assert!(f.is_empty());
-        assert_eq!(body, "just text\n");
+        assert_eq!(body, "just text\n---\n");
         let (f, body) = split("---\nname: x\nno end");
         assert!(f.is_empty());
         assert_eq!(body, "---\nname: x\nno end");
