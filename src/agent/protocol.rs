@@ -205,6 +205,18 @@ pub enum EventKind {
     Warning {
         message: String,
     },
+    /// A hook (`agent::hooks`) blocked what was about to happen: a tool
+    /// call (`PreToolUse`, which then does not run), a prompt
+    /// (`UserPromptSubmit`), or the end of the run (`Stop`, which goes on);
+    /// for `PostToolUse` the reason joins the call's result.
+    HookBlocked {
+        hook_event: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        reason: String,
+    },
     /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
     ApprovalRequested {
         call_id: String,
@@ -350,6 +362,7 @@ impl EventKind {
             EventKind::ToolProgress { tail, .. } => r(tail),
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message, .. } => r(message),
+            EventKind::HookBlocked { reason, .. } => r(reason),
             EventKind::ApprovalRequested {
                 command,
                 detail,

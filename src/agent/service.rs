@@ -13,6 +13,7 @@ use super::allowlist::SharedAllowList;
 use super::cancel::{Cancel, CancelHandle};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
+use super::hooks::{About, HookEvent, HookRunner, Hooks, Verdict};
 use super::protocol::{ErrorCode, Event, EventKind, Op, QueueKind, QueueMode, RunOutcome};
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
@@ -93,6 +94,8 @@ pub struct AgentSetup {
     pub follow_up_mode: QueueMode,
     pub sessions: Option<Box<dyn SessionHost>>,
     pub models: Option<Box<dyn ModelSwitcher>>,
+    /// The user's hook commands (none: `Hooks::default()`).
+    pub hooks: Hooks,
 }
 
 /// A front end's ends of the agent.
@@ -125,13 +128,19 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         setup.steering_mode,
         setup.follow_up_mode,
     );
+    let hooks = Arc::new(HookRunner::new(
+        setup.hooks,
+        setup.cwd.clone(),
+        emitter.clone(),
+    ));
     let gate = Arc::new(Gate {
         control: control.clone(),
+        hooks: Some(hooks.clone()),
     });
     let mut ctx = ToolContext::local(setup.cwd, gate);
     ctx.target = setup.target;
     ctx.pane = setup.pane;
-    let agent = Agent::new(
+    let mut agent = Agent::new(
         setup.client,
         setup.tools,
         ctx,
@@ -141,7 +150,10 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         emitter.clone(),
         control.clone(),
     );
+    agent.set_hooks(hooks.clone());
     let core = Core {
+        hooks,
+        session_start: Some("startup"),
         agent,
         control,
         emitter,
@@ -160,6 +172,10 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
 
 struct Core {
     agent: Agent,
+    hooks: Arc<HookRunner>,
+    /// Why the next run starts a session for the `SessionStart` hooks
+    /// (`startup`, `resume`, `clear`); none once they ran.
+    session_start: Option<&'static str>,
     control: Arc<Control>,
     emitter: Emitter,
     sessions: Option<Box<dyn SessionHost>>,
@@ -263,6 +279,7 @@ impl Core {
                 prompt: text.clone(),
             })
             .await;
+            self.session_started().await;
         }
         self.control.publish(self.agent.status(Some(run)));
         let (handle, cancel) = Cancel::new();
@@ -352,6 +369,31 @@ impl Core {
         }
     }
 
+    /// Runs the `SessionStart` hooks once per session, at its first run
+    /// (sessions start lazily, so this is when there is one to name); the
+    /// context they give goes with the next prompt.
+    async fn session_started(&mut self) {
+        self.hooks
+            .set_session(self.agent.session().unwrap_or_default());
+        let Some(source) = self.session_start.take() else {
+            return;
+        };
+        if !self.hooks.has(HookEvent::SessionStart) {
+            return;
+        }
+        let mut fields = serde_json::Map::new();
+        fields.insert("source".into(), source.into());
+        if let Verdict::Go {
+            context: Some(text),
+        } = self
+            .hooks
+            .fire(HookEvent::SessionStart, About::default(), fields)
+            .await
+        {
+            self.agent.add_hook_context(text);
+        }
+    }
+
     async fn idle_op(&mut self, op: Op) {
         match op {
             Op::ClearQueue { queue } => {
@@ -395,6 +437,7 @@ impl Core {
             Op::NewSession => {
                 self.agent.reset();
                 self.session_failed = false;
+                self.session_start = Some("clear");
                 self.emit(EventKind::SessionCleared).await;
             }
             Op::Resume { query } => self.resume(&query).await,
@@ -449,6 +492,7 @@ impl Core {
             .restore(opened.history, opened.tokens, opened.saved);
         self.agent.set_history_sink(opened.id.clone(), opened.sink);
         self.session_failed = false;
+        self.session_start = Some("resume");
         self.emit(EventKind::SessionResumed {
             id: opened.id,
             messages,

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod approvals;
+mod custom;
 mod discovery;
 mod execution;
 mod pick;
@@ -338,7 +339,18 @@ fn agent_setup(
     let cwd = std::env::current_dir()
         .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
     let client = client_for(settings, transports)?;
-    let registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
+    let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
+    let skills = custom_files(settings, &cwd).skills;
+    let skill_list = custom::skills_prompt(&skills);
+    if !skills.is_empty() {
+        let cap = settings
+            .tools
+            .files_max_output_chars
+            .or(settings.tools.max_output_chars)
+            .unwrap_or(tools::files::DEFAULT_MAX_OUTPUT_CHARS)
+            .max(100);
+        reg_skill(&mut registry, skills, cap);
+    }
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
@@ -357,6 +369,7 @@ fn agent_setup(
         tmux: execution.tmux(),
         instructions: settings.agent.system_prompt.as_deref(),
         project: project.as_ref().map(|p| p.text.as_str()),
+        skills: skill_list.as_deref(),
     });
     let system = crate::redact::text(&system).into_owned();
     Ok(AgentSetup {
@@ -377,7 +390,49 @@ fn agent_setup(
             crate::redact::known().all().to_vec(),
         ))),
         models,
+        hooks: hooks(&settings.hooks)?,
     })
+}
+
+fn reg_skill(registry: &mut ToolRegistry, skills: Vec<tools::skill::Skill>, cap: usize) {
+    registry.register(Arc::new(tools::skill::SkillTool::new(skills, cap)));
+}
+
+/// The custom commands and skills for this directory: the project's own
+/// only when it is trusted (`config::trust::project_trusted`).
+fn custom_files(settings: &Settings, cwd: &std::path::Path) -> custom::Found {
+    let trusted = config::trust::project_trusted(
+        cwd,
+        settings.source.as_deref(),
+        settings.untrusted.is_some(),
+        &env,
+    );
+    let config_dir = config::global_dir(&env);
+    custom::find(cwd, config_dir.as_deref(), trusted)
+}
+
+/// The `[[hooks.EVENT]]` entries as the agent runs them; a matcher that is
+/// not a regular expression is a usage error naming it.
+fn hooks(section: &config::HooksSection) -> Result<agent::hooks::Hooks, AppError> {
+    use agent::hooks::HookEvent;
+    let mut hooks = agent::hooks::Hooks::default();
+    for event in HookEvent::ALL {
+        let list = match event {
+            HookEvent::PreToolUse => &section.pre_tool_use,
+            HookEvent::PostToolUse => &section.post_tool_use,
+            HookEvent::UserPromptSubmit => &section.user_prompt_submit,
+            HookEvent::Stop => &section.stop,
+            HookEvent::SessionStart => &section.session_start,
+            HookEvent::Notification => &section.notification,
+        };
+        for entry in list {
+            let timeout = entry.timeout_secs.map(|s| Duration::from_secs(s.max(1)));
+            hooks
+                .add(event, &entry.matcher, entry.command.clone(), timeout)
+                .map_err(|e| AppError::Usage(format!("config error: {e}")))?;
+        }
+    }
+    Ok(hooks)
 }
 
 fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
@@ -425,6 +480,13 @@ async fn exec(
     if let Some(d) = args.timeout {
         options.limits.max_duration = Some(d);
     }
+    let found = custom_files(&settings, &workdir());
+    for note in &found.notes {
+        eprintln!("{} {note}", style.dim("note:"));
+    }
+    // `buddy exec "/name args"` runs a custom command as the REPL would.
+    let prompt =
+        crate::ui::repl::commands::expand_custom(&prompt, &found.commands).unwrap_or(prompt);
     let mut agent = agent::spawn(agent_setup(
         &settings, &execution, rules, options, None, None,
     )?);
@@ -690,6 +752,10 @@ async fn interactive(
             ))
         ));
     }
+    let found = custom_files(&settings, &workdir());
+    for note in &found.notes {
+        banner.push_str(&format!("\n{}", style.dim(&format!("note: {note}"))));
+    }
     let mut resumed = None;
     if let Some(query) = &resume {
         match resume_first(&mut agent, query, style, Notice::Quiet, &mut |_| {}).await {
@@ -727,6 +793,12 @@ async fn interactive(
         resumed,
         profile: settings.api.profile.clone(),
         model: settings.api.model.clone(),
+        custom: found.commands,
+        skills: found
+            .skills
+            .into_iter()
+            .map(|s| (s.name, s.description))
+            .collect(),
     };
     let code = crate::ui::repl::Repl::new(agent, &mut host, opts)
         .run()

@@ -23,6 +23,10 @@ pub struct ConfigFile {
     pub auth: BTreeMap<String, AuthProvider>,
     #[serde(default)]
     pub discovery: DiscoverySection,
+    /// `[[hooks.EVENT]]`: commands run at points of the agent's work
+    /// (docs/HOOKS.md). An untrusted project file's are held back.
+    #[serde(default)]
+    pub hooks: HooksSection,
     /// Not in the file: what was held back from it because it is an
     /// untrusted project file (see `trust`).
     #[serde(skip)]
@@ -345,6 +349,45 @@ pub struct DiscoverySection {
     pub local_servers: Option<Vec<String>>,
     /// The model to ask a found server for when it lists it; else its first.
     pub model: Option<String>,
+}
+
+/// `[hooks]`: one list of hooks per event, named as Claude Code names them
+/// so a user's existing hook scripts read the same events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSection {
+    #[serde(rename = "PreToolUse", default)]
+    pub pre_tool_use: Vec<HookEntry>,
+    #[serde(rename = "PostToolUse", default)]
+    pub post_tool_use: Vec<HookEntry>,
+    #[serde(rename = "UserPromptSubmit", default)]
+    pub user_prompt_submit: Vec<HookEntry>,
+    #[serde(rename = "Stop", default)]
+    pub stop: Vec<HookEntry>,
+    #[serde(rename = "SessionStart", default)]
+    pub session_start: Vec<HookEntry>,
+    #[serde(rename = "Notification", default)]
+    pub notification: Vec<HookEntry>,
+}
+
+impl HooksSection {
+    pub fn is_empty(&self) -> bool {
+        *self == HooksSection::default()
+    }
+}
+
+/// One `[[hooks.EVENT]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookEntry {
+    /// A regular expression the whole tool name must match (tool events
+    /// only); empty or `*` matches every tool.
+    #[serde(default)]
+    pub matcher: String,
+    /// Run with `sh -c`, the event's JSON on its stdin.
+    pub command: String,
+    /// Killed (with its process group) after this long; default 60.
+    pub timeout_secs: Option<u64>,
 }
 
 /// The usual ports of Ollama, llama.cpp's `llama-server`, LM Studio and vLLM.

@@ -94,6 +94,8 @@ pub struct Settings {
     pub network: NetworkSection,
     pub display: DisplaySection,
     pub execution: ExecutionSection,
+    /// Hook commands; empty when the file is an untrusted project file.
+    pub hooks: HooksSection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
     /// Keys written in the file (every profile's `api_key`): redacted from
@@ -511,6 +513,7 @@ pub fn resolve(
         network: file.network,
         display: file.display,
         execution: file.execution,
+        hooks: file.hooks,
         profiles,
         profile_keys,
         untrusted: file.untrusted,

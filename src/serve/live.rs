@@ -50,6 +50,7 @@ impl SseName {
             EventKind::Usage { .. } => "usage",
             EventKind::Error { .. } => "error",
             EventKind::Warning { .. } => "warning",
+            EventKind::HookBlocked { .. } => "hook_blocked",
             EventKind::RunStarted { .. } => "run_started",
             EventKind::UserMessage { .. } => "user_message",
             EventKind::ModelRequest { .. } => "model_request",

@@ -15,6 +15,7 @@ pub mod pane;
 pub mod protect;
 pub mod search;
 pub mod shell;
+pub mod skill;
 pub mod time;
 pub mod window;
 

@@ -103,6 +103,10 @@ pub struct ReplOptions {
     pub profile: String,
     /// The model id in use at start.
     pub model: String,
+    /// Custom slash commands (`app::custom`).
+    pub custom: Vec<commands::Custom>,
+    /// The skills found, as (name, description), for `/skills`.
+    pub skills: Vec<(String, String)>,
 }
 
 /// The agent's run in progress, as the user sees it.
@@ -304,8 +308,22 @@ impl<'h> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
+        let mut editor = Editor::new(prompt, history, commands::NAMES);
+        // The editor's tables are static; the custom commands live as long
+        // as the REPL, found once and bounded in number and length
+        // (app::custom), so leaking them once costs a few KiB at most.
+        editor.add_commands(
+            opts.custom
+                .iter()
+                .map(|c| {
+                    let name: &'static str = Box::leak(c.name.clone().into_boxed_str());
+                    let desc: &'static str = Box::leak(c.description.clone().into_boxed_str());
+                    (name, desc)
+                })
+                .collect(),
+        );
         Repl {
-            editor: Editor::new(prompt, history, commands::NAMES),
+            editor,
             profile: opts.profile.clone(),
             model: opts.model.clone(),
             opts,
@@ -844,7 +862,14 @@ impl<'h> Repl<'h> {
             self.attach_pasted(&paths);
             return false;
         }
-        match commands::parse(trimmed) {
+        let custom = commands::expand_custom(trimmed, &self.opts.custom);
+        let parsed = match custom {
+            Some(_) => None,
+            None => commands::parse(trimmed),
+        };
+        // A custom command is a prompt like any typed one, its text expanded.
+        let line = custom.unwrap_or(line);
+        match parsed {
             Some(Err(e)) => self.say_error(&e.to_string()),
             Some(Ok(cmd)) => return self.on_command(cmd),
             None if self.task.is_some() => {
@@ -1040,6 +1065,19 @@ impl<'h> Repl<'h> {
         match cmd {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
+            Slash::Skills => {
+                let text = if self.opts.skills.is_empty() {
+                    "no skills: put folders with a SKILL.md in .buddy/skills/ (trusted projects) or ~/.config/buddy/skills/".to_string()
+                } else {
+                    self.opts
+                        .skills
+                        .iter()
+                        .map(|(n, d)| format!("{}  {}", n, visible(d)))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                self.say(&text);
+            }
             Slash::Init => self.send(Op::Prompt {
                 text: commands::INIT_PROMPT.into(),
                 images: Vec::new(),
@@ -1505,6 +1543,16 @@ impl<'h> Repl<'h> {
             EventKind::Warning { message } => {
                 self.say(&format!("{} {}", st.warning("warning:"), visible(&message)))
             }
+            EventKind::HookBlocked {
+                hook_event,
+                tool,
+                reason,
+                ..
+            } => self.say(&format!(
+                "{} {}",
+                st.warning("hook:"),
+                crate::ui::hook_line(&hook_event, tool.as_deref(), &reason)
+            )),
             EventKind::Error { message, .. } => self.say_error(&visible(&message)),
             EventKind::ApprovalRequested {
                 call_id,
