@@ -76,7 +76,7 @@ fn a_missing_chunk_shows_the_closest_region() {
     )
     .unwrap_err();
     assert!(
-        e.contains("were not found") && e.contains(" 5| item 5"),
+        e.contains("were not found") && e.contains("\n5| item 5\n"),
         "{e}"
     );
     let e = update(&text, &[chunk(Some("nowhere"), &["item 4"], &["x"])]).unwrap_err();
