@@ -221,8 +221,8 @@ pub fn rewrite(file: &[&str], needle: &[&str], new: &[&str], level: Level) -> Ve
         .iter()
         .find(|l| !l.trim().is_empty())
         .map_or("", |l| indent(l));
-    let reindent = level >= Level::Whitespace && f_base_text != n_base_text
-        || level >= Level::Whitespace && tabs != n_base_text.contains('\t');
+    let reindent = level >= Level::Whitespace
+        && (f_base_text != n_base_text || tabs != n_base_text.contains('\t'));
     // Units: the file's own, else the needle's (one step is one step).
     let (f_unit, n_unit) = match (f.unit, n.unit) {
         (0, 0) => (TAB, TAB),
