@@ -221,8 +221,13 @@ pub fn rewrite(file: &[&str], needle: &[&str], new: &[&str], level: Level) -> Ve
         .iter()
         .find(|l| !l.trim().is_empty())
         .map_or("", |l| indent(l));
+    // Nesting steps of a different width (2 spaces for the file's 4) also
+    // need moving, even when both start at the same column.
+    let own_unit = shape(needle.iter().copied()).unit;
     let reindent = level >= Level::Whitespace
-        && (f_base_text != n_base_text || tabs != n_base_text.contains('\t'));
+        && (f_base_text != n_base_text
+            || tabs != n_base_text.contains('\t')
+            || (f.unit != 0 && own_unit != 0 && f.unit != own_unit));
     // Units: the file's own, else the needle's (one step is one step).
     let (f_unit, n_unit) = match (f.unit, n.unit) {
         (0, 0) => (TAB, TAB),
@@ -301,6 +306,17 @@ mod tests {
         assert_eq!(
             rewrite(&file, &needle, &new, Level::Whitespace),
             ["\tif x {", "\t\ty();", "\t\tz();", "\t}"]
+        );
+        // Same base, narrower steps: the new line takes the file's step.
+        let file = ["fn f() {", "    a();", "}"];
+        assert_eq!(
+            rewrite(
+                &file,
+                &["fn f() {", "  a();", "}"],
+                &["fn f() {", "  // b", "  a();", "}"],
+                Level::Whitespace
+            ),
+            ["fn f() {", "    // b", "    a();", "}"]
         );
         // Exact indentation: new lines are taken as written.
         let file = ["a  ", "b"];
