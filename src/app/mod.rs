@@ -955,9 +955,22 @@ pub fn build_tools(
         reg.register(Arc::new(
             tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
         ));
+        let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
+        if wants_patch(t.edit_format, &settings.api.model) {
+            reg.register(Arc::new(
+                tools::patch::ApplyPatchTool::new(max)
+                    .with_timeout(timeout)
+                    .protecting(own_files(settings)),
+            ));
+        } else {
+            reg.register(Arc::new(
+                tools::edit::EditFileTool::new(max)
+                    .with_timeout(timeout)
+                    .protecting(own_files(settings)),
+            ));
+        }
         // Reading and searching without asking: the same switch and bound
         // as read_file.
-        let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
         reg.register(Arc::new(
             tools::grep::GrepTool::new(max).with_timeout(timeout),
         ));
@@ -991,6 +1004,24 @@ pub fn build_tools(
         reg.register(Arc::new(tools::time::TimeTool));
     }
     reg
+}
+
+/// Whether the model gets `apply_patch` rather than `edit_file`: when the
+/// config says so, or for the model families trained on the patch format
+/// (OpenAI's GPT and o-series models, and anything named Codex), whatever
+/// provider prefix the id carries (`openai/gpt-5`).
+fn wants_patch(format: config::EditFormat, model: &str) -> bool {
+    match format {
+        config::EditFormat::Edit => false,
+        config::EditFormat::Patch => true,
+        config::EditFormat::Auto => {
+            let id = model.to_ascii_lowercase();
+            let name = id.rsplit('/').next().unwrap_or(&id);
+            let o_series =
+                name.len() >= 2 && name.starts_with('o') && name.as_bytes()[1].is_ascii_digit();
+            name.starts_with("gpt-") || o_series || id.contains("codex")
+        }
+    }
 }
 
 /// buddy's own files, which the file tools never write: every config file

@@ -212,6 +212,9 @@ pub struct ToolsSection {
     pub shell_timeout_secs: u64,
     #[serde(default = "yes")]
     pub files_enabled: bool,
+    /// Which in-place edit tool the model gets beside read_file and write_file.
+    #[serde(default)]
+    pub edit_format: EditFormat,
     #[serde(default = "yes")]
     pub fetch_enabled: bool,
     #[serde(default = "yes")]
@@ -231,6 +234,18 @@ pub struct ToolsSection {
     /// Whether sandboxed commands may open TCP connections and listen.
     #[serde(default = "yes")]
     pub sandbox_network: bool,
+}
+
+/// `[tools] edit_format`: `edit_file` (exact text replacement) or
+/// `apply_patch` (the patch format OpenAI's GPT and Codex models are trained
+/// on); `auto` picks by the model id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EditFormat {
+    #[default]
+    Auto,
+    Edit,
+    Patch,
 }
 
 /// `[tools] sandbox`: what local commands may change.
@@ -254,6 +269,7 @@ impl Default for ToolsSection {
             shell_denylist: Vec::new(),
             shell_timeout_secs: default_shell_timeout(),
             files_enabled: true,
+            edit_format: EditFormat::Auto,
             fetch_enabled: true,
             search_enabled: true,
             search_base_url: None,

@@ -183,16 +183,7 @@ impl Tool for WriteFileTool {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: WriteArgs = parse_args(args)?;
         let path = ctx.resolve(&args.path);
-        if ctx.target.is_local() {
-            if let Some(what) = self.protected.check(&path) {
-                // Not a question for the user: an approval given in a hurry
-                // must not be able to turn buddy's own safety settings off.
-                return Err(ToolError::Failed(format!(
-                    "refused: {} is buddy's own {what}; tools never change buddy's config, login, trust or session files (the user can edit it themselves)",
-                    path.display()
-                )));
-            }
-        }
+        refuse_own(&self.protected, ctx, &path)?;
         let request = write_request(ctx, &path, &args.content).await;
         match ctx.approver.approve(request).await {
             Approval::Approved => {}
@@ -205,23 +196,170 @@ impl Tool for WriteFileTool {
         }
         let bytes = args.content.into_bytes();
         let len = bytes.len();
-        if !ctx.target.is_local() {
-            write_remote(ctx, &path, &bytes).await?;
-            return Ok(ToolOutput::text(format!(
+        store(ctx, &path, &bytes).await?;
+        Ok(ToolOutput::text(if ctx.target.is_local() {
+            format!("wrote {len} bytes to {}", path.display())
+        } else {
+            format!(
                 "wrote {len} bytes to {} on {}",
                 path.display(),
                 ctx.target.actor()
+            )
+        }))
+    }
+}
+
+/// The one door every file change of the file tools goes through
+/// (`write_file`, `edit_file`, `apply_patch`): `bytes` become the content of
+/// `path` on the target, atomically, keeping an existing file's mode and
+/// creating missing parent directories.
+pub(crate) async fn store(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    if !ctx.target.is_local() {
+        return write_remote(ctx, path, bytes).await;
+    }
+    let (target, bytes) = (path.to_path_buf(), bytes.to_vec());
+    tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
+        .await
+        .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
+}
+
+/// The one door every file deletion of the file tools goes through
+/// (`apply_patch`'s delete and move): removes `path` on the target (a
+/// symlink itself, not what it points to).
+pub(crate) async fn remove(ctx: &ToolContext, path: &Path) -> Result<(), ToolError> {
+    if ctx.target.is_local() {
+        return tokio::fs::remove_file(path)
+            .await
+            .map_err(|e| io_error("delete", path, e));
+    }
+    let script = format!("rm -f -- {}", shell_quote(&path.to_string_lossy()));
+    let (code, _, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+    if code != Some(0) {
+        return Err(ToolError::Failed(format!(
+            "cannot delete {} on {}: {}",
+            path.display(),
+            ctx.target.actor(),
+            String::from_utf8_lossy(&err).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses, without asking anyone, a change to one of buddy's own files on
+/// this host (a remote target's files are not buddy's).
+pub(crate) fn refuse_own(
+    protected: &super::protect::Protected,
+    ctx: &ToolContext,
+    path: &Path,
+) -> Result<(), ToolError> {
+    if !ctx.target.is_local() {
+        return Ok(());
+    }
+    match protected.check(path) {
+        // Not a question for the user: an approval given in a hurry must
+        // not be able to turn buddy's own safety settings off.
+        Some(what) => Err(ToolError::Failed(format!(
+            "refused: {} is buddy's own {what}; tools never change buddy's config, login, trust or session files (the user can edit it themselves)",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The whole content of a regular file on the target, for an edit: `None`
+/// when there is no file, an error when it is larger than `cap` bytes, not
+/// a regular file, or cannot be read.
+pub(crate) async fn load(
+    ctx: &ToolContext,
+    path: &Path,
+    cap: u64,
+) -> Result<Option<Vec<u8>>, ToolError> {
+    let too_big = |size: u64| {
+        ToolError::Failed(format!(
+            "{} is {size} bytes, more than the {cap} an edit reads; use run_shell (sed, a script) for a file this size",
+            path.display()
+        ))
+    };
+    if ctx.target.is_local() {
+        let meta = match tokio::fs::metadata(path).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error("read", path, e)),
+        };
+        if meta.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{} is a directory",
+                path.display()
             )));
         }
-        let target = path.clone();
-        tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
+        if !meta.is_file() {
+            return Err(ToolError::Failed(format!(
+                "{} is {}, not a regular file",
+                path.display(),
+                crate::localfile::kind_of(meta.file_type())
+            )));
+        }
+        if meta.len() > cap {
+            return Err(too_big(meta.len()));
+        }
+        let file = tokio::fs::File::open(path)
             .await
-            .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))??;
-        Ok(ToolOutput::text(format!(
-            "wrote {len} bytes to {}",
-            path.display()
-        )))
+            .map_err(|e| io_error("open", path, e))?;
+        let mut buf = Vec::with_capacity(meta.len() as usize + 1);
+        file.take(cap + 1)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| io_error("read", path, e))?;
+        if buf.len() as u64 > cap {
+            return Err(too_big(buf.len() as u64));
+        }
+        return Ok(Some(buf));
     }
+    let p = shell_quote(&path.to_string_lossy());
+    let script = format!(
+        "if [ ! -e {p} ]; then exit 23; fi; if [ -d {p} ]; then exit 21; fi; \
+         if [ ! -f {p} ]; then exit 24; fi; wc -c < {p} && exec head -c {} -- {p}",
+        cap + 1
+    );
+    let (code, out, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+    match code {
+        Some(0) => {}
+        Some(23) => return Ok(None),
+        Some(21) => {
+            return Err(ToolError::Failed(format!(
+                "{} is a directory",
+                path.display()
+            )))
+        }
+        Some(24) => {
+            return Err(ToolError::Failed(format!(
+                "{} is not a regular file",
+                path.display()
+            )))
+        }
+        _ => {
+            return Err(ToolError::Failed(format!(
+                "cannot read {} on {}: {}",
+                path.display(),
+                ctx.target.actor(),
+                String::from_utf8_lossy(&err).trim()
+            )))
+        }
+    }
+    let nl = out.iter().position(|&b| b == b'\n').unwrap_or(out.len());
+    let size: u64 = String::from_utf8_lossy(&out[..nl])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let body = out.get(nl + 1..).unwrap_or_default().to_vec();
+    if size > cap || body.len() as u64 > cap {
+        return Err(too_big(size.max(body.len() as u64)));
+    }
+    Ok(Some(body))
 }
 
 /// The approval question for writing `content` to `path`: the path and what

@@ -201,7 +201,12 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     (
         "tools",
         "files_enabled",
-        "offer read_file, write_file, grep and glob (default true)",
+        "offer read_file, write_file, grep, glob and edit_file or apply_patch (default true)",
+    ),
+    (
+        "tools",
+        "edit_format",
+        "\"edit\" (edit_file), \"patch\" (apply_patch) or \"auto\": apply_patch for GPT, o-series and Codex models (default)",
     ),
     ("tools", "fetch_enabled", "offer fetch_url (default true)"),
     ("tools", "search_enabled", "offer web_search (default true)"),
