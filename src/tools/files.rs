@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
 
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
 
