@@ -38,6 +38,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// A compaction request offers the model no tools.
+static NO_TOOLS: crate::wire::ToolList = crate::wire::ToolList::new();
+
 /// Text of every tool result that never ran because the user cancelled.
 pub const CANCELLED: &str = "operation cancelled by user";
 /// Text of the tool results a run's time limit cut off.
@@ -814,7 +817,7 @@ impl Agent {
         let result = tokio::select! {
             biased;
             stop = stop_signal(cancel, deadline) => Err(stop),
-            r = self.client.complete(ModelRequest { messages: request, tools: &[] }, &quiet) => Ok(r),
+            r = self.client.complete(ModelRequest { messages: request, tools: &NO_TOOLS }, &quiet) => Ok(r),
         };
         match result? {
             Ok(response) => {

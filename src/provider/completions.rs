@@ -55,7 +55,13 @@ impl Protocol for Completions {
         } else {
             request.messages
         };
-        let tools = (!request.tools.is_empty()).then_some(request.tools);
+        let tools =
+            match request.tools.is_empty() {
+                true => None,
+                false => Some(request.tools.chat_json().map_err(|e| {
+                    ApiError::InvalidResponse(format!("cannot encode request: {e}"))
+                })?),
+            };
         let stream_options = s.stream.then_some(StreamOptions {
             include_usage: true,
         });

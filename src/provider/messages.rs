@@ -589,7 +589,7 @@ impl EventParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ToolDefinition;
+    use crate::wire::{ToolDefinition, ToolList};
     use std::sync::Mutex;
 
     fn settings(stream: bool, prompt_cache: bool) -> ClientSettings {
@@ -604,7 +604,13 @@ mod tests {
 
     fn body_for(messages: &[Message], tools: &[ToolDefinition], cache: bool) -> Value {
         let bytes = Messages
-            .body(ModelRequest { messages, tools }, &settings(true, cache))
+            .body(
+                ModelRequest {
+                    messages,
+                    tools: &ToolList::from(tools.to_vec()),
+                },
+                &settings(true, cache),
+            )
             .unwrap();
         serde_json::from_slice(&bytes).unwrap()
     }
@@ -698,7 +704,7 @@ mod tests {
             .body(
                 ModelRequest {
                     messages: &[Message::user("x")],
-                    tools: &[],
+                    tools: &ToolList::new(),
                 },
                 &s,
             )

@@ -14,7 +14,7 @@ pub mod retry;
 
 pub use error::ApiError;
 
-use crate::wire::{Message, ToolDefinition, Usage};
+use crate::wire::{Message, ToolList, Usage};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy)]
 pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
-    pub tools: &'a [ToolDefinition],
+    pub tools: &'a ToolList,
 }
 
 /// One finished model turn.

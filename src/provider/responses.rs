@@ -530,7 +530,7 @@ impl StreamParser for EventParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ToolDefinition;
+    use crate::wire::{ToolDefinition, ToolList};
     use std::sync::Mutex;
 
     fn settings() -> ClientSettings {
@@ -542,7 +542,13 @@ mod tests {
 
     fn body_for(messages: &[Message], tools: &[ToolDefinition], s: &ClientSettings) -> Value {
         let bytes = Responses
-            .body(ModelRequest { messages, tools }, s)
+            .body(
+                ModelRequest {
+                    messages,
+                    tools: &ToolList::from(tools.to_vec()),
+                },
+                s,
+            )
             .expect("body");
         serde_json::from_slice(&bytes).expect("json body")
     }

@@ -22,7 +22,7 @@ pub mod time;
 pub mod window;
 
 use crate::host::{LocalTarget, Target, TmuxTarget};
-use crate::wire::ToolDefinition;
+use crate::wire::{ToolDefinition, ToolList};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::fmt;
@@ -135,7 +135,7 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Tool
 #[derive(Default, Clone)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    definitions: Vec<ToolDefinition>,
+    definitions: ToolList,
 }
 
 /// The outcome of one tool call, ready to become a `tool` message.
@@ -164,7 +164,7 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.name()).collect()
     }
 
-    pub fn definitions(&self) -> &[ToolDefinition] {
+    pub fn definitions(&self) -> &ToolList {
         &self.definitions
     }
 

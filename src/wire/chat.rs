@@ -304,7 +304,7 @@ pub struct ChatRequest<'a, M = Message> {
     pub model: &'a str,
     pub messages: &'a [M],
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tools: Option<&'a [ToolDefinition]>,
+    pub tools: Option<&'a serde_json::value::RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

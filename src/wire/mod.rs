@@ -6,6 +6,8 @@ pub mod chat;
 pub mod image;
 pub mod sse;
 pub mod stream;
+pub mod tools;
 
 pub use chat::*;
 pub use image::Image;
+pub use tools::ToolList;
