@@ -1,13 +1,11 @@
 //! A small line-based unified diff, for showing a file change before it is
 //! approved. Common leading and trailing lines are set aside first, then the
-//! middle is aligned by longest common subsequence; a middle too large for
-//! that (the table grows with the product of the line counts) is shown as
-//! removed then added, which is still a correct diff. The text is capped, so
-//! a huge rewrite costs a bounded event.
+//! middle is aligned by Myers' algorithm (the `similar` crate) under a time
+//! budget, past which it settles for a coarser but still correct diff. The
+//! text is capped, so a huge rewrite costs a bounded event.
 
-/// Largest table the alignment may build (cells); beyond it the middle is
-/// shown whole.
-const MAX_CELLS: usize = 1_000_000;
+/// Time the line alignment may take before it settles for a coarser diff.
+const ALIGN_BUDGET: std::time::Duration = std::time::Duration::from_millis(200);
 /// Unchanged lines shown around each change.
 const CONTEXT: usize = 3;
 /// Longest diff text handed on, in characters.
@@ -41,34 +39,22 @@ pub fn unified_excerpt(path: &str, old: &str, new: &str) -> String {
         return String::new();
     }
     let (a, b) = (old.as_bytes(), new.as_bytes());
-    let same_start = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let same_start = common_prefix(a, b);
     let room = a.len().min(b.len()) - same_start;
-    let same_end = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(room)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let same_end = common_suffix(&a[a.len() - room..], &b[b.len() - room..]);
     // Back to the start of the line CONTEXT lines before the first change.
-    let mut from = a[..same_start]
-        .iter()
-        .rposition(|&c| c == b'\n')
-        .map_or(0, |i| i + 1);
+    let mut from = memchr::memrchr(b'\n', &a[..same_start]).map_or(0, |i| i + 1);
     for _ in 0..CONTEXT {
         if from == 0 {
             break;
         }
-        from = a[..from - 1]
-            .iter()
-            .rposition(|&c| c == b'\n')
-            .map_or(0, |i| i + 1);
+        from = memchr::memrchr(b'\n', &a[..from - 1]).map_or(0, |i| i + 1);
     }
     // On to the end of the line CONTEXT lines after the last change.
     let tail_of = |s: &[u8]| {
         let mut to = s.len() - same_end;
         for _ in 0..=CONTEXT {
-            match s[to..].iter().position(|&c| c == b'\n') {
+            match memchr::memchr(b'\n', &s[to..]) {
                 Some(i) => to += i + 1,
                 None => return s.len(),
             }
@@ -76,7 +62,7 @@ pub fn unified_excerpt(path: &str, old: &str, new: &str) -> String {
         to
     };
     let (old_to, new_to) = (tail_of(a), tail_of(b));
-    let skipped = a[..from].iter().filter(|&&c| c == b'\n').count();
+    let skipped = memchr::memchr_iter(b'\n', &a[..from]).count();
     match (old.get(from..old_to), new.get(from..new_to)) {
         (Some(o), Some(n)) => unified_from(
             path,
@@ -89,6 +75,41 @@ pub fn unified_excerpt(path: &str, old: &str, new: &str) -> String {
         // whole texts still give a correct diff.
         _ => unified(path, old, new),
     }
+}
+
+/// Bytes equal at the start of both. Compared a block at a time (a
+/// memcmp) and only the differing block byte by byte: a byte loop over a
+/// 10 MB file costs milliseconds.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + BLOCK <= n && a[at..at + BLOCK] == b[at..at + BLOCK] {
+        at += BLOCK;
+    }
+    at + a[at..n]
+        .iter()
+        .zip(&b[at..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// Bytes equal at the end of both, compared like `common_prefix`.
+pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut left = n;
+    while left >= BLOCK && a[left - BLOCK..left] == b[left - BLOCK..left] {
+        left -= BLOCK;
+    }
+    n - left
+        + a[..left]
+            .iter()
+            .rev()
+            .zip(b[..left].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count()
 }
 
 /// The diff of `old` and `new`, excerpts that start after `skipped` lines
@@ -180,47 +201,21 @@ fn align<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<Line<'a>> {
         .count();
     let (ma, mb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
     let mut out: Vec<Line<'a>> = a[..prefix].iter().map(|l| Line::Same(l)).collect();
-    if ma.len().saturating_mul(mb.len()) <= MAX_CELLS {
-        out.extend(lcs(ma, mb));
-    } else {
-        out.extend(ma.iter().map(|l| Line::Removed(l)));
-        out.extend(mb.iter().map(|l| Line::Added(l)));
+    // Past the deadline Myers' search settles for a longer, still correct
+    // script, so a huge rewrite costs bounded time.
+    let deadline = std::time::Instant::now() + ALIGN_BUDGET;
+    for op in
+        similar::capture_diff_slices_deadline(similar::Algorithm::Myers, ma, mb, Some(deadline))
+    {
+        let (tag, old, new) = op.as_tag_tuple();
+        if tag == similar::DiffTag::Equal {
+            out.extend(ma[old].iter().map(|l| Line::Same(l)));
+            continue;
+        }
+        out.extend(ma[old].iter().map(|l| Line::Removed(l)));
+        out.extend(mb[new].iter().map(|l| Line::Added(l)));
     }
     out.extend(a[a.len() - suffix..].iter().map(|l| Line::Same(l)));
-    out
-}
-
-fn lcs<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<Line<'a>> {
-    let (n, m) = (a.len(), b.len());
-    // len[i][j]: the common subsequence of a[i..] and b[j..].
-    let w = m + 1;
-    let mut len = vec![0u32; (n + 1) * w];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            len[i * w + j] = if a[i] == b[j] {
-                len[(i + 1) * w + j + 1] + 1
-            } else {
-                len[(i + 1) * w + j].max(len[i * w + j + 1])
-            };
-        }
-    }
-    let (mut i, mut j) = (0, 0);
-    let mut out = Vec::with_capacity(n + m);
-    while i < n && j < m {
-        if a[i] == b[j] {
-            out.push(Line::Same(a[i]));
-            i += 1;
-            j += 1;
-        } else if len[(i + 1) * w + j] >= len[i * w + j + 1] {
-            out.push(Line::Removed(a[i]));
-            i += 1;
-        } else {
-            out.push(Line::Added(b[j]));
-            j += 1;
-        }
-    }
-    out.extend(a[i..].iter().map(|l| Line::Removed(l)));
-    out.extend(b[j..].iter().map(|l| Line::Added(l)));
     out
 }
 
@@ -245,6 +240,35 @@ fn hunks(lines: &[Line<'_>]) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn common_ends_agree_with_a_byte_loop_across_block_edges() {
+        let base: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        for at in [0, 1, 4095, 4096, 4097, 8191, 9_999] {
+            let mut other = base.clone();
+            other[at] ^= 0xff;
+            assert_eq!(common_prefix(&base, &other), at);
+            assert_eq!(common_suffix(&base, &other), base.len() - at - 1);
+        }
+        assert_eq!(common_prefix(&base, &base[..5000]), 5000);
+        assert_eq!(common_suffix(&base, &base[5000..]), 5000);
+        assert_eq!(common_prefix(b"", b"x"), 0);
+        assert_eq!(common_suffix(b"ab", b"b"), 1);
+    }
+
+    #[test]
+    fn changes_far_apart_in_a_big_file_are_two_small_hunks() {
+        // 3,000 x 3,000 lines between the first and last change: an LCS
+        // table of 9 million cells, once shown as a whole-file rewrite.
+        let old: String = (0..3_000).map(|i| format!("line {i}\n")).collect();
+        let new = old
+            .replacen("line 0\n", "first\n", 1)
+            .replacen("line 2999\n", "last\n", 1);
+        let diff = unified("f", &old, &new);
+        assert_eq!(diff.matches("@@ -").count(), 2, "{diff}");
+        assert!(diff.contains("-line 0\n+first\n") && diff.contains("-line 2999\n+last\n"));
+        assert!(diff.lines().count() < 20, "{diff}");
+    }
 
     #[test]
     fn shows_one_changed_line_with_context() {

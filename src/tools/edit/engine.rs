@@ -112,7 +112,8 @@ pub fn apply_at(
     edits: &[Edit],
     lenient: &[Level],
 ) -> Result<(String, Vec<Change>), EditError> {
-    let mut text = text.to_string();
+    // Borrowed until the first splice: one copy of a big file, not two.
+    let mut text = std::borrow::Cow::Borrowed(text);
     let mut changes = Vec::with_capacity(edits.len());
     // Text written by earlier edits, in the current text's offsets.
     let mut written: Vec<(usize, usize, usize)> = Vec::new();
@@ -158,9 +159,9 @@ pub fn apply_at(
         for (h, s) in hits.iter().zip(starts) {
             written.push((s, s + h.insert.len(), index));
         }
-        text = spliced;
+        text = std::borrow::Cow::Owned(spliced);
     }
-    Ok((text, changes))
+    Ok((text.into_owned(), changes))
 }
 
 /// `text` with `hits` (in order, not overlapping) replaced, and where each
@@ -253,15 +254,19 @@ pub fn locate(
 /// Start offsets of every occurrence of `old`, overlapping ones included
 /// (`aa` is twice in `aaa`: ambiguous, not unique).
 fn exact_matches(text: &str, old: &str) -> Vec<usize> {
+    let finder = memchr::memmem::Finder::new(old.as_bytes());
+    let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut from = 0;
-    while let Some(i) = text[from..].find(old) {
+    while let Some(i) = finder.find(&bytes[from..]) {
         let at = from + i;
         out.push(at);
         // Cap the work a one-character needle can cause in a huge file.
         if out.len() > 10_000 {
             break;
         }
+        // On by one character: a match starts on a character boundary,
+        // and so does the next one.
         from = at + text[at..].chars().next().map_or(1, char::len_utf8);
     }
     out

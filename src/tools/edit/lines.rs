@@ -81,10 +81,7 @@ pub fn index(s: &str) -> Vec<Line> {
     let bytes = s.as_bytes();
     let mut start = 0;
     while start < s.len() {
-        let nl = bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map(|i| start + i);
+        let nl = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
         let (content_end, end) = match nl {
             Some(i) if i > start && bytes[i - 1] == b'\r' => (i - 1, i + 1),
             Some(i) => (i, i + 1),
@@ -102,11 +99,7 @@ pub fn index(s: &str) -> Vec<Line> {
 
 /// The line (from 1) holding byte `at`.
 pub fn line_number(s: &str, at: usize) -> usize {
-    s.as_bytes()[..at.min(s.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    memchr::memchr_iter(b'\n', &s.as_bytes()[..at.min(s.len())]).count() + 1
 }
 
 /// The needle's lines, and whether it ended in a newline (whole lines).

@@ -251,22 +251,13 @@ impl Planned {
 /// lines that differ between the common start and end).
 fn line_counts(old: &str, new: &str) -> (usize, usize) {
     let (a, b) = (old.as_bytes(), new.as_bytes());
-    let start = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let start = a[..start]
-        .iter()
-        .rposition(|&c| c == b'\n')
-        .map_or(0, |i| i + 1);
+    let start = super::diff::common_prefix(a, b);
+    let start = memchr::memrchr(b'\n', &a[..start]).map_or(0, |i| i + 1);
     let room = a.len().min(b.len()) - start;
-    let end = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(room)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let end = super::diff::common_suffix(&a[a.len() - room..], &b[b.len() - room..]);
     let count = |s: &[u8]| {
         let mid = &s[start..s.len() - end];
-        mid.iter().filter(|&&c| c == b'\n').count()
+        memchr::memchr_iter(b'\n', mid).count()
             + usize::from(!mid.is_empty() && !mid.ends_with(b"\n"))
     };
     (count(b), count(a))
