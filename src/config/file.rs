@@ -30,7 +30,19 @@ pub struct ConfigFile {
     /// Not in the file: what was held back from it because it is an
     /// untrusted project file (see `trust`).
     #[serde(skip)]
-    pub untrusted: Option<super::trust::Untrusted>,
+    pub untrusted: Option<Untrusted>,
+}
+
+/// What was held back from an untrusted project file (`trust::hold_back`
+/// decides); kept with the file it came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Untrusted {
+    /// The file, as found.
+    pub path: std::path::PathBuf,
+    /// The settings ignored, as the user would write them (`tools.shell_confirm`).
+    pub held_back: Vec<String>,
+    /// Profiles that may not take a key from the environment (`BUDDY_API_KEY`).
+    pub no_env_key: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -24,20 +24,10 @@
 //! is untrusted again. `--config FILE` and the global config are the user's
 //! own choice and always trusted.
 
+pub use super::file::Untrusted;
 use super::file::{AuthMode, ConfigFile, ToolsSection};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// What was held back from an untrusted project file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Untrusted {
-    /// The file, as found.
-    pub path: PathBuf,
-    /// The settings ignored, as the user would write them (`tools.shell_confirm`).
-    pub held_back: Vec<String>,
-    /// Profiles that may not take a key from the environment (`BUDDY_API_KEY`).
-    pub no_env_key: Vec<String>,
-}
 
 /// The trust list's file: `<config dir>/trusted.json`.
 pub fn store_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {

@@ -37,7 +37,10 @@ pub enum HostError {
     /// The set-up script for tmux could not be run on the target.
     TmuxStart { actor: String, source: io::Error },
     /// buddy runs inside the pane it would type into.
-    InsideManagedPane { session: String },
+    InsideManagedPane {
+        session: String,
+        window: &'static str,
+    },
     /// tmux ran but the session, window or scratch directory did not come up.
     TmuxSetup {
         session: String,
@@ -126,10 +129,9 @@ impl fmt::Display for HostError {
             HostError::TmuxStart { actor, source } => {
                 write!(f, "cannot start tmux on {actor}: {source}")
             }
-            HostError::InsideManagedPane { session } => write!(
+            HostError::InsideManagedPane { session, window } => write!(
                 f,
-                "buddy is running inside its own managed tmux pane ({session}:{window}), where it would type commands into itself; start it from another terminal or pane, or use --tmux OTHER-SESSION or --no-tmux",
-                window = super::tmux::WINDOW
+                "buddy is running inside its own managed tmux pane ({session}:{window}), where it would type commands into itself; start it from another terminal or pane, or use --tmux OTHER-SESSION or --no-tmux"
             ),
             HostError::TmuxSetup {
                 session,
@@ -241,7 +243,8 @@ mod tests {
         assert_eq!(e.to_string(), "cannot run tmux: gone");
         assert!(e.source().is_some());
         assert!(HostError::InsideManagedPane {
-            session: "buddy-x".into()
+            session: "buddy-x".into(),
+            window: "buddy-shared",
         }
         .to_string()
         .contains("(buddy-x:buddy-shared)"));

@@ -160,15 +160,10 @@ fn find_local_actor() -> String {
     format!("{user}@{host}")
 }
 
-extern "C" {
-    fn getuid() -> u32;
-}
-
 /// The name of the current uid in /etc/passwd, for environments without $USER
 /// (cron, tmux started by a service, containers).
 fn user_from_passwd() -> Option<String> {
-    // SAFETY: getuid(2) cannot fail and touches no memory.
-    let uid = unsafe { getuid() };
+    let uid = rustix::process::getuid().as_raw();
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|line| {
         let mut fields = line.split(':');

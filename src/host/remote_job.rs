@@ -167,9 +167,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("buddy-remote-job-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let marker = dir.join("alive");
+        let pid_file = dir.join("child.pid");
         let mut job = RemoteJob::new(local());
-        // A child in the background that would touch the marker later.
-        let script = job.wrap(&format!("(sleep 1; touch {}) & sleep 30", marker.display()));
+        // A child in the background that says who it is, then would touch
+        // the marker later.
+        let script = job.wrap(&format!(
+            "sh -c 'echo $$ > {}; sleep 1; touch {}' & sleep 30",
+            pid_file.display(),
+            marker.display()
+        ));
         let mut child = job
             .target
             .command(&script, Path::new("/"))
@@ -187,7 +193,7 @@ mod tests {
                         .to_string_lossy()
                         .starts_with(&format!(".buddy-job-{}-", std::process::id()))
                 });
-            if found {
+            if found && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n')) {
                 break;
             }
             assert!(started.elapsed() < Duration::from_secs(5), "no pid file");
@@ -199,7 +205,25 @@ mod tests {
             .expect("the wrapper ended")
             .unwrap();
         assert_eq!(status.code(), Some(143));
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // The background child is gone (or a zombie: dead, not yet reaped)
+        // well before it would have touched the marker.
+        let child_pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", child_pid.trim());
+        let dead = || {
+            std::fs::read_to_string(&stat).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        let stopped = std::time::Instant::now();
+        while !dead() {
+            assert!(
+                stopped.elapsed() < Duration::from_secs(5),
+                "a child survived the stop"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         assert!(!marker.exists(), "a child survived the stop");
         let _ = std::fs::remove_dir_all(&dir);
     }

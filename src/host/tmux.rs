@@ -350,6 +350,7 @@ impl TmuxTarget {
         if out.lines().any(|l| l == "inside") {
             return Err(HostError::InsideManagedPane {
                 session: session.to_string(),
+                window: WINDOW,
             });
         }
         let field = |key: &str| {

@@ -531,20 +531,11 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
 /// Owns a process group id and kills the group when asked or dropped.
 struct GroupKiller(i32);
 
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-const SIGKILL: i32 = 9;
-
 impl GroupKiller {
     fn kill(&self) {
-        if self.0 > 0 {
-            // SAFETY: kill(2) with a negative pid signals the process group we
-            // created for this command; it touches no memory of ours.
-            unsafe {
-                kill(-self.0, SIGKILL);
-            }
+        // The group we created for this command; gone already is fine.
+        if let Some(group) = rustix::process::Pid::from_raw(self.0) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::Kill);
         }
     }
 }

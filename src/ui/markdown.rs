@@ -49,6 +49,7 @@
 
 mod highlight;
 pub mod html;
+mod paint;
 mod render;
 
 use render::{code_lines, fence_lang, fence_line, push_line, render_segment};

@@ -86,6 +86,25 @@ pub fn preview(text: &str, max: usize) -> String {
     crate::text::clip(&flat, max.saturating_sub(1)).into_owned()
 }
 
+/// Display width of text that may hold ANSI colour sequences.
+pub fn visible_width(s: &str) -> usize {
+    let mut width = 0;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ ... final byte in @..~
+            for d in chars.by_ref() {
+                if ('@'..='~').contains(&d) && d != '[' {
+                    break;
+                }
+            }
+            continue;
+        }
+        width += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+    }
+    width
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@
 //! untrusted text cannot make it slow. Owns the colouring only: making
 //! control characters visible and wrapping stay with the renderer.
 
-use super::render::{Paint, Span};
+use super::paint::{Paint, Span};
 
 // SGR foreground codes, the palette the rest of the renderer uses.
 const RED: u8 = 31;

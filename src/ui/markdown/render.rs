@@ -4,6 +4,7 @@
 //! by display width, tables fitted to the width, code coloured.
 
 use super::highlight::Highlighter;
+pub use super::paint::{Paint, Span};
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
@@ -15,55 +16,6 @@ const MAGENTA: u8 = 35;
 /// Narrowest a table column is squeezed to before the table is shown as
 /// records instead.
 const MIN_COLUMN: usize = 4;
-
-/// How a piece of text is painted. Without colour all of it is ignored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Paint {
-    pub fg: Option<u8>,
-    pub bold: bool,
-    pub italic: bool,
-    pub underline: bool,
-    pub strike: bool,
-}
-
-impl Paint {
-    fn fg(c: u8) -> Paint {
-        Paint {
-            fg: Some(c),
-            ..Paint::default()
-        }
-    }
-
-    fn is_plain(&self) -> bool {
-        *self == Paint::default()
-    }
-
-    fn sgr(&self, out: &mut String) {
-        let mut codes: Vec<String> = Vec::with_capacity(4);
-        if self.bold {
-            codes.push("1".into());
-        }
-        if self.italic {
-            codes.push("3".into());
-        }
-        if self.underline {
-            codes.push("4".into());
-        }
-        if self.strike {
-            codes.push("9".into());
-        }
-        if let Some(c) = self.fg {
-            codes.push(c.to_string());
-        }
-        out.push_str("\x1b[");
-        out.push_str(&codes.join(";"));
-        out.push('m');
-    }
-}
-
-/// A run of text with one paint. Text here has already been through
-/// `crate::text::visible`, so it holds no control characters.
-pub type Span = (String, Paint);
 
 pub fn char_width(c: char) -> usize {
     c.width().unwrap_or(0)

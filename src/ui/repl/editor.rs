@@ -8,6 +8,7 @@
 use super::buffer::Buffer;
 use super::history::History;
 use super::menu::{self, Kind, Listing, Menu};
+use crate::ui::style::visible_width;
 use crossterm::cursor::{MoveTo, MoveToColumn, MoveUp};
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::queue;
@@ -75,25 +76,6 @@ struct Search {
     failed: bool,
     /// The input before the search, given back on Esc or Ctrl-G.
     saved: String,
-}
-
-/// Display width of text that may hold ANSI colour sequences.
-pub fn visible_width(s: &str) -> usize {
-    let mut width = 0;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ ... final byte in @..~
-            for d in chars.by_ref() {
-                if ('@'..='~').contains(&d) && d != '[' {
-                    break;
-                }
-            }
-            continue;
-        }
-        width += c.width().unwrap_or(0);
-    }
-    width
 }
 
 /// `line` cut into rows of at most `width` columns, at the last space that

@@ -4,7 +4,7 @@
 //! are bounded and cached per directory, so a keystroke costs a filter over
 //! at most `MAX_LISTED` names, not a directory walk.
 
-use super::editor::visible_width;
+use crate::ui::style::visible_width;
 use std::path::{Path, PathBuf};
 
 /// At most this many entries of one directory are read.
