@@ -184,7 +184,7 @@ mod tests {
     /// Pieces handed over one at a time by another task (as the HTTP
     /// connection hands over a body), in bursts: what is ready together is
     /// journaled and shown as one batch; a piece after a pause on its own.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn ready_text_goes_out_in_one_batch_and_a_late_piece_alone() {
         let (tx, mut rx) = mpsc::channel::<String>(1);
         let (etx, mut erx) = mpsc::channel(1024);
@@ -221,7 +221,7 @@ mod tests {
 
     /// A piece at a time with waits between: each is shown at once, whole
     /// and in order, and journaled first.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_slow_stream_shows_every_piece_when_it_comes() {
         let (tx, mut rx) = mpsc::channel::<String>(1);
         let (etx, mut erx) = mpsc::channel(1024);

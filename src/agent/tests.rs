@@ -845,7 +845,8 @@ impl Tool for Nap {
 /// Property: whatever interleaving of steering, follow-ups, interrupts and
 /// tool completions, under every strategy, the history stays valid and the
 /// journal holds exactly it.
-#[tokio::test]
+/// On the paused clock, so each seed is one reproducible interleaving.
+#[tokio::test(start_paused = true)]
 async fn any_interleaving_of_steer_follow_up_interrupt_and_tools_keeps_the_history_valid() {
     for seed in 1..=150u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);

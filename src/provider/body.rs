@@ -126,7 +126,7 @@ mod tests {
     /// A burst, then a pause, then a lone chunk, then the end: every chunk
     /// comes out once and in order whatever the batch boundaries, the burst
     /// in few batches, and the lone chunk as soon as it is sent.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn chunks_come_out_once_in_order_across_batches() {
         let (tx, mut body) = fed();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
@@ -137,7 +137,7 @@ mod tests {
                 tx.send(Ok(format!("{i};"))).await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
-            *sent_at.lock().unwrap() = Some(std::time::Instant::now());
+            *sent_at.lock().unwrap() = Some(tokio::time::Instant::now());
             tx.send(Ok("late".into())).await.unwrap();
             // Kept open until the test has seen "late" alone.
             let _ = done_rx.await;
