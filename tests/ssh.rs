@@ -525,3 +525,90 @@ fn a_command_in_a_remote_tmux_pane_streams_its_output_while_it_runs() {
     );
     assert!(result_of(&p.chat_requests(), "t").ends_with("step1\ndone-2"));
 }
+
+#[test]
+fn edit_file_and_apply_patch_change_files_over_ssh_as_the_remote_user() {
+    let sshd = Sshd::start();
+    let dir = RemoteDir::new("edits");
+    let setup = Sshd::as_user(&format!(
+        "mkdir -p '{d}' && printf 'alpha\\r\\n  beta  \\r\\ngamma\\r\\n' > '{d}/win.txt' \
+         && chmod 640 '{d}/win.txt' && printf 'one\\ntwo\\n' > '{d}/a.txt' && echo bye > '{d}/old.txt'",
+        d = dir.0
+    ));
+    assert!(setup.status.success(), "{setup:?}");
+    let win = format!("{}/win.txt", dir.0);
+    let a = format!("{}/a.txt", dir.0);
+    // edit_file: a drifted match on a CRLF file, then an ambiguous one.
+    let p = FakeProvider::start(vec![
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": win, "old_string": "beta\n", "new_string": "BETA\n"}),
+        ),
+        call(
+            "e2",
+            "edit_file",
+            json!({"path": a, "old_string": "o", "new_string": "0"}),
+        ),
+        Reply::text("done"),
+    ]);
+    let runtime = TempDir::new("xdg-runtime");
+    BuddyCmd::new()
+        .config(config_no_confirm(&p))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg("edit there")
+        .run()
+        .assert_success();
+    let reqs = p.chat_requests();
+    assert_eq!(
+        result_of(&reqs, "e1"),
+        format!("edited {win}: line 2 (matched ignoring indentation and trailing whitespace)")
+    );
+    assert!(result_of(&reqs, "e2").contains("matches 2 places"));
+    assert_eq!(
+        std::fs::read(&win).expect("win.txt"),
+        b"alpha\r\n  BETA\r\ngamma\r\n"
+    );
+    assert_eq!(
+        std::fs::read(&a).expect("a.txt"),
+        b"one\ntwo\n",
+        "ambiguous edit wrote"
+    );
+    let meta = std::fs::metadata(&win).expect("metadata");
+    assert_eq!(meta.mode() & 0o777, 0o640, "mode kept");
+    assert_eq!(meta.uid(), uid_of(USER), "not written over SSH");
+
+    // apply_patch (a GPT model): an update, an add and a delete in one patch.
+    let patch = format!(
+        "*** Begin Patch\n*** Update File: {a}\n one\n-two\n+2\n*** Add File: {d}/new/n.txt\n+fresh\n*** Delete File: {d}/old.txt\n*** End Patch",
+        d = dir.0
+    );
+    let p = FakeProvider::start(vec![
+        call("p", "apply_patch", json!({ "input": patch })),
+        Reply::text("done"),
+    ]);
+    BuddyCmd::new()
+        .config(config_no_confirm(&p).replace("\"fake-model\"", "\"gpt-5\""))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg("patch there")
+        .run()
+        .assert_success();
+    let r = result_of(&p.chat_requests(), "p");
+    assert!(
+        r.starts_with(&format!("applied the patch: update {a}")),
+        "{r}"
+    );
+    assert_eq!(std::fs::read(&a).expect("a.txt"), b"one\n2\n");
+    let added = format!("{}/new/n.txt", dir.0);
+    assert_eq!(std::fs::read(&added).expect("n.txt"), b"fresh\n");
+    assert_eq!(
+        std::fs::metadata(&added).expect("n.txt").uid(),
+        uid_of(USER)
+    );
+    assert!(!std::path::Path::new(&format!("{}/old.txt", dir.0)).exists());
+    assert!(sshd.connections() >= 2, "{}", sshd.log());
+}
