@@ -1003,15 +1003,16 @@ fn flood(o: &Opts, prompt: &str) {
         "10m".to_string(),
     ];
     let server = Server::start_with(&o.buddies[0], &provider, "flood", &extra);
-    let fds = || {
-        std::fs::read_dir(format!("/proc/{}/fd", server.child.id()))
-            .map_or(0, |d| d.count())
-    };
+    let fds =
+        || std::fs::read_dir(format!("/proc/{}/fd", server.child.id())).map_or(0, |d| d.count());
     // One client's visit: the page, a session, a short prompt to its end.
     let visit = || {
         let t0 = Instant::now();
         let (status, page) = request(server.addr, "GET", "/", "");
-        assert!(status == 200 && page.contains("<script>"), "GET /: {status}");
+        assert!(
+            status == 200 && page.contains("<script>"),
+            "GET /: {status}"
+        );
         let page_ms = t0.elapsed().as_secs_f64() * 1e3;
         let id = server.new_session();
         let start = Barrier::new(1);
