@@ -1,8 +1,9 @@
 //! `buddy serve`: the agent over HTTP, a front end like the REPL. Each
 //! conversation is a session of the same store the CLI uses; a prompt posted
-//! to it runs an agent (`agent::spawn`) that resumes the session, streams the
-//! run's events as Server-Sent Events, and closes when the run is done, so the
-//! session file is free for `buddy resume` between runs.
+//! to it runs the session's agent (`agent::spawn`, built at its first prompt
+//! and kept until idle) that resumes the session, streams the run's events as
+//! Server-Sent Events, and releases the session file when the run is done, so
+//! it is free for `buddy resume` between runs.
 //!
 //! Events get ids per session and are kept (bounded), so a client that
 //! reconnects with `Last-Event-ID` gets what it missed; a dropped client does
@@ -15,9 +16,10 @@
 //!
 //! Security: loopback unless a token is set; the token is checked in constant
 //! time on every request; `Host` and `Origin` must name this server (DNS
-//! rebinding); bodies are bounded. Connections, running sessions and SSE
-//! subscribers are capped ([`Limits`]: a 503 with `Retry-After` when full),
-//! and a client slow to send its request is cut off. See docs/SERVE.md.
+//! rebinding); bodies are bounded. Connections, live agents, running
+//! sessions and SSE subscribers are capped ([`Limits`]: a 503 with
+//! `Retry-After` when full), and a client slow to send its request, or on
+//! whose connection nothing moves, is cut off. See docs/SERVE.md.
 
 mod accept;
 pub mod descriptors;
