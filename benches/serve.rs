@@ -8,6 +8,7 @@
 //! cargo bench --bench serve -- --idle 0 --slow   # and list every event over 20 ms
 //! cargo bench --bench serve -- --idle 0 --dump events.txt   # every event, for a closer look
 //! cargo bench --bench serve -- --idle 0 --no-direct --runs 20 --buddy OLD --buddy NEW
+//! cargo bench --bench serve -- --sessions 0 --idle 0 --no-direct --flood 5000   # the flood alone
 //! ```
 //!
 //! The zero-delay tail varies from run to run on a small machine (a run's p99
@@ -41,7 +42,15 @@
 //! 3. idle: another fresh server, one warm-up run, then `--idle` sessions, each
 //!    created and given one short prompt whose run finishes (a 25-character
 //!    answer: 14 events kept in the session's replay log), one after another;
-//!    RSS per idle session is `(VmRSS after − VmRSS before) / --idle`.
+//!    RSS per idle session is `(VmRSS after − VmRSS before) / --idle`;
+//! 4. flood: another fresh server, allowed `--flood` connections and more
+//!    (`--max-connections`, and a header timeout long enough that the flood
+//!    stays for the whole phase), takes `--flood` connections held open, half
+//!    sending nothing and half a request head that never ends; meanwhile
+//!    another client loads the page and runs a short prompt, 20 times; the
+//!    figures are those times and the server's RSS before and during.
+//!    This process raises its own descriptor limit to the hard limit; the
+//!    server raises its own to what its limits need.
 //!
 //! The buddy binary is the one cargo builds for this bench (the release
 //! profile), or `--buddy PATH` (the first one given, for the idle phase).
@@ -79,6 +88,8 @@ struct Opts {
     /// Write every event of the load through buddy to this file, one line
     /// each: stream, event, write time (ms from the first write), latency (ms).
     dump: Option<PathBuf>,
+    /// Connections held open in the flood phase (`--flood`, 0: none).
+    flood: usize,
 }
 
 fn parse_args() -> Opts {
@@ -93,6 +104,7 @@ fn parse_args() -> Opts {
         attach: None,
         slow: false,
         dump: None,
+        flood: 5_000,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -113,6 +125,7 @@ fn parse_args() -> Opts {
                 .buddies
                 .push(PathBuf::from(args.next().expect("--buddy needs a path"))),
             "--runs" => o.runs = (num("--runs") as usize).max(1),
+            "--flood" => o.flood = num("--flood") as usize,
             "--attach" => o.attach = Some(args.next().expect("--attach needs a command")),
             // cargo bench passes this to every bench target.
             "--bench" => {}
@@ -145,6 +158,10 @@ struct Server {
 
 impl Server {
     fn start(buddy: &Path, provider: &FakeProvider, label: &str) -> Server {
+        Server::start_with(buddy, provider, label, &[])
+    }
+
+    fn start_with(buddy: &Path, provider: &FakeProvider, label: &str, extra: &[String]) -> Server {
         let root = std::env::temp_dir().join(format!(
             "buddy-serve-bench-{label}-{}-{}",
             std::process::id(),
@@ -181,6 +198,7 @@ impl Server {
         }
         let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
             .env("HOME", root.join("home"))
             .env("XDG_CONFIG_HOME", &config_home)
             .env("XDG_DATA_HOME", root.join("xdg-data"))
@@ -879,7 +897,8 @@ fn main() {
         }
     }
     let mut results: Vec<Vec<(Figures, f64)>> = vec![Vec::new(); o.buddies.len()];
-    for run in 1..=o.runs {
+    let load_runs = if o.sessions == 0 { 0 } else { o.runs };
+    for run in 1..=load_runs {
         for (b, buddy) in o.buddies.iter().enumerate() {
             let verbose = run == 1 && o.buddies.len() == 1;
             let label = if verbose {
@@ -901,7 +920,7 @@ fn main() {
             results[b].push(r);
         }
     }
-    if o.runs > 1 {
+    if load_runs > 1 {
         for (b, runs) in results.iter().enumerate() {
             summary(&format!("#{}", b + 1), runs);
         }
@@ -945,4 +964,121 @@ fn main() {
             server.status_kib("VmHWM") as f64 / 1024.0
         );
     }
+
+    // 4. A flood of connections held open, and another client meanwhile.
+    if o.flood > 0 {
+        flood(&o, &prompt);
+    }
+}
+
+/// Raises this process's soft descriptor limit to its hard limit: the
+/// flood holds thousands of sockets.
+fn raise_nofile() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: now.maximum,
+            maximum: now.maximum,
+        },
+    );
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+fn flood(o: &Opts, prompt: &str) {
+    let limit = raise_nofile();
+    assert!(
+        limit > o.flood as u64 + 100,
+        "this process may open {limit} descriptors, too few for --flood {}",
+        o.flood
+    );
+    let provider = FakeProvider::start_repeating(vec![Reply::text("hello from the fake model")]);
+    let extra = [
+        "--max-connections".to_string(),
+        (o.flood + 256).to_string(),
+        "--header-timeout".to_string(),
+        "10m".to_string(),
+        "--idle-timeout".to_string(),
+        "10m".to_string(),
+    ];
+    let server = Server::start_with(&o.buddies[0], &provider, "flood", &extra);
+    let fds =
+        || std::fs::read_dir(format!("/proc/{}/fd", server.child.id())).map_or(0, |d| d.count());
+    // One client's visit: the page, a session, a short prompt to its end.
+    let visit = || {
+        let t0 = Instant::now();
+        let (status, page) = request(server.addr, "GET", "/", "");
+        assert!(
+            status == 200 && page.contains("<script>"),
+            "GET /: {status}"
+        );
+        let page_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let id = server.new_session();
+        let start = Barrier::new(1);
+        let t1 = Instant::now();
+        let s = stream(
+            server.addr,
+            &format!("/api/sessions/{id}/messages"),
+            prompt,
+            Shape::BuddyPlain,
+            &start,
+        );
+        assert!(s.finished, "the prompt's run ends with done");
+        (page_ms, t1.elapsed().as_secs_f64() * 1e3)
+    };
+    visit();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = server.status_kib("VmRSS");
+    let head = format!("GET / HTTP/1.1\r\nHost: {}\r\nX-Slow: ", server.addr);
+    let t0 = Instant::now();
+    let held: Vec<TcpStream> = (0..o.flood)
+        .map(|i| {
+            let mut s = TcpStream::connect(server.addr)
+                .unwrap_or_else(|e| panic!("flood connection {i}: {e}"));
+            if i % 2 == 1 {
+                s.write_all(head.as_bytes()).expect("a slow head");
+            }
+            s
+        })
+        .collect();
+    let opened = t0.elapsed();
+    // Every connection accepted (a descriptor each in the server).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fds() < o.flood && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during = server.status_kib("VmRSS");
+    let mut pages = Vec::new();
+    let mut prompts = Vec::new();
+    for _ in 0..20 {
+        let (p, q) = visit();
+        pages.push(p);
+        prompts.push(q);
+    }
+    let still = fds();
+    drop(held);
+    let stat = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        (v[v.len() / 2], v[v.len() - 1])
+    };
+    let (page_p50, page_max) = stat(&mut pages);
+    let (prompt_p50, prompt_max) = stat(&mut prompts);
+    println!(
+        "flood: {} connections held open ({} idle, {} with a head that never ends), opened in {:.0} ms; server descriptors {} during the visits",
+        o.flood,
+        o.flood - o.flood / 2,
+        o.flood / 2,
+        opened.as_secs_f64() * 1e3,
+        still
+    );
+    println!(
+        "flood: another client, 20 visits: page p50 {page_p50:.1} ms max {page_max:.1} ms; prompt to done p50 {prompt_p50:.1} ms max {prompt_max:.1} ms (budget 100 ms)"
+    );
+    println!(
+        "flood: server RSS {:.1} MiB before, {:.1} MiB with the flood ({:.1} KiB per held connection)",
+        before as f64 / 1024.0,
+        during as f64 / 1024.0,
+        during.saturating_sub(before) as f64 / o.flood as f64
+    );
 }

@@ -144,16 +144,31 @@ pub struct ServeArgs {
     /// Most connections open at once; more get 503 [default: 256]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
+    /// Most sessions with a live agent (running or idle); the agent idle
+    /// longest makes room, else 503 [default: 256]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_sessions: Option<u32>,
     /// Most sessions running a prompt at once; more get 503 [default: 128]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_running: Option<u32>,
     /// Most event streams open on one session; more get 503 [default: 32]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: Option<u32>,
+    /// Most event streams open on the whole server; more get 503 [default: 192]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams_total: Option<u32>,
     /// Close a connection that has not sent a request's headers within this
     /// long (a new one, or a kept-alive one left idle) [default: 10s]
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub header_timeout: Option<std::time::Duration>,
+    /// Close a connection on which nothing moved either way for this long
+    /// [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Close a session's agent after this long without a run; the next
+    /// prompt builds a new one [default: 5m]
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    pub agent_idle: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Args)]

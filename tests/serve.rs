@@ -807,3 +807,204 @@ fn a_too_big_body_gets_413_on_every_post_endpoint() {
     // Bodies within the bound still work.
     assert_eq!(c.post("/api/sessions", "{}").status, 201);
 }
+
+/// The run number an event carries: a kept agent numbers its runs on, a new
+/// one starts at 1.
+fn run_of(events: &[SseEvent]) -> u64 {
+    find(events, "run_started").data["run"].as_u64().unwrap()
+}
+
+fn live_agent(c: &Client, id: &str) -> bool {
+    c.get(&format!("/api/sessions/{id}")).json()["live_agent"]
+        .as_bool()
+        .unwrap()
+}
+
+/// A session's agent outlives its run and serves the next prompt (its runs
+/// are numbered on, and nothing is built again), yet the session file is free
+/// between runs: the CLI continues the conversation meanwhile and the kept
+/// agent's next run sees that turn. Left idle, the agent is closed, and the
+/// next prompt gets a new one.
+#[test]
+fn the_agent_is_kept_between_prompts_and_closed_when_idle() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer"),
+        Reply::text("cli answer"),
+        Reply::text("second answer"),
+        Reply::text("third answer"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--agent-idle", "2s"]);
+    let c = server.client();
+    let id = new_session(&c);
+    assert!(!live_agent(&c, &id));
+    let first = prompt(&c, &id, "one").until("done");
+    assert_eq!(run_of(&first), 1);
+    assert!(live_agent(&c, &id), "the agent was not kept");
+    let out = cmd.rerun(["exec", "--resume", &id, "from the cli"]);
+    out.assert_success();
+    let second = prompt(&c, &id, "two").until("done");
+    assert_eq!(run_of(&second), 2, "the second prompt got a new agent");
+    assert_eq!(
+        find(&second, "done").data["outcome"]["text"],
+        "second answer"
+    );
+    let sent = p.chat_requests()[2].body_text();
+    assert!(
+        sent.contains("from the cli") && sent.contains("cli answer"),
+        "the kept agent did not read the CLI's turn: {sent}"
+    );
+    eventually("the idle agent is closed", || !live_agent(&c, &id));
+    let third = prompt(&c, &id, "three").until("done");
+    assert_eq!(run_of(&third), 1, "the closed agent was used again");
+    assert_eq!(p.remaining_replies(), 0);
+}
+
+/// Two clients prompt one session at the same moment: one run, and a 409
+/// for the other.
+#[test]
+fn two_prompts_at_once_on_one_session_run_once() {
+    let p = FakeProvider::start_repeating(vec![
+        Reply::text("slow answer").delay(Duration::from_millis(1500))
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let posts: Vec<_> = (0..2)
+        .map(|i| {
+            let (c, id, start) = (server.client(), id.clone(), start.clone());
+            std::thread::spawn(move || {
+                let body = json!({ "text": format!("client {i}") }).to_string();
+                start.wait();
+                let (r, s) = c.sse(
+                    "POST",
+                    &format!("/api/sessions/{id}/messages"),
+                    &[],
+                    Some(&body),
+                );
+                let done = s.map(|mut s| s.until("done"));
+                (r.status, done)
+            })
+        })
+        .collect();
+    let mut got: Vec<_> = posts.into_iter().map(|t| t.join().unwrap()).collect();
+    got.sort_by_key(|(status, _)| *status);
+    assert_eq!((got[0].0, got[1].0), (200, 409));
+    let done = got[0].1.as_ref().unwrap();
+    assert_eq!(find(done, "done").data["outcome"]["text"], "slow answer");
+    assert_eq!(messages(&c, &id).len(), 2, "one prompt and one answer");
+}
+
+/// Past `--max-sessions` live agents, the one idle longest makes room; with
+/// every agent running, a new session's prompt gets 503.
+#[test]
+fn agents_over_the_session_cap_make_room_or_get_503() {
+    let p = FakeProvider::start(vec![
+        Reply::text("a done"),
+        Reply::tool_calls(vec![shell("nap", "sleep 30")]),
+        Reply::text("b done"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let server = Server::start(&cmd, &["--max-sessions", "1"]);
+    let c = server.client();
+    let (a, b, third) = (new_session(&c), new_session(&c), new_session(&c));
+    prompt(&c, &a, "a").until("done");
+    assert!(live_agent(&c, &a));
+    let mut running = prompt(&c, &b, "b");
+    running.until("tool_call_start");
+    assert!(!live_agent(&c, &a), "a's idle agent was not closed for b");
+    let body = json!({ "text": "c" }).to_string();
+    let (r, _) = c.sse(
+        "POST",
+        &format!("/api/sessions/{third}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(retry_after(&r), Some("5"));
+    assert!(r.json()["error"].as_str().unwrap().contains("1 sessions"));
+    let r = c.post(&format!("/api/sessions/{b}/interrupt"), "");
+    assert_eq!(r.status, 202, "{}", r.body);
+    running.until("done");
+}
+
+/// The server-wide stream cap, set in the config file's `[serve]`: the
+/// third stream gets 503 whichever session it follows.
+#[test]
+fn streams_over_the_server_cap_from_the_config_file_get_503() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config(format!(
+        "{}\n[serve]\nmax_streams_total = 2\n",
+        fake_config(&p)
+    ));
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let ids: Vec<String> = (0..3).map(|_| new_session(&c)).collect();
+    let open = |id: &str| c.sse("GET", &format!("/api/sessions/{id}/events"), &[], None);
+    let (a, _one) = open(&ids[0]);
+    let (b, two) = open(&ids[1]);
+    assert_eq!((a.status, b.status), (200, 200));
+    let (r, none) = open(&ids[2]);
+    assert!(none.is_none());
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(retry_after(&r), Some("5"));
+    assert!(r.json()["error"].as_str().unwrap().contains("2 streams"));
+    // A closed stream gives its place back.
+    drop(two);
+    eventually("a closed stream's place is free", || {
+        let (r, s) = open(&ids[2]);
+        assert!(matches!(r.status, 200 | 503), "{}", r.body);
+        s.is_some()
+    });
+}
+
+#[test]
+fn a_zero_limit_in_the_config_file_is_one_clear_error() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config(format!(
+        "{}\n[serve]\nmax_connections = 0\n",
+        fake_config(&p)
+    ));
+    let out = cmd.rerun(["serve", "--listen", "127.0.0.1:0"]);
+    assert!(!out.status.success());
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(
+        errors,
+        ["error: config error: serve.max_connections must be at least 1"]
+    );
+}
+
+/// A client that sends a request's head and then nothing of its body holds
+/// its connection only until the idle timeout, not the body's 30 s.
+#[test]
+fn a_connection_on_which_nothing_moves_is_dropped_after_the_idle_timeout() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--idle-timeout", "1s"]);
+    let head = format!(
+        "POST /api/sessions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
+        server.addr
+    );
+    let mut tcp = support::serve::raw(server.addr, head.as_bytes());
+    let (answer, took) = support::serve::until_closed(&mut tcp, Duration::from_secs(8))
+        .expect("the stalled client is still connected after 8 s");
+    assert!(took >= Duration::from_millis(900), "cut too soon: {took:?}");
+    assert!(!answer.contains("408"), "{answer}");
+    // A client that keeps reading a quiet stream is not idle: keep-alives
+    // come more often than the idle timeout.
+    let c = server.client();
+    let id = new_session(&c);
+    let (r, s) = c.sse("GET", &format!("/api/sessions/{id}/events"), &[], None);
+    assert_eq!(r.status, 200);
+    let mut s = s.unwrap();
+    let stayed = std::time::Instant::now();
+    while stayed.elapsed() < Duration::from_secs(3) {
+        assert!(s.read_some(), "the reading stream was closed");
+    }
+}

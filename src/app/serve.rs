@@ -6,16 +6,14 @@ use super::{AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
-use crate::config::{CliOverrides, Settings};
+use crate::config::{CliOverrides, ServeSection, Settings};
 use crate::provider::http::Transports;
 use crate::serve::{Backend, Limits, ServeOptions, SessionInfo};
 use crate::session::{self, Store};
 use crate::ui::style::Style;
 use crate::wire::Message;
 use std::sync::Arc;
-
-/// Request bodies larger than this are refused.
-const MAX_BODY: usize = 1024 * 1024;
+use std::time::Duration;
 
 pub(crate) async fn serve(
     args: ServeArgs,
@@ -28,7 +26,7 @@ pub(crate) async fn serve(
     let mut execution =
         execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
     execution::confine(&mut execution, choice, style)?;
-    let limits = limits(&args);
+    let limits = limits(&args, &settings.serve)?;
     let token = args
         .token
         .or_else(|| std::env::var("BUDDY_SERVE_TOKEN").ok())
@@ -37,7 +35,12 @@ pub(crate) async fn serve(
         listen: args.listen,
         token: token.clone(),
         approval_timeout: args.approval_timeout,
-        max_body: MAX_BODY,
+        max_body: settings
+            .serve
+            .max_body_bytes
+            .map_or(crate::serve::MAX_BODY, |b| {
+                usize::try_from(b).unwrap_or(usize::MAX)
+            }),
         limits,
     };
     super::remember_secrets(&settings);
@@ -74,16 +77,52 @@ pub(crate) async fn serve(
     Ok(Exit::Ok)
 }
 
-/// The server's caps: the defaults, or what the flags say.
-fn limits(args: &ServeArgs) -> Limits {
-    let d = Limits::default();
-    let n = |v: Option<u32>, default: usize| v.map_or(default, |v| v as usize);
-    Limits {
-        connections: n(args.max_connections, d.connections),
-        running: n(args.max_running, d.running),
-        subscribers: n(args.max_streams, d.subscribers),
-        header_timeout: args.header_timeout.unwrap_or(d.header_timeout),
+/// The server's caps: a flag, else the config file's `[serve]`, else the
+/// default. A zero in the file is refused: it would refuse every client.
+fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
+    let zero = [
+        ("max_connections", file.max_connections.map(u64::from)),
+        ("max_sessions", file.max_sessions.map(u64::from)),
+        ("max_running", file.max_running.map(u64::from)),
+        ("max_streams", file.max_streams.map(u64::from)),
+        ("max_streams_total", file.max_streams_total.map(u64::from)),
+        ("header_timeout_secs", file.header_timeout_secs),
+        ("idle_timeout_secs", file.idle_timeout_secs),
+        ("agent_idle_secs", file.agent_idle_secs),
+        ("max_body_bytes", file.max_body_bytes),
+    ]
+    .into_iter()
+    .find(|(_, v)| *v == Some(0));
+    if let Some((key, _)) = zero {
+        return Err(AppError::Usage(format!(
+            "config error: serve.{key} must be at least 1"
+        )));
     }
+    let d = Limits::default();
+    let n = |flag: Option<u32>, file: Option<u32>, default: usize| {
+        flag.or(file).map_or(default, |v| v as usize)
+    };
+    let t = |flag: Option<Duration>, secs: Option<u64>, default: Duration| {
+        flag.or(secs.map(Duration::from_secs)).unwrap_or(default)
+    };
+    Ok(Limits {
+        connections: n(args.max_connections, file.max_connections, d.connections),
+        sessions: n(args.max_sessions, file.max_sessions, d.sessions),
+        running: n(args.max_running, file.max_running, d.running),
+        subscribers: n(args.max_streams, file.max_streams, d.subscribers),
+        subscribers_total: n(
+            args.max_streams_total,
+            file.max_streams_total,
+            d.subscribers_total,
+        ),
+        header_timeout: t(
+            args.header_timeout,
+            file.header_timeout_secs,
+            d.header_timeout,
+        ),
+        idle_timeout: t(args.idle_timeout, file.idle_timeout_secs, d.idle_timeout),
+        agent_idle: t(args.agent_idle, file.agent_idle_secs, d.agent_idle),
+    })
 }
 
 struct ServeBackend {

@@ -27,6 +27,9 @@ pub struct ConfigFile {
     /// (docs/HOOKS.md). An untrusted project file's are held back.
     #[serde(default)]
     pub hooks: HooksSection,
+    /// `[serve]`: the limits of `buddy serve` (docs/SERVE.md).
+    #[serde(default)]
+    pub serve: ServeSection,
     /// Not in the file: what was held back from it because it is an
     /// untrusted project file (see `trust`).
     #[serde(skip)]
@@ -366,6 +369,28 @@ impl Default for ExecutionSection {
             tmux_session: None,
         }
     }
+}
+
+/// `[serve]`: how much of `buddy serve` its clients may hold. Every key is
+/// optional: unset, the server's own default holds (`serve::Limits`), and a
+/// flag of `buddy serve` overrides the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeSection {
+    pub max_connections: Option<u32>,
+    /// Sessions with a live agent (running, or kept idle for the next prompt).
+    pub max_sessions: Option<u32>,
+    pub max_running: Option<u32>,
+    /// Event streams open on one session.
+    pub max_streams: Option<u32>,
+    /// Event streams open on the whole server.
+    pub max_streams_total: Option<u32>,
+    pub header_timeout_secs: Option<u64>,
+    /// A connection on which nothing moved for this long is closed.
+    pub idle_timeout_secs: Option<u64>,
+    /// A session's agent left idle this long is closed.
+    pub agent_idle_secs: Option<u64>,
+    pub max_body_bytes: Option<u64>,
 }
 
 /// `[discovery]`: local model servers tried when the active profile has no key.

@@ -96,6 +96,8 @@ pub struct Settings {
     pub execution: ExecutionSection,
     /// Hook commands; empty when the file is an untrusted project file.
     pub hooks: HooksSection,
+    /// `buddy serve`'s limits as the file sets them.
+    pub serve: ServeSection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
     /// Keys written in the file (every profile's `api_key`): redacted from
@@ -513,6 +515,7 @@ pub fn resolve(
         network: file.network,
         display: file.display,
         execution: file.execution,
+        serve: file.serve,
         hooks: file.hooks,
         profiles,
         profile_keys,

@@ -1,6 +1,9 @@
 //! The accept loop of `buddy serve`: it caps connections, answers those
 //! over the cap with a 503 and `Retry-After`, and serves each admitted
-//! connection with hyper's HTTP/1 (header timeout, graceful shutdown).
+//! connection with hyper's HTTP/1 (header timeout, graceful shutdown) and
+//! its own idle timer: a connection on which no byte moved either way for
+//! `Limits::idle_timeout` is dropped, whatever hyper is waiting for (a
+//! client that stopped reading a stream, or a body that stopped coming).
 //! Routes, the guard and the other limits are `http.rs`'s.
 
 use super::Limits;
@@ -8,11 +11,15 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
 
 /// Refusals being written at once; past this a connection over the cap is
 /// closed without an answer, so a flood costs no more than this many tasks.
@@ -41,6 +48,7 @@ pub async fn serve(
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
     let service = TowerToHyperService::new(router);
     let header_timeout = limits.header_timeout;
+    let idle_timeout = limits.idle_timeout;
     tokio::pin!(stop);
     loop {
         let tcp = tokio::select! {
@@ -59,7 +67,7 @@ pub async fn serve(
                 let service = service.clone();
                 let stopping = stopping.clone();
                 tokio::spawn(async move {
-                    connection(tcp, service, header_timeout, stopping).await;
+                    connection(tcp, service, header_timeout, idle_timeout, stopping).await;
                     drop(slot);
                 });
             }
@@ -102,8 +110,11 @@ async fn connection(
     tcp: TcpStream,
     service: TowerToHyperService<Router>,
     header_timeout: Duration,
+    idle_timeout: Duration,
     mut stopping: watch::Receiver<bool>,
 ) {
+    let tcp = Watched::new(tcp);
+    let moved = tcp.moved.clone();
     let mut builder = hyper::server::conn::http1::Builder::new();
     // hyper starts this clock whenever the connection waits for a request
     // head: a client dribbling its headers and a kept-alive connection left
@@ -113,13 +124,116 @@ async fn connection(
         .header_read_timeout(header_timeout);
     let conn = builder.serve_connection(TokioIo::new(tcp), service);
     tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => return,
-        _ = stopping.wait_for(|s| *s) => {}
+    let mut deadline = moved.last() + idle_timeout;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stopping.wait_for(|s| *s) => break,
+            () = tokio::time::sleep_until(deadline) => {
+                let last = moved.last();
+                if last + idle_timeout <= Instant::now() {
+                    // Dropping the connection closes the socket.
+                    return;
+                }
+                deadline = last + idle_timeout;
+            }
+        }
     }
     // Finishes the response in progress (SSE streams end on `stopping`).
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// When a connection last moved a byte, read or written: milliseconds since
+/// its start, kept where the connection's task and its I/O both reach.
+#[derive(Clone)]
+struct Moved {
+    start: Instant,
+    ms: Arc<AtomicU64>,
+}
+
+impl Moved {
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_millis(self.ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A connection's socket that notes every byte it moves (an atomic store
+/// per read or write, nothing more), for the idle timer.
+struct Watched {
+    tcp: TcpStream,
+    moved: Moved,
+}
+
+impl Watched {
+    fn new(tcp: TcpStream) -> Watched {
+        Watched {
+            tcp,
+            moved: Moved {
+                start: Instant::now(),
+                ms: Arc::new(AtomicU64::new(0)),
+            },
+        }
+    }
+
+    fn noted<T>(&self, r: Poll<std::io::Result<T>>, moved: bool) -> Poll<std::io::Result<T>> {
+        if moved {
+            self.moved.touch();
+        }
+        r
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.tcp).poll_read(cx, buf);
+        let moved = matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before;
+        self.noted(r, moved)
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        let moved = matches!(r, Poll::Ready(Ok(n)) if n > 0);
+        self.noted(r, moved)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        let moved = matches!(r, Poll::Ready(Ok(n)) if n > 0);
+        self.noted(r, moved)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
 }
 
 /// Answers a connection over the cap: 503, `Retry-After`, a JSON error like

@@ -10,6 +10,14 @@
 //! burst of prompts crossed a doubling mid-stream. A single-threaded process
 //! grows the table without that wait, so `buddy serve` grows it once, before
 //! the runtime exists.
+//!
+//! It also raises the soft `RLIMIT_NOFILE` when the server's limits need
+//! more descriptors than it allows (5,000 connections with the common soft
+//! limit of 1,024), up to what they need and never past the hard limit.
+//! The commands its tools start inherit the raised limit; that is harmless
+//! at these sizes (a program that closes every possible descriptor at
+//! start-up is slow only with limits in the millions, which is why it is not
+//! raised to the hard limit).
 
 use std::os::fd::RawFd;
 
@@ -22,10 +30,16 @@ pub const RESERVED: u64 = 4096;
 /// descriptors. Call it while the process has one thread. Best effort: on any
 /// failure the table just grows later, as it would have.
 pub fn reserve() {
+    reserve_for(RESERVED);
+}
+
+/// Grows the table to `min(want, the soft RLIMIT_NOFILE)` descriptors
+/// (best effort, like [`reserve`]).
+fn reserve_for(want: u64) {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
-    let want = RESERVED.min(limit);
+    let want = want.min(limit);
     let Ok(highest) = RawFd::try_from(want.saturating_sub(1)) else {
         return;
     };
@@ -38,6 +52,26 @@ pub fn reserve() {
     // A copy at the highest slot makes the table that large; closing it
     // (the drop) leaves the table as it is: Linux never shrinks it.
     let _copy = rustix::io::fcntl_dupfd_cloexec(&null, highest);
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to `need` (at most the hard limit) when
+/// it is lower, and grows the table to match. Best effort: on failure the
+/// server runs with the limit it had, and a prompt past it gets a 503.
+pub fn raise(need: u64) {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    let soft = now.current.unwrap_or(u64::MAX);
+    if soft < need {
+        let want = now.maximum.map_or(need, |hard| need.min(hard));
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(want),
+                maximum: now.maximum,
+            },
+        );
+    }
+    reserve_for(need.max(RESERVED));
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The HTTP side of `buddy serve`: routes, the guard every request passes
 //! (Host, Origin, token), and the SSE streams.
 
-use super::live::{Live, Stamped, StartError, Subscription};
+use super::live::{Live, Pooled, Stamped, StartError, Subscription};
 use super::RETRY_AFTER_SECS;
 use super::{Backend, ServeOptions};
 use crate::agent::protocol::{Decision, ErrorCode, Op};
@@ -63,6 +63,10 @@ struct Inner {
     building: tokio::sync::Semaphore,
     /// A place per session running a prompt (`Limits::running`).
     running: Arc<tokio::sync::Semaphore>,
+    /// A place per live agent, running or kept (`Limits::sessions`).
+    agents: Arc<tokio::sync::Semaphore>,
+    /// A place per event stream (`Limits::subscribers_total`).
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl State {
@@ -75,6 +79,8 @@ impl State {
                 stopping: watch::channel(false).0,
                 building: tokio::sync::Semaphore::new(1),
                 running: Arc::new(tokio::sync::Semaphore::new(opts.limits.running)),
+                agents: Arc::new(tokio::sync::Semaphore::new(opts.limits.sessions)),
+                streams: Arc::new(tokio::sync::Semaphore::new(opts.limits.subscribers_total)),
                 opts,
             }),
         }
@@ -107,13 +113,86 @@ impl State {
         before - sessions.len()
     }
 
-    /// Every minute, drops the records idle for ten ([`State::evict_idle`]).
+    /// Closes the agents kept without a run for `idle`; how many.
+    pub async fn close_idle_agents(&self, idle: Duration) -> usize {
+        let now = Instant::now();
+        let all: Vec<Arc<Live>> = self.sessions().values().cloned().collect();
+        let mut closed = 0;
+        for live in all {
+            if let Some(agent) = live.take_idle_agent(idle, now) {
+                agent.close().await;
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// Every minute (or twice per `Limits::agent_idle` when that is
+    /// shorter), closes the agents idle for that long, then drops the
+    /// records idle for ten minutes ([`State::evict_idle`]).
     pub async fn sweep(self) {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        let agent_idle = self.inner.opts.limits.agent_idle;
+        let every = SWEEP_EVERY
+            .min(agent_idle / 2)
+            .max(Duration::from_millis(10));
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            self.close_idle_agents(agent_idle).await;
             self.evict_idle(EVICT_AFTER);
+        }
+    }
+
+    /// A place for one more live agent: a free one, or the one of the agent
+    /// kept idle longest, closed for it. None when every agent is running.
+    async fn agent_place(&self) -> Option<super::live::AgentPlace> {
+        let agents = &self.inner.agents;
+        if let Ok(place) = Arc::clone(agents).try_acquire_owned() {
+            return Some(place);
+        }
+        let oldest = {
+            let sessions = self.sessions();
+            sessions
+                .values()
+                .filter_map(|l| l.idle_since().map(|t| (t, l.clone())))
+                .min_by_key(|(t, _)| *t)
+                .map(|(_, l)| l)
+        };
+        // Taken with a zero idle time: it is the oldest, whatever its age.
+        let victim = oldest?.take_idle_agent(Duration::ZERO, Instant::now())?;
+        let Pooled { agent, place } = victim;
+        agent.shutdown().await;
+        Some(place)
+    }
+
+    /// A new agent for `live`, built off the runtime's workers; the error
+    /// response when there is no place for it or it cannot be built.
+    async fn build(&self, live: &Live) -> Result<Pooled, Response> {
+        let Some(place) = self.agent_place().await else {
+            return Err(busy(format!(
+                "{} sessions have a running agent already; retry when one is done",
+                self.inner.opts.limits.sessions
+            )));
+        };
+        // Building an agent reads config, project and session files: on a
+        // housekeeping thread at a lower priority, one at a time, so runtime
+        // workers keep relaying other sessions' streams meanwhile (100
+        // prompts at once would otherwise queue every stream behind all the
+        // set-ups).
+        let backend = Arc::clone(&self.inner.backend);
+        let allowed = live.allowed();
+        // The semaphore is never closed.
+        let turn = self.inner.building.acquire().await.ok();
+        let built = crate::background::run(move || backend.spawn(allowed)).await;
+        drop(turn);
+        match built {
+            Ok(Ok(agent)) => Ok(Pooled { agent, place }),
+            Ok(Err(e)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+            Err(e) => Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the agent could not be started: {e}"),
+            )),
         }
     }
 
@@ -389,9 +468,10 @@ async fn list_sessions(Ext(state): Ext<State>) -> Response {
             let items: Vec<serde_json::Value> = list
                 .into_iter()
                 .map(|s| {
-                    let running = live.get(&s.id).is_some_and(|l| l.running());
+                    let l = live.get(&s.id);
                     let mut v = serde_json::to_value(&s).unwrap_or_default();
-                    v["running"] = json!(running);
+                    v["running"] = json!(l.is_some_and(|l| l.running()));
+                    v["live_agent"] = json!(l.is_some_and(|l| l.has_agent()));
                     v
                 })
                 .collect();
@@ -449,8 +529,17 @@ async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
     }
     match state.inner.backend.history(&id) {
         Ok(messages) => {
-            let running = state.sessions().get(&id).is_some_and(|l| l.running());
-            Json(json!({ "id": id, "running": running, "messages": messages })).into_response()
+            let (running, live_agent) = match state.sessions().get(&id) {
+                Some(l) => (l.running(), l.has_agent()),
+                None => (false, false),
+            };
+            Json(json!({
+                "id": id,
+                "running": running,
+                "live_agent": live_agent,
+                "messages": messages,
+            }))
+            .into_response()
         }
         Err(e) => store_error(e),
     }
@@ -550,14 +639,21 @@ async fn post_message(
     };
     if let Some(op) = queued {
         // Joins the run in progress; with none (it just ended) it starts one.
-        if live.send(op).await.is_ok() {
-            return (StatusCode::ACCEPTED, Json(json!({ "queued": true }))).into_response();
-        }
+        // A run that is starting or ending takes ops again in a moment.
+        let op = match live.send(op).await {
+            Ok(()) => return queued_answer(),
+            Err(op) if live.running() => {
+                live.settled(SETTLE_TIME).await;
+                match live.send(op).await {
+                    Ok(()) => return queued_answer(),
+                    Err(op) => op,
+                }
+            }
+            Err(op) => op,
+        };
+        drop(op);
     } else if live.running() {
-        return error(
-            StatusCode::CONFLICT,
-            "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
-        );
+        return in_progress();
     }
     let Ok(slot) = Arc::clone(&state.inner.running).try_acquire_owned() else {
         return busy(format!(
@@ -565,39 +661,44 @@ async fn post_message(
             state.inner.opts.limits.running
         ));
     };
-    // Building an agent reads config, project and session files: on a
-    // housekeeping thread at a lower priority, one at a time, so runtime
-    // workers keep relaying other sessions' streams meanwhile (100 prompts at
-    // once would otherwise queue every stream behind all the set-ups).
-    let backend = Arc::clone(&state.inner.backend);
-    let allowed = live.allowed();
-    // The semaphore is never closed.
-    let turn = state.inner.building.acquire().await.ok();
-    let built = crate::background::run(move || backend.spawn(allowed)).await;
-    drop(turn);
-    let agent = match built {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the agent could not be started: {e}"),
-            )
-        }
+    // One prompt wins the session; another at the same moment gets 409.
+    let Some(kept) = live.claim() else {
+        return in_progress();
+    };
+    let pooled = match kept {
+        Some(agent) => agent,
+        None => match state.build(&live).await {
+            Ok(agent) => agent,
+            Err(refusal) => {
+                live.unclaim();
+                return refusal;
+            }
+        },
     };
     // Subscribed before the run starts, so the stream holds all of it.
     let sub = live.subscribe(live.next_id().saturating_sub(1));
     match live
-        .start(agent, body.text, state.inner.opts.approval_timeout, slot)
+        .start(pooled, body.text, state.inner.opts.approval_timeout, slot)
         .await
     {
-        Ok(()) => sse(live, sub, true, state.inner.stopping.subscribe()),
-        Err(StartError::Busy) => error(
-            StatusCode::CONFLICT,
-            "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\"",
-        ),
+        Ok(()) => sse(live, sub, true, None, &state),
         Err(StartError::Resume { message, code }) => error(resume_status(code), message),
     }
+}
+
+/// How long a steer or follow-up waits for a run that is starting or ending
+/// to take it (an agent's build, or the release of the session file).
+const SETTLE_TIME: Duration = Duration::from_secs(30);
+
+fn queued_answer() -> Response {
+    (StatusCode::ACCEPTED, Json(json!({ "queued": true }))).into_response()
+}
+
+fn in_progress() -> Response {
+    error(
+        StatusCode::CONFLICT,
+        "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
+    )
 }
 
 /// The answer to a prompt whose session could not be opened: 409 while
@@ -636,13 +737,19 @@ async fn events(
         .or(q.after)
         .unwrap_or(0);
     let live = state.live(&id);
+    let Ok(place) = Arc::clone(&state.inner.streams).try_acquire_owned() else {
+        return busy(format!(
+            "the server has {} streams open already; retry later",
+            state.inner.opts.limits.subscribers_total
+        ));
+    };
     let max = state.inner.opts.limits.subscribers;
     let Some(sub) = live.subscribe_within(after, max) else {
         return busy(format!(
             "this session has {max} streams open already; close one or retry later"
         ));
     };
-    sse(live, sub, false, state.inner.stopping.subscribe())
+    sse(live, sub, false, Some(place), &state)
 }
 
 #[derive(Deserialize)]
@@ -708,9 +815,14 @@ struct Feed {
     until_done: bool,
     finished: bool,
     stopping: watch::Receiver<bool>,
+    keep_alive: Duration,
+    /// This stream's place among the server's (`Limits::subscribers_total`).
+    _place: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-/// Written when a stream has been quiet this long, so proxies keep it open.
+/// Written when a stream has been quiet this long, so proxies keep it open
+/// (and more often when `Limits::idle_timeout` is short, so a reading
+/// client is never idle).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Most bytes put into one write: events already waiting go out together.
 const BATCH_BYTES: usize = 64 * 1024;
@@ -721,7 +833,8 @@ fn sse(
     live: Arc<Live>,
     sub: Subscription,
     until_done: bool,
-    stopping: watch::Receiver<bool>,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+    state: &State,
 ) -> Response {
     let feed = Feed {
         live,
@@ -730,7 +843,9 @@ fn sse(
         last: 0,
         until_done,
         finished: false,
-        stopping,
+        stopping: state.inner.stopping.subscribe(),
+        keep_alive: KEEP_ALIVE.min(state.inner.opts.limits.idle_timeout / 4),
+        _place: place,
     };
     let stream = futures_util::stream::unfold(feed, |mut f| async move {
         let bytes = next_batch(&mut f).await?;
@@ -808,7 +923,7 @@ async fn wait_one(f: &mut Feed) -> Option<Waited> {
                 Err(broadcast::error::RecvError::Closed) => return None,
             },
             _ = f.stopping.changed() => return None,
-            _ = tokio::time::sleep(KEEP_ALIVE) => return Some(Waited::KeepAlive),
+            _ = tokio::time::sleep(f.keep_alive) => return Some(Waited::KeepAlive),
         }
     }
 }

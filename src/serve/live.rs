@@ -1,6 +1,14 @@
 //! One served session while the server runs: its event log (ids, replay),
-//! the live subscribers, the agent of the run in progress, and the prefixes
-//! allowed with "always", which every run's agent shares.
+//! the live subscribers, its agent (running, or kept idle between runs for
+//! the next prompt), and the prefixes allowed with "always", which every
+//! agent of the session shares.
+//!
+//! A kept agent holds no session: after each run it is sent `NewSession`,
+//! which drops the session file (and its lock), and each run starts with a
+//! `Resume` that reads the file afresh. So between runs the session is free
+//! for `buddy resume` as before, and a run sees what was written elsewhere
+//! meanwhile. What the pool saves is the agent's set-up (settings, tools,
+//! project instructions), not the conversation.
 
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::{Decision, ErrorCode, Event, EventKind, Op};
@@ -9,7 +17,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, Notify};
 
 /// Event data kept per session for clients that reconnect: generous while a
 /// run streams, small once it is over (the history endpoint has the rest).
@@ -75,6 +83,28 @@ pub struct Live {
     tx: broadcast::Sender<Arc<Stamped>>,
     /// In memory for the server's life, like the REPL's for its agent's.
     allowed: SharedAllowList,
+    /// Told whenever `busy` or `ops` changes, for a steer that arrived as a
+    /// run was ending ([`Live::settled`]).
+    changed: Notify,
+}
+
+/// One of the server's places for a live agent (`Limits::sessions`), held
+/// for as long as the agent lives.
+pub type AgentPlace = tokio::sync::OwnedSemaphorePermit;
+
+/// An agent of this server with its place.
+pub struct Pooled {
+    pub agent: AgentHandle,
+    pub place: AgentPlace,
+}
+
+impl Pooled {
+    /// Stops the agent (it holds no session between runs) and gives its
+    /// place back.
+    pub async fn close(self) {
+        self.agent.shutdown().await;
+        drop(self.place);
+    }
 }
 
 #[derive(Default)]
@@ -83,8 +113,15 @@ struct State {
     /// Bytes of event data in `log`.
     log_bytes: usize,
     next_id: u64,
-    /// The agent of the run in progress.
+    /// The agent of the run in progress, while it takes ops from clients.
     ops: Option<mpsc::Sender<Op>>,
+    /// From a prompt's claim until its run is over and its agent kept (or
+    /// gone): one run at a time.
+    busy: bool,
+    /// The agent kept between runs, and since when.
+    parked: Option<(Pooled, Instant)>,
+    /// The agent a pump drives, for a shutdown to reach it in any state.
+    agent_ops: Option<mpsc::Sender<Op>>,
     /// Approvals asked and not yet decided.
     waiting: HashSet<String>,
     /// When the record was made or last published an event.
@@ -115,6 +152,7 @@ impl Live {
             }),
             tx,
             allowed: SharedAllowList::default(),
+            changed: Notify::new(),
         })
     }
 
@@ -139,6 +177,8 @@ impl Live {
         }
         let st = me.lock();
         let quiet = st.ops.is_none()
+            && !st.busy
+            && st.parked.is_none()
             && st.waiting.is_empty()
             && st.pump.as_ref().is_none_or(|p| p.is_finished())
             && st
@@ -150,8 +190,74 @@ impl Live {
         quiet
     }
 
+    /// A run is starting, going, or ending.
     pub fn running(&self) -> bool {
-        self.lock().ops.is_some()
+        self.lock().busy
+    }
+
+    /// Whether the session has an agent, running or kept.
+    pub fn has_agent(&self) -> bool {
+        let st = self.lock();
+        st.busy || st.parked.is_some()
+    }
+
+    /// Takes the session for a new run: its kept agent if it has one. None
+    /// when a run is already starting or going.
+    pub fn claim(&self) -> Option<Option<Pooled>> {
+        let mut st = self.lock();
+        if st.busy {
+            return None;
+        }
+        st.busy = true;
+        Some(st.parked.take().map(|(p, _)| p))
+    }
+
+    /// Gives back a claim whose run never started (its agent could not be
+    /// built).
+    pub fn unclaim(&self) {
+        self.lock().busy = false;
+        self.changed.notify_waiters();
+    }
+
+    /// The kept agent, when it has had no run for `idle`.
+    pub fn take_idle_agent(&self, idle: Duration, now: Instant) -> Option<Pooled> {
+        let mut st = self.lock();
+        let since = st.parked.as_ref()?.1;
+        if st.busy || now.saturating_duration_since(since) < idle {
+            return None;
+        }
+        st.agent_ops = None;
+        st.parked.take().map(|(p, _)| p)
+    }
+
+    /// Since when the kept agent has been idle; none without one.
+    pub fn idle_since(&self) -> Option<Instant> {
+        let st = self.lock();
+        if st.busy {
+            return None;
+        }
+        st.parked.as_ref().map(|(_, since)| *since)
+    }
+
+    /// Waits until a run that is starting or ending either takes ops or is
+    /// over (at most `limit`); a steer that came as a run ended then joins
+    /// the next one or starts its own.
+    pub async fn settled(&self, limit: Duration) {
+        let wait = async {
+            loop {
+                let changed = self.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                {
+                    let st = self.lock();
+                    if st.ops.is_some() || !st.busy {
+                        return;
+                    }
+                }
+                changed.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, wait).await;
     }
 
     /// The id the next event will get.
@@ -214,23 +320,23 @@ impl Live {
         self.lock().waiting.contains(call_id)
     }
 
-    /// Starts a run on `agent`: resume this session, then `prompt`, then close
-    /// once everything queued is done. False when a run is already going.
+    /// Starts a run on `pooled` (the session must be claimed): resume this
+    /// session, then `prompt`. On failure the claim is given back, and the
+    /// agent kept when it still runs.
     pub async fn start(
         self: &Arc<Self>,
-        mut agent: AgentHandle,
+        mut pooled: Pooled,
         prompt: String,
         approval_timeout: Duration,
         slot: RunSlot,
     ) -> Result<(), StartError> {
+        let ops = pooled.agent.ops.clone();
         {
             let mut st = self.lock();
-            if st.ops.is_some() {
-                return Err(StartError::Busy);
-            }
-            st.ops = Some(agent.ops.clone());
+            st.ops = Some(ops.clone());
+            st.agent_ops = Some(ops.clone());
         }
-        let ops = agent.ops.clone();
+        self.changed.notify_waiters();
         let _ = ops
             .send(Op::Resume {
                 query: self.id.clone(),
@@ -238,14 +344,21 @@ impl Live {
             .await;
         // The resume must hold before the prompt goes: a session in use
         // elsewhere is refused, not silently replaced by a new one.
-        while let Some(ev) = agent.events.recv().await {
+        loop {
+            let Some(ev) = pooled.agent.events.recv().await else {
+                self.end_run(None);
+                return Err(StartError::Resume {
+                    message: "the session's agent stopped before the run".into(),
+                    code: None,
+                });
+            };
             let kind = ev.kind.clone();
             self.publish(&ev);
             match kind {
                 EventKind::SessionResumed { .. } => break,
                 EventKind::Error { message, code } => {
-                    self.lock().ops = None;
-                    agent.shutdown().await;
+                    // The agent is as it was, with no session: kept.
+                    self.end_run(Some(pooled));
                     return Err(StartError::Resume { message, code });
                 }
                 _ => {}
@@ -257,10 +370,9 @@ impl Live {
                 images: Vec::new(),
             })
             .await;
-        let _ = ops.send(Op::Close).await;
         let me = self.clone();
         let pump = tokio::spawn(async move {
-            me.pump(agent, approval_timeout).await;
+            me.pump(pooled, approval_timeout).await;
             // The server's count of running sessions goes down with the run.
             drop(slot);
         });
@@ -268,13 +380,43 @@ impl Live {
         Ok(())
     }
 
-    /// Publishes the agent's events until it has closed, and denies the
-    /// approvals nobody answers in time. A run's end (`done`) is held back
-    /// until the agent has released the session (or the next run starts), so
-    /// a client that sees it can continue the session anywhere at once.
-    async fn pump(self: Arc<Self>, mut agent: AgentHandle, approval_timeout: Duration) {
+    /// The run is over: its agent is kept (`Some`) or gone, and the session
+    /// takes a new prompt.
+    fn end_run(&self, kept: Option<Pooled>) {
+        {
+            let mut st = self.lock();
+            st.ops = None;
+            st.waiting.clear();
+            st.busy = false;
+            match kept {
+                Some(p) => st.parked = Some((p, Instant::now())),
+                None => st.agent_ops = None,
+            }
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Publishes the agent's events through its run, denies the approvals
+    /// nobody answers in time, and keeps the agent once the run is over. A
+    /// run's end (`done`) is held back until the agent has released the
+    /// session (or the next run starts), so a client that sees it can
+    /// continue the session anywhere at once.
+    ///
+    /// The end of a run is not the agent's last word: messages queued as it
+    /// ended start another at once. So at `done` clients' ops stop going to
+    /// the agent and it is asked for its status: idle, it is sent
+    /// `NewSession` (dropping the session file), and `SessionCleared` says it
+    /// is free to keep; still running, clients' ops go to it again. Both
+    /// replies are the server's own and not published.
+    async fn pump(self: Arc<Self>, mut pooled: Pooled, approval_timeout: Duration) {
         let mut held: Option<Event> = None;
-        while let Some(ev) = agent.events.recv().await {
+        let mut asked = false;
+        let mut releasing = false;
+        let ops = pooled.agent.ops.clone();
+        let idle = loop {
+            let Some(ev) = pooled.agent.events.recv().await else {
+                break false;
+            };
             match &ev.kind {
                 EventKind::ApprovalRequested { call_id, .. } => {
                     self.lock().waiting.insert(call_id.clone());
@@ -283,22 +425,37 @@ impl Live {
                 EventKind::ApprovalDecided { call_id, .. } => {
                     self.lock().waiting.remove(call_id);
                 }
+                EventKind::RunFinished { .. } => {
+                    if let Some(done) = held.replace(ev) {
+                        self.publish(&done);
+                    }
+                    self.lock().ops = None;
+                    asked = ops.send(Op::Status).await.is_ok();
+                    continue;
+                }
+                EventKind::Status(report) if asked => {
+                    asked = false;
+                    if report.running.is_none() {
+                        releasing = ops.send(Op::NewSession).await.is_ok();
+                    } else {
+                        self.lock().ops = Some(ops.clone());
+                        self.changed.notify_waiters();
+                    }
+                    continue;
+                }
+                EventKind::SessionCleared if releasing => break true,
                 _ => {}
-            }
-            if matches!(ev.kind, EventKind::RunFinished { .. }) {
-                held = Some(ev);
-                continue;
             }
             if let Some(done) = held.take() {
                 self.publish(&done);
             }
             self.publish(&ev);
-        }
-        let _ = agent.task.await;
-        {
-            let mut st = self.lock();
-            st.ops = None;
-            st.waiting.clear();
+        };
+        if idle {
+            self.end_run(Some(pooled));
+        } else {
+            let _ = (&mut pooled.agent.task).await;
+            self.end_run(None);
         }
         if let Some(done) = held {
             self.publish(&done);
@@ -323,13 +480,20 @@ impl Live {
         });
     }
 
-    /// Interrupts the run in progress (saving it) and waits until its agent
-    /// is gone.
+    /// Interrupts the run in progress (saving it) and waits until its agent,
+    /// running or kept, is gone.
     pub async fn stop(&self) {
-        let _ = self.send(Op::Shutdown).await;
+        let ops = self.lock().agent_ops.clone();
+        if let Some(ops) = ops {
+            let _ = ops.send(Op::Shutdown).await;
+        }
         let pump = self.lock().pump.take();
         if let Some(p) = pump {
             let _ = p.await;
+        }
+        let kept = self.lock().parked.take();
+        if let Some((p, _)) = kept {
+            p.close().await;
         }
     }
 }
@@ -364,7 +528,6 @@ fn trim(st: &mut State, max: usize) {
 
 #[derive(Debug)]
 pub enum StartError {
-    Busy,
     /// The session could not be opened for the run.
     Resume {
         message: String,
@@ -403,6 +566,9 @@ mod tests {
         live.lock().ops = Some(mpsc::channel(1).0);
         assert!(!Live::evict(&live, idle, later));
         live.lock().ops = None;
+        live.lock().busy = true;
+        assert!(!Live::evict(&live, idle, later));
+        live.lock().busy = false;
         // An event resets the idle clock.
         delta(&live, "hi");
         assert!(!Live::evict(&live, idle, later));

@@ -1,8 +1,9 @@
 //! `buddy serve`: the agent over HTTP, a front end like the REPL. Each
 //! conversation is a session of the same store the CLI uses; a prompt posted
-//! to it runs an agent (`agent::spawn`) that resumes the session, streams the
-//! run's events as Server-Sent Events, and closes when the run is done, so the
-//! session file is free for `buddy resume` between runs.
+//! to it runs the session's agent (`agent::spawn`, built at its first prompt
+//! and kept until idle) that resumes the session, streams the run's events as
+//! Server-Sent Events, and releases the session file when the run is done, so
+//! it is free for `buddy resume` between runs.
 //!
 //! Events get ids per session and are kept (bounded), so a client that
 //! reconnects with `Last-Event-ID` gets what it missed; a dropped client does
@@ -15,9 +16,10 @@
 //!
 //! Security: loopback unless a token is set; the token is checked in constant
 //! time on every request; `Host` and `Origin` must name this server (DNS
-//! rebinding); bodies are bounded. Connections, running sessions and SSE
-//! subscribers are capped ([`Limits`]: a 503 with `Retry-After` when full),
-//! and a client slow to send its request is cut off. See docs/SERVE.md.
+//! rebinding); bodies are bounded. Connections, live agents, running
+//! sessions and SSE subscribers are capped ([`Limits`]: a 503 with
+//! `Retry-After` when full), and a client slow to send its request, or on
+//! whose connection nothing moves, is cut off. See docs/SERVE.md.
 
 mod accept;
 pub mod descriptors;
@@ -81,30 +83,59 @@ pub struct Limits {
     /// Open connections, idle kept-alive ones included: each costs a
     /// descriptor and a task.
     pub connections: usize,
+    /// Sessions with a live agent, running or kept idle for the next
+    /// prompt: each holds its tools, prompt and history in memory. When
+    /// full, the agent idle longest is closed to make room; with none idle,
+    /// a 503.
+    pub sessions: usize,
     /// Sessions running a prompt at once: each is an agent with a model
     /// stream, tools and an event log of up to 8 MiB.
     pub running: usize,
     /// SSE subscribers of one session: each is a stream the session's every
     /// event is written to.
     pub subscribers: usize,
+    /// SSE subscribers of the whole server (`GET …/events`).
+    pub subscribers_total: usize,
     /// How long a client has to send a request's head once the connection
     /// waits for one (a new connection, or a kept-alive one between
     /// requests): slow or idle clients cannot hold connection slots.
     pub header_timeout: Duration,
+    /// A connection on which no byte moved either way for this long is
+    /// closed: a client that stops reading its response (a stream's
+    /// keep-alives then pile up unread) cannot hold its slot for ever.
+    pub idle_timeout: Duration,
+    /// A session's agent idle this long (no run) is closed; the next prompt
+    /// builds a new one.
+    pub agent_idle: Duration,
 }
 
 /// Far more than one person's browser tabs and scripts use, far fewer than
 /// the 1024 descriptors a process often gets (sessions and tools need some).
 pub const MAX_CONNECTIONS: usize = 256;
+/// Live agents: a team's open conversations, each some hundreds of KiB
+/// (docs/PERFORMANCE.md, idle session), so 256 stay well under a gigabyte.
+pub const MAX_SESSIONS: usize = 256;
 /// Runs at once: more than a team drives and than the 100 prompts at once of
 /// the load benchmark (benches/serve.rs), few enough for one machine's
 /// memory (a running session's log may reach 8 MiB).
 pub const MAX_RUNNING: usize = 128;
 /// Tabs following one session; a page holds one.
 pub const MAX_SUBSCRIBERS: usize = 32;
+/// Three quarters of the connections: streams never take the places the
+/// requests that end (prompts, approvals, the page) need.
+pub const MAX_SUBSCRIBERS_TOTAL: usize = 192;
 /// A browser sends a request's head in one write; ten seconds is ample on
 /// any link, and short enough that a slowloris client cannot pile up.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Four of a quiet stream's keep-alives (every 15 s): a client reading its
+/// stream is never idle this long, one that stopped reading is.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// A person reading an answer and typing the next prompt keeps the agent;
+/// one who went away gives its memory back within minutes.
+pub const AGENT_IDLE: Duration = Duration::from_secs(5 * 60);
+/// Request bodies larger than this are refused (413): a prompt of a
+/// thousand pages still fits.
+pub const MAX_BODY: usize = 1024 * 1024;
 /// What a refused client is told to wait before trying again, in seconds.
 pub const RETRY_AFTER_SECS: u64 = 5;
 
@@ -112,10 +143,26 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             connections: MAX_CONNECTIONS,
+            sessions: MAX_SESSIONS,
             running: MAX_RUNNING,
             subscribers: MAX_SUBSCRIBERS,
+            subscribers_total: MAX_SUBSCRIBERS_TOTAL,
             header_timeout: HEADER_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            agent_idle: AGENT_IDLE,
         }
+    }
+}
+
+impl Limits {
+    /// Descriptors the server may hold at these limits: one per connection,
+    /// and per running session its model connection, its session file and
+    /// one for its tools, with room for the process's own.
+    pub fn descriptors(&self) -> u64 {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        n(self.connections)
+            .saturating_add(n(self.running).saturating_mul(3))
+            .saturating_add(64)
     }
 }
 
@@ -158,6 +205,9 @@ pub async fn run(
         .map_err(|e| ServeError::Bind(opts.listen, e))?;
     let addr = listener.local_addr().map_err(ServeError::Serve)?;
     let limits = opts.limits.clone();
+    // Before the first connection: growing the table now waits once, with
+    // nothing streaming yet (descriptors.rs).
+    descriptors::raise(limits.descriptors());
     let state = http::State::new(opts, backend, addr);
     let router = http::router(state.clone());
     // Ends with the runtime, when `run` has returned.

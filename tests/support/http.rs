@@ -203,18 +203,33 @@ impl SseStream {
                     .unwrap_or_else(|e| panic!("event data is not JSON ({e}): {data}"));
                 return Some(SseEvent { id, event, data });
             }
-            let more = if self.chunked {
-                read_chunk(&mut self.r)?
-            } else {
-                let mut b = vec![0; 4096];
-                let n = self.r.read(&mut b).ok()?;
-                if n == 0 {
-                    return None;
+            if !self.read_some() {
+                return None;
+            }
+        }
+    }
+
+    /// Reads what the server sends next (events or a keep-alive) into the
+    /// buffer; false once the stream has ended.
+    pub fn read_some(&mut self) -> bool {
+        let more = if self.chunked {
+            read_chunk(&mut self.r)
+        } else {
+            let mut b = vec![0; 4096];
+            match self.r.read(&mut b) {
+                Ok(n) if n > 0 => {
+                    b.truncate(n);
+                    Some(b)
                 }
-                b.truncate(n);
-                b
-            };
-            self.buf.push_str(&String::from_utf8_lossy(&more));
+                _ => None,
+            }
+        };
+        match more {
+            Some(more) => {
+                self.buf.push_str(&String::from_utf8_lossy(&more));
+                true
+            }
+            None => false,
         }
     }
 
