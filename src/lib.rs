@@ -1,7 +1,9 @@
 //! buddy: a terminal AI agent for any OpenAI-compatible model.
 //!
 //! Layers, lowest first: `wire` (protocol types and decoders), `provider` (HTTP
-//! client), `host` (where commands run: local, SSH, container), `tools`
+//! client), `host` (where commands run: local, SSH, container), `shell`
+//! (command lines read without running them: lexer, parser, read-only
+//! classifier), `tools`
 //! (registry and built-in tools), `agent` (the loop, history,
 //! tokens, events), `session` (a conversation's on-disk journal), `config`, and
 //! `ui` (front ends that render agent events). `text` makes outside text safe

@@ -3,39 +3,11 @@
 //! denylist, the read-only classifier, "always" prefixes). Words keep their
 //! quoting and expansions as segments; nothing is expanded or run here.
 //! Unclosed quotes and substitutions end with the text rather than failing.
-//! It does not group words into commands: `parse.rs` does.
+//! It does not group words into commands: `parse.rs` does, into the types
+//! of `ast.rs`.
 
-#[derive(Debug, Clone)]
-pub(crate) enum Seg {
-    /// Literal text; the flag says whether it was quoted.
-    Lit(String, bool),
-    /// `$name`, `${name}`; the flag says whether it stood inside quotes.
-    Var(String, bool),
-    /// `${name:?…}`.
-    NonEmpty,
-    /// A positional parameter: `$1`, `${12}`, `$@`, `$*` (the digits, `@`
-    /// or `*`); the flag says whether it stood inside quotes.
-    Param(String, bool),
-    /// Any other expansion: arithmetic, `${x:-y}`, `$@`…
-    Unknown,
-    /// `$(…)`, `` `…` ``, `<(…)`, `>(…)`: the inner text.
-    Sub(String),
-}
-
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Word {
-    pub(crate) segs: Vec<Seg>,
-}
-
-impl Word {
-    /// The word as an unquoted literal (`{`, `if`), if it is one.
-    pub(crate) fn bare(&self) -> Option<&str> {
-        match self.segs.as_slice() {
-            [Seg::Lit(s, false)] => Some(s),
-            _ => None,
-        }
-    }
-}
+use super::ast::{Redir, Seg, Word};
+use super::words::is_name_char;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op {
@@ -47,21 +19,6 @@ pub(crate) enum Op {
     Newline,
     LParen,
     RParen,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Redir {
-    /// `>`, `>>`, `<`, `<<`, `<<<`, `&>`, `>&`, …
-    pub(crate) op: String,
-    pub(crate) target: Word,
-    /// The here-document's text.
-    pub(crate) body: Option<String>,
-}
-
-impl Redir {
-    pub(crate) fn writes(&self) -> bool {
-        self.op.contains('>')
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -85,10 +42,6 @@ fn is_meta(c: char) -> bool {
         c,
         ' ' | '\t' | '\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>'
     )
-}
-
-pub(crate) fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
 }
 
 impl Lexer {

@@ -6,67 +6,14 @@
 //! reader of the tree checks every command in it, so which one runs after
 //! which does not matter to them. It knows nothing of what commands mean.
 
-use super::lex::{Lexer, Op, Redir, Seg, Tok, Word};
+use super::ast::{Cmd, Pipeline};
+use super::lex::{Lexer, Op, Tok};
+use std::fmt;
 
 /// Nesting of `( … )` and `{ …; }` groups the parser follows.
 const MAX_GROUPS: usize = 32;
 
-/// The words of `command` when it is one simple command of nothing but
-/// literal words (quotes allowed): no list, pipe, redirection, group,
-/// substitution or expansion. The allow list trusts a prefix only on these,
-/// so nothing can ride along behind the allowed words.
-pub fn literal_words(command: &str) -> Option<Vec<String>> {
-    plain_words(command).filter(|w| !w.is_empty())
-}
-
-/// A pattern's words when it is nothing but words (quotes allowed).
-pub fn plain_words(p: &str) -> Option<Vec<String>> {
-    let toks = Lexer::new(p).run();
-    toks.into_iter()
-        .map(|t| match t {
-            Tok::Word(w) => w
-                .segs
-                .iter()
-                .map(|s| match s {
-                    Seg::Lit(l, _) => Some(l.as_str()),
-                    _ => None,
-                })
-                .collect::<Option<String>>(),
-            _ => None,
-        })
-        .collect()
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum Cmd {
-    Simple {
-        words: Vec<Word>,
-        redirs: Vec<Redir>,
-    },
-    Group {
-        body: Vec<Pipeline>,
-        redirs: Vec<Redir>,
-    },
-    Func {
-        name: String,
-        body: Box<Cmd>,
-    },
-    /// `for var in words; do body; done`; `words` is `None` without `in`
-    /// (the loop then runs over the positional parameters).
-    For {
-        var: String,
-        words: Option<Vec<Word>>,
-        body: Vec<Pipeline>,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Pipeline {
-    pub(crate) stages: Vec<Cmd>,
-    pub(crate) background: bool,
-}
-
-pub(crate) struct Parser {
+struct Parser {
     toks: Vec<Tok>,
     i: usize,
     depth: usize,
@@ -81,8 +28,34 @@ enum Closer {
     Done,
 }
 
+/// Why a command line could not be read. Every reader treats it as the
+/// worst case (refused, or not read-only), never as "nothing to see".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// Groups, loops or function bodies nested past `MAX_GROUPS`.
+    TooDeep,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::TooDeep => write!(f, "nested more than {MAX_GROUPS} deep"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// `text` as a list of pipelines: the one way every reader of command lines
+/// (the denylist, the read-only classifier) gets at their commands.
+/// Unclosed quotes and substitutions read as if closed; only nesting too
+/// deep to follow is an error.
+pub fn parse(text: &str) -> Result<Vec<Pipeline>, ParseError> {
+    Parser::parse(text)
+}
+
 impl Parser {
-    pub(crate) fn parse(text: &str) -> Result<Vec<Pipeline>, ()> {
+    fn parse(text: &str) -> Result<Vec<Pipeline>, ParseError> {
         let mut p = Parser {
             toks: Lexer::new(text).run(),
             i: 0,
@@ -91,7 +64,7 @@ impl Parser {
         };
         let list = p.list(None);
         if p.too_deep {
-            Err(())
+            Err(ParseError::TooDeep)
         } else {
             Ok(list)
         }
@@ -190,7 +163,7 @@ impl Parser {
         let var = match self.toks.get(self.i + 1) {
             Some(Tok::Word(w)) => w
                 .bare()
-                .filter(|n| !n.is_empty() && n.chars().all(super::lex::is_name_char))?
+                .filter(|n| !n.is_empty() && n.chars().all(super::words::is_name_char))?
                 .to_string(),
             _ => return None,
         };
@@ -284,12 +257,12 @@ impl Parser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shell::ast::Cmd;
 
     #[test]
     fn for_loops_keep_their_variable_words_and_body() {
         let list =
-            Parser::parse("for d in a 'b c'; do while x; do y; done; z; done | cat; echo after")
-                .unwrap();
+            parse("for d in a 'b c'; do while x; do y; done; z; done | cat; echo after").unwrap();
         assert_eq!(list.len(), 2, "{list:?}");
         let Cmd::For { var, words, body } = &list[0].stages[0] else {
             panic!("not a loop: {list:?}");
@@ -300,10 +273,38 @@ mod tests {
         assert_eq!(body.len(), 4, "{body:?}");
         assert_eq!(list[0].stages.len(), 2);
 
-        let list = Parser::parse("for x\ndo echo $x; done").unwrap();
+        let list = parse("for x\ndo echo $x; done").unwrap();
         assert!(matches!(&list[0].stages[0], Cmd::For { words: None, .. }));
         // Not a loop of words: left flat, as before.
-        let list = Parser::parse("for ((i=0; i<3; i++)); do echo; done").unwrap();
+        let list = parse("for ((i=0; i<3; i++)); do echo; done").unwrap();
         assert!(!matches!(&list[0].stages[0], Cmd::For { .. }));
+    }
+
+    #[test]
+    fn nesting_past_the_bound_is_an_error_not_an_overflow() {
+        let ok = format!("{}ls{}", "(".repeat(MAX_GROUPS), ")".repeat(MAX_GROUPS));
+        assert!(parse(&ok).is_ok());
+        for deep in [
+            format!("{}ls{}", "(".repeat(100_000), ")".repeat(100_000)),
+            "{ ".repeat(100_000),
+            "for x in a; do ".repeat(100_000),
+            "f() ".repeat(100_000),
+        ] {
+            assert_eq!(parse(&deep).map(|_| ()), Err(ParseError::TooDeep));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_is_too_deep_without_a_panic(text in proptest::prelude::any::<String>()) {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn shell_like_text_parses_without_a_panic(
+            text in "[a-z0-9 ${}()|&;<>'\"`\\#\n=*-]{0,200}",
+        ) {
+            let _ = parse(&text);
+        }
     }
 }

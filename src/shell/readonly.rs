@@ -16,8 +16,7 @@
 //! repository's `.git/config` can name a pager, an external diff or an
 //! fsmonitor hook that `git status` runs); see `docs/SECURITY.md`.
 
-use super::lex::{Redir, Seg, Word};
-use super::parse::{Cmd, Parser, Pipeline};
+use super::ast::{Cmd, Pipeline, Redir, Seg, Word};
 
 /// One argument as the classifier sees it: its literal text, and whether
 /// the shell could make it something else (a variable, a glob that may
@@ -29,9 +28,9 @@ struct Arg {
 
 /// Whether the whole command line only reads.
 pub fn is_read_only(command: &str) -> bool {
-    match Parser::parse(command) {
+    match super::parse(command) {
         Ok(list) => !list.is_empty() && list.iter().all(pipeline_reads),
-        Err(()) => false,
+        Err(_) => false,
     }
 }
 
@@ -565,5 +564,39 @@ mod tests {
         assert!(!side_door("git", &["log", "--", "--output=x"]));
         assert!(!side_door("cargo", &["--config", "x"]));
         assert!(has_side_doors("git") && !has_side_doors("cargo"));
+    }
+
+    #[test]
+    fn what_the_parser_cannot_follow_is_not_read_only() {
+        let deep = format!("{}ls{}", "(".repeat(100), ")".repeat(100));
+        assert!(!is_read_only(&deep));
+        assert!(is_read_only("((((ls))))"));
+    }
+
+    proptest::proptest! {
+        /// A reader made to write, run something else or hide a command
+        /// is never read-only, however it is combined.
+        #[test]
+        fn a_reader_that_writes_or_runs_more_is_not_read_only(
+            reader in proptest::sample::select(vec![
+                "ls -la", "git status", "cat f", "wc -l f", "grep -rn x src", "echo hi",
+            ]),
+            form in proptest::sample::select(vec![
+                "@ > out", "@ >> out", "@ 2> err", "echo $(@)", "echo `@`", "@ &",
+                "@ | sh", "@; rm x", "rm x && @", "x=$(@)", "FOO=1 @", "@ > $(f)",
+                "cat <(@)", "( @ ) > out", "f() { @; }", "for i in a; do @; done",
+                "@ $((x=1))", "sudo @",
+            ]),
+        ) {
+            // `@` stands for the reader.
+            let line = form.replace('@', reader);
+            proptest::prop_assert!(is_read_only(reader));
+            proptest::prop_assert!(!is_read_only(&line), "{}", line);
+        }
+
+        #[test]
+        fn any_text_is_judged_without_a_panic(text in proptest::prelude::any::<String>()) {
+            let _ = is_read_only(&text);
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! `run_shell`: runs a command with `sh -c` on the target, after the denylist
-//! (`denylist.rs`, applied by the approval gate) and (when configured) the
+//! (`denylist/`, applied by the approval gate) and (when configured) the
 //! user's approval. Output is captured with fixed-size
 //! buffers; a timeout or a cancelled call kills the command's whole process group.
 //! While it runs, its latest lines go to the call's progress sink (`live.rs`):

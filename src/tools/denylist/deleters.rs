@@ -5,7 +5,10 @@
 //! tree); the rest of the denylist (`super`) finds the commands and the
 //! words, and owns what "dangerous" means (`dangerous_target`).
 
-use super::{dangerous_target, norm_path, EWord, Hit, Opts, GIT_CLEAN, RSYNC_DELETE};
+use super::expand::EWord;
+use super::opts::Opts;
+use super::paths::{dangerous_target, norm_path};
+use super::{Hit, GIT_CLEAN, RSYNC_DELETE};
 
 /// git's own options before the subcommand that take a value.
 const GIT_VALUE_OPTS: &[&str] = &["-C", "-c", "--git-dir", "--work-tree", "--namespace"];

@@ -3,7 +3,7 @@
 //! and what a shell is asked to run (`-c` text and its `$0`…, a script,
 //! its input). It only finds the command; `super` checks it.
 
-use super::{assignment, EWord};
+use super::expand::{assignment, EWord};
 
 pub(super) enum ShellMode {
     /// `-c` and its text (None when missing), then the words after it.
@@ -100,6 +100,18 @@ fn after_options(argv: &[EWord], with_value: &str, long_value: &[&str], skip: us
     (i + skip).min(argv.len())
 }
 
+/// `-p`, `--pid`: ionice and taskset acting on a running process.
+const PID: &[&str] = &["-p", "--pid"];
+
+/// Whether one of `flags` is among a wrapper's own options, `argv[1..end]`
+/// (the wrapped command starting at `end`), not the wrapped command's.
+fn own(argv: &[EWord], end: usize, flags: &[&str]) -> bool {
+    argv.get(1..end.min(argv.len()))
+        .unwrap_or_default()
+        .iter()
+        .any(|a| flags.contains(&a.text.as_str()))
+}
+
 pub(super) fn unwrap(name: &str, argv: &[EWord]) -> Unwrapped {
     let cmd = |i: usize| {
         if i < argv.len() {
@@ -108,12 +120,8 @@ pub(super) fn unwrap(name: &str, argv: &[EWord]) -> Unwrapped {
             Unwrapped::NoCommand
         }
     };
-    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
     match name {
         "sudo" => {
-            if has("-l") || has("--list") || has("-e") || has("--edit") {
-                return Unwrapped::NoCommand;
-            }
             let i = after_options(
                 argv,
                 "ugCDhprtUTR",
@@ -132,6 +140,10 @@ pub(super) fn unwrap(name: &str, argv: &[EWord]) -> Unwrapped {
                 ],
                 0,
             );
+            // Only sudo's own options: `sudo sh -e -c …` runs a shell.
+            if own(argv, i, &["-l", "--list", "-e", "--edit"]) {
+                return Unwrapped::NoCommand;
+            }
             cmd(i)
         }
         "doas" => cmd(after_options(argv, "uC", &[], 0)),
@@ -178,9 +190,17 @@ fn unwrap_rest(name: &str, argv: &[EWord]) -> Unwrapped {
             Unwrapped::NoCommand
         }
     };
-    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
     match name {
-        "ionice" | "taskset" if has("-p") || has("--pid") => Unwrapped::NoCommand,
+        "ionice"
+            if own(
+                argv,
+                after_options(argv, "cn", &["class", "classdata"], 0),
+                PID,
+            ) =>
+        {
+            Unwrapped::NoCommand
+        }
+        "taskset" if own(argv, after_options(argv, "", &[], 0), PID) => Unwrapped::NoCommand,
         "faketime" | "chroot" | "taskset" | "chrt" => {
             cmd(after_options(argv, "TPD", &["userspec", "groups"], 1))
         }
@@ -220,31 +240,36 @@ fn unwrap_more(name: &str, argv: &[EWord]) -> Unwrapped {
             Unwrapped::NoCommand
         }
     };
-    let has = |flag: &str| argv[1..].iter().any(|a| a.text == flag);
     match name {
         "command" => {
-            if has("-v") || has("-V") {
+            let i = after_options(argv, "", &[], 0);
+            // `command rm -v …` runs rm; `command -v rm` only looks it up.
+            if own(argv, i, &["-v", "-V"]) {
                 return Unwrapped::NoCommand;
             }
-            cmd(after_options(argv, "", &[], 0))
+            cmd(i)
         }
         "timeout" => cmd(after_options(argv, "sk", &["signal", "kill-after"], 1)),
         "flock" => {
-            if let Some(p) = argv
+            // `flock [options] FILE -c TEXT` or `flock [options] FILE CMD…`:
+            // a `-c` further on is the command's own (`chmod -c`).
+            let file = after_options(argv, "wEn", &["timeout", "conflict-exit-code"], 0);
+            let at = argv[1..file.min(argv.len())]
                 .iter()
                 .position(|a| a.text == "-c" || a.text == "--command")
-            {
+                .map(|p| p + 1)
+                .or_else(|| {
+                    argv.get(file + 1)
+                        .filter(|a| a.text == "-c" || a.text == "--command")
+                        .map(|_| file + 1)
+                });
+            if let Some(p) = at {
                 return argv
                     .get(p + 1)
                     .cloned()
                     .map_or(Unwrapped::NoCommand, Unwrapped::Script);
             }
-            cmd(after_options(
-                argv,
-                "wEn",
-                &["timeout", "conflict-exit-code"],
-                1,
-            ))
+            cmd((file + 1).min(argv.len()))
         }
         "busybox" => cmd(1),
         "xargs" => Unwrapped::Xargs(after_options(
