@@ -2,7 +2,9 @@
 //! a new session at the first prompt, a saved one on resume.
 
 use crate::agent::protocol::ErrorCode;
-use crate::agent::service::{NewSession, OpenError, OpenedSession, SessionHost};
+use crate::agent::service::{
+    ForkSource, Forked, NewSession, OpenError, OpenedSession, SessionHost,
+};
 use crate::agent::{HostedError, ModelInfo};
 use crate::session::{out_of_resources, SessionError, SessionInfo, Store};
 use std::path::PathBuf;
@@ -64,6 +66,38 @@ impl SessionHost for Sessions {
             saved: opened.saved,
             tokens: opened.tokens,
             warnings: opened.warnings,
+        })
+    }
+
+    fn fork(&mut self, source: ForkSource<'_>, model: &ModelInfo) -> Result<Forked, OpenError> {
+        let open_error = |e: SessionError| OpenError {
+            code: code_of(&e),
+            message: e.to_string(),
+        };
+        let (from, history, tokens) = match source {
+            ForkSource::Current {
+                id,
+                history,
+                tokens,
+            } => (id.to_string(), history.to_vec(), tokens.clone()),
+            ForkSource::Saved { query } => {
+                let id = self.store.resolve(query).map_err(open_error)?;
+                // Read, not opened: the original may be in use elsewhere.
+                let (history, tokens) = self.store.read_saved(&id).map_err(open_error)?;
+                (id, history, tokens)
+            }
+        };
+        let (session, warnings) = self
+            .store
+            .fork(&from, &history, &tokens, self.info(model))
+            .map_err(open_error)?;
+        Ok(Forked {
+            id: session.id().to_string(),
+            from,
+            sink: Box::new(session),
+            history,
+            tokens,
+            warnings,
         })
     }
 }

@@ -322,6 +322,7 @@ impl Tool for WriteFileTool {
         }
         let bytes = args.content.into_bytes();
         let len = bytes.len();
+        ctx.checkpoint_before_change(&path).await?;
         if !ctx.target.is_local() {
             write_remote(ctx, &path, &bytes).await?;
             return Ok(ToolOutput::text(format!(

@@ -4,6 +4,7 @@
 
 pub mod approval;
 pub mod capture;
+pub mod checkpoint;
 pub mod denylist;
 pub mod diff;
 pub mod fetch;
@@ -84,6 +85,12 @@ pub struct ToolContext {
     /// Where a tool that streams output (`run_shell`) sends the latest lines
     /// while it runs; none when nobody watches.
     pub progress: Option<live::ProgressFn>,
+    /// The session's checkpoint store: every file change is announced to it
+    /// first (`checkpoint_before_change`). None when nothing is saved.
+    pub checkpoints: Option<Arc<dyn checkpoint::Checkpoints>>,
+    /// The turn (user message) the call serves, which its checkpoints are
+    /// kept under.
+    pub turn: String,
 }
 
 impl ToolContext {
@@ -96,7 +103,28 @@ impl ToolContext {
             pane: None,
             call_id: String::new(),
             progress: None,
+            checkpoints: None,
+            turn: String::new(),
         }
+    }
+
+    /// Keeps what is at `path` now in the session's checkpoint store before
+    /// a tool changes it; an error (the store cannot be written) means the
+    /// change must not happen, since it could not be taken back.
+    pub async fn checkpoint_before_change(&self, path: &std::path::Path) -> Result<(), ToolError> {
+        let Some(store) = &self.checkpoints else {
+            return Ok(());
+        };
+        let remote = (!self.target.is_local()).then(|| self.target.actor());
+        store
+            .before_change(&self.turn, &[path.to_path_buf()], remote.as_deref())
+            .await
+            .map_err(|e| {
+                ToolError::Failed(format!(
+                    "not changed: could not keep a checkpoint of {} first ({e})",
+                    path.display()
+                ))
+            })
     }
 
     /// A path as the target sees it: relative paths start from the working
