@@ -180,6 +180,9 @@ struct State {
 #[derive(Clone)]
 pub struct CheckpointStore {
     path: PathBuf,
+    /// `MAX_FILE_BYTES` and `MAX_STORE_BYTES`, smaller in tests.
+    max_file: u64,
+    max_store: u64,
     /// Blocking I/O under one lock: changes to one session's files are
     /// checkpointed one batch at a time, in order.
     state: Arc<Mutex<State>>,
@@ -189,7 +192,18 @@ impl CheckpointStore {
     pub fn new(path: PathBuf) -> CheckpointStore {
         CheckpointStore {
             path,
+            max_file: MAX_FILE_BYTES,
+            max_store: MAX_STORE_BYTES,
             state: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    #[cfg(test)]
+    fn with_limits(path: PathBuf, max_file: u64, max_store: u64) -> CheckpointStore {
+        CheckpointStore {
+            max_file,
+            max_store,
+            ..CheckpointStore::new(path)
         }
     }
 
@@ -282,7 +296,7 @@ impl CheckpointStore {
                         "it is on {actor}; files on remote targets are not checkpointed"
                     ),
                 },
-                None => match current(&path)? {
+                None => match current(&path, self.max_file)? {
                     Current::Missing => Before::Missing,
                     Current::Other(reason) => Before::NotKept { reason },
                     Current::Bytes(bytes) => {
@@ -293,11 +307,11 @@ impl CheckpointStore {
                         let room = st.index.good_len + buf.len() as u64 + len + 256;
                         if known {
                             Before::Kept { sha256, len }
-                        } else if room > MAX_STORE_BYTES {
+                        } else if room > self.max_store {
                             Before::NotKept {
                                 reason: format!(
-                                    "the session's checkpoint store is full ({} MiB)",
-                                    MAX_STORE_BYTES >> 20
+                                    "the session's checkpoint store was full ({} bytes)",
+                                    self.max_store
                                 ),
                             }
                         } else {
@@ -496,7 +510,7 @@ enum Current {
     Other(String),
 }
 
-fn current(path: &Path) -> io::Result<Current> {
+fn current(path: &Path, max_file: u64) -> io::Result<Current> {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Current::Missing),
@@ -508,14 +522,14 @@ fn current(path: &Path) -> io::Result<Current> {
             crate::localfile::kind_of(meta.file_type())
         )));
     }
-    if meta.len() > MAX_FILE_BYTES {
+    if meta.len() > max_file {
         return Ok(Current::Other(format!(
-            "it was {} bytes, over the {} MiB kept per file",
+            "it was {} bytes, over the {} kept per file",
             meta.len(),
-            MAX_FILE_BYTES >> 20
+            crate::localfile::size(max_file)
         )));
     }
-    match crate::localfile::read_regular(path, MAX_FILE_BYTES) {
+    match crate::localfile::read_regular(path, max_file) {
         Ok(b) => Ok(Current::Bytes(b)),
         Err(e) => Ok(Current::Other(format!("it could not be read ({e})"))),
     }
@@ -528,7 +542,7 @@ fn action_for(
     hashes: &mut HashMap<String, Option<(u64, String)>>,
 ) -> FileAction {
     let now = hashes.entry(r.path.clone()).or_insert_with(|| {
-        match current(Path::new(&r.path)) {
+        match current(Path::new(&r.path), u64::MAX) {
             Ok(Current::Bytes(b)) => Some((b.len() as u64, sha256_hex(&b))),
             // Missing, or something we cannot compare: treated as changed.
             _ => None,
@@ -611,5 +625,209 @@ impl Checkpoints for CheckpointStore {
 
     fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, String> {
         self.restore_turn(turn).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(label: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "buddy-checkpoint-{label}-{}-{}",
+            std::process::id(),
+            crate::clock::now_unix_ms()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn actions(files: &[FileRestore]) -> Vec<(String, FileAction)> {
+        files
+            .iter()
+            .map(|f| {
+                let name = Path::new(&f.path).file_name().unwrap().to_string_lossy();
+                (name.into_owned(), f.action.clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_content_before_a_turn_comes_back_and_new_files_go() {
+        let d = tempdir("restore");
+        let (a, new) = (d.join("a.txt"), d.join("new.txt"));
+        fs::write(&a, "one\n").unwrap();
+        fs::set_permissions(&a, fs::Permissions::from_mode(0o751)).unwrap();
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        store.keep("t1", &[a.clone(), new.clone()], None).unwrap();
+        fs::write(&a, "two\n").unwrap();
+        fs::write(&new, "made\n").unwrap();
+        // A later turn: restoring to before it leaves the first turn's work.
+        store.keep("t2", std::slice::from_ref(&a), None).unwrap();
+        fs::write(&a, "three\n").unwrap();
+        // Read back by a store that never saw the writes (a restart).
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        let plan = store.plan_turns(&["t1".into(), "t2".into()]).unwrap();
+        assert_eq!(
+            actions(&plan[0]),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 4 }),
+                ("new.txt".into(), FileAction::Delete)
+            ]
+        );
+        assert_eq!(
+            actions(&plan[1]),
+            [("a.txt".into(), FileAction::Restore { bytes: 4 })]
+        );
+        store.restore_turn("t2").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "two\n");
+        assert!(new.exists(), "turn 1's file stays");
+        let done = store.restore_turn("t1").unwrap();
+        assert_eq!(
+            actions(&done),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 4 }),
+                ("new.txt".into(), FileAction::Delete)
+            ]
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+        assert_eq!(
+            fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+            0o751
+        );
+        assert!(!new.exists());
+        // Now as it was: nothing to do.
+        let again = store.plan_turns(&["t1".into()]).unwrap();
+        assert!(again[0].iter().all(|f| f.action == FileAction::Unchanged));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn content_is_kept_once_by_its_hash_and_once_per_turn() {
+        let d = tempdir("dedupe");
+        let paths: Vec<PathBuf> = (0..3).map(|i| d.join(format!("f{i}"))).collect();
+        for p in &paths {
+            fs::write(p, "same content everywhere").unwrap();
+        }
+        let log = d.join("s.checkpoints");
+        let store = CheckpointStore::new(log.clone());
+        store.keep("t1", &paths, None).unwrap();
+        let text = fs::read(&log).unwrap();
+        let blobs = memchr::memmem::find_iter(&text, b"{\"blob\":").count();
+        assert_eq!(blobs, 1, "{}", String::from_utf8_lossy(&text));
+        assert_eq!(memchr::memmem::find_iter(&text, b"{\"file\":").count(), 3);
+        // A second change in the same turn keeps nothing new: what counts
+        // is the content before the turn's first change.
+        let len = fs::metadata(&log).unwrap().len();
+        fs::write(&paths[0], "changed").unwrap();
+        store.keep("t1", &paths[..1], None).unwrap();
+        assert_eq!(fs::metadata(&log).unwrap().len(), len);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn past_the_caps_a_file_is_recorded_as_not_kept_and_rewind_says_so() {
+        let d = tempdir("caps");
+        let (big, small, other) = (d.join("big"), d.join("small"), d.join("other"));
+        fs::write(&big, vec![b'x'; 100]).unwrap();
+        fs::write(&small, "ok").unwrap();
+        fs::write(&other, vec![b'y'; 90]).unwrap();
+        let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 99, 400);
+        store.keep("t1", &[big.clone(), small.clone()], None).unwrap();
+        // The store holds about 300 bytes now: 90 more do not fit.
+        store.keep("t2", std::slice::from_ref(&other), None).unwrap();
+        for p in [&big, &small, &other] {
+            fs::write(p, "new").unwrap();
+        }
+        let done = store.restore_turn("t1").unwrap();
+        let got = actions(&done);
+        assert!(
+            matches!(&got[0].1, FileAction::NotKept { reason } if reason.contains("100 bytes")),
+            "{got:?}"
+        );
+        assert_eq!(got[1].1, FileAction::Restore { bytes: 2 });
+        assert!(
+            matches!(&got[2].1, FileAction::NotKept { reason } if reason.contains("full")),
+            "{got:?}"
+        );
+        assert_eq!(fs::read_to_string(&small).unwrap(), "ok");
+        assert_eq!(fs::read_to_string(&big).unwrap(), "new");
+        let remote = CheckpointStore::new(d.join("r.checkpoints"));
+        remote.keep("t1", &[small.clone()], Some("me@box")).unwrap();
+        let plan = remote.plan_turns(&["t1".into()]).unwrap();
+        assert!(
+            matches!(&plan[0][0].action, FileAction::NotKept { reason } if reason.contains("me@box")),
+            "{plan:?}"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_torn_tail_is_dropped_and_what_came_before_still_restores() {
+        let d = tempdir("torn");
+        let a = d.join("a.txt");
+        fs::write(&a, "kept before the crash").unwrap();
+        let log = d.join("s.checkpoints");
+        CheckpointStore::new(log.clone())
+            .keep("t1", std::slice::from_ref(&a), None)
+            .unwrap();
+        let good = fs::metadata(&log).unwrap().len();
+        // A crash mid-append: a blob header and part of its bytes.
+        let mut f = OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(b"{\"blob\":{\"sha256\":\"00\",\"len\":50}}\nonly part").unwrap();
+        drop(f);
+        fs::write(&a, "written after").unwrap();
+        let store = CheckpointStore::new(log.clone());
+        assert_eq!(store.damage(), None, "a torn tail is no damage");
+        // The next checkpoint cuts the tail off before appending.
+        let b = d.join("b.txt");
+        fs::write(&b, "bee").unwrap();
+        store.keep("t2", std::slice::from_ref(&b), None).unwrap();
+        let text = fs::read(&log).unwrap();
+        assert!(memchr::memmem::find(&text, b"only part").is_none());
+        assert!(text.len() as u64 > good);
+        fs::write(&b, "changed").unwrap();
+        let fresh = CheckpointStore::new(log);
+        fresh.restore_turn("t1").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "kept before the crash");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "bee");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_checkpoint_is_on_disk_before_keep_returns() {
+        // The ordering the file tools rely on: once `keep` returned, the
+        // store as read by another process already restores the old
+        // content, whatever happens to the file afterwards.
+        let d = tempdir("order");
+        let a = d.join("a.txt");
+        fs::write(&a, "old").unwrap();
+        let log = d.join("s.checkpoints");
+        let store = CheckpointStore::new(log.clone());
+        store.keep("t1", std::slice::from_ref(&a), None).unwrap();
+        let bytes = fs::read(&log).unwrap();
+        let (index, damage) = read_index(&bytes[..], bytes.len() as u64).unwrap();
+        assert_eq!(damage, None);
+        assert_eq!(index.good_len, bytes.len() as u64);
+        assert_eq!(
+            index.records[0].before,
+            Before::Kept {
+                sha256: sha256_hex(b"old"),
+                len: 3
+            }
+        );
+        // Damage in the middle is reported, not trusted.
+        let mut bad = bytes.clone();
+        let at = memchr::memmem::find(&bad, b"{\"file\":").unwrap();
+        bad[at] = b'#';
+        let (index, damage) = read_index(&bad[..], bad.len() as u64).unwrap();
+        assert!(damage.is_some());
+        assert!(index.records.is_empty());
+        fs::remove_dir_all(&d).unwrap();
     }
 }
