@@ -104,13 +104,12 @@ fn main() {
         store.keep(&turn, &files, None).expect("checkpoint");
         batched.push(start.elapsed());
     }
-    stats("checkpoint of 100 files, one call (and sync) per file", each);
+    stats(
+        "checkpoint of 100 files, one call (and sync) per file",
+        each,
+    );
     stats("checkpoint of 100 files in one call (one sync)", batched);
     let size = std::fs::metadata(store.path()).map_or(0, |m| m.len());
-    println!(
-        "store after {} turns: {} KB",
-        2 * rounds,
-        size / 1024
-    );
+    println!("store after {} turns: {} KB", 2 * rounds, size / 1024);
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -184,7 +184,10 @@ fn rewind_of_the_code_only_keeps_the_conversation() {
 
 #[test]
 fn fork_from_the_repl_goes_on_in_a_new_session_and_leaves_the_original() {
-    let p = FakeProvider::start(vec![Reply::text("first answer"), Reply::text("in the fork")]);
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer"),
+        Reply::text("in the fork"),
+    ]);
     let cmd = BuddyCmd::new().config_for(&p);
     let t = repl(&cmd, &[]);
     t.line("the shared question");
@@ -212,7 +215,10 @@ fn fork_from_the_repl_goes_on_in_a_new_session_and_leaves_the_original() {
 
 #[test]
 fn resume_fork_branches_a_saved_session_without_changing_it() {
-    let p = FakeProvider::start(vec![Reply::text("saved answer"), Reply::text("forked answer")]);
+    let p = FakeProvider::start(vec![
+        Reply::text("saved answer"),
+        Reply::text("forked answer"),
+    ]);
     let cmd = BuddyCmd::new()
         .config_for(&p)
         .args(["exec", "the saved question"]);
@@ -239,13 +245,23 @@ fn resume_fork_branches_a_saved_session_without_changing_it() {
     let reqs = p.wait_for_requests(2, Duration::from_secs(15));
     assert_eq!(
         texts(&reqs[1]),
-        ["the saved question", "saved answer", "a question for the fork"]
+        [
+            "the saved question",
+            "saved answer",
+            "a question for the fork"
+        ]
     );
     assert_eq!(read(&original), before, "the original is left as it was");
-    let forked: Vec<PathBuf> = journals(&cmd).into_iter().filter(|f| *f != original).collect();
+    let forked: Vec<PathBuf> = journals(&cmd)
+        .into_iter()
+        .filter(|f| *f != original)
+        .collect();
     assert_eq!(forked.len(), 1);
     let text = read(&forked[0]);
-    assert!(text.contains(&format!("\"forked_from\":\"{id}\"")), "{text}");
+    assert!(
+        text.contains(&format!("\"forked_from\":\"{id}\"")),
+        "{text}"
+    );
     assert!(text.contains("a question for the fork"));
 }
 
@@ -279,8 +295,7 @@ fn a_kill_during_a_large_write_leaves_a_checkpoint_that_rewinds() {
             .flatten()
             .filter(|e| e.path().extension().is_some_and(|x| x == "checkpoints"))
             .any(|e| {
-                std::fs::read(e.path())
-                    .is_ok_and(|b| b.windows(8).any(|w| w == b"{\"file\":"))
+                std::fs::read(e.path()).is_ok_and(|b| b.windows(8).any(|w| w == b"{\"file\":"))
             });
         if kept {
             break;

@@ -283,7 +283,11 @@ impl CheckpointStore {
         let mut new_blobs: Vec<(String, u64, u64)> = Vec::new();
         let mut new_records = Vec::new();
         for path in paths {
-            let path = resolved(path);
+            // A remote path means nothing on this host's file system.
+            let path = match remote {
+                Some(_) => path.clone(),
+                None => resolved(path),
+            };
             let shown = path.to_string_lossy().into_owned();
             // Only the state before the turn's first change to a file matters.
             let seen = |r: &FileRecord| r.turn == turn && r.path == shown;
@@ -382,7 +386,7 @@ impl CheckpointStore {
         let mut st = self.lock();
         self.load(&mut st)?;
         // A file changed in many turns is hashed once per listing.
-        let mut hashes: HashMap<String, Option<(u64, String)>> = HashMap::new();
+        let mut hashes: HashMap<String, Option<String>> = HashMap::new();
         let mut out = Vec::with_capacity(turns.len());
         for turn in turns {
             let plan = Self::since(&st.index, turn)
@@ -535,25 +539,31 @@ fn current(path: &Path, max_file: u64) -> io::Result<Current> {
     }
 }
 
-/// What a rewind would do to `r.path` now.
+/// What a rewind would do to `r.path` now. `hashes` holds the SHA-256 of
+/// files read so far (none when unreadable), so a listing reads each once.
 fn action_for(
     index: &Index,
     r: &FileRecord,
-    hashes: &mut HashMap<String, Option<(u64, String)>>,
+    hashes: &mut HashMap<String, Option<String>>,
 ) -> FileAction {
-    let now = hashes.entry(r.path.clone()).or_insert_with(|| {
-        match current(Path::new(&r.path), u64::MAX) {
-            Ok(Current::Bytes(b)) => Some((b.len() as u64, sha256_hex(&b))),
-            // Missing, or something we cannot compare: treated as changed.
-            _ => None,
-        }
-    });
-    let exists = fs::symlink_metadata(&r.path).is_ok();
     match &r.before {
-        Before::Missing if !exists => FileAction::Unchanged,
+        Before::Missing if fs::symlink_metadata(&r.path).is_err() => FileAction::Unchanged,
         Before::Missing => FileAction::Delete,
         Before::Kept { sha256, len } => {
-            if now.as_ref().is_some_and(|(l, s)| l == len && s == sha256) {
+            // Only a file of the same length can be the same: nothing else
+            // is read, however large it grew.
+            let same_len = fs::metadata(&r.path).is_ok_and(|m| m.is_file() && m.len() == *len);
+            let same = same_len
+                && hashes
+                    .entry(r.path.clone())
+                    .or_insert_with(|| {
+                        crate::localfile::read_regular(Path::new(&r.path), *len)
+                            .ok()
+                            .map(|b| sha256_hex(&b))
+                    })
+                    .as_deref()
+                    == Some(sha256.as_str());
+            if same {
                 FileAction::Unchanged
             } else if !index.blobs.contains_key(sha256) {
                 FileAction::NotKept {
@@ -735,12 +745,22 @@ mod tests {
         let d = tempdir("caps");
         let (big, small, other) = (d.join("big"), d.join("small"), d.join("other"));
         fs::write(&big, vec![b'x'; 100]).unwrap();
+        assert!(
+            other.to_string_lossy().len() < 200,
+            "paths this long change the sums"
+        );
         fs::write(&small, "ok").unwrap();
-        fs::write(&other, vec![b'y'; 90]).unwrap();
-        let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 99, 400);
-        store.keep("t1", &[big.clone(), small.clone()], None).unwrap();
-        // The store holds about 300 bytes now: 90 more do not fit.
-        store.keep("t2", std::slice::from_ref(&other), None).unwrap();
+        fs::write(&other, vec![b'y'; 500]).unwrap();
+        // Room for the first turn's records (a few hundred bytes with these
+        // long paths), not for 500 bytes more.
+        let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 99, 1_000);
+        store
+            .keep("t1", &[big.clone(), small.clone()], None)
+            .unwrap();
+        // The store holds about 600 bytes now: 500 more do not fit.
+        store
+            .keep("t2", std::slice::from_ref(&other), None)
+            .unwrap();
         for p in [&big, &small, &other] {
             fs::write(p, "new").unwrap();
         }
@@ -779,7 +799,8 @@ mod tests {
         let good = fs::metadata(&log).unwrap().len();
         // A crash mid-append: a blob header and part of its bytes.
         let mut f = OpenOptions::new().append(true).open(&log).unwrap();
-        f.write_all(b"{\"blob\":{\"sha256\":\"00\",\"len\":50}}\nonly part").unwrap();
+        f.write_all(b"{\"blob\":{\"sha256\":\"00\",\"len\":50}}\nonly part")
+            .unwrap();
         drop(f);
         fs::write(&a, "written after").unwrap();
         let store = CheckpointStore::new(log.clone());
