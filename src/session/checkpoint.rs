@@ -744,7 +744,7 @@ mod tests {
     fn past_the_caps_a_file_is_recorded_as_not_kept_and_rewind_says_so() {
         let d = tempdir("caps");
         let (big, small, other) = (d.join("big"), d.join("small"), d.join("other"));
-        fs::write(&big, vec![b'x'; 100]).unwrap();
+        fs::write(&big, vec![b'x'; 700]).unwrap();
         assert!(
             other.to_string_lossy().len() < 200,
             "paths this long change the sums"
@@ -753,7 +753,7 @@ mod tests {
         fs::write(&other, vec![b'y'; 500]).unwrap();
         // Room for the first turn's records (a few hundred bytes with these
         // long paths), not for 500 bytes more.
-        let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 99, 1_000);
+        let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 600, 1_000);
         store
             .keep("t1", &[big.clone(), small.clone()], None)
             .unwrap();
@@ -767,7 +767,7 @@ mod tests {
         let done = store.restore_turn("t1").unwrap();
         let got = actions(&done);
         assert!(
-            matches!(&got[0].1, FileAction::NotKept { reason } if reason.contains("100 bytes")),
+            matches!(&got[0].1, FileAction::NotKept { reason } if reason.contains("700 bytes")),
             "{got:?}"
         );
         assert_eq!(got[1].1, FileAction::Restore { bytes: 2 });
