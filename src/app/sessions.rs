@@ -74,23 +74,26 @@ impl SessionHost for Sessions {
             code: code_of(&e),
             message: e.to_string(),
         };
-        let (from, history, tokens) = match source {
+        let (from, history, tokens, mut warnings) = match source {
             ForkSource::Current {
                 id,
                 history,
                 tokens,
-            } => (id.to_string(), history.to_vec(), tokens.clone()),
+            } => (id.to_string(), history.to_vec(), tokens.clone(), Vec::new()),
             ForkSource::Saved { query } => {
                 let id = self.store.resolve(query).map_err(open_error)?;
                 // Read, not opened: the original may be in use elsewhere.
-                let (history, tokens) = self.store.read_saved(&id).map_err(open_error)?;
-                (id, history, tokens)
+                self.store
+                    .read_saved(&id)
+                    .map(|(h, t, w)| (id, h, t, w))
+                    .map_err(open_error)?
             }
         };
-        let (session, warnings) = self
+        let (session, created) = self
             .store
             .fork(&from, &history, &tokens, self.info(model))
             .map_err(open_error)?;
+        warnings.extend(created);
         Ok(Forked {
             id: session.id().to_string(),
             from,

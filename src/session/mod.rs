@@ -103,6 +103,36 @@ fn store_image(dir: &Path, image: &crate::wire::Image) -> io::Result<()> {
     localfile::write_private(&path, data)
 }
 
+/// Copies every image kept in `from` into `to` (a fork's own copy, so
+/// deleting either session leaves the other whole). Each copy is bounded as
+/// an attached image is; anything else in `from` (not a regular file, too
+/// large) is skipped, as a resume would not load it either.
+fn copy_images(from: &Path, to: &Path) -> io::Result<()> {
+    let entries = match fs::read_dir(from) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        // A leftover temporary file of an interrupted write is no image.
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        let dest = to.join(entry.file_name());
+        let Ok(bytes) =
+            localfile::read_regular(&entry.path(), crate::wire::image::MAX_IMAGE_BYTES)
+        else {
+            continue;
+        };
+        if !dest.exists() {
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(to)?;
+            localfile::write_private(&dest, &bytes)?;
+        }
+    }
+    Ok(())
+}
+
 /// Gives every image reference of `history` its bytes from `dir`. A copy
 /// that is missing, unreadable or not what its hash says stays without
 /// bytes (the protocols send a placeholder text in its place), with one
@@ -217,9 +247,9 @@ impl Store {
 
     /// Branches a session into a new one that continues separately: its
     /// file starts with `history` (the conversation as it stands, compacted
-    /// and rewound) and the token totals, and it gets a copy of the
-    /// checkpoint store of `from`, so rewinding into the shared past works
-    /// in both. `from` itself is only read.
+    /// and rewound) and the token totals, and it gets a copy of the images
+    /// and of the checkpoint store of `from`, so the shared past's images
+    /// load and rewinding into it works in both. `from` itself is only read.
     pub fn fork(
         &self,
         from: &str,
@@ -228,6 +258,10 @@ impl Store {
         info: SessionInfo,
     ) -> Result<(Session, Vec<String>), SessionError> {
         let (mut session, warnings) = self.create_from(info, Some(from.to_string()))?;
+        // The images before the records that name them, as in every write.
+        let images = images_dir(&session.path);
+        copy_images(&images_dir(&self.path_of(from)), &images)
+            .map_err(|e| SessionError::io("copy the images to", &images, e))?;
         session
             .write(history, tokens, true)
             .map_err(|e| SessionError::io("write session file", &session.path, e))?;
@@ -374,9 +408,13 @@ impl Store {
         Ok(history)
     }
 
-    /// Session `id`'s conversation and token totals, read without taking
-    /// its lock (for a fork, which leaves the original as it is).
-    pub fn read_saved(&self, id: &str) -> Result<(Vec<Message>, TokenTracker), SessionError> {
+    /// Session `id`'s conversation (its images' bytes loaded) and token
+    /// totals, read without taking its lock (for a fork, which leaves the
+    /// original as it is), and what the user should know about it.
+    pub fn read_saved(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<Message>, TokenTracker, Vec<String>), SessionError> {
         let path = self.path_of(id);
         let bytes =
             localfile::read_regular(&path, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
@@ -386,12 +424,15 @@ impl Store {
             .filter(|m| m.role != Role::System)
             .collect();
         repair(&mut history, &parsed);
+        // The images' bytes too: a fork's first request carries them.
+        let mut warnings = Vec::new();
+        load_images(&mut history, &images_dir(&path), id, &mut warnings);
         let tokens = parsed
             .last_turn
             .as_ref()
             .map(|t| t.tokens.tracker())
             .unwrap_or_default();
-        Ok((history, tokens))
+        Ok((history, tokens, warnings))
     }
 
     /// Opens session `id` for continuing: locks it, reads it, drops a torn
