@@ -6,10 +6,10 @@
 
 mod support;
 
+use buddy::session::checkpoint::{read_index, sha256_hex, Before, CheckpointStore};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use buddy::session::checkpoint::{read_index, sha256_hex, Before, CheckpointStore};
 use support::calls::call;
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::tmux::Tmux;
@@ -410,7 +410,11 @@ fn the_rewind_picker_lists_the_shell_commands_run_since_a_turn_and_leaves_their_
             "run_shell",
             json!({"command": "echo made-by-the-shell > shell.txt"}),
         ),
-        call("w1", "write_file", json!({"path": "notes.txt", "content": CHANGED})),
+        call(
+            "w1",
+            "write_file",
+            json!({"path": "notes.txt", "content": CHANGED}),
+        ),
         Reply::text("both done"),
     ]);
     let cmd = BuddyCmd::new().config(no_confirm(&p));
@@ -461,7 +465,9 @@ fn wait_for_checkpoint(cmd: &BuddyCmd, deadline: Instant) -> Option<PathBuf> {
 #[test]
 fn a_kill_9_during_an_edit_leaves_the_old_or_new_file_and_a_checkpoint_of_the_old() {
     // About 5 MB, so the edit's write takes long enough to be cut into.
-    let old: String = (0..250_000).map(|i| format!("line {i:07} of the file\n")).collect();
+    let old: String = (0..250_000)
+        .map(|i| format!("line {i:07} of the file\n"))
+        .collect();
     let new = old.replace("line 0125000 of the file\n", "the edited line\n");
     let (mut saw_old, mut saw_new) = (0, 0);
     for trial in 0..12u64 {
@@ -550,7 +556,10 @@ fn a_fork_carries_the_sessions_images_in_its_own_copy() {
     resume_fork(&cmd, &id, "and in the fork?");
     let data_url = "data:image/gif;base64,";
     let reqs = p.wait_for_requests(2, Duration::from_secs(15));
-    assert!(reqs[1].body_text().contains(data_url), "the fork's request carries the image");
+    assert!(
+        reqs[1].body_text().contains(data_url),
+        "the fork's request carries the image"
+    );
 
     let fork = journals(&cmd)
         .into_iter()

@@ -120,13 +120,15 @@ fn copy_images(from: &Path, to: &Path) -> io::Result<()> {
             continue;
         }
         let dest = to.join(entry.file_name());
-        let Ok(bytes) =
-            localfile::read_regular(&entry.path(), crate::wire::image::MAX_IMAGE_BYTES)
+        let Ok(bytes) = localfile::read_regular(&entry.path(), crate::wire::image::MAX_IMAGE_BYTES)
         else {
             continue;
         };
         if !dest.exists() {
-            fs::DirBuilder::new().recursive(true).mode(0o700).create(to)?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(to)?;
             localfile::write_private(&dest, &bytes)?;
         }
     }

@@ -118,17 +118,27 @@ impl ToolContext {
     /// a tool changes it; an error (the store cannot be written) means the
     /// change must not happen, since it could not be taken back.
     pub async fn checkpoint_before_change(&self, path: &std::path::Path) -> Result<(), ToolError> {
+        self.checkpoint_before_changes(&[path.to_path_buf()]).await
+    }
+
+    /// `checkpoint_before_change` for several files in one durable write
+    /// (a patch's files); a file already kept for this turn costs nothing.
+    pub async fn checkpoint_before_changes(&self, paths: &[PathBuf]) -> Result<(), ToolError> {
         let Some(store) = &self.checkpoints else {
             return Ok(());
         };
+        if paths.is_empty() {
+            return Ok(());
+        }
         let remote = (!self.target.is_local()).then(|| self.target.actor());
         store
-            .before_change(&self.turn, &[path.to_path_buf()], remote.as_deref())
+            .before_change(&self.turn, paths, remote.as_deref())
             .await
             .map_err(|e| {
+                let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 ToolError::Failed(format!(
                     "not changed: could not keep a checkpoint of {} first ({e})",
-                    path.display()
+                    shown.join(", ")
                 ))
             })
     }
