@@ -778,7 +778,9 @@ mod tests {
         assert_eq!(fs::read_to_string(&small).unwrap(), "ok");
         assert_eq!(fs::read_to_string(&big).unwrap(), "new");
         let remote = CheckpointStore::new(d.join("r.checkpoints"));
-        remote.keep("t1", &[small.clone()], Some("me@box")).unwrap();
+        remote
+            .keep("t1", std::slice::from_ref(&small), Some("me@box"))
+            .unwrap();
         let plan = remote.plan_turns(&["t1".into()]).unwrap();
         assert!(
             matches!(&plan[0][0].action, FileAction::NotKept { reason } if reason.contains("me@box")),
