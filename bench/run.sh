@@ -47,6 +47,8 @@ trap 'kill $(cat "$WORK"/*.pid 2>/dev/null) 2>/dev/null || true; TMUX_TMPDIR="$W
 # Run before HOME changes, since cargo finds its toolchain through HOME.
 if [ -z "$ONLY" ]; then
 cargo bench --quiet --bench sessions -- --keep "$WORK/sessions" > "$WORK/sessions.txt" 2>/dev/null
+# The checkpoint of a turn that touches 100 files (library level).
+cargo bench --quiet --bench checkpoint > "$WORK/checkpoint.txt" 2>/dev/null
 fi
 export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" NO_COLOR=1
 mkdir -p "$XDG_CONFIG_HOME/buddy"
@@ -225,6 +227,7 @@ cd - > /dev/null
 # Sessions: the library-level figures measured at the start, then the binary on
 # the same files.
 cat "$WORK/sessions.txt"
+cat "$WORK/checkpoint.txt"
 start_fake resume '[{"text":"resumed"}]'
 config "$WORK/sessions"
 cd "$WORK/sessions"

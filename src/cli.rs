@@ -194,6 +194,10 @@ pub struct ResumeArgs {
     /// Continue the most recently used session
     #[arg(long, conflicts_with = "id")]
     pub last: bool,
+    /// Branch the session into a new one that shares its past and goes on
+    /// separately; the original is left as it is
+    #[arg(long)]
+    pub fork: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -37,6 +37,9 @@ const ALL: &[&str] = &[
     "session_started",
     "session_resumed",
     "session_cleared",
+    "turns",
+    "rewound",
+    "session_forked",
     "error",
     "shutdown_complete",
 ];
@@ -67,6 +70,9 @@ fn name(kind: &EventKind) -> &'static str {
         EventKind::SessionStarted { .. } => "session_started",
         EventKind::SessionResumed { .. } => "session_resumed",
         EventKind::SessionCleared => "session_cleared",
+        EventKind::Turns { .. } => "turns",
+        EventKind::Rewound { .. } => "rewound",
+        EventKind::SessionForked { .. } => "session_forked",
         EventKind::Error { .. } => "error",
         EventKind::ShutdownComplete => "shutdown_complete",
     }

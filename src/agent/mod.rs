@@ -19,6 +19,7 @@ mod partial;
 pub mod prompt;
 pub mod protocol;
 pub mod replay;
+pub mod rewind;
 pub mod service;
 pub mod tokens;
 
@@ -175,6 +176,20 @@ pub trait HistorySink: Send + Sync {
         let _ = (replaces, with, tokens);
         Ok(())
     }
+
+    /// The user took the conversation back: only the first `keep` saved
+    /// messages (system prompt not counted) stay. The sink records it so a
+    /// resume loads the rewound conversation.
+    fn rewound(&mut self, keep: usize, tokens: &TokenTracker) -> Result<(), HostedError> {
+        let _ = (keep, tokens);
+        Ok(())
+    }
+
+    /// Where the content of files is kept before the tools change them, if
+    /// this sink keeps it.
+    fn checkpoints(&self) -> Option<Arc<dyn crate::tools::checkpoint::Checkpoints>> {
+        None
+    }
 }
 
 /// Why a wait was cut short.
@@ -208,6 +223,11 @@ pub struct Agent {
     session: Option<String>,
     /// The context-full warning was given (compaction off or impossible).
     warned_full: bool,
+    /// The turn (latest user message) tool calls serve: their file
+    /// checkpoints are kept under it.
+    turn: String,
+    /// Turn ids made by this agent, so two in the same millisecond differ.
+    turn_seq: u32,
     /// The user's hooks; none in tests that build an agent by hand.
     hooks: Option<Arc<HookRunner>>,
     /// Context hooks gave outside a prompt (`SessionStart`), sent with the next one.
@@ -247,6 +267,8 @@ impl Agent {
             model,
             session: None,
             warned_full: false,
+            turn: String::new(),
+            turn_seq: 0,
             hooks: None,
             hook_context: Vec::new(),
         }
@@ -304,11 +326,13 @@ impl Agent {
         self.session = None;
         self.save_failing = false;
         self.warned_full = false;
+        self.tool_ctx.checkpoints = None;
         self.hook_context.clear();
     }
 
     /// Sends every message added from now on to `sink`, a session called `id`.
     pub fn set_history_sink(&mut self, id: String, sink: Box<dyn HistorySink>) {
+        self.tool_ctx.checkpoints = sink.checkpoints();
         self.sink = Some(sink);
         self.session = Some(id);
     }
@@ -449,8 +473,12 @@ impl Agent {
     }
 
     async fn push_user(&mut self, text: String, via: UserVia, images: Vec<Image>) {
-        self.messages
-            .push(Message::user_with_images(text.clone(), images.clone()));
+        let turn = self.next_turn_id();
+        self.messages.push(rewind::with_turn(
+            Message::user_with_images(text.clone(), images.clone()),
+            &turn,
+        ));
+        self.turn = turn;
         self.emit(EventKind::UserMessage { text, via, images })
             .await;
     }
@@ -968,6 +996,7 @@ impl Agent {
             let tools = Arc::clone(&self.tools);
             let mut ctx = self.tool_ctx.clone();
             ctx.call_id = call.id.clone();
+            ctx.turn = self.turn.clone();
             ctx.progress = Some(self.progress_sink(&call.id));
             let name = call.function.name.clone();
             let args = call.function.arguments.clone();

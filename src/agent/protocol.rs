@@ -4,6 +4,7 @@
 //! Nothing here holds a channel or a callback: an approval is an event with a
 //! call id, answered by an `Op::Approve` naming that id.
 
+use crate::tools::checkpoint::FileRestore;
 use crate::tools::Truncation;
 use crate::wire::Image;
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,27 @@ pub enum Op {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         shown: Option<String>,
+    },
+    /// Lists the conversation's turns for a rewind (`Turns`).
+    Turns,
+    /// Takes the session back to before `turn` (an id from `Turns`): the
+    /// files its tools changed since (`code`), the conversation
+    /// (`conversation`), or both. Answered by `Rewound`. Refused during a run.
+    Rewind {
+        turn: String,
+        #[serde(default)]
+        code: bool,
+        #[serde(default)]
+        conversation: bool,
+    },
+    /// Branches a session into a new one that continues separately: the
+    /// conversation in use (`query` absent), or a saved one (`last`, an id or
+    /// a unique prefix), which is then continued in its fork. Answered by
+    /// `SessionForked` (and `SessionResumed` for a saved one). The original
+    /// is not changed. Refused during a run.
+    Fork {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        query: Option<String>,
     },
     /// Reports `Status`.
     Status,
@@ -310,6 +332,38 @@ pub enum EventKind {
     },
     /// The conversation was cleared (`NewSession`).
     SessionCleared,
+    /// The reply to `Turns`: the conversation's turns, oldest first (at
+    /// most the last `MAX_LISTED_TURNS`), each with what rewinding to before
+    /// it would do.
+    Turns {
+        turns: Vec<TurnSummary>,
+        /// Why files cannot be rewound here, when they cannot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// The reply to `Rewind`.
+    Rewound {
+        turn: String,
+        /// What happened to each file (absent when the code was not asked for).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        files: Option<Vec<FileRestore>>,
+        /// Messages taken out of the conversation (0 when it was not asked for).
+        removed: usize,
+        /// The prompt of the turn, when the conversation went back to before
+        /// it (a front end may offer it for editing).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+        /// Shell commands run since the turn: their effects stay.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        commands: Vec<String>,
+    },
+    /// The reply to `Fork`: the conversation now continues in session `id`,
+    /// branched from `from`, with `messages` messages of shared past.
+    SessionForked {
+        id: String,
+        from: String,
+        messages: usize,
+    },
     /// An op could not be carried out; the agent is unchanged.
     Error {
         message: String,
@@ -419,6 +473,19 @@ impl EventKind {
                 }
             }
             EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
+            EventKind::Turns { turns, note } => {
+                note.iter_mut().for_each(r);
+                for t in turns {
+                    r(&mut t.text);
+                    t.commands.iter_mut().for_each(r);
+                }
+            }
+            EventKind::Rewound {
+                prompt, commands, ..
+            } => {
+                prompt.iter_mut().for_each(r);
+                commands.iter_mut().for_each(r);
+            }
             EventKind::ModelRequest { .. }
             | EventKind::Usage { .. }
             | EventKind::Compacted { .. }
@@ -426,6 +493,7 @@ impl EventKind {
             | EventKind::ApprovalPolicyChanged { .. }
             | EventKind::SessionStarted { .. }
             | EventKind::SessionCleared
+            | EventKind::SessionForked { .. }
             | EventKind::ShutdownComplete => {}
         }
     }
@@ -511,6 +579,25 @@ pub struct ReplayedCall {
     pub name: String,
     /// The JSON text as the model sent it (string values clipped when long).
     pub arguments: String,
+}
+
+/// Most turns a `Turns` reply lists (the latest ones).
+pub const MAX_LISTED_TURNS: usize = 50;
+
+/// One turn of the conversation, as a rewind picker lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnSummary {
+    /// The id a `Rewind` names.
+    pub turn: String,
+    /// The user's message as typed, clipped.
+    pub text: String,
+    /// When it was sent (Unix seconds).
+    pub at: u64,
+    /// What restoring the code to before this turn would do, per file.
+    pub files: Vec<FileRestore>,
+    /// Shell commands the model ran since this turn began (clipped; their
+    /// effects cannot be rewound).
+    pub commands: Vec<String>,
 }
 
 /// A snapshot for `/status` and `/context`.

@@ -33,6 +33,38 @@ pub const OP_CAPACITY: usize = 64;
 pub trait SessionHost: Send + Sync {
     fn create(&mut self, model: &ModelInfo) -> Result<NewSession, HostedError>;
     fn open(&mut self, query: &str, model: &ModelInfo) -> Result<OpenedSession, OpenError>;
+    /// Branches `source` into a new session that continues separately.
+    fn fork(&mut self, source: ForkSource<'_>, model: &ModelInfo) -> Result<Forked, OpenError> {
+        let _ = (source, model);
+        Err(OpenError {
+            message: "forking sessions is not available here".into(),
+            code: None,
+        })
+    }
+}
+
+/// What `Op::Fork` branches.
+pub enum ForkSource<'a> {
+    /// The conversation in use, saved as session `id`.
+    Current {
+        id: &'a str,
+        history: &'a [Message],
+        tokens: &'a TokenTracker,
+    },
+    /// A saved session (`last`, an id or a unique prefix), read without
+    /// taking it over.
+    Saved { query: &'a str },
+}
+
+/// A new session branched from `from`.
+pub struct Forked {
+    pub id: String,
+    pub from: String,
+    pub sink: Box<dyn HistorySink>,
+    /// The shared past, already saved in the new session.
+    pub history: Vec<Message>,
+    pub tokens: TokenTracker,
+    pub warnings: Vec<String>,
 }
 
 /// Why a saved session could not be opened: a sentence for people, and the
@@ -441,6 +473,19 @@ impl Core {
                 self.emit(EventKind::SessionCleared).await;
             }
             Op::Resume { query } => self.resume(&query).await,
+            Op::Turns => {
+                let reply = self.agent.turns().await;
+                self.emit(reply).await;
+            }
+            Op::Rewind {
+                turn,
+                code,
+                conversation,
+            } => {
+                let reply = self.agent.rewind(&turn, code, conversation).await;
+                self.emit(reply).await;
+            }
+            Op::Fork { query } => self.fork(query.as_deref()).await,
             Op::AddContext { text, shown } => self.agent.add_context(text, shown).await,
             Op::Status => {
                 let report = self.agent.status(None);
@@ -503,6 +548,91 @@ impl Core {
             replay,
         })
         .await;
+    }
+}
+
+impl Core {
+    /// `Op::Fork`: the conversation in use (saved first) or a saved one
+    /// goes on in a new session; the original is left as it is.
+    async fn fork(&mut self, query: Option<&str>) {
+        let Some(host) = self.sessions.as_mut() else {
+            self.emit(EventKind::error("sessions are not available here"))
+                .await;
+            return;
+        };
+        let model = self.agent.model().clone();
+        let forked = match query {
+            Some(query) => host.fork(ForkSource::Saved { query }, &model),
+            None => {
+                let Some(id) = self.agent.session().map(String::from) else {
+                    self.emit(EventKind::error(
+                        "nothing to fork yet: this conversation has not been saved (send a prompt first)",
+                    ))
+                    .await;
+                    return;
+                };
+                // The fork copies the file's past: all of it must be there.
+                self.agent.persist(true).await;
+                let history: Vec<Message> = self
+                    .agent
+                    .messages()
+                    .iter()
+                    .filter(|m| m.role != Role::System)
+                    .cloned()
+                    .collect();
+                let tokens = self.agent.tracker().clone();
+                host.fork(
+                    ForkSource::Current {
+                        id: &id,
+                        history: &history,
+                        tokens: &tokens,
+                    },
+                    &model,
+                )
+            }
+        };
+        let forked = match forked {
+            Ok(f) => f,
+            Err(e) => {
+                self.emit(EventKind::Error {
+                    message: e.message,
+                    code: e.code,
+                })
+                .await;
+                return;
+            }
+        };
+        let messages = forked.history.len();
+        let replay = query.map(|_| super::replay::replay_of(&forked.history));
+        let (last_prompt, last_answer) = last_exchange(&forked.history);
+        let history = forked.history;
+        self.agent.reset();
+        self.agent.restore(history, forked.tokens, messages);
+        self.agent.set_history_sink(forked.id.clone(), forked.sink);
+        self.session_failed = false;
+        for message in forked.warnings {
+            self.emit(EventKind::Warning { message }).await;
+        }
+        self.emit(EventKind::SessionForked {
+            id: forked.id.clone(),
+            from: forked.from,
+            messages,
+        })
+        .await;
+        // A saved session's conversation replaces the one in use: shown as
+        // any resume is.
+        if let Some(replay) = replay {
+            self.emit(EventKind::SessionResumed {
+                id: forked.id,
+                messages,
+                warnings: Vec::new(),
+                note: None,
+                last_prompt,
+                last_answer,
+                replay,
+            })
+            .await;
+        }
     }
 }
 
@@ -584,6 +714,9 @@ async fn busy_op(
         | Op::Compact
         | Op::NewSession
         | Op::Resume { .. }
+        | Op::Turns
+        | Op::Rewind { .. }
+        | Op::Fork { .. }
         | Op::AddContext { .. } => {
             emitter
                 .emit(EventKind::error(

@@ -500,7 +500,11 @@ async fn exec(
                 j.event(ev);
             }
         };
-        resume_first(&mut agent, query, style, Notice::Notes, &mut seen).await?;
+        let what = Continue {
+            query: query.clone(),
+            fork: false,
+        };
+        resume_first(&mut agent, &what, style, Notice::Notes, &mut seen).await?;
     }
     let _ = agent
         .ops
@@ -550,20 +554,27 @@ enum Notice {
 /// user what `notice` says; returns the `SessionResumed` event.
 async fn resume_first(
     agent: &mut AgentHandle,
-    query: &str,
+    what: &Continue,
     style: Style,
     notice: Notice,
     seen: &mut dyn FnMut(&Event),
 ) -> Result<Event, AppError> {
-    let _ = agent
-        .ops
-        .send(Op::Resume {
-            query: query.to_string(),
-        })
-        .await;
+    let query = what.query.clone();
+    let op = if what.fork {
+        Op::Fork { query: Some(query) }
+    } else {
+        Op::Resume { query }
+    };
+    let _ = agent.ops.send(op).await;
     while let Some(ev) = agent.events.recv().await {
         seen(&ev);
         match &ev.kind {
+            EventKind::SessionForked { id, from, .. } => eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "forked session {from}: this conversation goes on as session {id}; {from} stays as it was"
+                ))
+            ),
             EventKind::SessionResumed { warnings, note, .. } => {
                 if notice == Notice::LastExchange {
                     let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
@@ -670,7 +681,21 @@ async fn resume(
             crate::ui::session_picker::Picked::Signalled(code) => return Ok(Exit::Code(code)),
         },
     };
-    interactive(overrides, Some(query), target_args).await
+    interactive(
+        overrides,
+        Some(Continue {
+            query,
+            fork: args.fork,
+        }),
+        target_args,
+    )
+    .await
+}
+
+/// The saved session a conversation starts from: resumed, or forked first.
+pub(crate) struct Continue {
+    query: String,
+    fork: bool,
 }
 
 /// Whether the picker may use colour: it is drawn before the settings are
@@ -687,7 +712,7 @@ fn picker_color(overrides: &CliOverrides) -> bool {
 /// when input or output is redirected or the terminal is dumb.
 async fn interactive(
     overrides: &CliOverrides,
-    resume: Option<String>,
+    resume: Option<Continue>,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
     // A dumb terminal cannot take the editor's cursor movement and redraws:
@@ -810,7 +835,7 @@ async fn interactive(
 /// the terminal is dumb (`TERM=dumb`): one prompt per line, Ctrl-D to quit.
 async fn line_session(
     overrides: &CliOverrides,
-    resume: Option<String>,
+    resume: Option<Continue>,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
     use tokio::io::AsyncBufReadExt;

@@ -2,7 +2,9 @@
 //! a new session at the first prompt, a saved one on resume.
 
 use crate::agent::protocol::ErrorCode;
-use crate::agent::service::{NewSession, OpenError, OpenedSession, SessionHost};
+use crate::agent::service::{
+    ForkSource, Forked, NewSession, OpenError, OpenedSession, SessionHost,
+};
 use crate::agent::{HostedError, ModelInfo};
 use crate::session::{out_of_resources, SessionError, SessionInfo, Store};
 use std::path::PathBuf;
@@ -64,6 +66,41 @@ impl SessionHost for Sessions {
             saved: opened.saved,
             tokens: opened.tokens,
             warnings: opened.warnings,
+        })
+    }
+
+    fn fork(&mut self, source: ForkSource<'_>, model: &ModelInfo) -> Result<Forked, OpenError> {
+        let open_error = |e: SessionError| OpenError {
+            code: code_of(&e),
+            message: e.to_string(),
+        };
+        let (from, history, tokens, mut warnings) = match source {
+            ForkSource::Current {
+                id,
+                history,
+                tokens,
+            } => (id.to_string(), history.to_vec(), tokens.clone(), Vec::new()),
+            ForkSource::Saved { query } => {
+                let id = self.store.resolve(query).map_err(open_error)?;
+                // Read, not opened: the original may be in use elsewhere.
+                self.store
+                    .read_saved(&id)
+                    .map(|(h, t, w)| (id, h, t, w))
+                    .map_err(open_error)?
+            }
+        };
+        let (session, created) = self
+            .store
+            .fork(&from, &history, &tokens, self.info(model))
+            .map_err(open_error)?;
+        warnings.extend(created);
+        Ok(Forked {
+            id: session.id().to_string(),
+            from,
+            sink: Box::new(session),
+            history,
+            tokens,
+            warnings,
         })
     }
 }

@@ -1,14 +1,15 @@
 //! The session file format and its reader and writer. A session file is a
 //! journal: one JSON record per line, only ever appended to, so saving a turn
-//! costs the size of the turn, not of the history. Six kinds of record:
+//! costs the size of the turn, not of the history. Seven kinds of record:
 //!
 //! ```text
-//! {"header":{"version":2,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
+//! {"header":{"version":3,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
 //! {"message":{"role":"user","content":"…"}}
 //! {"partial":{"text":"…"}}
 //! {"started":{"ids":["call_1","call_2"]}}
 //! {"turn":{"at":…,"messages":12,"model":"…","profile":"…","title":"…","tokens":{…}}}
 //! {"compaction":{"replaces":9,"messages":[{"role":"user","content":"[Summary…"}]}}
+//! {"rewind":{"keep":4}}
 //! ```
 //!
 //! `partial` records carry an answer's text as it streams (each one the text
@@ -24,6 +25,10 @@
 //! up to it, the first `replaces` messages give way to `messages` (a summary
 //! written when the context filled up). The message records stay, so the file
 //! is still the whole transcript; only what is loaded for continuing shrinks.
+//! A `rewind` (the user took the conversation back to before a turn) keeps
+//! only the first `keep` messages of the history as loaded up to it; the
+//! messages after it continue from there. A forked session's header names
+//! the session it came from (`forked_from`).
 //!
 //! A crash can leave the last record half-written; the reader drops such a
 //! tail and reports it, but a bad record with good ones after it means the
@@ -37,9 +42,10 @@ use std::fs::File;
 use std::io::{self, Write};
 
 /// Written into every header; a file from a newer format is refused, not guessed at.
-/// Version 2 added `partial` and `started` records (a version 1 reader would
-/// take them for damage, so it is told the file is newer instead).
-pub const FORMAT_VERSION: u32 = 2;
+/// Version 2 added `partial` and `started` records, version 3 `rewind` (an
+/// older reader would take them for damage, so it is told the file is newer
+/// instead).
+pub const FORMAT_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
@@ -51,6 +57,9 @@ pub struct Header {
     /// The model at creation, for listings of sessions without a turn mark yet.
     #[serde(default)]
     pub model: String,
+    /// The session this one was forked from (`/fork`, `resume --fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,6 +126,13 @@ pub struct Compaction {
     pub messages: Vec<Message>,
 }
 
+/// The conversation was taken back: only the first `keep` messages of the
+/// history as loaded so far stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewind {
+    pub keep: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Partial {
     pub text: String,
@@ -144,6 +160,7 @@ pub enum Record {
     Compaction(Compaction),
     Partial(Partial),
     Started(Started),
+    Rewind(Rewind),
 }
 
 /// The borrowed twin of `Record`, so writing never clones a message.
@@ -156,6 +173,7 @@ pub enum RecordRef<'a> {
     Compaction(CompactionRef<'a>),
     Partial(&'a Partial),
     Started(&'a Started),
+    Rewind(&'a Rewind),
 }
 
 const HEADER_PREFIX: &[u8] = b"{\"header\":";
@@ -308,6 +326,23 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                         streamed.get_or_insert_with(String::new).push_str(&p.text)
                     }
                     Record::Started(s) => out.started.extend(s.ids),
+                    Record::Rewind(r) => {
+                        let present = out
+                            .messages
+                            .iter()
+                            .filter(|m| m.role != Role::System)
+                            .count();
+                        if r.keep as usize > present {
+                            return Err(ParseError::Corrupt {
+                                line: line_no,
+                                reason: format!(
+                                    "a rewind keeps {} messages but only {present} come before it",
+                                    r.keep
+                                ),
+                            });
+                        }
+                        out.messages.truncate(r.keep as usize);
+                    }
                     Record::Compaction(c) => {
                         // A whole line we wrote that does not fit what precedes
                         // it is no crash damage: refuse rather than guess.

@@ -9,6 +9,7 @@
 //! This module does not know the REPL or exec; it stores messages and totals
 //! and hands them back, repaired so a provider accepts them.
 
+pub mod checkpoint;
 pub mod error;
 pub mod journal;
 
@@ -17,12 +18,15 @@ pub use error::{out_of_resources, SessionError};
 use crate::agent::{repair_history_with, HistorySink, HostedError, TokenTracker};
 use crate::clock;
 use crate::localfile::{self, ReadError};
+use crate::tools::checkpoint::Checkpoints;
 use crate::wire::{Message, Role};
+use checkpoint::CheckpointStore;
 use journal::{Header, RecordRef, SavedTokens, TurnMark, Writer};
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 pub const DIR: &str = ".buddyx";
@@ -97,6 +101,38 @@ fn store_image(dir: &Path, image: &crate::wire::Image) -> io::Result<()> {
         .mode(0o700)
         .create(dir)?;
     localfile::write_private(&path, data)
+}
+
+/// Copies every image kept in `from` into `to` (a fork's own copy, so
+/// deleting either session leaves the other whole). Each copy is bounded as
+/// an attached image is; anything else in `from` (not a regular file, too
+/// large) is skipped, as a resume would not load it either.
+fn copy_images(from: &Path, to: &Path) -> io::Result<()> {
+    let entries = match fs::read_dir(from) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        // A leftover temporary file of an interrupted write is no image.
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        let dest = to.join(entry.file_name());
+        let Ok(bytes) = localfile::read_regular(&entry.path(), crate::wire::image::MAX_IMAGE_BYTES)
+        else {
+            continue;
+        };
+        if !dest.exists() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(to)?;
+            localfile::write_private(&dest, &bytes)?;
+        }
+    }
+    Ok(())
 }
 
 /// Gives every image reference of `history` its bytes from `dir`. A copy
@@ -183,6 +219,12 @@ impl Store {
         self.dir.join(format!("{id}.{EXT}"))
     }
 
+    /// Where session `id` keeps the files its tools changed (beside its
+    /// journal; `checkpoint` says what is in it).
+    pub fn checkpoints_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{}", checkpoint::EXT))
+    }
+
     /// Creates the directory (0700, parents too) and tightens an existing one.
     fn ensure_dir(&self) -> Result<Vec<String>, SessionError> {
         let mut warnings = Vec::new();
@@ -202,6 +244,41 @@ impl Store {
 
     /// Starts a new session file, locked for this process.
     pub fn create(&self, info: SessionInfo) -> Result<(Session, Vec<String>), SessionError> {
+        self.create_from(info, None)
+    }
+
+    /// Branches a session into a new one that continues separately: its
+    /// file starts with `history` (the conversation as it stands, compacted
+    /// and rewound) and the token totals, and it gets a copy of the images
+    /// and of the checkpoint store of `from`, so the shared past's images
+    /// load and rewinding into it works in both. `from` itself is only read.
+    pub fn fork(
+        &self,
+        from: &str,
+        history: &[Message],
+        tokens: &TokenTracker,
+        info: SessionInfo,
+    ) -> Result<(Session, Vec<String>), SessionError> {
+        let (mut session, warnings) = self.create_from(info, Some(from.to_string()))?;
+        // The images before the records that name them, as in every write.
+        let images = images_dir(&session.path);
+        copy_images(&images_dir(&self.path_of(from)), &images)
+            .map_err(|e| SessionError::io("copy the images to", &images, e))?;
+        session
+            .write(history, tokens, true)
+            .map_err(|e| SessionError::io("write session file", &session.path, e))?;
+        let dest = self.checkpoints_of(&session.id);
+        CheckpointStore::new(self.checkpoints_of(from))
+            .copy_to(&dest)
+            .map_err(|e| SessionError::io("copy the checkpoints to", &dest, e))?;
+        Ok((session, warnings))
+    }
+
+    fn create_from(
+        &self,
+        info: SessionInfo,
+        forked_from: Option<String>,
+    ) -> Result<(Session, Vec<String>), SessionError> {
         let warnings = self.ensure_dir()?;
         let now = clock::now_unix();
         let mut attempt = 0;
@@ -224,6 +301,7 @@ impl Store {
         };
         lock(&file, &id, &path)?;
         let mut session = Session {
+            checkpoints: CheckpointStore::new(self.checkpoints_of(&id)),
             id: id.clone(),
             path: path.clone(),
             writer: Writer::new(file, 0),
@@ -237,6 +315,7 @@ impl Store {
             created: now,
             cwd: session.info.cwd.clone(),
             model: session.info.model.clone(),
+            forked_from,
         };
         let mut buf = Vec::new();
         journal::encode(RecordRef::Header(&header), &session.info.secrets, &mut buf)
@@ -331,6 +410,33 @@ impl Store {
         Ok(history)
     }
 
+    /// Session `id`'s conversation (its images' bytes loaded) and token
+    /// totals, read without taking its lock (for a fork, which leaves the
+    /// original as it is), and what the user should know about it.
+    pub fn read_saved(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<Message>, TokenTracker, Vec<String>), SessionError> {
+        let path = self.path_of(id);
+        let bytes =
+            localfile::read_regular(&path, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
+        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
+            .into_iter()
+            .filter(|m| m.role != Role::System)
+            .collect();
+        repair(&mut history, &parsed);
+        // The images' bytes too: a fork's first request carries them.
+        let mut warnings = Vec::new();
+        load_images(&mut history, &images_dir(&path), id, &mut warnings);
+        let tokens = parsed
+            .last_turn
+            .as_ref()
+            .map(|t| t.tokens.tracker())
+            .unwrap_or_default();
+        Ok((history, tokens, warnings))
+    }
+
     /// Opens session `id` for continuing: locks it, reads it, drops a torn
     /// last record, fills in results for unanswered tool calls, and makes sure
     /// only its owner can read it.
@@ -402,6 +508,7 @@ impl Store {
                 created: clock::now_unix(),
                 cwd: info.cwd.clone(),
                 model: info.model.clone(),
+                forked_from: None,
             };
             let mut buf = Vec::new();
             journal::encode(RecordRef::Header(&header), &info.secrets, &mut buf)
@@ -410,6 +517,7 @@ impl Store {
         }
         Ok(Opened {
             session: Session {
+                checkpoints: CheckpointStore::new(self.checkpoints_of(id)),
                 id: id.to_string(),
                 path,
                 writer,
@@ -694,6 +802,8 @@ fn title_of(prompt: &str) -> String {
 pub struct Session {
     id: String,
     path: PathBuf,
+    /// The content of files before this session's tools changed them.
+    checkpoints: CheckpointStore,
     writer: Writer,
     info: SessionInfo,
     title: String,
@@ -788,6 +898,25 @@ impl Session {
 }
 
 impl Session {
+    /// Appends a rewind and a turn mark and makes both durable: a resume
+    /// must come back to the conversation the user took it back to.
+    fn write_rewind(&mut self, keep: usize, tokens: &TokenTracker) -> io::Result<()> {
+        let mut buf = Vec::new();
+        let record = journal::Rewind { keep: keep as u64 };
+        journal::encode(RecordRef::Rewind(&record), &self.info.secrets, &mut buf)?;
+        let mark = TurnMark {
+            at: clock::now_unix(),
+            messages: self.count,
+            model: self.info.model.clone(),
+            profile: self.info.profile.clone(),
+            title: self.title.clone(),
+            tokens: SavedTokens::of(tokens),
+        };
+        journal::encode(RecordRef::Turn(&mark), &self.info.secrets, &mut buf)?;
+        self.writer.append(&buf)?;
+        self.writer.sync()
+    }
+
     /// One record in one write, not synced: a kill cannot lose what reached
     /// the kernel, and a power cut may lose this much anyway.
     fn append_record(&mut self, record: RecordRef<'_>) -> Result<(), HostedError> {
@@ -831,6 +960,15 @@ impl HistorySink for Session {
             ids: ids.iter().map(|s| s.to_string()).collect(),
         };
         self.append_record(RecordRef::Started(&record))
+    }
+
+    fn rewound(&mut self, keep: usize, tokens: &TokenTracker) -> Result<(), HostedError> {
+        self.write_rewind(keep, tokens)
+            .map_err(|e| SessionError::io("write", &self.path, e).into())
+    }
+
+    fn checkpoints(&self) -> Option<Arc<dyn Checkpoints>> {
+        Some(Arc::new(self.checkpoints.clone()))
     }
 
     fn set_model(&mut self, model: &str, profile: &str) {

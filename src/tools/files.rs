@@ -213,8 +213,10 @@ impl Tool for WriteFileTool {
 /// The one door every file change of the file tools goes through
 /// (`write_file`, `edit_file`, `apply_patch`): `bytes` become the content of
 /// `path` on the target, atomically, keeping an existing file's mode and
-/// creating missing parent directories.
+/// creating missing parent directories. What was there is kept in the
+/// session's checkpoint store first; if it cannot be, nothing changes.
 pub(crate) async fn store(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    ctx.checkpoint_before_change(path).await?;
     if !ctx.target.is_local() {
         return write_remote(ctx, path, bytes).await;
     }
@@ -226,8 +228,10 @@ pub(crate) async fn store(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Resul
 
 /// The one door every file deletion of the file tools goes through
 /// (`apply_patch`'s delete and move): removes `path` on the target (a
-/// symlink itself, not what it points to).
+/// symlink itself, not what it points to), after keeping its content in the
+/// session's checkpoint store.
 pub(crate) async fn remove(ctx: &ToolContext, path: &Path) -> Result<(), ToolError> {
+    ctx.checkpoint_before_change(path).await?;
     if ctx.target.is_local() {
         return tokio::fs::remove_file(path)
             .await

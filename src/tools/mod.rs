@@ -4,6 +4,7 @@
 
 pub mod approval;
 pub mod capture;
+pub mod checkpoint;
 pub mod denylist;
 pub mod diff;
 pub mod edit;
@@ -90,6 +91,12 @@ pub struct ToolContext {
     /// Where a tool that streams output (`run_shell`) sends the latest lines
     /// while it runs; none when nobody watches.
     pub progress: Option<live::ProgressFn>,
+    /// The session's checkpoint store: every file change is announced to it
+    /// first (`checkpoint_before_change`). None when nothing is saved.
+    pub checkpoints: Option<Arc<dyn checkpoint::Checkpoints>>,
+    /// The turn (user message) the call serves, which its checkpoints are
+    /// kept under.
+    pub turn: String,
 }
 
 impl ToolContext {
@@ -102,7 +109,38 @@ impl ToolContext {
             pane: None,
             call_id: String::new(),
             progress: None,
+            checkpoints: None,
+            turn: String::new(),
         }
+    }
+
+    /// Keeps what is at `path` now in the session's checkpoint store before
+    /// a tool changes it; an error (the store cannot be written) means the
+    /// change must not happen, since it could not be taken back.
+    pub async fn checkpoint_before_change(&self, path: &std::path::Path) -> Result<(), ToolError> {
+        self.checkpoint_before_changes(&[path.to_path_buf()]).await
+    }
+
+    /// `checkpoint_before_change` for several files in one durable write
+    /// (a patch's files); a file already kept for this turn costs nothing.
+    pub async fn checkpoint_before_changes(&self, paths: &[PathBuf]) -> Result<(), ToolError> {
+        let Some(store) = &self.checkpoints else {
+            return Ok(());
+        };
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let remote = (!self.target.is_local()).then(|| self.target.actor());
+        store
+            .before_change(&self.turn, paths, remote.as_deref())
+            .await
+            .map_err(|e| {
+                let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                ToolError::Failed(format!(
+                    "not changed: could not keep a checkpoint of {} first ({e})",
+                    shown.join(", ")
+                ))
+            })
     }
 
     /// A path as the target sees it: relative paths start from the working

@@ -320,22 +320,31 @@ impl ApplyPatchTool {
     /// Writes every changed file, then deletes; on a failure, puts back
     /// what was done and reports the first error.
     async fn write(&self, ctx: &ToolContext, files: &Files) -> Result<(), ToolError> {
-        let mut done: Vec<&File> = Vec::new();
-        let order = files
+        // Each change as the bytes to store (None: a delete), unchanged
+        // files left out.
+        let changes: Vec<(&File, Option<Vec<u8>>)> = files
             .list
             .iter()
             .filter(|f| f.text.is_some())
-            .chain(files.list.iter().filter(|f| f.text.is_none()));
-        for f in order {
-            let step = match &f.text {
+            .chain(files.list.iter().filter(|f| f.text.is_none()))
+            .filter_map(|f| match &f.text {
                 Some(text) => {
                     let bytes = f.doc.encode(text);
-                    if f.before.as_deref() == Some(&bytes[..]) {
-                        continue;
-                    }
-                    tokio::time::timeout(self.timeout, store(ctx, &f.path, &bytes)).await
+                    (f.before.as_deref() != Some(&bytes[..])).then_some((f, Some(bytes)))
                 }
-                None if f.before.is_none() => continue,
+                None => f.before.is_some().then_some((f, None)),
+            })
+            .collect();
+        // Every file of the patch checkpointed at once: one sync for the
+        // lot instead of one per file (store and remove find them kept).
+        let paths: Vec<PathBuf> = changes.iter().map(|(f, _)| f.path.clone()).collect();
+        tokio::time::timeout(self.timeout, ctx.checkpoint_before_changes(&paths))
+            .await
+            .map_err(|_| self.slow(Path::new("the checkpoint store")))??;
+        let mut done: Vec<&File> = Vec::new();
+        for (f, bytes) in changes {
+            let step = match &bytes {
+                Some(bytes) => tokio::time::timeout(self.timeout, store(ctx, &f.path, bytes)).await,
                 None => tokio::time::timeout(self.timeout, remove(ctx, &f.path)).await,
             };
             if let Err(e) = step.map_err(|_| self.slow(&f.path)).and_then(|r| r) {

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/clear", "/init", "/login", "/skills", "/help", "/quit", "/exit", "/q",
+    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/skills", "/help", "/quit",
+    "/exit", "/q",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -24,6 +25,14 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/model", "switch model profile or model id"),
     ("/approve", "shell approvals: ask, all, none or for a while"),
     ("/session", "list, resume or start sessions"),
+    (
+        "/rewind",
+        "take the code and/or conversation back to before a turn",
+    ),
+    (
+        "/fork",
+        "continue in a new session that shares this one's past",
+    ),
     ("/clear", "clear the screen and start a fresh conversation"),
     ("/login", "log in to a provider"),
     ("/skills", "the skills the model can read"),
@@ -67,6 +76,10 @@ pub enum Slash {
     SessionNew,
     /// `/clear`: a fresh conversation, as `/session new`, on a cleared screen.
     Clear,
+    /// `/rewind`: pick a turn, restore the code, the conversation or both.
+    Rewind,
+    /// `/fork`: go on in a new session branched from this one.
+    Fork,
     Help,
     Quit,
     /// `/init`: ask the model to write the project's AGENTS.md.
@@ -86,6 +99,8 @@ impl Slash {
                 | Slash::Clear
                 | Slash::SessionResume(_)
                 | Slash::Compact
+                | Slash::Rewind
+                | Slash::Fork
                 | Slash::Init
                 | Slash::Quit
         )
@@ -162,6 +177,8 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/ps" => no_args(Slash::Ps),
         "/help" => no_args(Slash::Help),
         "/clear" => no_args(Slash::Clear),
+        "/rewind" => no_args(Slash::Rewind),
+        "/fork" => no_args(Slash::Fork),
         "/init" => no_args(Slash::Init),
         "/skills" => no_args(Slash::Skills),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
@@ -342,6 +359,11 @@ pub const HELP: &str = "\
 /session resume <id|last>
                          switch to a saved session
 /session new             start a fresh conversation (the old one stays saved)
+/rewind                  pick a turn and take the code (files the tools wrote),
+                         the conversation, or both back to before it; shell
+                         commands run since are listed, their effects stay
+/fork                    go on in a new session that shares this one's past
+                         (the original stays as it is: buddy resume ID)
 /clear                   the same on a cleared screen (Ctrl-L clears the screen only)
 /init                    have the model write AGENTS.md, instructions for this
                          project that every later session reads

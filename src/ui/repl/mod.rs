@@ -16,6 +16,7 @@ pub mod history;
 pub mod mentions;
 pub mod menu;
 pub mod replay;
+pub mod rewind;
 
 use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
@@ -256,6 +257,10 @@ pub struct Repl<'h> {
     /// Enter, dropped if they follow, so typing `yes` Enter still works.
     swallow: Option<String>,
     picker: Option<Picker>,
+    /// The `/rewind` picker, once the agent listed the turns.
+    rewind: Option<rewind::RewindPicker>,
+    /// A `/rewind` asked the agent for its turns.
+    want_turns: bool,
     /// The saved session in use, to say how to resume it on the way out.
     session_id: Option<String>,
     /// The `/model` picker's server model list, while it is fetched.
@@ -335,6 +340,8 @@ impl<'h> Repl<'h> {
             approval: None,
             swallow: None,
             picker: None,
+            rewind: None,
+            want_turns: false,
             session_id: None,
             model_list: None,
             login: None,
@@ -540,6 +547,10 @@ impl<'h> Repl<'h> {
         }
         if self.picker.is_some() {
             self.on_picker_input(&ev);
+            return false;
+        }
+        if self.rewind.is_some() {
+            self.on_rewind_input(&ev);
             return false;
         }
         if self.approval_key(&ev) {
@@ -766,6 +777,105 @@ impl<'h> Repl<'h> {
         let view = picker.render();
         self.editor.set_live(Some(view));
         self.redraw();
+    }
+
+    fn on_rewind_input(&mut self, ev: &Event) {
+        use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
+        let Event::Key(key) = ev else {
+            return;
+        };
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let k = match key.code {
+            KeyCode::Up | KeyCode::Char('k') => rewind::Key::Up,
+            KeyCode::Char('p') if ctrl => rewind::Key::Up,
+            KeyCode::Down | KeyCode::Char('j') => rewind::Key::Down,
+            KeyCode::Char('n') if ctrl => rewind::Key::Down,
+            KeyCode::Enter => rewind::Key::Enter,
+            KeyCode::Esc | KeyCode::Char('q') => rewind::Key::Back,
+            KeyCode::Char('c') if ctrl => rewind::Key::Cancel,
+            KeyCode::Char(c) => rewind::Key::Char(c),
+            _ => return,
+        };
+        let Some(picker) = self.rewind.as_mut() else {
+            return;
+        };
+        match picker.key(k) {
+            rewind::Outcome::Stay => {
+                let view = picker.render(crate::clock::now_unix(), &self.cwd);
+                self.editor.set_live(Some(view));
+                self.redraw();
+            }
+            rewind::Outcome::Cancelled => {
+                self.rewind = None;
+                self.editor.set_live(None);
+                self.say("nothing rewound");
+            }
+            rewind::Outcome::Rewind {
+                turn,
+                code,
+                conversation,
+            } => {
+                self.rewind = None;
+                self.editor.set_live(None);
+                self.redraw();
+                self.send(Op::Rewind {
+                    turn,
+                    code,
+                    conversation,
+                });
+            }
+        }
+    }
+
+    /// The agent's reply to a rewind, as the user reads it.
+    fn on_rewound(
+        &mut self,
+        files: Option<Vec<crate::tools::checkpoint::FileRestore>>,
+        removed: usize,
+        prompt: Option<String>,
+        commands: Vec<String>,
+    ) {
+        use crate::tools::checkpoint::FileAction;
+        let st = self.opts.style;
+        let mut lines = Vec::new();
+        if let Some(files) = &files {
+            let changed: Vec<_> = files
+                .iter()
+                .filter(|f| f.action != FileAction::Unchanged)
+                .collect();
+            if changed.is_empty() {
+                lines.push("code: no files needed restoring".to_string());
+            } else {
+                lines.push(format!("code: {} file(s) rewound", changed.len()));
+                for f in changed {
+                    let line = format!("  {}", rewind::file_line(f, &self.cwd));
+                    lines.push(match f.action {
+                        FileAction::NotKept { .. } | FileAction::Failed { .. } => st.warning(&line),
+                        _ => line,
+                    });
+                }
+            }
+        }
+        if prompt.is_some() {
+            lines.push(format!(
+                "conversation: back to before that turn ({removed} messages taken out; the session file records the rewind)"
+            ));
+        }
+        if !commands.is_empty() {
+            lines.push(st.warning(&format!(
+                "{} shell command(s) ran since that turn; their effects were not rewound",
+                commands.len()
+            )));
+        }
+        self.say(&lines.join("\n"));
+        // The prompt comes back for editing, unless something is typed.
+        if let Some(p) = prompt.filter(|_| self.editor.buffer.text().is_empty()) {
+            self.editor.buffer.set(&p);
+            self.redraw();
+        }
     }
 
     fn close_picker(&mut self) {
@@ -1158,6 +1268,11 @@ impl<'h> Repl<'h> {
                 self.send(Op::NewSession);
             }
             Slash::SessionResume(query) => self.send(Op::Resume { query }),
+            Slash::Rewind => {
+                self.want_turns = true;
+                self.send(Op::Turns);
+            }
+            Slash::Fork => self.send(Op::Fork { query: None }),
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
@@ -1729,6 +1844,33 @@ impl<'h> Repl<'h> {
                 if let Some(text) = replay::resumed(&ev.kind, &look, cols as usize, rows as usize) {
                     self.say(&text);
                 }
+            }
+            EventKind::Turns { turns, note } => {
+                if !std::mem::take(&mut self.want_turns) {
+                    return;
+                }
+                match rewind::RewindPicker::new(turns, note) {
+                    Some(picker) => {
+                        let view = picker.render(crate::clock::now_unix(), &self.cwd);
+                        self.editor.set_live(Some(view));
+                        self.rewind = Some(picker);
+                        self.redraw();
+                    }
+                    None => self.say("nothing to rewind: this conversation has no turns yet"),
+                }
+            }
+            EventKind::Rewound {
+                files,
+                removed,
+                prompt,
+                commands,
+                ..
+            } => self.on_rewound(files, removed, prompt, commands),
+            EventKind::SessionForked { id, from, messages } => {
+                self.session_id = Some(id.clone());
+                self.say(&format!(
+                    "forked: this conversation ({messages} messages) now goes on as session {id}; session {from} stays as it was (buddy resume {from})"
+                ));
             }
             EventKind::SessionCleared => {
                 self.session_id = None;

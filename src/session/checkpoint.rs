@@ -1,0 +1,856 @@
+//! A session's checkpoint store: the content files had before a tool changed
+//! them, so `/rewind` can put the code back as it was before a turn. It is
+//! one append-only file beside the session's journal (`ID.checkpoints` in the
+//! sessions directory), never inside the user's repository's git data: no
+//! index, no stash, no commits.
+//!
+//! ```text
+//! {"header":{"version":1}}
+//! {"blob":{"sha256":"9f86…","len":5}}
+//! hello
+//! {"file":{"turn":"1764160000123-0001","path":"/p/a.txt","at":1764160000,"before":{"state":"kept","sha256":"9f86…","len":5}}}
+//! {"file":{"turn":"1764160000123-0001","path":"/p/new.txt","at":1764160000,"before":{"state":"missing"}}}
+//! ```
+//!
+//! A `blob` record is followed by exactly `len` raw bytes and a newline;
+//! blobs are content-addressed (SHA-256), so a file written back and forth
+//! is kept once. A `file` record says what a path held before turn `turn`
+//! first changed it: content (a blob), nothing (`missing`), or content that
+//! was not kept and why (`not_kept`: larger than `MAX_FILE_BYTES`, the store
+//! past `MAX_STORE_BYTES`, or a file on a remote target).
+//!
+//! Crash safety: the records for a change are written in one append and
+//! synced before `before_change` returns, and the tool changes the file only
+//! after that, so a kill (or a power cut) at any moment leaves a store that
+//! knows the old content. A torn last record is dropped on load, as in the
+//! journal. Records are never rewritten.
+//!
+//! This module does not know turns, the agent or the REPL: it keeps bytes
+//! under the turn ids it is given and puts them back on request.
+
+use crate::tools::checkpoint::{Checkpoints, FileAction, FileRestore};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The largest file whose earlier content is kept. Source files are far
+/// smaller; a bigger one (a data file, a build output) is recorded as not
+/// kept, and a rewind says so rather than restore it.
+pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// The most a session's store may hold. Past it, further content is recorded
+/// as not kept (the store full), and a rewind says so.
+pub const MAX_STORE_BYTES: u64 = 256 * 1024 * 1024;
+/// The longest record line read back (a path is at most 4 KiB on Linux; a
+/// longer line is damage, not a record of ours).
+const MAX_LINE_BYTES: usize = 64 * 1024;
+const FORMAT_VERSION: u32 = 1;
+/// The store's file name after the session id.
+pub const EXT: &str = "checkpoints";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Before {
+    Missing,
+    Kept { sha256: String, len: u64 },
+    NotKept { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    pub turn: String,
+    pub path: String,
+    /// Unix seconds.
+    pub at: u64,
+    pub before: Before,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    version: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Blob {
+    sha256: String,
+    len: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Record {
+    Header(Header),
+    Blob(Blob),
+    File(FileRecord),
+}
+
+/// The store's file read back: where each blob's bytes are, and the file
+/// records in the order they were written.
+#[derive(Debug, Default)]
+pub struct Index {
+    /// sha256 → (offset of the bytes, length).
+    blobs: HashMap<String, (u64, u64)>,
+    pub records: Vec<FileRecord>,
+    /// Length up to the end of the last whole record.
+    good_len: u64,
+}
+
+/// Reads a store. A record cut short by a crash ends it (the bytes after it
+/// are dropped when the store is next written); so does a damaged one, and
+/// `damage` says where.
+pub fn read_index(mut r: impl BufRead, file_len: u64) -> io::Result<(Index, Option<String>)> {
+    let mut index = Index::default();
+    let mut pos = 0u64;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut r)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok((index, None));
+        }
+        if line.last() != Some(&b'\n') {
+            // Torn (no newline) or too long to be ours.
+            let damage = (n > MAX_LINE_BYTES).then(|| format!("an overlong record at byte {pos}"));
+            return Ok((index, damage));
+        }
+        let record: Record = match serde_json::from_slice(&line[..n - 1]) {
+            Ok(r) => r,
+            Err(e) => return Ok((index, Some(format!("a bad record at byte {pos}: {e}")))),
+        };
+        let mut end = pos + n as u64;
+        match record {
+            Record::Header(h) if h.version > FORMAT_VERSION => {
+                return Ok((
+                    index,
+                    Some(format!("written by a newer buddy (version {})", h.version)),
+                ))
+            }
+            Record::Header(_) => {}
+            Record::File(f) => index.records.push(f),
+            Record::Blob(b) => {
+                // The bytes and their newline must all be there.
+                if end + b.len + 1 > file_len {
+                    return Ok((index, None));
+                }
+                let offset = end;
+                io::copy(&mut (&mut r).take(b.len), &mut io::sink())?;
+                let mut nl = [0u8; 1];
+                r.read_exact(&mut nl)?;
+                if nl[0] != b'\n' {
+                    return Ok((index, Some(format!("a blob without its end at byte {pos}"))));
+                }
+                end += b.len + 1;
+                index.blobs.insert(b.sha256, (offset, b.len));
+            }
+        }
+        pos = end;
+        index.good_len = end;
+    }
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest.as_ref() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// What the store holds in memory once loaded: its index, and the file
+/// open for appending once anything was written.
+#[derive(Default)]
+struct State {
+    loaded: bool,
+    index: Index,
+    /// Why the store could not be read whole (said at rewind time).
+    damage: Option<String>,
+    file: Option<File>,
+}
+
+/// One session's checkpoint store. Cheap to create: nothing is read or
+/// written until a file changes or a rewind asks. Clones share the store.
+#[derive(Clone)]
+pub struct CheckpointStore {
+    path: PathBuf,
+    /// `MAX_FILE_BYTES` and `MAX_STORE_BYTES`, smaller in tests.
+    max_file: u64,
+    max_store: u64,
+    /// Blocking I/O under one lock: changes to one session's files are
+    /// checkpointed one batch at a time, in order.
+    state: Arc<Mutex<State>>,
+}
+
+impl CheckpointStore {
+    pub fn new(path: PathBuf) -> CheckpointStore {
+        CheckpointStore {
+            path,
+            max_file: MAX_FILE_BYTES,
+            max_store: MAX_STORE_BYTES,
+            state: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    #[cfg(test)]
+    fn with_limits(path: PathBuf, max_file: u64, max_store: u64) -> CheckpointStore {
+        CheckpointStore {
+            max_file,
+            max_store,
+            ..CheckpointStore::new(path)
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock left at worst an unsynced tail,
+        // which the next load drops: the state is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn load(&self, st: &mut State) -> io::Result<()> {
+        if st.loaded {
+            return Ok(());
+        }
+        match File::open(&self.path) {
+            Ok(f) => {
+                let len = f.metadata()?.len();
+                let (index, damage) = read_index(io::BufReader::with_capacity(64 * 1024, f), len)?;
+                st.index = index;
+                st.damage = damage;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        st.loaded = true;
+        Ok(())
+    }
+
+    /// Opens the file for appending (creating it, with its header), cut back
+    /// to its last whole record.
+    fn writer<'a>(&self, st: &'a mut State) -> io::Result<&'a mut File> {
+        if st.file.is_none() {
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&self.path)?;
+            let len = f.metadata()?.len();
+            if len == 0 {
+                let mut header = Vec::new();
+                encode(
+                    &Record::Header(Header {
+                        version: FORMAT_VERSION,
+                    }),
+                    &mut header,
+                )?;
+                f.write_all(&header)?;
+                st.index.good_len = header.len() as u64;
+                // The new name must survive a power cut too.
+                if let Some(dir) = self.path.parent() {
+                    File::open(dir)?.sync_all()?;
+                }
+            } else if len != st.index.good_len {
+                // A torn tail (or damage): appending after it would hide
+                // every later record from the reader.
+                f.set_len(st.index.good_len)?;
+            }
+            f.seek(SeekFrom::Start(st.index.good_len))?;
+            st.file = Some(f);
+        }
+        st.file
+            .as_mut()
+            .ok_or_else(|| io::Error::other("checkpoint store not open"))
+    }
+
+    /// The blocking body of `before_change`.
+    pub fn keep(&self, turn: &str, paths: &[PathBuf], remote: Option<&str>) -> io::Result<()> {
+        let mut st = self.lock();
+        self.load(&mut st)?;
+        let now = crate::clock::now_unix();
+        let mut buf = Vec::new();
+        let mut new_blobs: Vec<(String, u64, u64)> = Vec::new();
+        let mut new_records = Vec::new();
+        for path in paths {
+            // A remote path means nothing on this host's file system.
+            let path = match remote {
+                Some(_) => path.clone(),
+                None => resolved(path),
+            };
+            let shown = path.to_string_lossy().into_owned();
+            // Only the state before the turn's first change to a file matters.
+            let seen = |r: &FileRecord| r.turn == turn && r.path == shown;
+            if st.index.records.iter().any(seen) || new_records.iter().any(seen) {
+                continue;
+            }
+            let before = match remote {
+                Some(actor) => Before::NotKept {
+                    reason: format!(
+                        "it is on {actor}; files on remote targets are not checkpointed"
+                    ),
+                },
+                None => match current(&path, self.max_file)? {
+                    Current::Missing => Before::Missing,
+                    Current::Other(reason) => Before::NotKept { reason },
+                    Current::Bytes(bytes) => {
+                        let sha256 = sha256_hex(&bytes);
+                        let len = bytes.len() as u64;
+                        let known = st.index.blobs.contains_key(&sha256)
+                            || new_blobs.iter().any(|(s, _, _)| *s == sha256);
+                        let room = st.index.good_len + buf.len() as u64 + len + 256;
+                        if known {
+                            Before::Kept { sha256, len }
+                        } else if room > self.max_store {
+                            Before::NotKept {
+                                reason: format!(
+                                    "the session's checkpoint store was full ({} bytes)",
+                                    self.max_store
+                                ),
+                            }
+                        } else {
+                            encode(
+                                &Record::Blob(Blob {
+                                    sha256: sha256.clone(),
+                                    len,
+                                }),
+                                &mut buf,
+                            )?;
+                            let offset = st.index.good_len + buf.len() as u64;
+                            buf.extend_from_slice(&bytes);
+                            buf.push(b'\n');
+                            new_blobs.push((sha256.clone(), offset, len));
+                            Before::Kept { sha256, len }
+                        }
+                    }
+                },
+            };
+            let record = FileRecord {
+                turn: turn.to_string(),
+                path: shown,
+                at: now,
+                before,
+            };
+            encode(&Record::File(record.clone()), &mut buf)?;
+            new_records.push(record);
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let good_len = st.index.good_len;
+        let f = self.writer(&mut st)?;
+        // `writer` may have written the header: offsets move with it.
+        let shift = f.stream_position()? - good_len;
+        let written = f.write_all(&buf).and_then(|()| f.sync_data());
+        if let Err(e) = written {
+            // Cut back to the last whole record, so no half of this batch
+            // is ever read as a checkpoint.
+            let end = good_len + shift;
+            let _ = f.set_len(end);
+            let _ = f.seek(SeekFrom::Start(end));
+            st.index.good_len = end;
+            return Err(e);
+        }
+        st.index.good_len = good_len + shift + buf.len() as u64;
+        for (sha, offset, len) in new_blobs {
+            st.index.blobs.insert(sha, (offset + shift, len));
+        }
+        st.index.records.extend(new_records);
+        Ok(())
+    }
+
+    /// The earliest record, at or after `turn`, of each file, in the order
+    /// the files were first changed.
+    fn since<'a>(index: &'a Index, turn: &str) -> Vec<&'a FileRecord> {
+        let mut out: Vec<&FileRecord> = Vec::new();
+        for r in index.records.iter().filter(|r| r.turn.as_str() >= turn) {
+            if !out.iter().any(|o| o.path == r.path) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// The blocking body of `plan`.
+    pub fn plan_turns(&self, turns: &[String]) -> io::Result<Vec<Vec<FileRestore>>> {
+        let mut st = self.lock();
+        self.load(&mut st)?;
+        // A file changed in many turns is hashed once per listing.
+        let mut hashes: HashMap<String, Option<String>> = HashMap::new();
+        let mut out = Vec::with_capacity(turns.len());
+        for turn in turns {
+            let plan = Self::since(&st.index, turn)
+                .into_iter()
+                .map(|r| FileRestore {
+                    path: r.path.clone(),
+                    action: action_for(&st.index, r, &mut hashes),
+                })
+                .collect();
+            out.push(plan);
+        }
+        Ok(out)
+    }
+
+    /// The blocking body of `restore`.
+    pub fn restore_turn(&self, turn: &str) -> io::Result<Vec<FileRestore>> {
+        let mut st = self.lock();
+        self.load(&mut st)?;
+        let records: Vec<FileRecord> = Self::since(&st.index, turn).into_iter().cloned().collect();
+        let mut hashes = HashMap::new();
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            let planned = action_for(&st.index, &r, &mut hashes);
+            let path = Path::new(&r.path);
+            let action = match (&planned, &r.before) {
+                (FileAction::Delete, _) => match fs::remove_file(path) {
+                    Ok(()) => FileAction::Delete,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => FileAction::Delete,
+                    Err(e) => FileAction::Failed {
+                        reason: format!("cannot remove it: {e}"),
+                    },
+                },
+                (FileAction::Restore { bytes }, Before::Kept { sha256, .. }) => {
+                    match self.blob(&st.index, sha256) {
+                        Ok(content) => match write_back(path, &content) {
+                            Ok(()) => FileAction::Restore { bytes: *bytes },
+                            Err(e) => FileAction::Failed {
+                                reason: format!("cannot write it: {e}"),
+                            },
+                        },
+                        Err(e) => FileAction::Failed {
+                            reason: format!("its checkpoint cannot be read: {e}"),
+                        },
+                    }
+                }
+                _ => planned,
+            };
+            out.push(FileRestore {
+                path: r.path.clone(),
+                action,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A blob's bytes, checked against their name.
+    fn blob(&self, index: &Index, sha256: &str) -> io::Result<Vec<u8>> {
+        let &(offset, len) = index
+            .blobs
+            .get(sha256)
+            .ok_or_else(|| io::Error::other("the content is missing from the store"))?;
+        let mut f = File::open(&self.path)?;
+        f.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::new();
+        f.take(len).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 != len || sha256_hex(&bytes) != sha256 {
+            return Err(io::Error::other("the stored content is damaged"));
+        }
+        Ok(bytes)
+    }
+
+    /// Why the store could not be read whole, if it could not.
+    pub fn damage(&self) -> Option<String> {
+        let mut st = self.lock();
+        self.load(&mut st).ok()?;
+        st.damage.clone()
+    }
+
+    /// Copies the store to `dest` (a forked session's), as far as it is
+    /// whole. Nothing to copy is no error.
+    pub fn copy_to(&self, dest: &Path) -> io::Result<()> {
+        let st = self.lock();
+        match File::open(&self.path) {
+            Ok(src) => {
+                let len = if st.loaded {
+                    st.index.good_len
+                } else {
+                    src.metadata()?.len()
+                };
+                let mut out = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(dest)?;
+                io::copy(&mut src.take(len), &mut out)?;
+                out.sync_data()
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn encode(record: &Record, buf: &mut Vec<u8>) -> io::Result<()> {
+    serde_json::to_writer(&mut *buf, record).map_err(io::Error::other)?;
+    buf.push(b'\n');
+    Ok(())
+}
+
+/// A path as the write will change it: a symlink's target, since the write
+/// goes through the link.
+fn resolved(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+enum Current {
+    Missing,
+    Bytes(Vec<u8>),
+    /// Not kept, and why.
+    Other(String),
+}
+
+fn current(path: &Path, max_file: u64) -> io::Result<Current> {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Current::Missing),
+        Err(e) => return Ok(Current::Other(format!("it could not be read ({e})"))),
+    };
+    if !meta.is_file() {
+        return Ok(Current::Other(format!(
+            "it was a {}, not a regular file",
+            crate::localfile::kind_of(meta.file_type())
+        )));
+    }
+    if meta.len() > max_file {
+        return Ok(Current::Other(format!(
+            "it was {} bytes, over the {} kept per file",
+            meta.len(),
+            crate::localfile::size(max_file)
+        )));
+    }
+    match crate::localfile::read_regular(path, max_file) {
+        Ok(b) => Ok(Current::Bytes(b)),
+        Err(e) => Ok(Current::Other(format!("it could not be read ({e})"))),
+    }
+}
+
+/// What a rewind would do to `r.path` now. `hashes` holds the SHA-256 of
+/// files read so far (none when unreadable), so a listing reads each once.
+fn action_for(
+    index: &Index,
+    r: &FileRecord,
+    hashes: &mut HashMap<String, Option<String>>,
+) -> FileAction {
+    match &r.before {
+        Before::Missing if fs::symlink_metadata(&r.path).is_err() => FileAction::Unchanged,
+        Before::Missing => FileAction::Delete,
+        Before::Kept { sha256, len } => {
+            // Only a file of the same length can be the same: nothing else
+            // is read, however large it grew.
+            let same_len = fs::metadata(&r.path).is_ok_and(|m| m.is_file() && m.len() == *len);
+            let same = same_len
+                && hashes
+                    .entry(r.path.clone())
+                    .or_insert_with(|| {
+                        crate::localfile::read_regular(Path::new(&r.path), *len)
+                            .ok()
+                            .map(|b| sha256_hex(&b))
+                    })
+                    .as_deref()
+                    == Some(sha256.as_str());
+            if same {
+                FileAction::Unchanged
+            } else if !index.blobs.contains_key(sha256) {
+                FileAction::NotKept {
+                    reason: "its content is missing from the checkpoint store".into(),
+                }
+            } else {
+                FileAction::Restore { bytes: *len }
+            }
+        }
+        Before::NotKept { reason } => FileAction::NotKept {
+            reason: reason.clone(),
+        },
+    }
+}
+
+/// Replaces `path` with `bytes` as the file tools do: a synced temporary
+/// file beside it, renamed over it, keeping the mode of the file there.
+fn write_back(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.buddy-rewind-{}", std::process::id()));
+    let mode = fs::metadata(path).ok().map(|m| m.permissions().mode());
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        if let Some(mode) = mode {
+            f.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[async_trait]
+impl Checkpoints for CheckpointStore {
+    async fn before_change(
+        &self,
+        turn: &str,
+        paths: &[PathBuf],
+        remote: Option<&str>,
+    ) -> Result<(), String> {
+        // The sync waits on the disk: off the runtime's workers.
+        let store = self.clone();
+        let (turn, paths, remote) = (turn.to_string(), paths.to_vec(), remote.map(String::from));
+        tokio::task::spawn_blocking(move || store.keep(&turn, &paths, remote.as_deref()))
+            .await
+            .map_err(|e| format!("the checkpoint task failed: {e}"))?
+            .map_err(|e| e.to_string())
+    }
+
+    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, String> {
+        self.plan_turns(turns).map_err(|e| e.to_string())
+    }
+
+    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, String> {
+        self.restore_turn(turn).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(label: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "buddy-checkpoint-{label}-{}-{}",
+            std::process::id(),
+            crate::clock::now_unix_ms()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn actions(files: &[FileRestore]) -> Vec<(String, FileAction)> {
+        files
+            .iter()
+            .map(|f| {
+                let name = Path::new(&f.path).file_name().unwrap().to_string_lossy();
+                (name.into_owned(), f.action.clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_content_before_a_turn_comes_back_and_new_files_go() {
+        let d = tempdir("restore");
+        let (a, new) = (d.join("a.txt"), d.join("new.txt"));
+        fs::write(&a, "one\n").unwrap();
+        fs::set_permissions(&a, fs::Permissions::from_mode(0o751)).unwrap();
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        store.keep("t1", &[a.clone(), new.clone()], None).unwrap();
+        fs::write(&a, "two\n").unwrap();
+        fs::write(&new, "made\n").unwrap();
+        // A later turn: restoring to before it leaves the first turn's work.
+        store.keep("t2", std::slice::from_ref(&a), None).unwrap();
+        fs::write(&a, "three\n").unwrap();
+        // Read back by a store that never saw the writes (a restart).
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        let plan = store.plan_turns(&["t1".into(), "t2".into()]).unwrap();
+        assert_eq!(
+            actions(&plan[0]),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 4 }),
+                ("new.txt".into(), FileAction::Delete)
+            ]
+        );
+        assert_eq!(
+            actions(&plan[1]),
+            [("a.txt".into(), FileAction::Restore { bytes: 4 })]
+        );
+        store.restore_turn("t2").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "two\n");
+        assert!(new.exists(), "turn 1's file stays");
+        let done = store.restore_turn("t1").unwrap();
+        assert_eq!(
+            actions(&done),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 4 }),
+                ("new.txt".into(), FileAction::Delete)
+            ]
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "one\n");
+        assert_eq!(
+            fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+            0o751
+        );
+        assert!(!new.exists());
+        // Now as it was: nothing to do.
+        let again = store.plan_turns(&["t1".into()]).unwrap();
+        assert!(again[0].iter().all(|f| f.action == FileAction::Unchanged));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn content_is_kept_once_by_its_hash_and_once_per_turn() {
+        let d = tempdir("dedupe");
+        let paths: Vec<PathBuf> = (0..3).map(|i| d.join(format!("f{i}"))).collect();
+        for p in &paths {
+            fs::write(p, "same content everywhere").unwrap();
+        }
+        let log = d.join("s.checkpoints");
+        let store = CheckpointStore::new(log.clone());
+        store.keep("t1", &paths, None).unwrap();
+        let text = fs::read(&log).unwrap();
+        let blobs = memchr::memmem::find_iter(&text, b"{\"blob\":").count();
+        assert_eq!(blobs, 1, "{}", String::from_utf8_lossy(&text));
+        assert_eq!(memchr::memmem::find_iter(&text, b"{\"file\":").count(), 3);
+        // A second change in the same turn keeps nothing new: what counts
+        // is the content before the turn's first change.
+        let len = fs::metadata(&log).unwrap().len();
+        fs::write(&paths[0], "changed").unwrap();
+        store.keep("t1", &paths[..1], None).unwrap();
+        assert_eq!(fs::metadata(&log).unwrap().len(), len);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn past_the_caps_a_file_is_recorded_as_not_kept_and_rewind_says_so() {
+        let d = tempdir("caps");
+        let (big, small, other) = (d.join("big"), d.join("small"), d.join("other"));
+        fs::write(&big, vec![b'x'; 700]).unwrap();
+        assert!(
+            other.to_string_lossy().len() < 200,
+            "paths this long change the sums"
+        );
+        fs::write(&small, "ok").unwrap();
+        fs::write(&other, vec![b'y'; 500]).unwrap();
+        // Room for the first turn's records (a few hundred bytes with these
+        // long paths), not for 500 bytes more.
+        let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 600, 1_000);
+        store
+            .keep("t1", &[big.clone(), small.clone()], None)
+            .unwrap();
+        // The store holds about 600 bytes now: 500 more do not fit.
+        store
+            .keep("t2", std::slice::from_ref(&other), None)
+            .unwrap();
+        for p in [&big, &small, &other] {
+            fs::write(p, "new").unwrap();
+        }
+        let done = store.restore_turn("t1").unwrap();
+        let got = actions(&done);
+        assert!(
+            matches!(&got[0].1, FileAction::NotKept { reason } if reason.contains("700 bytes")),
+            "{got:?}"
+        );
+        assert_eq!(got[1].1, FileAction::Restore { bytes: 2 });
+        assert!(
+            matches!(&got[2].1, FileAction::NotKept { reason } if reason.contains("full")),
+            "{got:?}"
+        );
+        assert_eq!(fs::read_to_string(&small).unwrap(), "ok");
+        assert_eq!(fs::read_to_string(&big).unwrap(), "new");
+        let remote = CheckpointStore::new(d.join("r.checkpoints"));
+        remote
+            .keep("t1", std::slice::from_ref(&small), Some("me@box"))
+            .unwrap();
+        let plan = remote.plan_turns(&["t1".into()]).unwrap();
+        assert!(
+            matches!(&plan[0][0].action, FileAction::NotKept { reason } if reason.contains("me@box")),
+            "{plan:?}"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_torn_tail_is_dropped_and_what_came_before_still_restores() {
+        let d = tempdir("torn");
+        let a = d.join("a.txt");
+        fs::write(&a, "kept before the crash").unwrap();
+        let log = d.join("s.checkpoints");
+        CheckpointStore::new(log.clone())
+            .keep("t1", std::slice::from_ref(&a), None)
+            .unwrap();
+        let good = fs::metadata(&log).unwrap().len();
+        // A crash mid-append: a blob header and part of its bytes.
+        let mut f = OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(b"{\"blob\":{\"sha256\":\"00\",\"len\":50}}\nonly part")
+            .unwrap();
+        drop(f);
+        fs::write(&a, "written after").unwrap();
+        let store = CheckpointStore::new(log.clone());
+        assert_eq!(store.damage(), None, "a torn tail is no damage");
+        // The next checkpoint cuts the tail off before appending.
+        let b = d.join("b.txt");
+        fs::write(&b, "bee").unwrap();
+        store.keep("t2", std::slice::from_ref(&b), None).unwrap();
+        let text = fs::read(&log).unwrap();
+        assert!(memchr::memmem::find(&text, b"only part").is_none());
+        assert!(text.len() as u64 > good);
+        fs::write(&b, "changed").unwrap();
+        let fresh = CheckpointStore::new(log);
+        fresh.restore_turn("t1").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "kept before the crash");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "bee");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_checkpoint_is_on_disk_before_keep_returns() {
+        // The ordering the file tools rely on: once `keep` returned, the
+        // store as read by another process already restores the old
+        // content, whatever happens to the file afterwards.
+        let d = tempdir("order");
+        let a = d.join("a.txt");
+        fs::write(&a, "old").unwrap();
+        let log = d.join("s.checkpoints");
+        let store = CheckpointStore::new(log.clone());
+        store.keep("t1", std::slice::from_ref(&a), None).unwrap();
+        let bytes = fs::read(&log).unwrap();
+        let (index, damage) = read_index(&bytes[..], bytes.len() as u64).unwrap();
+        assert_eq!(damage, None);
+        assert_eq!(index.good_len, bytes.len() as u64);
+        assert_eq!(
+            index.records[0].before,
+            Before::Kept {
+                sha256: sha256_hex(b"old"),
+                len: 3
+            }
+        );
+        // Damage in the middle is reported, not trusted.
+        let mut bad = bytes.clone();
+        let at = memchr::memmem::find(&bad, b"{\"file\":").unwrap();
+        bad[at] = b'#';
+        let (index, damage) = read_index(&bad[..], bad.len() as u64).unwrap();
+        assert!(damage.is_some());
+        assert!(index.records.is_empty());
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
