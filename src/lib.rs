@@ -19,6 +19,7 @@ pub mod clock;
 pub mod config;
 pub mod host;
 pub mod localfile;
+pub mod mcp;
 pub mod net;
 pub mod procenv;
 pub mod provider;

@@ -41,6 +41,15 @@ impl ReplHost for Host {
         super::approvals::forget(&self.allowed, n)
     }
 
+    fn mcp(&self) -> String {
+        match super::mcp::running() {
+            Some(servers) => super::mcp::report_text(&servers.report()),
+            None => {
+                "no MCP servers configured ([mcp_servers] in buddy.toml, or `buddy mcp add`)".into()
+            }
+        }
+    }
+
     fn sessions(&self) -> String {
         let store = Store::for_workdir(&workdir());
         match store.list() {

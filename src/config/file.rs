@@ -23,6 +23,9 @@ pub struct ConfigFile {
     pub auth: BTreeMap<String, AuthProvider>,
     #[serde(default)]
     pub discovery: DiscoverySection,
+    /// `[mcp_servers.NAME]`: MCP servers whose tools are offered (`config::mcp`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, super::mcp::McpServer>,
     /// Not in the file: what was held back from it because it is an
     /// untrusted project file (see `trust`).
     #[serde(skip)]

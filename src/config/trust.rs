@@ -11,7 +11,9 @@
 //! - `[auth.*]` sections (they say where login tokens are refreshed);
 //! - settings in `[tools]` that lower safety (`shell_confirm = false`, a
 //!   denylist of its own, `auto_approve_read_only = true`;
-//!   `lowers_tool_safety` is where new ones belong).
+//!   `lowers_tool_safety` is where new ones belong);
+//! - `[mcp_servers.*]`: each is a program that would run as the user, or an
+//!   endpoint that would get a token from the user's environment.
 //!
 //! Trust is remembered per canonical path and SHA-256 of the content in
 //! `trusted.json` (0600) in buddy's config directory, so a file that changes
@@ -161,6 +163,10 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
         out.held_back.push(format!("auth.{provider}"));
     }
     lowers_tool_safety(&mut file.tools, &mut out.held_back);
+    // A server is a program run as the user (or a place its tokens go).
+    for name in std::mem::take(&mut file.mcp_servers).into_keys() {
+        out.held_back.push(format!("mcp_servers.{name}"));
+    }
     // Naming the tmux session to join would put the project's pane into a
     // session of the user's own choosing: the file must be trusted for that.
     if file.execution.tmux_session.take().is_some() {

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/clear", "/init", "/login", "/help", "/quit", "/exit", "/q",
+    "/session", "/clear", "/init", "/login", "/mcp", "/help", "/quit", "/exit", "/q",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -26,6 +26,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/session", "list, resume or start sessions"),
     ("/clear", "clear the screen and start a fresh conversation"),
     ("/login", "log in to a provider"),
+    ("/mcp", "MCP servers: state, tools and last error"),
     ("/ps", "running tasks"),
     ("/kill", "cancel a task: /kill <id>"),
     ("/timeout", "give a task a deadline: /timeout 5m [id]"),
@@ -70,6 +71,8 @@ pub enum Slash {
     Quit,
     /// `/init`: ask the model to write the project's AGENTS.md.
     Init,
+    /// `/mcp`: the MCP servers' state, tools and last errors.
+    Mcp,
 }
 
 impl Slash {
@@ -160,6 +163,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/help" => no_args(Slash::Help),
         "/clear" => no_args(Slash::Clear),
         "/init" => no_args(Slash::Init),
+        "/mcp" => no_args(Slash::Mcp),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
             [id] => task_id(id).map(Slash::Kill),
@@ -285,6 +289,7 @@ pub const HELP: &str = "\
 /clear                   the same on a cleared screen (Ctrl-L clears the screen only)
 /init                    have the model write AGENTS.md, instructions for this
                          project that every later session reads
+/mcp                     MCP servers: state, tools and last error
 /help                    this list
 /quit, /exit, /q         leave (Ctrl-D on an empty line too)
 

@@ -71,6 +71,10 @@ pub trait ReplHost {
     fn forget(&self, _n: usize) -> Result<String, String> {
         Err("no rules to drop".into())
     }
+    /// `/mcp`: each MCP server's state, tools and last error.
+    fn mcp(&self) -> String {
+        "no MCP servers configured".into()
+    }
 }
 
 /// The server's model list, on its way.
@@ -1002,6 +1006,10 @@ impl<'h> Repl<'h> {
         match cmd {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
+            Slash::Mcp => {
+                let text = self.host.mcp();
+                self.say(&text);
+            }
             Slash::Init => self.send(Op::Prompt {
                 text: commands::INIT_PROMPT.into(),
             }),

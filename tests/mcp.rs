@@ -1,0 +1,247 @@
+//! MCP servers' tools through the built binary, against real servers
+//! (server-everything from npm over stdio and Streamable HTTP, and a Python
+//! server written with the `mcp` package: `tests/support/mcp.rs`) and the
+//! fake provider: the names the model is offered, a call and its result on
+//! the wire, a server that crashes, hangs, floods or fails, approvals, and
+//! project configs that may not add servers.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::mcp;
+use support::{fake_config, BuddyCmd};
+
+fn call(id: &str, tool: &str, args: Value) -> ToolCallSpec {
+    ToolCallSpec::new(id, tool, args.to_string())
+}
+
+fn tool_names(req: &RecordedRequest) -> Vec<String> {
+    req.json()["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|d| d["function"]["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// exec with everything approved, `servers` appended to the fake config.
+fn exec(p: &FakeProvider, servers: &str, prompt: &str) -> (BuddyCmd, support::Output) {
+    let cmd = BuddyCmd::new()
+        .config(format!("{}{servers}", fake_config(p)))
+        .args(["exec", "--dangerously-auto-approve", prompt]);
+    let out = cmd.run_detached();
+    (cmd, out)
+}
+
+#[test]
+fn server_everything_over_stdio_is_offered_by_prefixed_names_and_echoes() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "c1",
+            "mcp__everything__echo",
+            json!({"message": "hello from buddy"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let (_cmd, out) = exec(&p, &mcp::everything_stdio("everything"), "echo it");
+    out.assert_success();
+    assert_eq!(out.stdout.trim(), "done");
+    let reqs = p.chat_requests();
+    let names = tool_names(&reqs[0]);
+    assert!(
+        names.contains(&"mcp__everything__echo".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"run_shell".to_string()), "{names:?}");
+    assert!(names.iter().all(|n| n.len() <= 64));
+    let result = tool_result(&reqs[1], "c1");
+    assert!(result.contains("hello from buddy"), "{result}");
+}
+
+#[test]
+fn server_everything_over_streamable_http_answers_a_call() {
+    let server = mcp::EverythingHttp::start();
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "c1",
+            "mcp__web__echo",
+            json!({"message": "over http"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let servers = format!("\n[mcp_servers.web]\nurl = {}\n", mcp::quoted(&server.url));
+    let (_cmd, out) = exec(&p, &servers, "echo it");
+    out.assert_success();
+    let reqs = p.chat_requests();
+    assert!(tool_names(&reqs[0]).contains(&"mcp__web__echo".to_string()));
+    let result = tool_result(&reqs[1], "c1");
+    assert!(result.contains("over http"), "{result}");
+}
+
+#[test]
+fn a_python_server_gets_its_env_and_a_crash_is_an_error_then_a_restart() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("c1", "mcp__py__crash", json!({}))]),
+        Reply::tool_calls(vec![call(
+            "c2",
+            "mcp__py__peek",
+            json!({"name": "TEST_SECRET"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let servers = mcp::python_server("py", "env = { TEST_SECRET = \"hunter2-very-secret\" }");
+    let (cmd, out) = exec(&p, &servers, "crash it");
+    out.assert_success();
+    let reqs = p.chat_requests();
+    let crashed = tool_result(&reqs[1], "c1");
+    assert!(crashed.starts_with("error:"), "{crashed}");
+    assert!(crashed.contains("the MCP server `py`"), "{crashed}");
+    assert!(
+        crashed.contains("started again on the next call"),
+        "{crashed}"
+    );
+    // Started again, with its environment; the value is a secret.
+    let peeked = tool_result(&reqs[2], "c2");
+    assert_eq!(peeked, "[REDACTED]");
+    let sessions = cmd.work_dir().join(".buddyx/sessions");
+    for entry in std::fs::read_dir(&sessions).expect("sessions") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(!text.contains("hunter2-very-secret"));
+    }
+}
+
+#[test]
+fn a_hanging_tool_is_cut_at_its_timeout_and_a_failing_one_is_an_error() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            call("c1", "mcp__py__hang", json!({})),
+            call("c2", "mcp__py__fail", json!({})),
+        ]),
+        Reply::text("done"),
+    ]);
+    let servers = mcp::python_server("py", "tool_timeout_secs = 2");
+    let started = std::time::Instant::now();
+    let (_cmd, out) = exec(&p, &servers, "hang");
+    out.assert_success();
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let reqs = p.chat_requests();
+    let hung = tool_result(&reqs[1], "c1");
+    assert!(hung.contains("did not answer `hang` within 2 s"), "{hung}");
+    let failed = tool_result(&reqs[1], "c2");
+    assert!(failed.starts_with("error:"), "{failed}");
+    assert!(failed.contains("the fail tool failed as asked"), "{failed}");
+}
+
+#[test]
+fn a_server_sending_50_mb_is_cut_off_and_a_large_result_truncated() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("c1", "mcp__py__flood", json!({"megabytes": 50}))]),
+        Reply::tool_calls(vec![call("c2", "mcp__py__flood", json!({"megabytes": 1}))]),
+        Reply::text("done"),
+    ]);
+    let (_cmd, out) = exec(&p, &mcp::python_server("py", ""), "flood");
+    out.assert_success();
+    let reqs = p.chat_requests();
+    let flood = tool_result(&reqs[1], "c1");
+    assert!(
+        flood.contains("over 16 MiB"),
+        "{}",
+        &flood[..flood.len().min(500)]
+    );
+    let big = tool_result(&reqs[2], "c2");
+    assert!(big.len() < 40_000, "{}", big.len());
+    assert!(big.contains("[output truncated: kept 30000 of 1048576 characters]"));
+}
+
+#[test]
+fn mcp_calls_ask_like_any_tool_and_read_only_ones_run_only_when_trusted() {
+    let p = FakeProvider::start_repeating(vec![
+        Reply::tool_calls(vec![
+            call("c1", "mcp__py__shout", json!({"text": "hi"})),
+            call("c2", "mcp__py__peek", json!({"name": "HOME"})),
+            call("c3", "mcp__ro__peek", json!({"name": "HOME"})),
+        ]),
+        Reply::text("done"),
+    ]);
+    let servers = format!(
+        "{}{}",
+        mcp::python_server("py", ""),
+        mcp::python_server("ro", "trust_read_only = true")
+    );
+    // No terminal and no --dangerously-auto-approve: nobody can approve.
+    let cmd = BuddyCmd::new()
+        .config(format!("{}{servers}", fake_config(&p)))
+        .args(["exec", "shout"]);
+    cmd.run_detached().assert_success();
+    let reqs = p.chat_requests();
+    assert!(tool_result(&reqs[1], "c1").starts_with("not run:"));
+    assert!(tool_result(&reqs[1], "c2").starts_with("not run:"));
+    let ran = tool_result(&reqs[1], "c3");
+    assert!(
+        !ran.starts_with("not run:") && !ran.starts_with("error:"),
+        "{ran}"
+    );
+}
+
+#[test]
+fn an_untrusted_project_config_or_mcp_json_adds_no_server() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("done")]);
+    let cmd = BuddyCmd::new()
+        .project_config(format!(
+            "{}{}",
+            fake_config(&p),
+            mcp::python_server("proj", "")
+        ))
+        .args(["exec", "hi"]);
+    let out = cmd.run_detached();
+    out.assert_success();
+    assert!(out.stderr.contains("mcp_servers.proj"), "{}", out.stderr);
+    assert!(!tool_names(&p.chat_requests()[0])
+        .iter()
+        .any(|n| n.starts_with("mcp__")));
+
+    let p = FakeProvider::start_repeating(vec![Reply::text("done")]);
+    let cmd = BuddyCmd::new().config_for(&p).args(["exec", "hi"]);
+    let json = json!({"mcpServers": {"claude": {
+        "command": mcp::python().display().to_string(),
+        "args": [mcp::test_server().display().to_string()]
+    }}});
+    std::fs::write(cmd.work_dir().join(".mcp.json"), json.to_string()).expect("write");
+    let out = cmd.run_detached();
+    out.assert_success();
+    assert!(
+        out.stderr.contains("buddy trust .mcp.json"),
+        "{}",
+        out.stderr
+    );
+    assert!(!tool_names(&p.chat_requests()[0])
+        .iter()
+        .any(|n| n.starts_with("mcp__")));
+    // Trusted, the same file adds its server.
+    cmd.rerun(["trust", ".mcp.json"]).assert_success();
+    let out = cmd.rerun_detached(["exec", "hi"]);
+    out.assert_success();
+    let names = tool_names(&p.chat_requests()[1]);
+    assert!(
+        names.contains(&"mcp__claude__shout".to_string()),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_server_that_cannot_start_leaves_exec_answering() {
+    let p = FakeProvider::start(vec![Reply::text("still here")]);
+    let servers = "\n[mcp_servers.ghost]\ncommand = \"/nonexistent/mcp-server\"\n\
+                   [mcp_servers.slow]\ncommand = \"sleep\"\nargs = [\"60\"]\nstartup_timeout_secs = 1\n";
+    let started = std::time::Instant::now();
+    let (_cmd, out) = exec(&p, servers, "hi");
+    out.assert_success();
+    assert_eq!(out.stdout.trim(), "still here");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(!tool_names(&p.chat_requests()[0])
+        .iter()
+        .any(|n| n.starts_with("mcp__")));
+}
