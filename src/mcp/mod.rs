@@ -420,7 +420,7 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
         let client = handler
             .serve(transport)
             .await
-            .map_err(|e| crate::text::one_line(&e.to_string(), 300))?;
+            .map_err(|e| tidy(&e.to_string()))?;
         (client, None, None)
     } else {
         let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| {
@@ -452,8 +452,19 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
     Ok((client, child, stderr, tools))
 }
 
+/// The SDK's transport errors name their Rust types
+/// (`Transport [rmcp::…<…>] error: …`): only the part after that is news to
+/// a user. One line, bounded.
+fn tidy(e: &str) -> String {
+    let e = match e.rfind("] error: ") {
+        Some(i) => &e[i + "] error: ".len()..],
+        None => e,
+    };
+    crate::text::one_line(e, 300)
+}
+
 fn with_stderr(e: &str, stderr: &Mutex<String>) -> String {
-    let e = crate::text::one_line(e, 300);
+    let e = tidy(e);
     match stdio::last_line(stderr) {
         Some(line) => format!("{e} (its stderr: {line})"),
         None => e,
@@ -578,7 +589,7 @@ impl ToolSource for McpTools {
                 return Err(ToolError::Failed(format!(
                     "the MCP server `{}` answered with an error: {}",
                     server.name,
-                    crate::text::one_line(&e.to_string(), 500)
+                    tidy(&e.to_string())
                 )));
             }
             Ok(Ok(r)) => r,
@@ -590,5 +601,17 @@ impl ToolSource for McpTools {
             return Err(ToolError::Failed(text));
         }
         Ok(ToolOutput::text(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn transport_errors_lose_their_rust_type_names() {
+        assert_eq!(
+            super::tidy("Send message error Transport [a::B<c::D>] error: Client error: refused"),
+            "Client error: refused"
+        );
+        assert_eq!(super::tidy("plain\nline"), "plain line");
     }
 }
