@@ -245,3 +245,30 @@ fn a_server_that_cannot_start_leaves_exec_answering() {
         .iter()
         .any(|n| n.starts_with("mcp__")));
 }
+
+#[test]
+fn the_repl_prompt_does_not_wait_for_a_slow_server_and_mcp_shows_each_state() {
+    let p = FakeProvider::start_repeating(vec![Reply::text("done")]);
+    let servers = format!(
+        "{}\n[mcp_servers.slow]\ncommand = \"sleep\"\nargs = [\"60\"]\nstartup_timeout_secs = 30\n",
+        mcp::python_server("py", "")
+    );
+    let cmd = BuddyCmd::new().config(format!("{}{servers}", fake_config(&p)));
+    let t = support::tmux::Tmux::start(&cmd, &["--no-tmux"]);
+    t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with('>')));
+    // The slow server needs 30 s to fail; the prompt is already here.
+    t.line("/mcp");
+    t.wait_text("slow  starting");
+    // Asked again every half second until the Python server is ready.
+    let asked = std::cell::Cell::new(std::time::Instant::now());
+    t.wait_for("py ready with its tools", |s| {
+        if s.contains("py  ready") && s.contains("mcp__py__shout") {
+            return true;
+        }
+        if asked.get().elapsed() > std::time::Duration::from_millis(500) {
+            asked.set(std::time::Instant::now());
+            t.line("/mcp");
+        }
+        false
+    });
+}

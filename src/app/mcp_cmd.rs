@@ -9,7 +9,7 @@ use crate::cli::{McpAddArgs, McpCommand};
 use crate::config::{self, CliOverrides, McpServer};
 use crate::text::one_line;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppError> {
     match cmd {
@@ -161,7 +161,7 @@ fn user_file(overrides: &CliOverrides) -> Result<PathBuf, AppError> {
         .ok_or_else(|| AppError::Usage("no config directory: set HOME or XDG_CONFIG_HOME".into()))
 }
 
-fn read_doc(path: &PathBuf) -> Result<(String, toml_edit::DocumentMut), AppError> {
+fn read_doc(path: &Path) -> Result<(String, toml_edit::DocumentMut), AppError> {
     let text = match crate::localfile::read_regular(path, config::MAX_CONFIG_BYTES) {
         Ok(b) => String::from_utf8(b)
             .map_err(|_| AppError::Usage(format!("{} is not UTF-8", path.display())))?,
@@ -183,7 +183,7 @@ fn read_doc(path: &PathBuf) -> Result<(String, toml_edit::DocumentMut), AppError
     Ok((text, doc))
 }
 
-fn write_doc(path: &PathBuf, doc: &toml_edit::DocumentMut) -> Result<(), AppError> {
+fn write_doc(path: &Path, doc: &toml_edit::DocumentMut) -> Result<(), AppError> {
     let text = doc.to_string();
     // The whole file must still load: never write one buddy would refuse.
     config::parse(&text, Some(path)).map_err(|e| AppError::Usage(e.to_string()))?;

@@ -577,8 +577,8 @@ impl ToolSource for McpTools {
                     || matches!(e, rmcp::service::ServiceError::TransportClosed);
                 if gone {
                     let why = match server.lock().stderr.clone() {
-                        Some(stderr) => with_stderr(&format!("it stopped ({e})"), &stderr),
-                        None => format!("it stopped ({e})"),
+                        Some(stderr) => with_stderr(&format!("stopped ({e})"), &stderr),
+                        None => format!("stopped ({e})"),
                     };
                     stopped(inner, offered.server, why.clone());
                     return Err(ToolError::Failed(format!(

@@ -154,7 +154,7 @@ mod tests {
         let mut out = Vec::new();
         ok.read_to_end(&mut out).await.unwrap();
         assert_eq!(out, data);
-        let long = vec![b'x'; 100];
+        let long = [b'x'; 100];
         let mut cut = LineCap::new(&long[..], 12, None);
         let err = cut.read_to_end(&mut Vec::new()).await.unwrap_err();
         assert!(err.to_string().contains("message over"));
