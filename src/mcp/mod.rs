@@ -9,7 +9,7 @@
 //!
 //! Nothing here runs unless a server is configured: `app` builds `McpTools`
 //! only then. Stdio servers run on this host whatever the target is; HTTP
-//! servers are reached with buddy's own HTTP client (`http.rs`).
+//! servers are reached through the SDK's Streamable HTTP client (`http.rs`).
 
 pub mod content;
 pub mod http;
