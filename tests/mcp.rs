@@ -262,7 +262,8 @@ fn the_repl_prompt_does_not_wait_for_a_slow_server_and_mcp_shows_each_state() {
     // Asked again every half second until the Python server is ready.
     let asked = std::cell::Cell::new(std::time::Instant::now());
     t.wait_for("py ready with its tools", |s| {
-        if s.contains("py  ready") && s.contains("mcp__py__shout") {
+        // The first tool: the line wraps at the pane's 100 columns.
+        if s.contains("py  ready") && s.contains("tools: mcp__py__crash") {
             return true;
         }
         if asked.get().elapsed() > std::time::Duration::from_millis(500) {
