@@ -236,6 +236,12 @@ stats "buddy exec --resume (5,000 messages, 20 MB)" "$WORK/resume.json"
 rss "buddy exec --resume peak RSS" 5 "$BUDDY" exec --resume "$BIG" hi
 cd - > /dev/null
 
+# Edits: placed correctly / refused / wrongly over real source files, exact
+# matching alone and with the normalisation passes; edit_file on 10 MB.
+if [ -z "$ONLY" ]; then
+(cd "$OLDPWD_REPO" && HOME="$REAL_HOME" cargo bench --quiet --bench edit 2>/dev/null)
+fi
+
 # REPL: keystroke-to-redraw at library level, then the time from starting
 # `buddy` in a tmux pane until its prompt is on the screen, against the same
 # measurement for a shell that only prints "> " (tmux's own share).

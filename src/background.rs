@@ -13,17 +13,29 @@
 //! without privileges, which is why these threads are not shared with other
 //! work.
 //!
-//! Everywhere else (`exec`, the REPL) the job runs on the runtime's blocking
-//! pool at normal priority: there the user waits for that save, and a busy
-//! machine must not make them wait longer.
+//! In the REPL the job runs on the runtime's blocking pool at normal
+//! priority: there the user waits for that save, and a busy machine must not
+//! make them wait longer, while the terminal stays live. In `exec` (which calls
+//! [`run_inline`]) the job runs on the calling thread: one conversation is all
+//! that process does and its user waits for the save anyway, so a thread
+//! started for it would be pure start-up cost.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
-static YIELDING: AtomicBool = AtomicBool::new(false);
+/// Where jobs run: [`POOL`], [`YIELDING`] or [`INLINE`].
+static MODE: AtomicU8 = AtomicU8::new(POOL);
+const POOL: u8 = 0;
+const YIELDING: u8 = 1;
+const INLINE: u8 = 2;
 
 /// From now on, this process's housekeeping yields the CPU to live streams.
 pub fn yield_to_streams() {
-    YIELDING.store(true, Ordering::Relaxed);
+    MODE.store(YIELDING, Ordering::Relaxed);
+}
+
+/// From now on, this process's housekeeping runs on the caller's thread.
+pub fn run_inline() {
+    MODE.store(INLINE, Ordering::Relaxed);
 }
 
 /// Why a job gave no result.
@@ -63,9 +75,13 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    match YIELDING.load(Ordering::Relaxed) {
-        true => on_housekeeping_pool(job).await,
-        false => on_blocking_pool(job).await,
+    match MODE.load(Ordering::Relaxed) {
+        YIELDING => on_housekeeping_pool(job).await,
+        // A panic goes on as it would from the pool: given back to the caller.
+        INLINE => {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).map_err(Lost::Panicked)
+        }
+        _ => on_blocking_pool(job).await,
     }
 }
 
@@ -187,6 +203,22 @@ mod tests {
         // One job at a time: an idle thread takes the next one, save when the
         // job comes in just before that thread reports itself idle.
         assert!(threads.len() <= 10, "{} threads for 20 jobs", threads.len());
+    }
+
+    #[tokio::test]
+    async fn inline_jobs_run_on_the_calling_thread() {
+        let caller = std::thread::current().id();
+        let pooled = on_blocking_pool(move || std::thread::current().id()).await;
+        assert_ne!(pooled.expect("ran"), caller);
+        // The mode is process-wide; no other test of this binary depends on
+        // where `run` puts a job, only on its result.
+        run_inline();
+        let inline = run(move || std::thread::current().id()).await;
+        assert_eq!(inline.expect("ran"), caller);
+        match run(|| -> u8 { panic!("boom") }).await {
+            Err(Lost::Panicked(p)) => assert_eq!(p.downcast_ref::<&str>().copied(), Some("boom")),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -3,6 +3,15 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// What `buddy --version` prints: clap's own form, `NAME VERSION`.
+pub const VERSION_LINE: &str = concat!("buddy ", env!("CARGO_PKG_VERSION"));
+
+/// True for exactly `buddy --version` or `buddy -V`, which `main` answers
+/// without building the clap command tree.
+pub fn asks_only_version(args: &[std::ffi::OsString]) -> bool {
+    args.len() == 2 && (args[1] == "--version" || args[1] == "-V")
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "buddy",
@@ -243,4 +252,7 @@ pub struct ExecArgs {
     /// Stop the run after this long (e.g. 90s, 10m, 1h)
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub timeout: Option<std::time::Duration>,
+    /// Attach an image (PNG, JPEG, GIF or WebP, at most 20 MiB) to the prompt; repeatable
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<std::path::PathBuf>,
 }

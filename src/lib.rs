@@ -17,6 +17,7 @@ pub mod background;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod frontmatter;
 pub mod host;
 pub mod localfile;
 pub mod mcp;

@@ -120,6 +120,74 @@ pub fn read_bounded(reader: impl Read, limit: u64) -> Result<Vec<u8>, ReadError>
     Ok(buf)
 }
 
+/// Why a file could not be attached as an image.
+#[derive(Debug)]
+pub enum ImageError {
+    /// Its first bytes are not those of a PNG, JPEG, GIF or WebP file.
+    NotImage,
+    /// Larger than `wire::image::MAX_IMAGE_BYTES`.
+    TooBig {
+        size: u64,
+    },
+    Read(ReadError),
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::wire::image::{human_size, MAX_IMAGE_BYTES};
+        match self {
+            ImageError::NotImage => {
+                f.write_str("not a PNG, JPEG, GIF or WebP image (judged by its first bytes)")
+            }
+            ImageError::TooBig { size: n } => write!(
+                f,
+                "{}, over the {} limit for an image",
+                human_size(*n),
+                size(MAX_IMAGE_BYTES)
+            ),
+            ImageError::Read(e) => write!(f, "cannot read it: {e}"),
+        }
+    }
+}
+
+/// The first bytes of `path`, enough to tell an image by (`wire::image::MAGIC_LEN`),
+/// or `None` when it cannot be read as a regular file.
+pub fn image_type(path: &Path) -> Option<&'static str> {
+    let file = open_regular(path, |p| File::open(p)).ok()?;
+    let mut head = Vec::new();
+    file.take(crate::wire::image::MAGIC_LEN as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    crate::wire::image::media_type_of(&head)
+}
+
+/// The image in regular file `path`: at most `MAX_IMAGE_BYTES` (checked
+/// before reading, and again while reading), recognised by its first bytes.
+/// Its name is the path's last component, made safe for a terminal.
+pub fn read_image(path: &Path) -> Result<crate::wire::Image, ImageError> {
+    use crate::wire::image::MAX_IMAGE_BYTES;
+    let file = open_regular(path, |p| File::open(p)).map_err(ImageError::Read)?;
+    let size = file
+        .metadata()
+        .map_err(|e| ImageError::Read(e.into()))?
+        .len();
+    if size > MAX_IMAGE_BYTES {
+        return Err(ImageError::TooBig { size });
+    }
+    let bytes = read_bounded(file, MAX_IMAGE_BYTES).map_err(|e| match e {
+        // It grew while being read.
+        ReadError::TooBig { .. } => ImageError::TooBig {
+            size: MAX_IMAGE_BYTES + 1,
+        },
+        other => ImageError::Read(other),
+    })?;
+    let name = path
+        .file_name()
+        .map(|n| crate::text::visible(&n.to_string_lossy()).into_owned())
+        .unwrap_or_else(|| "image".into());
+    crate::wire::Image::from_bytes(&name, bytes).ok_or(ImageError::NotImage)
+}
+
 /// Replaces `path` with `bytes`, private to the user (0600): written to a
 /// temporary file beside it, synced, then renamed over it, so a crash
 /// leaves the old content or the new, never half. The directory is created

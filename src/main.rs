@@ -14,6 +14,13 @@ fn main() {
     {
         std::process::exit(buddy::host::sandbox::wrapper_main(&args[2..]));
     }
+    // `buddy --version` alone is asked by scripts and package checks many times
+    // over; answering it before clap builds its command tree halves its cost
+    // (docs/PERFORMANCE.md). Any other argument goes through clap as usual.
+    if buddy::cli::asks_only_version(&args) {
+        println!("{}", buddy::cli::VERSION_LINE);
+        return;
+    }
     // Before any thread exists: keys in buddy's own environment must not be
     // readable from /proc/PID/environ by the commands it runs.
     buddy::procenv::scrub(buddy::procenv::looks_secret);

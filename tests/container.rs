@@ -217,6 +217,69 @@ fn write_file_and_read_file_round_trip_exact_bytes_in_the_container() {
 }
 
 #[test]
+fn edit_file_and_apply_patch_change_files_in_the_container_keeping_crlf_and_mode() {
+    let ctr = Container::start();
+    let setup = ctr.exec(
+        "mkdir -p /srv/app && printf 'alpha\\r\\n  beta  \\r\\ngamma\\r\\n' > /srv/app/win.txt \\
+         && chmod 750 /srv/app/win.txt && printf 'one\\ntwo\\n' > /srv/app/a.txt && echo bye > /srv/app/old.txt",
+    );
+    assert!(setup.status.success(), "{setup:?}");
+    // edit_file (the fake model is no GPT): a drifted match, then an
+    // ambiguous one that changes nothing.
+    let p = FakeProvider::start(vec![
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "/srv/app/win.txt", "old_string": "beta\n", "new_string": "BETA\n"}),
+        ),
+        call(
+            "e2",
+            "edit_file",
+            json!({"path": "/srv/app/a.txt", "old_string": "o", "new_string": "0"}),
+        ),
+        Reply::text("done"),
+    ]);
+    buddy()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "--container", ctr.name(), "go"])
+        .run()
+        .assert_success();
+    let reqs = p.chat_requests();
+    assert_eq!(
+        result_of(&reqs, "e1"),
+        "edited /srv/app/win.txt: line 2 (matched ignoring indentation and trailing whitespace)"
+    );
+    assert!(result_of(&reqs, "e2").contains("matches 2 places"));
+    assert_eq!(
+        ctr.read("/srv/app/win.txt"),
+        b"alpha\r\n  BETA\r\ngamma\r\n"
+    );
+    let mode = ctr.exec("stat -c %a /srv/app/win.txt");
+    assert_eq!(String::from_utf8_lossy(&mode.stdout), "750\n", "mode kept");
+
+    // apply_patch (a GPT model): three files in one patch.
+    let patch = "*** Begin Patch\n*** Update File: /srv/app/a.txt\n one\n-two\n+2\n*** Add File: /srv/app/new/n.txt\n+fresh\n*** Delete File: /srv/app/old.txt\n*** End Patch";
+    let p = FakeProvider::start(vec![
+        call("p", "apply_patch", json!({ "input": patch })),
+        Reply::text("done"),
+    ]);
+    buddy()
+        .config(config_no_confirm(&p, "").replace("\"fake-model\"", "\"gpt-5\""))
+        .args(["exec", "--container", ctr.name(), "go"])
+        .run()
+        .assert_success();
+    let r = result_of(&p.chat_requests(), "p");
+    assert!(
+        r.starts_with("applied the patch: update /srv/app/a.txt"),
+        "{r}"
+    );
+    assert_eq!(ctr.read("/srv/app/a.txt"), b"one\n2\n");
+    assert_eq!(ctr.read("/srv/app/new/n.txt"), b"fresh\n");
+    let gone = ctr.exec("test -e /srv/app/old.txt");
+    assert!(!gone.status.success(), "old.txt still there");
+}
+
+#[test]
 fn the_docker_client_reaches_the_container_through_the_api_socket() {
     let service = DockerService::start();
     let ctr = Container::start();

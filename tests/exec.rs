@@ -597,6 +597,25 @@ fn version_and_help_need_no_config_or_network() {
 }
 
 #[test]
+fn version_fast_path_prints_what_clap_prints() {
+    // `--version` alone is answered before clap; with another flag it goes
+    // through clap. Both must print the same line.
+    let through_clap = BuddyCmd::new().args(["--no-color", "--version"]).run();
+    through_clap.assert_success();
+    assert!(
+        through_clap.stdout.starts_with("buddy "),
+        "{}",
+        through_clap.stdout
+    );
+    for flag in ["--version", "-V"] {
+        let fast = BuddyCmd::new().arg(flag).run();
+        fast.assert_success();
+        assert_eq!(fast.stdout, through_clap.stdout, "{flag}");
+        assert_eq!(fast.stderr, "", "{flag}");
+    }
+}
+
+#[test]
 fn first_run_without_key_explains_what_to_do() {
     // Only the probe list is set, to a port nothing listens on, so whatever
     // runs on this machine's usual model ports cannot answer.

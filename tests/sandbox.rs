@@ -200,6 +200,172 @@ fn exit_status_and_timeouts_are_kept_inside_the_sandbox() {
     );
 }
 
+/// An extended attribute of `path` read outside the sandbox (python3, as the
+/// commands under test use; Rust's std has no xattr calls).
+fn xattr(path: &Path, name: &str) -> Option<String> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys\ntry: print(os.getxattr(sys.argv[1], sys.argv[2]).decode())\nexcept OSError: sys.exit(3)",
+        ])
+        .arg(path)
+        .arg(name)
+        .output()
+        .expect("python3 runs");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn set_xattr_outside(path: &Path, name: &str, value: &str) {
+    let status = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode())",
+        ])
+        .arg(path)
+        .arg(name)
+        .arg(value)
+        .status()
+        .expect("python3 runs");
+    assert!(status.success(), "this file system must take user xattrs");
+}
+
+/// Each metadata call on a file outside the workspace, one `run_shell` call
+/// apiece, under `mode`: owners and extended attributes are refused with
+/// EPERM by the system-call filter; modes and times get through (Landlock
+/// has no right for them, and the filter leaves them for workspace work).
+fn metadata_calls_outside_the_workspace(mode: &str) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let outside = TempDir::new_in(&outside_temp(), "metadata");
+    let file = outside.join("victim.txt");
+    std::fs::write(&file, "v").expect("write victim");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    set_xattr_outside(&file, "user.keep", "kept");
+    let before = std::fs::metadata(&file).expect("stat");
+    let f = q(&file);
+    let (_cmd, r) = run(
+        &format!("sandbox = \"{mode}\""),
+        &[],
+        vec![
+            shell("chmod", &format!("chmod 600 {f} && echo chmod-ok")),
+            shell(
+                "touch",
+                &format!("touch -d 2001-02-03T04:05:06 {f} && echo touch-ok"),
+            ),
+            shell(
+                "setxattr",
+                &format!("python3 -c 'import os,sys; os.setxattr(sys.argv[1], \"user.buddy\", b\"x\")' {f} && echo setxattr-ok"),
+            ),
+            shell(
+                "removexattr",
+                &format!("python3 -c 'import os,sys; os.removexattr(sys.argv[1], \"user.keep\")' {f} && echo removexattr-ok"),
+            ),
+            shell("chown", &format!("chown 4321:4321 {f} && echo chown-ok")),
+            shell("chattr", &format!("chattr +i {f} && echo chattr-ok")),
+        ],
+    );
+    let after = std::fs::metadata(&file).expect("stat");
+    let flags = lsattr(&file);
+    // An immutable file would outlive the test's directory.
+    let _ = std::process::Command::new("chattr")
+        .arg("-i")
+        .arg(&file)
+        .status();
+
+    // Not stopped: the mode and the times.
+    assert!(text(&r[0]).contains("chmod-ok"), "{}", r[0]);
+    assert_eq!(after.permissions().mode() & 0o777, 0o600);
+    assert!(text(&r[1]).contains("touch-ok"), "{}", r[1]);
+    assert!(after.mtime() < 1_000_000_000, "mtime {}", after.mtime());
+
+    // Stopped, with EPERM rather than a killed process, and the note saying why.
+    for (i, call) in [
+        (2, "setxattr"),
+        (3, "removexattr"),
+        (4, "chown"),
+        (5, "chattr"),
+    ] {
+        let t = text(&r[i]);
+        assert!(
+            !t.contains(&format!("{call}-ok")),
+            "{call} got through: {t}"
+        );
+        assert!(t.contains("Operation not permitted"), "{call}: {t}");
+        assert!(!t.contains("killed by signal"), "{call}: {t}");
+        assert!(t.contains("owner or extended attributes"), "{call}: {t}");
+    }
+    assert_eq!(xattr(&file, "user.buddy"), None, "{}", r[2]);
+    assert_eq!(
+        xattr(&file, "user.keep").as_deref(),
+        Some("kept"),
+        "{}",
+        r[3]
+    );
+    // The file was made by this test: as root (the test machines), chown to
+    // another user would succeed without the filter.
+    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+    assert!(!flags.contains('i'), "immutable: {flags}; {}", r[5]);
+}
+
+/// The flags field of `lsattr -d` for `path` (`----i---…` when immutable).
+fn lsattr(path: &Path) -> String {
+    let out = std::process::Command::new("lsattr")
+        .arg("-d")
+        .arg(path)
+        .output()
+        .expect("lsattr runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn workspace_write_refuses_owner_and_xattr_changes_outside_but_not_mode_or_times() {
+    metadata_calls_outside_the_workspace("workspace-write");
+}
+
+#[test]
+fn read_only_refuses_owner_and_xattr_changes_outside_but_not_mode_or_times() {
+    metadata_calls_outside_the_workspace("read-only");
+}
+
+#[test]
+fn workspace_work_with_modes_times_and_git_still_works_in_the_sandbox() {
+    use std::os::unix::fs::MetadataExt;
+    let (cmd, r) = run(
+        "sandbox = \"workspace-write\"",
+        &[],
+        vec![
+            shell(
+                "script",
+                "printf '#!/bin/sh\\necho script-ran\\n' > s.sh && chmod +x s.sh && ./s.sh",
+            ),
+            shell(
+                "touch",
+                "touch made.txt && touch -d 2001-02-03T04:05:06 made.txt && echo touch-ok",
+            ),
+            shell(
+                "git",
+                "git init -q repo && cd repo && cp ../s.sh . && git add s.sh \
+                 && git -c user.name=t -c user.email=t@example.com commit -qm one \
+                 && rm s.sh && git checkout -- s.sh && test -x s.sh && echo git-ok",
+            ),
+            shell("chown", "touch mine && chown 4321 mine && echo chown-ok"),
+        ],
+    );
+    assert!(text(&r[0]).contains("script-ran"), "{}", r[0]);
+    assert!(text(&r[1]).contains("touch-ok"), "{}", r[1]);
+    let made = std::fs::metadata(cmd.work_dir().join("made.txt")).expect("made.txt");
+    assert!(made.mtime() < 1_000_000_000, "{}", r[1]);
+    assert!(text(&r[2]).contains("git-ok"), "{}", r[2]);
+    // The filter sees no paths: owners are refused inside the workspace too.
+    assert!(text(&r[3]).contains("Operation not permitted"), "{}", r[3]);
+    assert!(!text(&r[3]).contains("chown-ok"), "{}", r[3]);
+}
+
 /// A loopback listener; after the run, whether a connection reached it.
 fn listener() -> (std::net::TcpListener, u16) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");

@@ -15,6 +15,7 @@
 
 use super::allowlist::{self, SharedAllowList};
 use super::emitter::Emitter;
+use super::hooks::{About, HookEvent, HookRunner};
 use super::protocol::{ApprovalPolicy, DecidedBy, Decision, EventKind, QueueMode, StatusReport};
 use crate::tools::denylist::Denylist;
 use crate::tools::{Approval, ApprovalRequest, Approver};
@@ -278,6 +279,8 @@ fn take(q: &mut VecDeque<String>, mode: QueueMode) -> Vec<String> {
 /// The agent's `Approver`: the rules above, then the front end.
 pub struct Gate {
     pub control: Arc<Control>,
+    /// Told (`Notification`) when a front end is asked.
+    pub hooks: Option<Arc<HookRunner>>,
 }
 
 #[async_trait]
@@ -327,6 +330,25 @@ impl Approver for Gate {
                 always: offered.as_deref().map(allowlist::shown),
             })
             .await;
+        if let Some(hooks) = self
+            .hooks
+            .as_ref()
+            .filter(|h| h.has(HookEvent::Notification))
+        {
+            // Awaited before the answer: the answer keeps in its channel,
+            // and the hook needs no task of its own to outlive.
+            let mut fields = serde_json::Map::new();
+            fields.insert(
+                "message".into(),
+                format!("buddy needs your permission to use {}", request.tool).into(),
+            );
+            fields.insert("notification_type".into(), "permission_prompt".into());
+            let about = About {
+                call_id: Some(&request.call_id),
+                tool: Some(&request.tool),
+            };
+            hooks.fire(HookEvent::Notification, about, fields).await;
+        }
         match answer.await {
             Ok(Decision::Approve) => {
                 control
@@ -390,7 +412,13 @@ mod tests {
             QueueMode::OneAtATime,
             QueueMode::OneAtATime,
         );
-        (Arc::new(Gate { control }), rx)
+        (
+            Arc::new(Gate {
+                control,
+                hooks: None,
+            }),
+            rx,
+        )
     }
 
     fn shell(id: &str, command: &str) -> ApprovalRequest {
@@ -537,7 +565,10 @@ mod tests {
             QueueMode::OneAtATime,
             QueueMode::OneAtATime,
         );
-        let gate = Gate { control };
+        let gate = Gate {
+            control,
+            hooks: None,
+        };
         assert_eq!(gate.approve(shell("1", "ls")).await, Approval::Approved);
         let _decided = rx.recv().await;
         match gate.approve(shell("2", "find . -delete")).await {

@@ -14,6 +14,7 @@ pub mod cancel;
 pub mod compact;
 pub mod control;
 pub mod emitter;
+pub mod hooks;
 mod partial;
 pub mod prompt;
 pub mod protocol;
@@ -28,9 +29,10 @@ pub use tokens::TokenTracker;
 
 use crate::provider::{ModelClient, ModelRequest, StreamEvent};
 use crate::tools::{CallResult, ToolContext, ToolRegistry};
-use crate::wire::{Message, Role, ToolCall, Usage};
+use crate::wire::{Image, Message, Role, ToolCall, Usage};
 use control::{Control, SKIPPED_FOR_STEER};
 use emitter::Emitter;
+use hooks::{About, HookEvent, HookRunner, Verdict};
 use protocol::{StatusReport, UserVia};
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +110,19 @@ pub struct ModelInfo {
     pub model: String,
     pub profile: String,
     pub base_url: String,
+    /// The profile says the model takes no images (`images = false`).
+    pub no_images: bool,
+}
+
+impl ModelInfo {
+    /// The one line for images attached to a prompt for a model that takes
+    /// none; nothing is sent.
+    pub fn images_refused(&self) -> String {
+        format!(
+            "model {} (profile {}) takes no images (images = false in [models.{}]); nothing was sent",
+            self.model, self.profile, self.profile
+        )
+    }
 }
 
 /// The error of whatever implements one of the agent's outward traits (a
@@ -190,6 +205,10 @@ pub struct Agent {
     session: Option<String>,
     /// The context-full warning was given (compaction off or impossible).
     warned_full: bool,
+    /// The user's hooks; none in tests that build an agent by hand.
+    hooks: Option<Arc<HookRunner>>,
+    /// Context hooks gave outside a prompt (`SessionStart`), sent with the next one.
+    hook_context: Vec<String>,
 }
 
 impl Agent {
@@ -225,7 +244,23 @@ impl Agent {
             model,
             session: None,
             warned_full: false,
+            hooks: None,
+            hook_context: Vec::new(),
         }
+    }
+
+    pub fn set_hooks(&mut self, hooks: Arc<HookRunner>) {
+        self.hooks = Some(hooks);
+    }
+
+    /// Text a hook gave for the model, sent with the next prompt.
+    pub fn add_hook_context(&mut self, text: String) {
+        self.hook_context.push(text);
+    }
+
+    /// The hooks, when any is configured for `event`.
+    fn hooks_for(&self, event: HookEvent) -> Option<Arc<HookRunner>> {
+        self.hooks.clone().filter(|h| h.has(event))
     }
 
     /// Talks to another model from the next request on; the history carries over.
@@ -266,6 +301,7 @@ impl Agent {
         self.session = None;
         self.save_failing = false;
         self.warned_full = false;
+        self.hook_context.clear();
     }
 
     /// Sends every message added from now on to `sink`, a session called `id`.
@@ -409,9 +445,11 @@ impl Agent {
         self.emit(EventKind::Warning { message }).await;
     }
 
-    async fn push_user(&mut self, text: String, via: UserVia) {
-        self.messages.push(Message::user(text.clone()));
-        self.emit(EventKind::UserMessage { text, via }).await;
+    async fn push_user(&mut self, text: String, via: UserVia, images: Vec<Image>) {
+        self.messages
+            .push(Message::user_with_images(text.clone(), images.clone()));
+        self.emit(EventKind::UserMessage { text, via, images })
+            .await;
     }
 
     /// A user message that starts no run (`Op::AddContext`); saved with the
@@ -439,27 +477,83 @@ impl Agent {
     /// it ends, what it added is handed to the history sink and the history
     /// stays valid.
     pub async fn run(&mut self, prompt: String, cancel: Cancel) -> RunOutcome {
-        let outcome = self.converse(prompt, cancel).await;
+        self.run_with_images(prompt, Vec::new(), cancel).await
+    }
+
+    /// `run`, with `images` attached to the prompt's message.
+    pub async fn run_with_images(
+        &mut self,
+        prompt: String,
+        images: Vec<Image>,
+        cancel: Cancel,
+    ) -> RunOutcome {
+        let outcome = self.converse(prompt, images, cancel).await;
         self.persist(true).await;
         outcome
     }
 
-    async fn converse(&mut self, prompt: String, mut cancel: Cancel) -> RunOutcome {
+    async fn converse(
+        &mut self,
+        prompt: String,
+        images: Vec<Image>,
+        mut cancel: Cancel,
+    ) -> RunOutcome {
         if cancel.is_cancelled() {
             return RunOutcome::Interrupted;
         }
         let started = Instant::now();
         let deadline = self.options.limits.max_duration.map(|d| started + d);
-        self.push_user(prompt, UserVia::Prompt).await;
+        let mut context = std::mem::take(&mut self.hook_context);
+        if let Some(hooks) = self.hooks_for(HookEvent::UserPromptSubmit) {
+            let mut fields = serde_json::Map::new();
+            fields.insert("prompt".into(), prompt.clone().into());
+            let verdict = tokio::select! {
+                biased;
+                stop = stop_signal(&mut cancel, deadline) => {
+                    self.hook_context = context;
+                    return self.stopped(stop, started);
+                }
+                v = hooks.fire(HookEvent::UserPromptSubmit, About::default(), fields) => v,
+            };
+            match verdict {
+                Verdict::Block { .. } => {
+                    // The prompt never joins the history; the hook's event
+                    // said why.
+                    self.hook_context = context;
+                    return RunOutcome::Failed {
+                        message: "the prompt was not sent: a UserPromptSubmit hook blocked it"
+                            .into(),
+                    };
+                }
+                Verdict::Go { context: Some(c) } => context.push(c),
+                Verdict::Go { context: None } => {}
+            }
+        }
+        if context.is_empty() {
+            self.push_user(prompt, UserVia::Prompt, images).await;
+        } else {
+            // The model reads the hooks' context after the prompt; the
+            // session and every front end show the prompt as typed.
+            let full = format!("{prompt}\n\n{}", context.join("\n\n"));
+            self.messages
+                .push(Message::user_with_images(full, images.clone()).with_shown(prompt.clone()));
+            self.emit(EventKind::UserMessage {
+                text: prompt,
+                via: UserVia::Prompt,
+                images,
+            })
+            .await;
+        }
         self.persist(false).await;
         let mut turns = 0u32;
+        let mut stop_hook_active = false;
         let mut tokens_used = 0u64;
         loop {
             let steering = self.control.take_steering();
             if !steering.is_empty() {
                 self.announce_queues().await;
                 for text in steering {
-                    self.push_user(text, UserVia::Steer).await;
+                    self.push_user(text, UserVia::Steer, Vec::new()).await;
                 }
                 self.persist(false).await;
             }
@@ -550,6 +644,26 @@ impl Agent {
                 }
                 let follow_ups = self.control.take_follow_ups();
                 if follow_ups.is_empty() {
+                    if let Some(hooks) = self.hooks_for(HookEvent::Stop) {
+                        let mut fields = serde_json::Map::new();
+                        fields.insert("stop_hook_active".into(), stop_hook_active.into());
+                        fields.insert("last_assistant_message".into(), text.clone().into());
+                        let verdict = tokio::select! {
+                            biased;
+                            stop = stop_signal(&mut cancel, deadline) => return self.stopped(stop, started),
+                            v = hooks.fire(HookEvent::Stop, About::default(), fields) => v,
+                        };
+                        if let Verdict::Block { reason } = verdict {
+                            // Claude Code's meaning: the model must go on,
+                            // told why; max_turns still bounds the loop.
+                            stop_hook_active = true;
+                            self.messages.push(Message::user(format!(
+                                "[a Stop hook asks you to continue] {reason}"
+                            )));
+                            self.persist(false).await;
+                            continue;
+                        }
+                    }
                     // Saved by the turn-end save in `run`, before the run is
                     // reported finished, on a blocking thread: a long answer's
                     // encoding stays off the runtime worker.
@@ -558,7 +672,7 @@ impl Agent {
                 self.persist(false).await;
                 self.announce_queues().await;
                 for text in follow_ups {
-                    self.push_user(text, UserVia::FollowUp).await;
+                    self.push_user(text, UserVia::FollowUp, Vec::new()).await;
                 }
                 self.persist(false).await;
                 continue;
@@ -856,7 +970,13 @@ impl Agent {
             ctx.progress = Some(self.progress_sink(&call.id));
             let name = call.function.name.clone();
             let args = call.function.arguments.clone();
-            set.spawn(async move { (i, tools.call(&name, &args, &ctx).await) });
+            let hooks = self.hooks.clone();
+            set.spawn(async move {
+                (
+                    i,
+                    call_hooked(&tools, hooks.as_deref(), &name, &args, &ctx).await,
+                )
+            });
         }
         let mut steered = false;
         loop {
@@ -932,6 +1052,76 @@ impl Agent {
         })
         .await;
     }
+}
+
+/// One tool call with its `PreToolUse` and `PostToolUse` hooks around it.
+/// A `PreToolUse` block means the tool never runs and its result is the
+/// hook's reason; a `PostToolUse` block or context joins the result.
+async fn call_hooked(
+    tools: &ToolRegistry,
+    hooks: Option<&HookRunner>,
+    name: &str,
+    args: &str,
+    ctx: &ToolContext,
+) -> CallResult {
+    let Some(hooks) =
+        hooks.filter(|h| h.has(HookEvent::PreToolUse) || h.has(HookEvent::PostToolUse))
+    else {
+        return tools.call(name, args, ctx).await;
+    };
+    let about = About {
+        call_id: Some(&ctx.call_id),
+        tool: Some(name),
+    };
+    // The arguments as JSON when they are (they are meant to be), else as sent.
+    let input: serde_json::Value =
+        serde_json::from_str(args).unwrap_or_else(|_| serde_json::Value::String(args.into()));
+    let fields = |extra: Option<(&str, serde_json::Value)>| {
+        let mut f = serde_json::Map::new();
+        f.insert("tool_name".into(), name.into());
+        f.insert("tool_input".into(), input.clone());
+        f.insert("tool_use_id".into(), ctx.call_id.clone().into());
+        if let Some((k, v)) = extra {
+            f.insert(k.into(), v);
+        }
+        f
+    };
+    if hooks.has(HookEvent::PreToolUse) {
+        if let Verdict::Block { reason } =
+            hooks.fire(HookEvent::PreToolUse, about, fields(None)).await
+        {
+            return CallResult {
+                text: format!("blocked by a PreToolUse hook: {reason}"),
+                is_error: true,
+                truncated: None,
+            };
+        }
+    }
+    let mut result = tools.call(name, args, ctx).await;
+    if hooks.has(HookEvent::PostToolUse) {
+        let response = serde_json::json!({ "text": result.text, "is_error": result.is_error });
+        match hooks
+            .fire(
+                HookEvent::PostToolUse,
+                about,
+                fields(Some(("tool_response", response))),
+            )
+            .await
+        {
+            Verdict::Block { reason } => {
+                result
+                    .text
+                    .push_str(&format!("\n\n[PostToolUse hook] {reason}"));
+            }
+            Verdict::Go { context: Some(c) } => {
+                result
+                    .text
+                    .push_str(&format!("\n\n[PostToolUse hook context] {c}"));
+            }
+            Verdict::Go { context: None } => {}
+        }
+    }
+    result
 }
 
 /// Messages at the end of the history whose tool outputs compaction never shortens.

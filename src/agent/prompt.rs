@@ -16,6 +16,8 @@ pub struct PromptContext<'a> {
     pub instructions: Option<&'a str>,
     /// The project's own instructions (its AGENTS.md files), appended verbatim.
     pub project: Option<&'a str>,
+    /// The skills the `skill` tool serves, one line each (bounded by the caller).
+    pub skills: Option<&'a str>,
 }
 
 pub fn render(ctx: &PromptContext<'_>) -> String {
@@ -32,6 +34,10 @@ pub fn render(ctx: &PromptContext<'_>) -> String {
         Some(text) => {
             format!("{instructions}\nProject instructions (AGENTS.md; follow them):\n{text}\n")
         }
+        None => instructions,
+    };
+    let instructions = match ctx.skills.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(text) => format!("{instructions}\n{text}\n"),
         None => instructions,
     };
     let mut execution = String::new();
@@ -71,6 +77,7 @@ mod tests {
             tmux: false,
             instructions: Some("Be terse."),
             project: Some("From /srv/AGENTS.md:\nUse tabs."),
+            skills: None,
         });
         assert!(!p.contains("{{"), "{p}");
         assert!(p.contains("run_shell, time"));
@@ -87,6 +94,7 @@ mod tests {
             tmux: true,
             instructions: None,
             project: None,
+            skills: None,
         });
         assert!(remote.contains("db1 over SSH"));
         assert!(remote.contains("The target is remote"));

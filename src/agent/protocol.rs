@@ -5,6 +5,7 @@
 //! call id, answered by an `Op::Approve` naming that id.
 
 use crate::tools::Truncation;
+use crate::wire::Image;
 use serde::{Deserialize, Serialize};
 
 /// A request to the agent. Ops that only make sense while a run is going
@@ -15,8 +16,17 @@ use serde::{Deserialize, Serialize};
 pub enum Op {
     /// Starts a run with this user message. While a run is going it is
     /// queued as a follow-up instead, so no message is ever dropped.
+    ///
+    /// `images` go with the prompt's message. They are taken only while
+    /// idle (a prompt with images during a run is handed back with
+    /// `Unqueued` and an `Error`), and refused, with nothing sent, when the
+    /// model's profile says it takes none. Serialised, an image is its
+    /// reference alone (`wire::Image`): a prompt with images is for front
+    /// ends in this process.
     Prompt {
         text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     /// Joins the running conversation as soon as the running tools finish;
     /// the rest of that reply's tool calls are skipped. Idle, it starts a run.
@@ -195,6 +205,18 @@ pub enum EventKind {
     Warning {
         message: String,
     },
+    /// A hook (`agent::hooks`) blocked what was about to happen: a tool
+    /// call (`PreToolUse`, which then does not run), a prompt
+    /// (`UserPromptSubmit`), or the end of the run (`Stop`, which goes on);
+    /// for `PostToolUse` the reason joins the call's result.
+    HookBlocked {
+        hook_event: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        reason: String,
+    },
     /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
     ApprovalRequested {
         call_id: String,
@@ -228,6 +250,10 @@ pub enum EventKind {
     UserMessage {
         text: String,
         via: UserVia,
+        /// The images attached to it, by reference: name, media type,
+        /// SHA-256 and size in bytes (never the bytes).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     /// The queues changed; their full contents, oldest first.
     Queues {
@@ -336,6 +362,7 @@ impl EventKind {
             EventKind::ToolProgress { tail, .. } => r(tail),
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message, .. } => r(message),
+            EventKind::HookBlocked { reason, .. } => r(reason),
             EventKind::ApprovalRequested {
                 command,
                 detail,
@@ -354,7 +381,10 @@ impl EventKind {
                 r(command);
                 reason.iter_mut().chain(always.iter_mut()).for_each(r);
             }
-            EventKind::UserMessage { text, .. } => r(text),
+            EventKind::UserMessage { text, images, .. } => {
+                r(text);
+                images.iter_mut().for_each(|i| r(&mut i.name));
+            }
             EventKind::Queues {
                 steering,
                 follow_ups,

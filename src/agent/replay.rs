@@ -27,14 +27,23 @@ const STDIN_CLOSE: &str = "\n</stdin>";
 
 /// A user message as the user typed it: the recorded form of context built
 /// from what they typed (`Message::shown`), a prompt with piped input as the
-/// prompt and a line counting that input, or the text. `None` for context
+/// prompt and a line counting that input, or the text; then a line per
+/// attached image. `None` for context
 /// the user never saw (files attached for an `@path`).
 pub fn as_typed(m: &Message) -> Option<String> {
-    match m.shown() {
-        Some("") => None,
-        Some(shown) => Some(shown.to_string()),
-        None => Some(fold_stdin(m.text()).unwrap_or_else(|| m.text().to_string())),
+    let mut typed = match m.shown() {
+        Some("") => return None,
+        Some(shown) => shown.to_string(),
+        None => fold_stdin(m.text()).unwrap_or_else(|| m.text().to_string()),
+    };
+    // Attached images show as a line each (`[image: shot.png 120 KiB]`).
+    for image in &m.images {
+        if !typed.is_empty() {
+            typed.push('\n');
+        }
+        typed.push_str(&image.label());
     }
+    Some(typed)
 }
 
 /// `PROMPT\n\n<stdin>\n…\n</stdin>` as the prompt and `(+ N lines from
@@ -218,6 +227,13 @@ mod tests {
                 text: "explain @main.py".into(),
                 attached: 1
             }
+        );
+        // An attached image is a line naming it.
+        let image = crate::wire::Image::from_bytes("a.gif", b"GIF89a..".to_vec()).unwrap();
+        let with_image = Message::user_with_images("what is it?", vec![image]);
+        assert_eq!(
+            as_typed(&with_image).as_deref(),
+            Some("what is it?\n[image: a.gif 8 bytes]")
         );
         // A prompt that merely mentions the tag is left as it is.
         let plain = Message::user("what does <stdin> mean?");

@@ -13,12 +13,13 @@ use super::allowlist::SharedAllowList;
 use super::cancel::{Cancel, CancelHandle};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
+use super::hooks::{About, HookEvent, HookRunner, Hooks, Verdict};
 use super::protocol::{ErrorCode, Event, EventKind, Op, QueueKind, QueueMode, RunOutcome};
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
 use crate::provider::ModelClient;
 use crate::tools::{ToolContext, ToolRegistry};
-use crate::wire::{Message, Role};
+use crate::wire::{Image, Message, Role};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -93,6 +94,8 @@ pub struct AgentSetup {
     pub follow_up_mode: QueueMode,
     pub sessions: Option<Box<dyn SessionHost>>,
     pub models: Option<Box<dyn ModelSwitcher>>,
+    /// The user's hook commands (none: `Hooks::default()`).
+    pub hooks: Hooks,
 }
 
 /// A front end's ends of the agent.
@@ -125,13 +128,19 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         setup.steering_mode,
         setup.follow_up_mode,
     );
+    let hooks = Arc::new(HookRunner::new(
+        setup.hooks,
+        setup.cwd.clone(),
+        emitter.clone(),
+    ));
     let gate = Arc::new(Gate {
         control: control.clone(),
+        hooks: Some(hooks.clone()),
     });
     let mut ctx = ToolContext::local(setup.cwd, gate);
     ctx.target = setup.target;
     ctx.pane = setup.pane;
-    let agent = Agent::new(
+    let mut agent = Agent::new(
         setup.client,
         setup.tools,
         ctx,
@@ -141,7 +150,10 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         emitter.clone(),
         control.clone(),
     );
+    agent.set_hooks(hooks.clone());
     let core = Core {
+        hooks,
+        session_start: Some("startup"),
         agent,
         control,
         emitter,
@@ -160,6 +172,10 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
 
 struct Core {
     agent: Agent,
+    hooks: Arc<HookRunner>,
+    /// Why the next run starts a session for the `SessionStart` hooks
+    /// (`startup`, `resume`, `clear`); none once they ran.
+    session_start: Option<&'static str>,
     control: Arc<Control>,
     emitter: Emitter,
     sessions: Option<Box<dyn SessionHost>>,
@@ -171,7 +187,8 @@ struct Core {
 
 /// What a run does.
 enum Work {
-    Converse(String),
+    /// A prompt and the images attached to it.
+    Converse(String, Vec<Image>),
     Compact,
 }
 
@@ -183,9 +200,13 @@ impl Core {
     async fn serve(mut self, mut ops: mpsc::Receiver<Op>) {
         while let Some(op) = ops.recv().await {
             let work = match op {
-                Op::Prompt { text } | Op::Steer { text } | Op::FollowUp { text } => {
-                    Work::Converse(text)
+                Op::Prompt { images, .. } if !images.is_empty() && self.agent.model().no_images => {
+                    let message = self.agent.model().images_refused();
+                    self.emit(EventKind::error(message)).await;
+                    continue;
                 }
+                Op::Prompt { text, images } => Work::Converse(text, images),
+                Op::Steer { text } | Op::FollowUp { text } => Work::Converse(text, Vec::new()),
                 Op::Compact => Work::Compact,
                 Op::Shutdown | Op::Close => break,
                 other => {
@@ -222,7 +243,7 @@ impl Core {
                 let mut next = self.control.take_steering();
                 next.extend(self.control.take_follow_ups());
                 self.emit_queues().await;
-                work = Work::Converse(next.join("\n\n"));
+                work = Work::Converse(next.join("\n\n"), Vec::new());
                 continue;
             }
             // After a failure, a limit or an interrupt the user decides again.
@@ -252,12 +273,13 @@ impl Core {
         let run = self.next_run;
         self.next_run += 1;
         self.emitter.set_run(run);
-        if let Work::Converse(text) = &work {
+        if let Work::Converse(text, _) = &work {
             self.ensure_session().await;
             self.emit(EventKind::RunStarted {
                 prompt: text.clone(),
             })
             .await;
+            self.session_started().await;
         }
         self.control.publish(self.agent.status(Some(run)));
         let (handle, cancel) = Cancel::new();
@@ -272,7 +294,9 @@ impl Core {
             let em = emitter.clone();
             let fut = async move {
                 match work {
-                    Work::Converse(text) => Some(agent.run(text, cancel).await),
+                    Work::Converse(text, images) => {
+                        Some(agent.run_with_images(text, images, cancel).await)
+                    }
                     Work::Compact => {
                         if !agent.compact_now(cancel).await {
                             em
@@ -345,6 +369,31 @@ impl Core {
         }
     }
 
+    /// Runs the `SessionStart` hooks once per session, at its first run
+    /// (sessions start lazily, so this is when there is one to name); the
+    /// context they give goes with the next prompt.
+    async fn session_started(&mut self) {
+        self.hooks
+            .set_session(self.agent.session().unwrap_or_default());
+        let Some(source) = self.session_start.take() else {
+            return;
+        };
+        if !self.hooks.has(HookEvent::SessionStart) {
+            return;
+        }
+        let mut fields = serde_json::Map::new();
+        fields.insert("source".into(), source.into());
+        if let Verdict::Go {
+            context: Some(text),
+        } = self
+            .hooks
+            .fire(HookEvent::SessionStart, About::default(), fields)
+            .await
+        {
+            self.agent.add_hook_context(text);
+        }
+    }
+
     async fn idle_op(&mut self, op: Op) {
         match op {
             Op::ClearQueue { queue } => {
@@ -388,6 +437,7 @@ impl Core {
             Op::NewSession => {
                 self.agent.reset();
                 self.session_failed = false;
+                self.session_start = Some("clear");
                 self.emit(EventKind::SessionCleared).await;
             }
             Op::Resume { query } => self.resume(&query).await,
@@ -442,6 +492,7 @@ impl Core {
             .restore(opened.history, opened.tokens, opened.saved);
         self.agent.set_history_sink(opened.id.clone(), opened.sink);
         self.session_failed = false;
+        self.session_start = Some("resume");
         self.emit(EventKind::SessionResumed {
             id: opened.id,
             messages,
@@ -486,7 +537,19 @@ async fn busy_op(
         follow_ups,
     };
     match op {
-        Op::Prompt { text } | Op::FollowUp { text } => {
+        Op::Prompt { text, images } if !images.is_empty() => {
+            // The queues hold text; the prompt goes back whole rather than
+            // losing its images.
+            emitter
+                .emit(EventKind::Unqueued { texts: vec![text] })
+                .await;
+            emitter
+                .emit(EventKind::error(
+                    "images are attached only to a prompt sent while no task runs; the prompt was handed back",
+                ))
+                .await;
+        }
+        Op::Prompt { text, .. } | Op::FollowUp { text } => {
             emitter.emit(queues(control.follow_up(text))).await;
         }
         Op::Steer { text } => emitter.emit(queues(control.steer(text))).await,

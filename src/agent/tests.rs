@@ -118,6 +118,7 @@ fn agent_client(
     reg.register(Arc::new(Sleepy));
     let gate = Arc::new(control::Gate {
         control: control.clone(),
+        hooks: None,
     });
     let ctx = ToolContext::local(PathBuf::from("/"), gate);
     (
@@ -470,6 +471,7 @@ fn agent_acting(
     }
     let gate = Arc::new(control::Gate {
         control: control.clone(),
+        hooks: None,
     });
     let client = Arc::new(Scripted {
         replies: StdMutex::new(replies),

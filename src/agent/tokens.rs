@@ -2,14 +2,11 @@
 //! character heuristic otherwise, and the context-window size of the model.
 
 use crate::wire::Message;
-use serde::Deserialize;
 
 /// Used when neither config nor the catalog knows the model.
 pub const FALLBACK_CONTEXT_LIMIT: u64 = 8192;
 /// Share of the context window at which the user is warned.
 pub const WARN_FRACTION: f64 = 0.8;
-
-const CATALOG: &str = include_str!("../templates/models.toml");
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TokenTracker {
@@ -91,43 +88,85 @@ pub fn estimate_text(text: &str) -> u64 {
     text.len().div_ceil(4) as u64
 }
 
-#[derive(Deserialize)]
-struct Catalog {
-    #[serde(default)]
-    rule: Vec<Rule>,
-}
-
-#[derive(Deserialize)]
-struct Rule {
-    #[serde(rename = "match")]
-    kind: String,
-    pattern: String,
-    context: u64,
-}
-
 /// Context window of `model` from the compiled-in catalog: rules are tried in
-/// file order; the first exact, prefix or substring match wins.
+/// order; the first exact, prefix or substring match wins.
 pub fn catalog_context_limit(model: &str) -> Option<u64> {
-    // Parsed once per process: the TOML costs about half a millisecond, which
-    // every session `buddy serve` starts would otherwise pay.
-    static PARSED: std::sync::OnceLock<Option<Catalog>> = std::sync::OnceLock::new();
-    let catalog = PARSED
-        .get_or_init(|| toml::from_str(CATALOG).ok())
-        .as_ref()?;
     let model = model.to_ascii_lowercase();
     // Provider-qualified ids ("openai/gpt-4o") match on the part after the slash too.
-    let bare = model.rsplit('/').next().unwrap_or(&model).to_string();
-    catalog.rule.iter().find_map(|r| {
-        let p = r.pattern.to_ascii_lowercase();
-        let hit = |m: &str| match r.kind.as_str() {
-            "exact" => m == p,
-            "prefix" => m.starts_with(&p),
-            "contains" => m.contains(&p),
-            _ => false,
+    let bare = model.rsplit('/').next().unwrap_or(&model);
+    CATALOG.iter().find_map(|&(kind, pattern, context)| {
+        let hit = |m: &str| match kind {
+            Exact => m == pattern,
+            Prefix => m.starts_with(pattern),
+            Contains => m.contains(pattern),
         };
-        (hit(&model) || hit(&bare)).then_some(r.context)
+        (hit(&model) || hit(bare)).then_some(context)
     })
 }
+
+/// How a catalog pattern meets a model id (case-insensitive).
+#[derive(Clone, Copy)]
+enum Match {
+    Exact,
+    Prefix,
+    Contains,
+}
+use Match::{Contains, Exact, Prefix};
+
+/// Context windows (in tokens) of common models, compiled in as a table (not
+/// parsed at start: that was a third of `buddy exec`'s instructions). Rules
+/// are tried top to bottom and the first match wins, so specific rules come
+/// before general ones. A provider prefix such as "openai/" is also stripped
+/// before matching. A profile's `context_limit` in buddy.toml always wins.
+/// Patterns are lower case.
+const CATALOG: &[(Match, &str, u64)] = &[
+    // OpenAI
+    (Prefix, "gpt-5", 400_000),
+    (Prefix, "gpt-4.1", 1_047_576),
+    (Prefix, "gpt-4o", 128_000),
+    (Prefix, "gpt-4-turbo", 128_000),
+    (Prefix, "gpt-4-32k", 32_768),
+    (Exact, "gpt-4", 8_192),
+    (Prefix, "gpt-3.5-turbo", 16_385),
+    (Prefix, "gpt-oss", 131_072),
+    (Prefix, "o1-mini", 128_000),
+    (Prefix, "o1", 200_000),
+    (Prefix, "o3", 200_000),
+    (Prefix, "o4", 200_000),
+    (Contains, "codex", 400_000),
+    // Anthropic
+    (Contains, "claude", 200_000),
+    // Google
+    (Prefix, "gemini-1.5-pro", 2_097_152),
+    (Prefix, "gemini", 1_048_576),
+    (Prefix, "gemma3", 131_072),
+    (Prefix, "gemma", 8_192),
+    // DeepSeek
+    (Contains, "deepseek", 128_000),
+    // Qwen
+    (Contains, "qwen3-coder", 262_144),
+    (Contains, "qwen", 131_072),
+    // Meta Llama
+    (Contains, "llama-4", 1_048_576),
+    (Contains, "llama3.1", 131_072),
+    (Contains, "llama3.2", 131_072),
+    (Contains, "llama3.3", 131_072),
+    (Contains, "llama-3.1", 131_072),
+    (Contains, "llama-3.3", 131_072),
+    (Contains, "llama3", 8_192),
+    // Mistral
+    (Contains, "codestral", 256_000),
+    (Contains, "mistral-large", 131_072),
+    (Contains, "mistral-small", 131_072),
+    (Contains, "devstral", 131_072),
+    (Contains, "mixtral", 32_768),
+    (Contains, "mistral", 32_768),
+    // Others commonly served through OpenRouter / Ollama
+    (Contains, "glm-4", 131_072),
+    (Contains, "kimi", 131_072),
+    (Contains, "grok", 131_072),
+    (Contains, "phi4", 16_384),
+];
 
 /// Config wins, then the catalog, then the conservative fallback.
 pub fn context_limit(configured: Option<u64>, model: &str) -> u64 {
@@ -158,8 +197,13 @@ mod tests {
 
     #[test]
     fn catalog_parses_and_matches_in_order() {
-        let catalog: Catalog = toml::from_str(CATALOG).expect("models.toml parses");
-        assert!(catalog.rule.len() > 10);
+        assert!(CATALOG.len() > 10);
+        // Matching lower-cases the model id, so a pattern with a capital
+        // letter could never match.
+        for (_, pattern, _) in CATALOG {
+            assert_eq!(*pattern, pattern.to_ascii_lowercase());
+        }
+        assert_eq!(catalog_context_limit("GPT-4o"), Some(128_000));
         assert_eq!(catalog_context_limit("gpt-4o-mini"), Some(128_000));
         assert_eq!(catalog_context_limit("openai/gpt-4o"), Some(128_000));
         assert!(catalog_context_limit("llama3.1:8b").is_some());

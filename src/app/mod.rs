@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod approvals;
+mod custom;
 mod discovery;
 mod execution;
 mod mcp;
@@ -334,6 +335,7 @@ fn model_info(settings: &Settings) -> ModelInfo {
         model: settings.api.model.clone(),
         profile: settings.api.profile.clone(),
         base_url: settings.api.base_url.clone(),
+        no_images: !settings.api.images,
     }
 }
 
@@ -350,6 +352,17 @@ fn agent_setup(
         .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
     let client = client_for(settings, transports)?;
     let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
+    let skills = custom_files(settings, &cwd).skills;
+    let skill_list = custom::skills_prompt(&skills);
+    if !skills.is_empty() {
+        let cap = settings
+            .tools
+            .files_max_output_chars
+            .or(settings.tools.max_output_chars)
+            .unwrap_or(tools::files::DEFAULT_MAX_OUTPUT_CHARS)
+            .max(100);
+        reg_skill(&mut registry, skills, cap);
+    }
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
@@ -371,6 +384,7 @@ fn agent_setup(
         tmux: execution.tmux(),
         instructions: settings.agent.system_prompt.as_deref(),
         project: project.as_ref().map(|p| p.text.as_str()),
+        skills: skill_list.as_deref(),
     });
     let system = crate::redact::text(&system).into_owned();
     Ok(AgentSetup {
@@ -391,7 +405,49 @@ fn agent_setup(
             crate::redact::known().all().to_vec(),
         ))),
         models,
+        hooks: hooks(&settings.hooks)?,
     })
+}
+
+fn reg_skill(registry: &mut ToolRegistry, skills: Vec<tools::skill::Skill>, cap: usize) {
+    registry.register(Arc::new(tools::skill::SkillTool::new(skills, cap)));
+}
+
+/// The custom commands and skills for this directory: the project's own
+/// only when it is trusted (`config::trust::project_trusted`).
+fn custom_files(settings: &Settings, cwd: &std::path::Path) -> custom::Found {
+    let trusted = config::trust::project_trusted(
+        cwd,
+        settings.source.as_deref(),
+        settings.untrusted.is_some(),
+        &env,
+    );
+    let config_dir = config::global_dir(&env);
+    custom::find(cwd, config_dir.as_deref(), trusted)
+}
+
+/// The `[[hooks.EVENT]]` entries as the agent runs them; a matcher that is
+/// not a regular expression is a usage error naming it.
+fn hooks(section: &config::HooksSection) -> Result<agent::hooks::Hooks, AppError> {
+    use agent::hooks::HookEvent;
+    let mut hooks = agent::hooks::Hooks::default();
+    for event in HookEvent::ALL {
+        let list = match event {
+            HookEvent::PreToolUse => &section.pre_tool_use,
+            HookEvent::PostToolUse => &section.post_tool_use,
+            HookEvent::UserPromptSubmit => &section.user_prompt_submit,
+            HookEvent::Stop => &section.stop,
+            HookEvent::SessionStart => &section.session_start,
+            HookEvent::Notification => &section.notification,
+        };
+        for entry in list {
+            let timeout = entry.timeout_secs.map(|s| Duration::from_secs(s.max(1)));
+            hooks
+                .add(event, &entry.matcher, entry.command.clone(), timeout)
+                .map_err(|e| AppError::Usage(format!("config error: {e}")))?;
+        }
+    }
+    Ok(hooks)
 }
 
 fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
@@ -407,8 +463,14 @@ async fn exec(
     overrides: &CliOverrides,
     target_args: TargetArgs,
 ) -> Result<Exit, AppError> {
+    // One conversation per process: the turn-end save runs on this thread.
+    crate::background::run_inline();
     let prompt = prompt::read(&args.prompt)?;
+    let images = prompt::images(&args.images)?;
     let (settings, _) = load_settings(overrides).await?;
+    if !images.is_empty() && !settings.api.images {
+        return Err(AppError::Usage(model_info(&settings).images_refused()));
+    }
     let style = Style::detect(settings.display.color);
     let choice = SandboxChoice::new(&settings.tools, args.dangerously_auto_approve);
     let mut execution =
@@ -433,6 +495,13 @@ async fn exec(
     if let Some(d) = args.timeout {
         options.limits.max_duration = Some(d);
     }
+    let found = custom_files(&settings, &workdir());
+    for note in &found.notes {
+        eprintln!("{} {note}", style.dim("note:"));
+    }
+    // `buddy exec "/name args"` runs a custom command as the REPL would.
+    let prompt =
+        crate::ui::repl::commands::expand_custom(&prompt, &found.commands).unwrap_or(prompt);
     let mut agent = agent::spawn(agent_setup(
         &settings, &execution, rules, options, None, None,
     )?);
@@ -453,7 +522,13 @@ async fn exec(
         };
         resume_first(&mut agent, query, style, Notice::Notes, &mut seen).await?;
     }
-    let _ = agent.ops.send(Op::Prompt { text: prompt }).await;
+    let _ = agent
+        .ops
+        .send(Op::Prompt {
+            text: prompt,
+            images,
+        })
+        .await;
     let outcome = match json {
         Some(j) => j.run(&mut agent).await,
         None => {
@@ -697,6 +772,10 @@ async fn interactive(
             ))
         ));
     }
+    let found = custom_files(&settings, &workdir());
+    for note in &found.notes {
+        banner.push_str(&format!("\n{}", style.dim(&format!("note: {note}"))));
+    }
     let mut resumed = None;
     if let Some(query) = &resume {
         match resume_first(&mut agent, query, style, Notice::Quiet, &mut |_| {}).await {
@@ -734,6 +813,12 @@ async fn interactive(
         resumed,
         profile: settings.api.profile.clone(),
         model: settings.api.model.clone(),
+        custom: found.commands,
+        skills: found
+            .skills
+            .into_iter()
+            .map(|s| (s.name, s.description))
+            .collect(),
     };
     let code = crate::ui::repl::Repl::new(agent, &mut host, opts)
         .run()
@@ -808,7 +893,13 @@ async fn line_session(
         if matches!(line.trim(), "/quit" | "/exit" | "/q") {
             break;
         }
-        let _ = agent.ops.send(Op::Prompt { text: line }).await;
+        let _ = agent
+            .ops
+            .send(Op::Prompt {
+                text: line,
+                images: Vec::new(),
+            })
+            .await;
         let outcome = ExecFrontEnd::new(exec_options(&settings, style))
             .run(&mut agent)
             .await;
@@ -884,6 +975,28 @@ pub fn build_tools(
         reg.register(Arc::new(
             tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
         ));
+        let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
+        if wants_patch(t.edit_format, &settings.api.model) {
+            reg.register(Arc::new(
+                tools::patch::ApplyPatchTool::new(max)
+                    .with_timeout(timeout)
+                    .protecting(own_files(settings)),
+            ));
+        } else {
+            reg.register(Arc::new(
+                tools::edit::EditFileTool::new(max)
+                    .with_timeout(timeout)
+                    .protecting(own_files(settings)),
+            ));
+        }
+        // Reading and searching without asking: the same switch and bound
+        // as read_file.
+        reg.register(Arc::new(
+            tools::grep::GrepTool::new(max).with_timeout(timeout),
+        ));
+        reg.register(Arc::new(
+            tools::glob::GlobTool::new(max).with_timeout(timeout),
+        ));
     }
     let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
     if t.fetch_enabled {
@@ -911,6 +1024,24 @@ pub fn build_tools(
         reg.register(Arc::new(tools::time::TimeTool));
     }
     reg
+}
+
+/// Whether the model gets `apply_patch` rather than `edit_file`: when the
+/// config says so, or for the model families trained on the patch format
+/// (OpenAI's GPT and o-series models, and anything named Codex), whatever
+/// provider prefix the id carries (`openai/gpt-5`).
+fn wants_patch(format: config::EditFormat, model: &str) -> bool {
+    match format {
+        config::EditFormat::Edit => false,
+        config::EditFormat::Patch => true,
+        config::EditFormat::Auto => {
+            let id = model.to_ascii_lowercase();
+            let name = id.rsplit('/').next().unwrap_or(&id);
+            let o_series =
+                name.len() >= 2 && name.starts_with('o') && name.as_bytes()[1].is_ascii_digit();
+            name.starts_with("gpt-") || o_series || id.contains("codex")
+        }
+    }
 }
 
 /// buddy's own files, which the file tools never write: every config file

@@ -1,7 +1,8 @@
 //! `buddy exec`'s user message: the prompt from the arguments, from stdin, or
 //! both — `git diff | buddy exec "write a commit message"` sends the prompt
-//! followed by the piped text in a `<stdin>` block. Reading is bounded; what
-//! the message becomes is decided here and nowhere else.
+//! followed by the piped text in a `<stdin>` block — and the images of
+//! `--image`. Reading is bounded; what the message becomes is decided here
+//! and nowhere else.
 
 use super::AppError;
 use std::io::{IsTerminal, Read};
@@ -31,6 +32,22 @@ pub fn read(words: &[String]) -> Result<String, AppError> {
     }
     let input = read_stdin(stdin, "the input piped to buddy exec")?;
     Ok(compose(prompt, &input))
+}
+
+/// The images of `exec --image`, in order. Any one that cannot be attached
+/// (missing, not an image, too big) stops exec before anything is sent.
+pub fn images(paths: &[std::path::PathBuf]) -> Result<Vec<crate::wire::Image>, AppError> {
+    paths
+        .iter()
+        .map(|path| {
+            crate::localfile::read_image(path).map_err(|e| {
+                AppError::Usage(format!(
+                    "--image {}: {e}; nothing was sent",
+                    crate::text::visible(&path.display().to_string())
+                ))
+            })
+        })
+        .collect()
 }
 
 fn non_empty(prompt: String) -> Result<String, AppError> {

@@ -14,15 +14,13 @@ use std::path::{Path, PathBuf};
 /// as it is now, and says which of its settings that lets through.
 pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
     let path = match path {
+        Some(p) if p.is_dir() => return trust_dir(&p),
         Some(p) => p,
-        None => config::project_file(&workdir())
-            .map(|(p, _)| p)
-            .ok_or_else(|| {
-                AppError::Usage(format!(
-                    "no buddy.toml or agent.toml in {}; name the file: `buddy trust PATH`",
-                    workdir().display()
-                ))
-            })?,
+        None => match config::project_file(&workdir()) {
+            Some((p, _)) => p,
+            // No config file: the directory itself, for its prompt files.
+            None => return trust_dir(&workdir()),
+        },
     };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| AppError::Usage(format!("cannot read {}: {e}", path.display())))?;
@@ -70,6 +68,23 @@ fn trust_mcp_json(path: &Path, text: &str) -> Result<Exit, AppError> {
         "trusted {} as it is now; its MCP servers {} will start (a change makes it untrusted again)",
         canonical.display(),
         one_line(&names.join(", "), 300)
+    );
+    Ok(Exit::Ok)
+}
+
+/// `buddy trust DIR`: the project's own commands and skills are used there.
+fn trust_dir(dir: &Path) -> Result<Exit, AppError> {
+    let store = store()?;
+    let canonical = store.trust_dir(dir).map_err(|e| {
+        AppError::Failed(format!(
+            "cannot trust {}: {e} (trust list {})",
+            dir.display(),
+            store.path().display()
+        ))
+    })?;
+    eprintln!(
+        "trusted the directory {}: its .buddy/commands, .buddy/skills and .agents/skills are used",
+        canonical.display()
     );
     Ok(Exit::Ok)
 }

@@ -26,6 +26,10 @@ pub struct ConfigFile {
     /// `[mcp_servers.NAME]`: MCP servers whose tools are offered (`config::mcp`).
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, super::mcp::McpServer>,
+    /// `[[hooks.EVENT]]`: commands run at points of the agent's work
+    /// (docs/HOOKS.md). An untrusted project file's are held back.
+    #[serde(default)]
+    pub hooks: HooksSection,
     /// Not in the file: what was held back from it because it is an
     /// untrusted project file (see `trust`).
     #[serde(skip)]
@@ -85,6 +89,10 @@ pub struct ModelProfile {
     /// PEM file of CA certificates trusted for this profile's server, on top
     /// of the system's; relative paths start at the config file's directory.
     pub ca_file: Option<String>,
+    /// Whether the model takes images (default true); false refuses an
+    /// attachment before anything is sent.
+    #[serde(default = "yes")]
+    pub images: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -207,6 +215,9 @@ pub struct ToolsSection {
     pub shell_timeout_secs: u64,
     #[serde(default = "yes")]
     pub files_enabled: bool,
+    /// Which in-place edit tool the model gets beside read_file and write_file.
+    #[serde(default)]
+    pub edit_format: EditFormat,
     #[serde(default = "yes")]
     pub fetch_enabled: bool,
     #[serde(default = "yes")]
@@ -226,6 +237,18 @@ pub struct ToolsSection {
     /// Whether sandboxed commands may open TCP connections and listen.
     #[serde(default = "yes")]
     pub sandbox_network: bool,
+}
+
+/// `[tools] edit_format`: `edit_file` (exact text replacement) or
+/// `apply_patch` (the patch format OpenAI's GPT and Codex models are trained
+/// on); `auto` picks by the model id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EditFormat {
+    #[default]
+    Auto,
+    Edit,
+    Patch,
 }
 
 /// `[tools] sandbox`: what local commands may change.
@@ -249,6 +272,7 @@ impl Default for ToolsSection {
             shell_denylist: Vec::new(),
             shell_timeout_secs: default_shell_timeout(),
             files_enabled: true,
+            edit_format: EditFormat::Auto,
             fetch_enabled: true,
             search_enabled: true,
             search_base_url: None,
@@ -344,6 +368,45 @@ pub struct DiscoverySection {
     pub local_servers: Option<Vec<String>>,
     /// The model to ask a found server for when it lists it; else its first.
     pub model: Option<String>,
+}
+
+/// `[hooks]`: one list of hooks per event, named as Claude Code names them
+/// so a user's existing hook scripts read the same events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSection {
+    #[serde(rename = "PreToolUse", default)]
+    pub pre_tool_use: Vec<HookEntry>,
+    #[serde(rename = "PostToolUse", default)]
+    pub post_tool_use: Vec<HookEntry>,
+    #[serde(rename = "UserPromptSubmit", default)]
+    pub user_prompt_submit: Vec<HookEntry>,
+    #[serde(rename = "Stop", default)]
+    pub stop: Vec<HookEntry>,
+    #[serde(rename = "SessionStart", default)]
+    pub session_start: Vec<HookEntry>,
+    #[serde(rename = "Notification", default)]
+    pub notification: Vec<HookEntry>,
+}
+
+impl HooksSection {
+    pub fn is_empty(&self) -> bool {
+        *self == HooksSection::default()
+    }
+}
+
+/// One `[[hooks.EVENT]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookEntry {
+    /// A regular expression the whole tool name must match (tool events
+    /// only); empty or `*` matches every tool.
+    #[serde(default)]
+    pub matcher: String,
+    /// Run with `sh -c`, the event's JSON on its stdin.
+    pub command: String,
+    /// Killed (with its process group) after this long; default 60.
+    pub timeout_secs: Option<u64>,
 }
 
 /// The usual ports of Ollama, llama.cpp's `llama-server`, LM Studio and vLLM.

@@ -60,6 +60,8 @@ pub struct ApiSettings {
     pub login: Option<crate::auth::Issuer>,
     /// The profile's `ca_file`, resolved; read when the client is built.
     pub ca_file: Option<PathBuf>,
+    /// The model takes images (`images`, default true).
+    pub images: bool,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -76,6 +78,7 @@ impl std::fmt::Debug for ApiSettings {
             .field("prompt_cache", &self.prompt_cache)
             .field("login", &self.login)
             .field("ca_file", &self.ca_file)
+            .field("images", &self.images)
             .finish()
     }
 }
@@ -94,6 +97,8 @@ pub struct Settings {
     pub network: NetworkSection,
     pub display: DisplaySection,
     pub execution: ExecutionSection,
+    /// Hook commands; empty when the file is an untrusted project file.
+    pub hooks: HooksSection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
     /// Keys written in the file (every profile's `api_key`): redacted from
@@ -357,6 +362,7 @@ pub fn resolve(
                 max_tokens: None,
                 prompt_cache: None,
                 ca_file: None,
+                images: true,
             },
         );
         file.agent.model = Some(name);
@@ -533,12 +539,14 @@ pub fn resolve(
                 .unwrap_or(profile.api == ApiProtocol::Messages),
             login,
             ca_file,
+            images: profile.images,
         },
         agent: file.agent,
         tools: file.tools,
         network: file.network,
         display: file.display,
         execution: file.execution,
+        hooks: file.hooks,
         profiles,
         profile_keys,
         untrusted: file.untrusted,

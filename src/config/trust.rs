@@ -9,11 +9,17 @@
 //!   takes) to a base URL the file chose, or with a CA file it chose; a
 //!   profile identical to one of the built-in template's is fine;
 //! - `[auth.*]` sections (they say where login tokens are refreshed);
+//! - `[hooks]` (each is a command buddy would run on its own, unasked);
 //! - settings in `[tools]` that lower safety (`shell_confirm = false`, a
 //!   denylist of its own, `auto_approve_read_only = true`;
 //!   `lowers_tool_safety` is where new ones belong);
 //! - `[mcp_servers.*]`: each is a program that would run as the user, or an
 //!   endpoint that would get a token from the user's environment.
+//!
+//! A project's own prompt files (`.buddy/commands/`, `.buddy/skills/`,
+//! `.agents/skills/`) are used only in a trusted project: one whose config
+//! file is trusted, or whose directory was trusted itself (`buddy trust`
+//! where there is no config file; `project_trusted`).
 //!
 //! Trust is remembered per canonical path and SHA-256 of the content in
 //! `trusted.json` (0600) in buddy's config directory, so a file that changes
@@ -92,6 +98,28 @@ impl TrustStore {
             .is_some_and(|h| *h == digest(content))
     }
 
+    /// Whether directory `dir` itself was trusted (`trust_dir`).
+    pub fn is_dir_trusted(&self, dir: &Path) -> bool {
+        let Ok(canonical) = std::fs::canonicalize(dir) else {
+            return false;
+        };
+        self.read()
+            .files
+            .get(&canonical.to_string_lossy().into_owned())
+            .is_some_and(|h| h == DIRECTORY)
+    }
+
+    /// Trusts directory `dir`: its project prompt files, whatever they hold.
+    pub fn trust_dir(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        let canonical = std::fs::canonicalize(dir)?;
+        let mut file = self.read();
+        file.files
+            .insert(canonical.to_string_lossy().into_owned(), DIRECTORY.into());
+        let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        crate::localfile::write_private(&self.path, &text)?;
+        Ok(canonical)
+    }
+
     /// Trusts `content` at `path` (replacing what was trusted there before).
     pub fn trust(&self, path: &Path, content: &[u8]) -> std::io::Result<PathBuf> {
         let canonical = std::fs::canonicalize(path)?;
@@ -102,6 +130,24 @@ impl TrustStore {
         crate::localfile::write_private(&self.path, &text)?;
         Ok(canonical)
     }
+}
+
+/// What the trust list holds for a trusted directory instead of a digest.
+const DIRECTORY: &str = "directory";
+
+/// Whether the project in `cwd` is trusted for its own prompt files: the
+/// settings came from its trusted config file, or the directory is trusted.
+pub fn project_trusted(
+    cwd: &Path,
+    source: Option<&Path>,
+    untrusted: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> bool {
+    let own_file = source.is_some_and(|s| is_project_file(s, cwd, false));
+    if own_file && !untrusted {
+        return true;
+    }
+    store_path(env).is_some_and(|s| TrustStore::new(s).is_dir_trusted(cwd))
 }
 
 /// Removes from `file` (an untrusted project file) what it may not set, and
@@ -167,6 +213,10 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
     for name in std::mem::take(&mut file.mcp_servers).into_keys() {
         out.held_back.push(format!("mcp_servers.{name}"));
     }
+    // A hook runs a command of the file's choosing without any approval.
+    if !std::mem::take(&mut file.hooks).is_empty() {
+        out.held_back.push("hooks".into());
+    }
     // Naming the tmux session to join would put the project's pane into a
     // session of the user's own choosing: the file must be trusted for that.
     if file.execution.tmux_session.take().is_some() {
@@ -205,6 +255,16 @@ mod tests {
         let mut file = super::super::parse(text, None).unwrap();
         let u = hold_back(&mut file, Path::new("/p/buddy.toml"), env_key);
         (file, u)
+    }
+
+    #[test]
+    fn an_untrusted_file_adds_no_hooks() {
+        let (file, u) = held(
+            "[[hooks.PreToolUse]]\ncommand = \"touch /tmp/owned\"\n",
+            false,
+        );
+        assert!(file.hooks.is_empty());
+        assert_eq!(u.held_back, ["hooks"]);
     }
 
     #[test]

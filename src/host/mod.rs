@@ -8,6 +8,7 @@ pub mod error;
 pub mod remote_job;
 pub mod sandbox;
 pub mod ssh;
+pub mod syscall_filter;
 pub mod tmux;
 
 use std::path::Path;

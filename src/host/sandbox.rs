@@ -2,7 +2,8 @@
 //! building the command line that starts a command inside the sandbox (a
 //! re-exec of buddy's own binary through the hidden `__sandbox` entry point),
 //! and, in that re-exec'd process, restricting itself and `exec`ing the
-//! command, so the command and everything it starts inherit the rules.
+//! command, so the command and everything it starts inherit the rules. The
+//! system-call filter installed beside the rules lives in `syscall_filter.rs`.
 //!
 //! Why a re-exec and not `pre_exec`: building a Landlock ruleset allocates and
 //! opens files, which is not async-signal-safe between `fork` and `exec` of a
@@ -120,10 +121,11 @@ impl Policy {
     }
 
     /// Checks, without restricting anything, that this kernel can enforce the
-    /// policy: the same ruleset is built as the wrapper would build, then
-    /// dropped. Costs a few system calls.
+    /// policy: the same ruleset and system-call filter are built as the
+    /// wrapper would build them, then dropped. Costs a few system calls.
     pub fn check(&self) -> Result<(), String> {
-        build(self).map(drop)
+        build(self).map(drop)?;
+        super::syscall_filter::program().map(drop)
     }
 }
 
@@ -294,7 +296,9 @@ fn add_path(
         .map_err(|e| format!("cannot add {} to the sandbox: {e}", path.display()))
 }
 
-/// Restricts the calling process (and every process it starts) to `policy`.
+/// Restricts the calling process (and every process it starts) to `policy`:
+/// the Landlock rules, then the system-call filter for what they cannot
+/// refuse (owners and extended attributes, `host::syscall_filter`).
 /// Irreversible; meant for the wrapper, which is single-threaded.
 pub fn apply(policy: &Policy) -> Result<(), String> {
     let status = build(policy)?
@@ -304,7 +308,7 @@ pub fn apply(policy: &Policy) -> Result<(), String> {
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err("the kernel did not enforce the sandbox".into());
     }
-    Ok(())
+    super::syscall_filter::install()
 }
 
 /// The wrapper's command line, parsed.
@@ -396,12 +400,14 @@ pub fn refusal_note(policy: &Policy) -> String {
     } else {
         " and no network connections"
     };
+    // The system-call filter's refusals read as EPERM, anywhere.
+    let owners = "; changing a file's owner or extended attributes is refused everywhere (\"Operation not permitted\")";
     match policy.mode {
         Mode::WorkspaceWrite => format!(
-            "note: commands run in a sandbox (workspace-write): they may write only in the working directory and temp directories{net}; \"Permission denied\" outside them is the sandbox, not file permissions"
+            "note: commands run in a sandbox (workspace-write): they may write only in the working directory and temp directories{net}; \"Permission denied\" outside them is the sandbox, not file permissions{owners}"
         ),
         Mode::ReadOnly => format!(
-            "note: commands run in a read-only sandbox: they may not write files{net}; \"Permission denied\" is the sandbox, not file permissions"
+            "note: commands run in a read-only sandbox: they may not write files{net}; \"Permission denied\" is the sandbox, not file permissions{owners}"
         ),
     }
 }

@@ -9,6 +9,7 @@ use crate::provider::error::error_message_from_body;
 use crate::wire::sse::SseEvent;
 use crate::wire::stream::{StreamAccumulator, TextDelta};
 use crate::wire::{ChatChunk, ChatRequest, ChatResponse, Message, StreamOptions};
+use serde_json::{json, Value};
 use std::borrow::Cow;
 
 /// Prefix of `Message::extra` keys that belong to another protocol's
@@ -38,6 +39,7 @@ impl Protocol for Completions {
             .messages
             .iter()
             .any(|m| m.extra.keys().any(|k| k.starts_with(PRIVATE_PREFIX)));
+        let images = request.messages.iter().any(|m| !m.images.is_empty());
         let cleaned: Vec<Message>;
         let messages = if private {
             cleaned = request
@@ -53,16 +55,35 @@ impl Protocol for Completions {
         } else {
             request.messages
         };
+        let tools = (!request.tools.is_empty()).then_some(request.tools);
+        let stream_options = s.stream.then_some(StreamOptions {
+            include_usage: true,
+        });
+        if images {
+            // Only a request with images is rebuilt as JSON; every other
+            // one is encoded exactly as before.
+            let with_parts = messages
+                .iter()
+                .map(with_image_parts)
+                .collect::<Result<Vec<Value>, ApiError>>()?;
+            return encode_body(&ChatRequest {
+                model: &s.model,
+                messages: &with_parts[..],
+                tools,
+                temperature: s.temperature,
+                top_p: s.top_p,
+                stream: s.stream,
+                stream_options,
+            });
+        }
         let body = ChatRequest {
             model: &s.model,
             messages,
-            tools: (!request.tools.is_empty()).then_some(request.tools),
+            tools,
             temperature: s.temperature,
             top_p: s.top_p,
             stream: s.stream,
-            stream_options: s.stream.then_some(StreamOptions {
-                include_usage: true,
-            }),
+            stream_options,
         };
         encode_body(&body)
     }
@@ -106,6 +127,32 @@ impl Protocol for Completions {
                 .then(|| "finish_reason: length".to_string()),
         })
     }
+}
+
+/// `m` as JSON; with images, its content is an array of `image_url` parts
+/// (data URLs) followed by its text, and the references themselves stay out.
+fn with_image_parts(m: &Message) -> Result<Value, ApiError> {
+    let mut v = serde_json::to_value(m)
+        .map_err(|e| ApiError::InvalidResponse(format!("cannot encode the request ({e})")))?;
+    if m.images.is_empty() {
+        return Ok(v);
+    }
+    let mut parts: Vec<Value> = m
+        .images
+        .iter()
+        .map(|img| match img.data_url() {
+            Some(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+            None => json!({"type": "text", "text": img.missing_text()}),
+        })
+        .collect();
+    if !m.text().is_empty() {
+        parts.push(json!({"type": "text", "text": m.text()}));
+    }
+    if let Value::Object(o) = &mut v {
+        o.remove("buddy_images");
+        o.insert("content".into(), Value::Array(parts));
+    }
+    Ok(v)
 }
 
 struct ChunkParser {

@@ -12,6 +12,9 @@ pub enum ApiError {
     Timeout { url: String, secs: u64 },
     /// The server answered with a non-success status.
     Status { status: u16, message: String },
+    /// A 4xx to a request that carried an image: most likely the model
+    /// takes no images, or not this one; the line says so.
+    ImageRejected { status: u16, message: String },
     /// The answer arrived but is not a valid completion.
     InvalidResponse(String),
     /// The stream broke off before the completion was finished.
@@ -36,6 +39,7 @@ impl ApiError {
                 matches!(status, 408 | 409 | 429) || (500..600).contains(status)
             }
             ApiError::Tls { .. }
+            | ApiError::ImageRejected { .. }
             | ApiError::InvalidResponse(_)
             | ApiError::StreamInterrupted(_)
             | ApiError::Auth(_)
@@ -85,6 +89,19 @@ impl ApiError {
                     write!(f, "model server returned HTTP {status} {reason}: {message}")
                 }
             }
+            ApiError::ImageRejected { status, message } => {
+                let reason = reason_phrase(*status);
+                let cause = if *status == 413 {
+                    "the attached image makes the request too large for this server; try a smaller one"
+                } else {
+                    "this model probably takes no images (or not this one); ask without it, or set images = false in its [models.NAME] profile"
+                };
+                write!(f, "model server returned HTTP {status} {reason} to a request with an image")?;
+                if !message.is_empty() {
+                    write!(f, " ({message})")?;
+                }
+                write!(f, ": {cause}")
+            }
             ApiError::InvalidResponse(m) => write!(f, "invalid response from model server: {m}"),
             ApiError::StreamInterrupted(m) => write!(f, "model stream interrupted: {m}"),
             ApiError::Auth(m) => write!(f, "{m}"),
@@ -105,6 +122,22 @@ impl ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+impl ApiError {
+    /// This error as the answer to a request that carried an image: a 4xx
+    /// that no retry or login fixes names the image as the likely cause.
+    pub fn for_request_with_image(self) -> ApiError {
+        match self {
+            ApiError::Status { status, message }
+                if (400..500).contains(&status)
+                    && !matches!(status, 401 | 403 | 408 | 409 | 429) =>
+            {
+                ApiError::ImageRejected { status, message }
+            }
+            other => other,
+        }
+    }
+}
 
 fn reason_phrase(status: u16) -> &'static str {
     match status {

@@ -653,6 +653,7 @@ impl ModelClient for HttpClient {
         request: ModelRequest<'_>,
         on_event: EventSink<'_>,
     ) -> Result<ModelResponse, ApiError> {
+        let images = request.messages.iter().any(|m| !m.images.is_empty());
         let body = self.protocol.body(request, &self.settings)?;
         let max = self.settings.max_retries;
         let mut attempt = 0;
@@ -702,7 +703,11 @@ impl ModelClient for HttpClient {
                     let transient = err.is_retryable()
                         || matches!(err, ApiError::StreamInterrupted(_)) && !shown;
                     if !transient || shown || attempt >= max {
-                        return Err(err);
+                        return Err(if images {
+                            err.for_request_with_image()
+                        } else {
+                            err
+                        });
                     }
                     attempt += 1;
                     let delay = backoff(attempt, retry_after);

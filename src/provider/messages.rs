@@ -194,7 +194,7 @@ fn conversation(history: &[Message]) -> Vec<(&'static str, Vec<Value>)> {
     for m in history {
         let (role, blocks) = match m.role {
             Role::System => continue,
-            Role::User => ("user", text_blocks(m.text())),
+            Role::User => ("user", user_blocks(m)),
             Role::Tool => ("user", vec![tool_result_block(m)]),
             Role::Assistant => ("assistant", assistant_blocks(m)),
         };
@@ -217,6 +217,24 @@ fn text_blocks(text: &str) -> Vec<Value> {
     } else {
         vec![json!({"type": "text", "text": text})]
     }
+}
+
+/// A user message's blocks: its images as base64 `image` blocks, then its
+/// text (the order Anthropic recommends).
+fn user_blocks(m: &Message) -> Vec<Value> {
+    let mut blocks: Vec<Value> = m
+        .images
+        .iter()
+        .map(|img| match img.base64() {
+            Some(data) => json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": img.media_type, "data": data},
+            }),
+            None => json!({"type": "text", "text": img.missing_text()}),
+        })
+        .collect();
+    blocks.extend(text_blocks(m.text()));
+    blocks
 }
 
 fn tool_result_block(m: &Message) -> Value {

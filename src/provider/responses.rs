@@ -145,7 +145,7 @@ fn input_items(messages: &[Message]) -> Vec<Value> {
             Role::System => {}
             Role::User => items.push(json!({
                 "role": "user",
-                "content": [{"type": "input_text", "text": m.text()}],
+                "content": user_content(m),
             })),
             Role::Assistant => {
                 if let Some(Value::Array(reasoning)) = m.extra.get(REASONING_KEY) {
@@ -175,6 +175,23 @@ fn input_items(messages: &[Message]) -> Vec<Value> {
         }
     }
     items
+}
+
+/// A user message's content: its images as `input_image` parts (data URLs),
+/// then its text. Without images it is the one text part it always was.
+fn user_content(m: &Message) -> Vec<Value> {
+    let mut parts: Vec<Value> = m
+        .images
+        .iter()
+        .map(|img| match img.data_url() {
+            Some(url) => json!({"type": "input_image", "image_url": url}),
+            None => json!({"type": "input_text", "text": img.missing_text()}),
+        })
+        .collect();
+    if parts.is_empty() || !m.text().is_empty() {
+        parts.push(json!({"type": "input_text", "text": m.text()}));
+    }
+    parts
 }
 
 // ---------------------------------------------------------------------------

@@ -50,6 +50,7 @@ impl SseName {
             EventKind::Usage { .. } => "usage",
             EventKind::Error { .. } => "error",
             EventKind::Warning { .. } => "warning",
+            EventKind::HookBlocked { .. } => "hook_blocked",
             EventKind::RunStarted { .. } => "run_started",
             EventKind::UserMessage { .. } => "user_message",
             EventKind::ModelRequest { .. } => "model_request",
@@ -250,7 +251,12 @@ impl Live {
                 _ => {}
             }
         }
-        let _ = ops.send(Op::Prompt { text: prompt }).await;
+        let _ = ops
+            .send(Op::Prompt {
+                text: prompt,
+                images: Vec::new(),
+            })
+            .await;
         let _ = ops.send(Op::Close).await;
         let me = self.clone();
         let pump = tokio::spawn(async move {

@@ -145,6 +145,11 @@ pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
                 if cut > 0 {
                     text.push_str(&format!("\n… {cut} more bytes"));
                 }
+                // An image is a line naming it, never its bytes.
+                for image in &m.images {
+                    text.push('\n');
+                    text.push_str(&crate::text::visible(&image.label()));
+                }
                 items.push(Item::User { text });
             }
             Role::Assistant => {
@@ -233,6 +238,19 @@ mod tests {
         assert_eq!(lines.len(), 10);
         assert_eq!((*shown, *more, failure), (4, 0, &None));
         assert!(matches!(&items[4], Item::Answer { html } if html.starts_with("<table>")));
+    }
+
+    #[test]
+    fn an_image_is_a_line_naming_it_never_its_bytes() {
+        let image =
+            crate::wire::Image::from_bytes("shot.png", b"\x89PNG\r\n\x1a\nxyz".to_vec()).unwrap();
+        let (items, _) = history(&[Message::user_with_images("look", vec![image])]);
+        assert_eq!(
+            items,
+            [Item::User {
+                text: "look\n[image: shot.png 11 bytes]".into()
+            }]
+        );
     }
 
     #[test]

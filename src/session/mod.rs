@@ -74,6 +74,61 @@ pub struct Opened {
     pub warnings: Vec<String>,
 }
 
+/// Where the images of the session whose journal is `journal` are kept:
+/// `<id>.images/` beside `<id>.jsonl`.
+pub fn images_dir(journal: &Path) -> PathBuf {
+    journal.with_extension("images")
+}
+
+/// Keeps a copy of `image` in `dir` under its content address
+/// (`<sha256>.<ext>`), unless one is there already: the same screenshot
+/// attached twice is stored once. Written whole or not at all.
+fn store_image(dir: &Path, image: &crate::wire::Image) -> io::Result<()> {
+    let (Some(name), Some(data)) = (image.stored_name(), image.data.as_ref()) else {
+        // A reference loaded without its copy: nothing to keep.
+        return Ok(());
+    };
+    let path = dir.join(name);
+    if path.exists() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    localfile::write_private(&path, data)
+}
+
+/// Gives every image reference of `history` its bytes from `dir`. A copy
+/// that is missing, unreadable or not what its hash says stays without
+/// bytes (the protocols send a placeholder text in its place), with one
+/// warning for the lot.
+fn load_images(history: &mut [Message], dir: &Path, id: &str, warnings: &mut Vec<String>) {
+    let mut missing = Vec::new();
+    for image in history.iter_mut().flat_map(|m| m.images.iter_mut()) {
+        let Some(name) = image.stored_name() else {
+            missing.push(image.name.clone());
+            continue;
+        };
+        let read = localfile::read_regular(&dir.join(&name), crate::wire::image::MAX_IMAGE_BYTES)
+            .ok()
+            .and_then(|bytes| crate::wire::Image::from_bytes(&image.name, bytes))
+            .filter(|read| read.sha256 == image.sha256);
+        match read {
+            Some(read) => image.data = read.data,
+            None => missing.push(image.name.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "session {id}: the saved copy of {} image(s) ({}) is missing from {}; the model gets a note in their place",
+            missing.len(),
+            crate::text::visible(&missing.join(", ")),
+            dir.display()
+        ));
+    }
+}
+
 /// One line of `buddy sessions`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
@@ -308,6 +363,7 @@ impl Store {
             .filter(|m| m.role != Role::System)
             .collect();
         let saved = history.len();
+        load_images(&mut history, &images_dir(&path), id, &mut warnings);
         if parsed.interrupted > 0 {
             warnings.push(format!(
                 "session {id}: an answer was cut off by an earlier stop; it is kept as far as it was shown, marked interrupted"
@@ -659,6 +715,10 @@ impl Session {
     }
 
     fn write(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool) -> io::Result<()> {
+        // The copies first: a record never names an image that is not there.
+        for image in new.iter().flat_map(|m| &m.images) {
+            store_image(&images_dir(&self.path), image)?;
+        }
         let mut buf = Vec::new();
         let mut count = self.count;
         let mut title = None;

@@ -23,6 +23,83 @@ enum Line<'a> {
 /// A unified diff from `old` to `new` labelled with `path`, at most
 /// `MAX_DIFF_CHARS` characters; empty when nothing changes.
 pub fn unified(path: &str, old: &str, new: &str) -> String {
+    unified_from(
+        path,
+        old,
+        new,
+        0,
+        old.ends_with('\n') != new.ends_with('\n'),
+    )
+}
+
+/// Like `unified`, for an edit of a file of any size: only the lines from
+/// a few before the first difference to a few after the last are compared,
+/// so a one-line change to a 10 MB file costs a scan, not an alignment of
+/// the whole file.
+pub fn unified_excerpt(path: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    let (a, b) = (old.as_bytes(), new.as_bytes());
+    let same_start = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let room = a.len().min(b.len()) - same_start;
+    let same_end = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(room)
+        .take_while(|(x, y)| x == y)
+        .count();
+    // Back to the start of the line CONTEXT lines before the first change.
+    let mut from = a[..same_start]
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |i| i + 1);
+    for _ in 0..CONTEXT {
+        if from == 0 {
+            break;
+        }
+        from = a[..from - 1]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |i| i + 1);
+    }
+    // On to the end of the line CONTEXT lines after the last change.
+    let tail_of = |s: &[u8]| {
+        let mut to = s.len() - same_end;
+        for _ in 0..=CONTEXT {
+            match s[to..].iter().position(|&c| c == b'\n') {
+                Some(i) => to += i + 1,
+                None => return s.len(),
+            }
+        }
+        to
+    };
+    let (old_to, new_to) = (tail_of(a), tail_of(b));
+    let skipped = a[..from].iter().filter(|&&c| c == b'\n').count();
+    match (old.get(from..old_to), new.get(from..new_to)) {
+        (Some(o), Some(n)) => unified_from(
+            path,
+            o,
+            n,
+            skipped,
+            old.ends_with('\n') != new.ends_with('\n'),
+        ),
+        // Not on character boundaries (cannot happen at line starts); the
+        // whole texts still give a correct diff.
+        _ => unified(path, old, new),
+    }
+}
+
+/// The diff of `old` and `new`, excerpts that start after `skipped` lines
+/// of the file.
+fn unified_from(
+    path: &str,
+    old: &str,
+    new: &str,
+    skipped: usize,
+    eof_newline_changes: bool,
+) -> String {
     if old == new {
         return String::new();
     }
@@ -31,7 +108,7 @@ pub fn unified(path: &str, old: &str, new: &str) -> String {
     let lines = align(&a, &b);
     let mut out = format!("--- {path}\n+++ {path}\n");
     for (start, end) in hunks(&lines) {
-        let (mut old_at, mut new_at) = (1, 1);
+        let (mut old_at, mut new_at) = (1 + skipped, 1 + skipped);
         for l in &lines[..start] {
             match l {
                 Line::Same(_) => {
@@ -64,7 +141,7 @@ pub fn unified(path: &str, old: &str, new: &str) -> String {
             out.push('\n');
         }
     }
-    if old.ends_with('\n') != new.ends_with('\n') && !old.is_empty() && !new.is_empty() {
+    if eof_newline_changes && !old.is_empty() && !new.is_empty() {
         out.push_str("\\ the newline at the end of the file changes\n");
     }
     cap(out)

@@ -1,11 +1,12 @@
-//! `read_file` and `write_file`. Reads are bounded (a huge file costs a fixed
+//! `read_file` and `write_file`. Reads take a window of lines (`window.rs`:
+//! `offset`, `limit`, numbered or not), are bounded (a huge file costs a fixed
 //! buffer, not its size) and refuse binary content; writes are atomic (a temp
 //! file in the same directory, synced, then renamed over the target). A write
 //! asks the `Approver` like a shell command, showing the change as a diff,
 //! and never touches buddy's own files (`protect`).
 
 use super::approval::{Approval, ApprovalRequest};
-use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
+use super::{parse_args, window, Tool, ToolContext, ToolError, ToolOutput};
 use crate::host::{run_script, shell_quote};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
@@ -13,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
@@ -70,6 +71,9 @@ const MAX_DIFF_SOURCE_BYTES: u64 = 1 << 20;
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
     path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    line_numbers: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -92,10 +96,15 @@ impl Tool for ReadFileTool {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition::function(
             "read_file",
-            "Read a UTF-8 text file. Relative paths are resolved against the working directory. Long files are truncated.",
+            "Read a UTF-8 text file, whole or a window of lines. Relative paths are resolved against the working directory. A file too long for one answer ends with a note naming the lines shown and the offset of the next window.",
             json!({
                 "type": "object",
-                "properties": {"path": {"type": "string", "description": "Path of the file to read."}},
+                "properties": {
+                    "path": {"type": "string", "description": "Path of the file to read."},
+                    "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to read (default: as many as fit)."},
+                    "line_numbers": {"type": "boolean", "description": "Prefix each line with its number and a tab, as `cat -n` does (default false: the exact text)."}
+                },
                 "required": ["path"],
                 "additionalProperties": false
             }),
@@ -108,166 +117,41 @@ impl Tool for ReadFileTool {
 
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: ReadArgs = parse_args(args)?;
+        if args.offset == Some(0) || args.limit == Some(0) {
+            return Err(ToolError::InvalidArguments(
+                "offset and limit count lines from 1".into(),
+            ));
+        }
+        let req = window::Request {
+            offset: args.offset.unwrap_or(1),
+            limit: args.limit,
+            numbered: args.line_numbers.unwrap_or(false),
+            explicit: args.offset.is_some() || args.limit.is_some() || args.line_numbers.is_some(),
+        };
         let path = ctx.resolve(&args.path);
         // Enough bytes for the character limit plus one, whatever the encoding width.
         let cap = self.max_output_chars.saturating_mul(4) + 4;
+        let gave_up = || {
+            ToolError::Failed(format!(
+                "reading {} took longer than {} s; gave up",
+                path.display(),
+                self.timeout.as_secs()
+            ))
+        };
         let read = async {
             if ctx.target.is_local() {
-                read_local(&path, cap).await
+                let (p, deadline) = (path.clone(), Instant::now() + self.timeout);
+                tokio::task::spawn_blocking(move || window::read_local(&p, &req, cap, deadline))
+                    .await
+                    .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
             } else {
-                read_remote(ctx, &path, cap).await
+                window::read_remote(ctx, &path, &req, cap).await
             }
         };
-        let (buf, size) = tokio::time::timeout(self.timeout, read)
+        let w = tokio::time::timeout(self.timeout, read)
             .await
-            .map_err(|_| {
-                ToolError::Failed(format!(
-                    "reading {} took longer than {} s; gave up",
-                    path.display(),
-                    self.timeout.as_secs()
-                ))
-            })??;
-        self.present(&path, buf, size, cap)
-    }
-}
-
-async fn read_local(path: &Path, cap: usize) -> Result<(Vec<u8>, u64), ToolError> {
-    let meta = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| io_error("read", path, e))?;
-    if meta.is_dir() {
-        return Err(is_a_directory(path));
-    }
-    // Opening a FIFO blocks until a writer comes, and a device never ends.
-    if !meta.is_file() {
-        return Err(ToolError::Failed(format!(
-            "{} is {}, not a regular file; read_file reads regular files only",
-            path.display(),
-            crate::localfile::kind_of(meta.file_type())
-        )));
-    }
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| io_error("open", path, e))?;
-    let mut buf = Vec::with_capacity(cap.min(meta.len() as usize + 1));
-    file.take(cap as u64)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|e| io_error("read", path, e))?;
-    Ok((buf, meta.len()))
-}
-
-fn is_a_directory(path: &Path) -> ToolError {
-    ToolError::Failed(format!(
-        "{} is a directory; use run_shell with `ls` to list it",
-        path.display()
-    ))
-}
-
-/// Reads through the target with `head -c`, bytes exact: the size comes first
-/// on its own line, then the content.
-async fn read_remote(
-    ctx: &ToolContext,
-    path: &Path,
-    cap: usize,
-) -> Result<(Vec<u8>, u64), ToolError> {
-    let p = shell_quote(&path.to_string_lossy());
-    let script = format!(
-        "if [ -d {p} ]; then exit 21; fi; if [ ! -r {p} ]; then cat -- {p} >/dev/null; exit 22; fi; wc -c < {p}; exec head -c {cap} -- {p}"
-    );
-    let (code, out, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
-        .await
-        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
-    match code {
-        Some(0) => {}
-        Some(21) => return Err(is_a_directory(path)),
-        _ => {
-            return Err(ToolError::Failed(format!(
-                "cannot read {} on {}: {}",
-                path.display(),
-                ctx.target.actor(),
-                String::from_utf8_lossy(&err).trim()
-            )))
-        }
-    }
-    let nl = out.iter().position(|&b| b == b'\n').unwrap_or(out.len());
-    let size = String::from_utf8_lossy(&out[..nl])
-        .trim()
-        .parse()
-        .unwrap_or(0);
-    let body = out.get(nl + 1..).unwrap_or_default().to_vec();
-    Ok((body, size))
-}
-
-impl ReadFileTool {
-    /// The text of what was read; a file longer than the cap keeps its start
-    /// and says how to read on.
-    fn present(
-        &self,
-        path: &Path,
-        buf: Vec<u8>,
-        size: u64,
-        cap: usize,
-    ) -> Result<ToolOutput, ToolError> {
-        // A short read reached the end; `/proc` files report a length of zero.
-        let complete = buf.len() < cap || buf.len() as u64 >= size;
-        let text = decode_text(&buf, complete).ok_or_else(|| {
-            ToolError::Failed(format!(
-                "{} looks like a binary file ({} bytes: NUL bytes or invalid UTF-8 near the start); \
-                 read_file returns text only; use run_shell (e.g. `file`, `xxd | head`) to inspect it",
-                path.display(),
-                size
-            ))
-        })?;
-        if complete {
-            return Ok(ToolOutput::text(text));
-        }
-        // The file is longer than what we read: keep the start, say so, and report
-        // the file's full size in bytes (the best count available without reading it all).
-        let total = size.max(buf.len() as u64);
-        let note_room = 160;
-        let (kept_text, _) = super::truncate(
-            &text,
-            self.max_output_chars.saturating_sub(note_room).max(1),
-        );
-        let kept = kept_text.chars().count();
-        let sep = if kept_text.ends_with('\n') { "" } else { "\n" };
-        let text = format!(
-            "{kept_text}{sep}[read_file: showed the first {kept} characters of a {total}-byte file; \
-             use run_shell (e.g. `sed -n '2000,2400p' FILE` or `tail`) to read further]"
-        );
-        Ok(ToolOutput {
-            truncated: Some(Truncation {
-                kept: text.chars().count(),
-                total: total as usize,
-            }),
-            text,
-        })
-    }
-}
-
-/// Size of the prefix that decides whether a file is text.
-const SNIFF_BYTES: usize = 8192;
-
-/// The text of `buf`, or `None` when its start looks binary (a NUL byte, or a byte
-/// sequence that is not UTF-8). Bad bytes later on are replaced, not refused; a
-/// character cut by the end of an incomplete read is dropped.
-fn decode_text(buf: &[u8], complete: bool) -> Option<String> {
-    let sniff = &buf[..buf.len().min(SNIFF_BYTES)];
-    if sniff.contains(&0) {
-        return None;
-    }
-    match std::str::from_utf8(sniff) {
-        // `error_len() == None` means a character runs past the sniffed prefix.
-        Err(e) if e.error_len().is_some() => return None,
-        _ => {}
-    }
-    match std::str::from_utf8(buf) {
-        Ok(t) => Some(t.to_string()),
-        Err(e) if !complete && e.error_len().is_none() => {
-            Some(String::from_utf8_lossy(&buf[..e.valid_up_to()]).into_owned())
-        }
-        Err(_) => Some(String::from_utf8_lossy(buf).into_owned()),
+            .map_err(|_| gave_up())??;
+        window::present(&path, w, &req, self.max_output_chars)
     }
 }
 
@@ -300,16 +184,7 @@ impl Tool for WriteFileTool {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let args: WriteArgs = parse_args(args)?;
         let path = ctx.resolve(&args.path);
-        if ctx.target.is_local() {
-            if let Some(what) = self.protected.check(&path) {
-                // Not a question for the user: an approval given in a hurry
-                // must not be able to turn buddy's own safety settings off.
-                return Err(ToolError::Failed(format!(
-                    "refused: {} is buddy's own {what}; tools never change buddy's config, login, trust or session files (the user can edit it themselves)",
-                    path.display()
-                )));
-            }
-        }
+        refuse_own(&self.protected, ctx, &path)?;
         let request = write_request(ctx, &path, &args.content).await;
         match ctx.approver.approve(request).await {
             Approval::Approved => {}
@@ -322,23 +197,170 @@ impl Tool for WriteFileTool {
         }
         let bytes = args.content.into_bytes();
         let len = bytes.len();
-        if !ctx.target.is_local() {
-            write_remote(ctx, &path, &bytes).await?;
-            return Ok(ToolOutput::text(format!(
+        store(ctx, &path, &bytes).await?;
+        Ok(ToolOutput::text(if ctx.target.is_local() {
+            format!("wrote {len} bytes to {}", path.display())
+        } else {
+            format!(
                 "wrote {len} bytes to {} on {}",
                 path.display(),
                 ctx.target.actor()
+            )
+        }))
+    }
+}
+
+/// The one door every file change of the file tools goes through
+/// (`write_file`, `edit_file`, `apply_patch`): `bytes` become the content of
+/// `path` on the target, atomically, keeping an existing file's mode and
+/// creating missing parent directories.
+pub(crate) async fn store(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    if !ctx.target.is_local() {
+        return write_remote(ctx, path, bytes).await;
+    }
+    let (target, bytes) = (path.to_path_buf(), bytes.to_vec());
+    tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
+        .await
+        .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
+}
+
+/// The one door every file deletion of the file tools goes through
+/// (`apply_patch`'s delete and move): removes `path` on the target (a
+/// symlink itself, not what it points to).
+pub(crate) async fn remove(ctx: &ToolContext, path: &Path) -> Result<(), ToolError> {
+    if ctx.target.is_local() {
+        return tokio::fs::remove_file(path)
+            .await
+            .map_err(|e| io_error("delete", path, e));
+    }
+    let script = format!("rm -f -- {}", shell_quote(&path.to_string_lossy()));
+    let (code, _, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+    if code != Some(0) {
+        return Err(ToolError::Failed(format!(
+            "cannot delete {} on {}: {}",
+            path.display(),
+            ctx.target.actor(),
+            String::from_utf8_lossy(&err).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses, without asking anyone, a change to one of buddy's own files on
+/// this host (a remote target's files are not buddy's).
+pub(crate) fn refuse_own(
+    protected: &super::protect::Protected,
+    ctx: &ToolContext,
+    path: &Path,
+) -> Result<(), ToolError> {
+    if !ctx.target.is_local() {
+        return Ok(());
+    }
+    match protected.check(path) {
+        // Not a question for the user: an approval given in a hurry must
+        // not be able to turn buddy's own safety settings off.
+        Some(what) => Err(ToolError::Failed(format!(
+            "refused: {} is buddy's own {what}; tools never change buddy's config, login, trust or session files (the user can edit it themselves)",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The whole content of a regular file on the target, for an edit: `None`
+/// when there is no file, an error when it is larger than `cap` bytes, not
+/// a regular file, or cannot be read.
+pub(crate) async fn load(
+    ctx: &ToolContext,
+    path: &Path,
+    cap: u64,
+) -> Result<Option<Vec<u8>>, ToolError> {
+    let too_big = |size: u64| {
+        ToolError::Failed(format!(
+            "{} is {size} bytes, more than the {cap} an edit reads; use run_shell (sed, a script) for a file this size",
+            path.display()
+        ))
+    };
+    if ctx.target.is_local() {
+        let meta = match tokio::fs::metadata(path).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error("read", path, e)),
+        };
+        if meta.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{} is a directory",
+                path.display()
             )));
         }
-        let target = path.clone();
-        tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
+        if !meta.is_file() {
+            return Err(ToolError::Failed(format!(
+                "{} is {}, not a regular file",
+                path.display(),
+                crate::localfile::kind_of(meta.file_type())
+            )));
+        }
+        if meta.len() > cap {
+            return Err(too_big(meta.len()));
+        }
+        let file = tokio::fs::File::open(path)
             .await
-            .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))??;
-        Ok(ToolOutput::text(format!(
-            "wrote {len} bytes to {}",
-            path.display()
-        )))
+            .map_err(|e| io_error("open", path, e))?;
+        let mut buf = Vec::with_capacity(meta.len() as usize + 1);
+        file.take(cap + 1)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(|e| io_error("read", path, e))?;
+        if buf.len() as u64 > cap {
+            return Err(too_big(buf.len() as u64));
+        }
+        return Ok(Some(buf));
     }
+    let p = shell_quote(&path.to_string_lossy());
+    let script = format!(
+        "if [ ! -e {p} ]; then exit 23; fi; if [ -d {p} ]; then exit 21; fi; \
+         if [ ! -f {p} ]; then exit 24; fi; wc -c < {p} && exec head -c {} -- {p}",
+        cap + 1
+    );
+    let (code, out, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+        .await
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+    match code {
+        Some(0) => {}
+        Some(23) => return Ok(None),
+        Some(21) => {
+            return Err(ToolError::Failed(format!(
+                "{} is a directory",
+                path.display()
+            )))
+        }
+        Some(24) => {
+            return Err(ToolError::Failed(format!(
+                "{} is not a regular file",
+                path.display()
+            )))
+        }
+        _ => {
+            return Err(ToolError::Failed(format!(
+                "cannot read {} on {}: {}",
+                path.display(),
+                ctx.target.actor(),
+                String::from_utf8_lossy(&err).trim()
+            )))
+        }
+    }
+    let nl = out.iter().position(|&b| b == b'\n').unwrap_or(out.len());
+    let size: u64 = String::from_utf8_lossy(&out[..nl])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let body = out.get(nl + 1..).unwrap_or_default().to_vec();
+    if size > cap || body.len() as u64 > cap {
+        return Err(too_big(size.max(body.len() as u64)));
+    }
+    Ok(Some(body))
 }
 
 /// The approval question for writing `content` to `path`: the path and what
@@ -682,13 +704,13 @@ mod tests {
         assert!(r.text.starts_with(&"x".repeat(300)));
         assert!(
             r.text
-                .contains("[read_file: showed the first 340 characters of a 1000000-byte file"),
+                .ends_with("[read_file: line 1 of 1 is longer than shown; only its start is here (run_shell with `sed -n '1p' FILE | cut -c …` shows the rest)]"),
             "{}",
             r.text
         );
         assert_eq!(
             r.truncated,
-            Some(Truncation {
+            Some(crate::tools::Truncation {
                 kept: r.text.chars().count(),
                 total: 1_000_000
             })
@@ -751,18 +773,6 @@ mod tests {
         let e = t.execute(json!({"file": "x"}), &ctx(&d)).await.unwrap_err();
         assert!(matches!(e, ToolError::InvalidArguments(_)));
         std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn decoding_sniffs_only_the_start_and_drops_a_cut_character() {
-        let mut late_bad = "a".repeat(SNIFF_BYTES + 10).into_bytes();
-        late_bad.push(0xFF);
-        let text = decode_text(&late_bad, true).unwrap();
-        assert!(text.ends_with('\u{FFFD}'));
-        assert_eq!(decode_text("é".as_bytes(), true).as_deref(), Some("é"));
-        // The read stopped inside "é": the half character is ours, not the file's.
-        assert_eq!(decode_text(b"ab\xC3", false).as_deref(), Some("ab"));
-        assert_eq!(decode_text(b"a\0b", true), None);
     }
 
     #[tokio::test]

@@ -446,10 +446,13 @@ async fn run(
         }
     };
     let mut result = render_result(&header, &out, &err, limit);
-    // Landlock refusals read as EACCES: say it was the sandbox, so the model
-    // neither blames file modes nor tries to work around them.
+    // Landlock refusals read as EACCES, the system-call filter's as EPERM:
+    // say it was the sandbox, so the model neither blames file modes nor
+    // tries to work around them.
     if let Some(sb) = sandbox {
-        if result.text.contains("Permission denied") {
+        if result.text.contains("Permission denied")
+            || result.text.contains("Operation not permitted")
+        {
             result.text.push('\n');
             result
                 .text

@@ -270,6 +270,19 @@ impl ExecFrontEnd {
                     crate::text::visible(&message)
                 );
             }
+            EventKind::HookBlocked {
+                hook_event,
+                tool,
+                reason,
+                ..
+            } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{} {}",
+                    st.warning("hook:"),
+                    crate::ui::hook_line(&hook_event, tool.as_deref(), &reason)
+                );
+            }
             EventKind::Error { message, .. } => {
                 self.clear_spinner();
                 eprintln!("{} {}", st.error("error:"), crate::text::visible(&message));

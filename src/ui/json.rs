@@ -102,6 +102,16 @@ impl JsonFrontEnd {
         let st = self.style;
         match kind {
             EventKind::Warning { message } => eprintln!("{} {message}", st.warning("warning:")),
+            EventKind::HookBlocked {
+                hook_event,
+                tool,
+                reason,
+                ..
+            } => eprintln!(
+                "{} {}",
+                st.warning("hook:"),
+                crate::ui::hook_line(hook_event, tool.as_deref(), reason)
+            ),
             EventKind::Retrying {
                 attempt,
                 max_retries,

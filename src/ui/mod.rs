@@ -164,6 +164,20 @@ impl Choice {
     }
 }
 
+/// A hook's block as one line for a person (`PreToolUse blocked run_shell:
+/// no rm here`): bounded, control characters made visible.
+pub fn hook_line(hook_event: &str, tool: Option<&str>, reason: &str) -> String {
+    let what = match tool {
+        Some(t) => format!("{hook_event} blocked {t}"),
+        None => format!("{hook_event} blocked"),
+    };
+    format!(
+        "{}: {}",
+        crate::text::one_line(&what, 80),
+        crate::text::one_line(reason, 300)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,7 @@
 //! Tool calls and results as a person reads them: `run_shell` as the command
-//! it runs, `write_file` as a path and size, a result as its first lines and
+//! it runs, `write_file` as a path and size, `grep`/`glob` as the pattern and
+//! where it looks, `edit_file` and `apply_patch` as the files and the lines
+//! they change, a result as its first lines and
 //! how many more there were, a failed command with its exit status. Pure
 //! text in, lines out (unstyled, control characters made visible); the front
 //! ends add colour.
@@ -38,8 +40,36 @@ pub fn call_lines(name: &str, arguments: &str) -> Vec<String> {
                 bytes(content.len())
             )]
         }
+        ("edit_file", _) if s("path").is_some() => edit_lines(&args),
+        ("apply_patch", _) if s("input").or(s("patch")).is_some() => {
+            patch_lines(s("input").or(s("patch")).unwrap_or_default())
+        }
         ("read_file", _) if s("path").is_some() => {
-            vec![format!("read {}", shown(s("path").unwrap_or_default()))]
+            let n = |key: &str| args.get(key).and_then(Value::as_u64);
+            let window = match (n("offset"), n("limit")) {
+                (None, None) => String::new(),
+                (Some(from), None) => format!(" (from line {from})"),
+                (from, Some(limit)) => {
+                    let from = from.unwrap_or(1);
+                    format!(
+                        " (lines {from}-{})",
+                        from.saturating_add(limit.saturating_sub(1))
+                    )
+                }
+            };
+            vec![format!(
+                "read {}{window}",
+                shown(s("path").unwrap_or_default())
+            )]
+        }
+        ("grep" | "glob", _) if s("pattern").is_some() => {
+            let within = s("glob").map(|g| format!(" ({})", one_line(g, 60)));
+            vec![format!(
+                "{name} {} in {}{}",
+                one_line(s("pattern").unwrap_or_default(), 80),
+                shown(s("path").unwrap_or(".")),
+                within.unwrap_or_default()
+            )]
         }
         ("fetch_url", _) if s("url").is_some() => {
             vec![format!("fetch {}", shown(s("url").unwrap_or_default()))]
@@ -73,6 +103,85 @@ pub fn call_lines(name: &str, arguments: &str) -> Vec<String> {
             vec![format!("{name} {}", shown(&compact))]
         }
     }
+}
+
+/// `edit_file` as the file and its change: removed lines, then added ones.
+fn edit_lines(args: &Value) -> Vec<String> {
+    let s = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    let path = shown(&s(args, "path").unwrap_or_default());
+    let edits: Vec<(String, String)> = match args.get("edits").and_then(Value::as_array) {
+        Some(list) => list
+            .iter()
+            .map(|e| {
+                (
+                    s(e, "old_string").unwrap_or_default(),
+                    s(e, "new_string").unwrap_or_default(),
+                )
+            })
+            .collect(),
+        None => vec![(
+            s(args, "old_string").unwrap_or_default(),
+            s(args, "new_string").unwrap_or_default(),
+        )],
+    };
+    let n = edits.len();
+    let mut first = format!("edit {path}");
+    if n > 1 {
+        first.push_str(&format!(" ({n} edits)"));
+    }
+    let changed = edits.iter().flat_map(|(old, new)| {
+        let gone = old.lines().map(|l| format!("  - {}", shown(l)));
+        let came = new.lines().map(|l| format!("  + {}", shown(l)));
+        gone.chain(came).collect::<Vec<_>>()
+    });
+    let mut lines = vec![first];
+    lines.extend(capped(changed.collect()));
+    lines
+}
+
+/// `apply_patch` as what it does to which files, then its changed lines.
+fn patch_lines(patch: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut changed = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_end_matches('\r');
+        let op = [
+            ("*** Add File: ", "add"),
+            ("*** Update File: ", "update"),
+            ("*** Delete File: ", "delete"),
+            ("*** Move to: ", "move to"),
+        ]
+        .iter()
+        .find_map(|(mark, what)| {
+            line.strip_prefix(mark)
+                .map(|p| format!("{what} {}", shown(p.trim())))
+        });
+        match op {
+            Some(op) => files.push(op),
+            None if line.starts_with("***") => {}
+            None if line.starts_with('-') || line.starts_with('+') => {
+                changed.push(format!("  {} {}", &line[..1], shown(&line[1..])));
+            }
+            None => {}
+        }
+    }
+    let mut lines = vec![if files.is_empty() {
+        "patch".to_string()
+    } else {
+        format!("patch: {}", clip(&files.join(", "), LINE_CHARS))
+    }];
+    lines.extend(capped(changed));
+    lines
+}
+
+/// The first `COMMAND_LINES` lines, then how many more there were.
+fn capped(mut lines: Vec<String>) -> Vec<String> {
+    if lines.len() > COMMAND_LINES {
+        let more = lines.len() - COMMAND_LINES;
+        lines.truncate(COMMAND_LINES);
+        lines.push(format!("  … +{more} more lines"));
+    }
+    lines
 }
 
 /// What a result shows: a few lines of it, how many were left out, and
@@ -276,6 +385,24 @@ mod tests {
             vec!["read Cargo.toml"]
         );
         assert_eq!(
+            call_lines(
+                "read_file",
+                &args(json!({"path": "big.rs", "offset": 200, "limit": 50}))
+            ),
+            vec!["read big.rs (lines 200-249)"]
+        );
+        assert_eq!(
+            call_lines(
+                "grep",
+                &args(json!({"pattern": "fn \\w+\u{1b}", "path": "src", "glob": "*.rs"}))
+            ),
+            vec!["grep fn \\w+␛ in src (*.rs)"]
+        );
+        assert_eq!(
+            call_lines("glob", &args(json!({"pattern": "**/*.toml"}))),
+            vec!["glob **/*.toml in ."]
+        );
+        assert_eq!(
             call_lines("web_search", &args(json!({"query": "rust sse"}))),
             vec!["search \"rust sse\""]
         );
@@ -290,6 +417,39 @@ mod tests {
         assert_eq!(
             call_lines("run_shell", "not json"),
             vec!["run_shell not json"]
+        );
+    }
+
+    #[test]
+    fn edits_and_patches_read_as_their_changes() {
+        assert_eq!(
+            call_lines(
+                "edit_file",
+                &args(
+                    json!({"path": "src/x.rs", "old_string": "a\nb", "new_string": "a\u{1b}[2J"})
+                )
+            ),
+            vec!["edit src/x.rs", "  - a", "  - b", "  + a␛[2J"]
+        );
+        let many = call_lines(
+            "edit_file",
+            &args(json!({"path": "x", "edits": [
+                {"old_string": "1\n2\n3", "new_string": "4\n5"},
+                {"old_string": "6", "new_string": "7"}
+            ]})),
+        );
+        assert_eq!(many[0], "edit x (2 edits)");
+        assert_eq!(many.len(), 1 + COMMAND_LINES + 1);
+        assert_eq!(many.last().map(String::as_str), Some("  … +1 more lines"));
+        let patch = "*** Begin Patch\n*** Update File: a.rs\n@@ fn f\n ctx\n-old\n+new\n*** Add File: b.rs\n+hi\n*** End Patch";
+        assert_eq!(
+            call_lines("apply_patch", &args(json!({ "input": patch }))),
+            vec![
+                "patch: update a.rs, add b.rs",
+                "  - old",
+                "  + new",
+                "  + hi"
+            ]
         );
     }
 

@@ -3,6 +3,7 @@
 //! unchanged, because some providers (DeepSeek's `reasoning_content`, for one)
 //! reject a tool-use turn whose metadata did not round-trip.
 
+use super::image::Image;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -36,6 +37,16 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Images attached to a user message, by reference (their bytes are
+    /// never serialised). The `buddy_` name keeps them out of a Chat
+    /// Completions request as they are: each protocol sends them as its own
+    /// image parts.
+    #[serde(
+        default,
+        rename = "buddy_images",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub images: Vec<Image>,
     /// Provider-specific fields (reasoning traces and the like), kept verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -49,6 +60,7 @@ impl Message {
             tool_calls: None,
             tool_call_id: None,
             name: None,
+            images: Vec::new(),
             extra: Map::new(),
         }
     }
@@ -59,6 +71,13 @@ impl Message {
 
     pub fn user(text: impl Into<String>) -> Self {
         Self::new(Role::User, Some(text.into()))
+    }
+
+    /// A user message with `images` attached.
+    pub fn user_with_images(text: impl Into<String>, images: Vec<Image>) -> Self {
+        let mut m = Self::user(text);
+        m.images = images;
+        m
     }
 
     pub fn assistant(text: impl Into<String>) -> Self {
@@ -278,10 +297,12 @@ pub struct FunctionDefinition {
     pub parameters: Value,
 }
 
+/// `M` is `Message`, or the JSON of messages rebuilt where they carry
+/// images (`provider::completions`).
 #[derive(Debug, Clone, Serialize)]
-pub struct ChatRequest<'a> {
+pub struct ChatRequest<'a, M = Message> {
     pub model: &'a str,
-    pub messages: &'a [Message],
+    pub messages: &'a [M],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<&'a [ToolDefinition]>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,9 @@
 //! other module of buddy, so every protocol detail can be unit-tested in isolation.
 
 pub mod chat;
+pub mod image;
 pub mod sse;
 pub mod stream;
 
 pub use chat::*;
+pub use image::Image;

@@ -157,6 +157,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "ca_file",
         "PEM file of CA certificates trusted for this server, on top of the system's",
     ),
+    (
+        "models.NAME",
+        "images",
+        "the model takes images: @shot.png, exec --image (default true; false refuses them before sending)",
+    ),
     ("tools", "shell_enabled", "offer run_shell (default true)"),
     (
         "tools",
@@ -196,7 +201,12 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     (
         "tools",
         "files_enabled",
-        "offer read_file and write_file (default true)",
+        "offer read_file, write_file, grep, glob and edit_file or apply_patch (default true)",
+    ),
+    (
+        "tools",
+        "edit_format",
+        "\"edit\" (edit_file), \"patch\" (apply_patch) or \"auto\": apply_patch for GPT, o-series and Codex models (default)",
     ),
     ("tools", "fetch_enabled", "offer fetch_url (default true)"),
     ("tools", "search_enabled", "offer web_search (default true)"),
@@ -287,6 +297,15 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "model",
         "the model to use when a found server lists it (else its first)",
     ),
+    ("hooks", "PreToolUse", "[[hooks.PreToolUse]]: commands run before a tool call; exit 2 or {\"decision\":\"block\"} stops it (docs/HOOKS.md)"),
+    ("hooks", "PostToolUse", "[[hooks.PostToolUse]]: commands run after a tool call; a block's reason joins the result"),
+    ("hooks", "UserPromptSubmit", "[[hooks.UserPromptSubmit]]: commands run before a prompt is sent; may block it or add context"),
+    ("hooks", "Stop", "[[hooks.Stop]]: commands run when the model answered; a block makes it go on"),
+    ("hooks", "SessionStart", "[[hooks.SessionStart]]: commands run at a session's first prompt; their output is context"),
+    ("hooks", "Notification", "[[hooks.Notification]]: commands run when an approval waits for the user"),
+    ("hooks.EVENT", "matcher", "regular expression the whole tool name must match; empty or * matches all"),
+    ("hooks.EVENT", "command", "run with sh -c, the event's JSON on stdin; not from an untrusted project file"),
+    ("hooks.EVENT", "timeout_secs", "killed with its process group after this long (default 60)"),
     (
         "mcp_servers.NAME",
         "command",
@@ -379,6 +398,8 @@ const FILES: &[(&str, &str)] = &[
     ("CONFIG/approvals.toml", "the \"always\" rules remembered with r at an approval (mode 0600); /approve lists them"),
     ("CONFIG/seen-local-servers", "the local servers and models zero-config discovery has already introduced in full"),
     ("CONFIG/history", "the REPL's input history"),
+    ("CONFIG/commands/NAME.md, .buddy/commands/NAME.md", "custom slash command /NAME: the file's text is the prompt, $ARGUMENTS and $1…$9 filled in; frontmatter description shows in the menu; the project's only when trusted"),
+    ("CONFIG/skills/NAME/SKILL.md, .buddy/skills/, .agents/skills/", "skills: name and description (frontmatter) listed in the system prompt (50 and 8 KiB at most), the body read with the skill tool; the project's only when trusted (buddy trust)"),
     ("AGENTS.md", "project instructions, from the repository's root down to the working directory, added to the system prompt (64 KiB in all); a regular file inside the repository, or a symlink to one there"),
     (".buddyx/sessions/", "this directory's saved sessions (files 0600; an existing .agentx/ is used instead); .buddyx/.gitignore keeps them out of git"),
 ];
@@ -589,6 +610,7 @@ mod tests {
     fn accepted_keys(table: &str) -> Vec<String> {
         let doc = match table {
             "" => "no_such_key_xyz = 1\n".to_string(),
+            t if t.starts_with("[[") => format!("{t}\nno_such_key_xyz = 1\n"),
             t => format!("[{t}]\nno_such_key_xyz = 1\n"),
         };
         let err = match toml::from_str::<ConfigFile>(&doc) {
@@ -619,6 +641,8 @@ mod tests {
             ("discovery", "discovery"),
             ("auth.x", "auth.PROVIDER"),
             ("mcp_servers.x", "mcp_servers.NAME"),
+            ("hooks", "hooks"),
+            ("[[hooks.Stop]]", "hooks.EVENT"),
         ];
         let documented = |t: &str| -> Vec<&str> {
             CONFIG_KEYS
@@ -642,7 +666,15 @@ mod tests {
         top.sort();
         let mut known: Vec<String> = tables
             .iter()
-            .map(|(t, _)| t.split('.').next().unwrap_or(t).to_string())
+            .map(|(t, _)| {
+                t.trim_start_matches('[')
+                    .split('.')
+                    .next()
+                    .unwrap_or(t)
+                    .to_string()
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         known.sort();
         assert_eq!(top, known, "a config table the man page does not list");

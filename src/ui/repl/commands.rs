@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/clear", "/init", "/login", "/mcp", "/help", "/quit", "/exit", "/q",
+    "/session", "/clear", "/init", "/login", "/mcp", "/skills", "/help", "/quit", "/exit", "/q",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -27,6 +27,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/clear", "clear the screen and start a fresh conversation"),
     ("/login", "log in to a provider"),
     ("/mcp", "MCP servers: state, tools and last error"),
+    ("/skills", "the skills the model can read"),
     ("/ps", "running tasks"),
     ("/kill", "cancel a task: /kill <id>"),
     ("/timeout", "give a task a deadline: /timeout 5m [id]"),
@@ -73,6 +74,8 @@ pub enum Slash {
     Init,
     /// `/mcp`: the MCP servers' state, tools and last errors.
     Mcp,
+    /// `/skills`: list the skills found.
+    Skills,
 }
 
 impl Slash {
@@ -164,6 +167,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/clear" => no_args(Slash::Clear),
         "/init" => no_args(Slash::Init),
         "/mcp" => no_args(Slash::Mcp),
+        "/skills" => no_args(Slash::Skills),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
             [id] => task_id(id).map(Slash::Kill),
@@ -229,6 +233,62 @@ fn task_id(s: &str) -> Result<u64, CommandError> {
         .map_err(|_| CommandError::BadTaskId(s.to_string()))
 }
 
+/// A custom slash command: a Markdown prompt file (found by `app::custom`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Custom {
+    /// `/name`.
+    pub name: String,
+    /// One line for the menu (frontmatter `description`).
+    pub description: String,
+    /// The prompt, frontmatter removed.
+    pub body: String,
+}
+
+/// The prompt `line` stands for when it invokes one of `customs`
+/// (`/name args`); `None` for anything else.
+pub fn expand_custom(line: &str, customs: &[Custom]) -> Option<String> {
+    let line = line.trim();
+    let (name, args) = match line.split_once(char::is_whitespace) {
+        Some((n, a)) => (n, a.trim()),
+        None => (line, ""),
+    };
+    let c = customs.iter().find(|c| c.name == name)?;
+    Some(expand(&c.body, args))
+}
+
+/// `body` with `$ARGUMENTS` (all of `args`) and `$1`…`$9` (its
+/// whitespace-separated words; missing ones are empty) filled in. Arguments
+/// a body never mentions are added after it, so none are lost.
+pub fn expand(body: &str, args: &str) -> String {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let mut out = String::with_capacity(body.len() + args.len());
+    let mut used = false;
+    let mut rest = body;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix("ARGUMENTS") {
+            out.push_str(args);
+            used = true;
+            rest = tail;
+        } else if let Some(d) = after.chars().next().filter(|c| ('1'..='9').contains(c)) {
+            let i = (d as u8 - b'1') as usize;
+            out.push_str(words.get(i).copied().unwrap_or(""));
+            used = true;
+            rest = &after[1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    if !used && !args.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(args);
+    }
+    out
+}
+
 /// `90`, `90s`, `500ms`, `10m`, `1h`, `1h30m`.
 pub fn duration(s: &str) -> Result<Duration, CommandError> {
     crate::clock::parse_duration(s).map_err(CommandError::BadDuration)
@@ -290,6 +350,9 @@ pub const HELP: &str = "\
 /init                    have the model write AGENTS.md, instructions for this
                          project that every later session reads
 /mcp                     MCP servers: state, tools and last error
+/skills                  the skills found (.buddy/skills, ~/.config/buddy/skills)
+/NAME [args]             a custom command: the prompt in .buddy/commands/NAME.md
+                         or ~/.config/buddy/commands/NAME.md, $ARGUMENTS filled in
 /help                    this list
 /quit, /exit, /q         leave (Ctrl-D on an empty line too)
 
@@ -305,6 +368,22 @@ messages back, Esc or Ctrl-C interrupts.";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn custom_commands_fill_arguments_and_positions() {
+        let c = vec![Custom {
+            name: "/review".into(),
+            description: "d".into(),
+            body: "Review $1 against $2; all: $ARGUMENTS; cost $5 stays? $x".into(),
+        }];
+        assert_eq!(
+            expand_custom("/review a.rs main", &c).as_deref(),
+            Some("Review a.rs against main; all: a.rs main; cost  stays? $x")
+        );
+        assert_eq!(expand_custom("/reviewer x", &c), None);
+        assert_eq!(expand("Fix it.", "now please"), "Fix it.\n\nnow please");
+        assert_eq!(expand("Fix it.", ""), "Fix it.");
+    }
 
     #[test]
     fn plain_text_is_not_a_command() {

@@ -41,6 +41,8 @@ pub struct Editor {
     live: Option<String>,
     /// Slash commands, for Tab completion and the inline hint.
     commands: Vec<&'static str>,
+    /// Custom commands with their descriptions, for the menu.
+    custom: Vec<(&'static str, &'static str)>,
     /// Rows between the top of the input area and the cursor after the last draw.
     cursor_row: usize,
     /// The last draw as the terminal holds it: the display width of each line
@@ -186,6 +188,12 @@ pub fn layout(
 }
 
 impl Editor {
+    /// Adds custom commands (name, description) to completion and the menu.
+    pub fn add_commands(&mut self, custom: Vec<(&'static str, &'static str)>) {
+        self.commands.extend(custom.iter().map(|(n, _)| *n));
+        self.custom = custom;
+    }
+
     pub fn new(prompt: String, history: History, commands: &[&'static str]) -> Editor {
         Editor {
             buffer: Buffer::default(),
@@ -195,6 +203,7 @@ impl Editor {
             status: None,
             live: None,
             commands: commands.to_vec(),
+            custom: Vec::new(),
             cursor_row: 0,
             drawn: Vec::new(),
             cursor_col: 0,
@@ -233,7 +242,11 @@ impl Editor {
             return;
         };
         let items = match kind {
-            Kind::Slash => menu::slash_items(&word, super::commands::DESCRIBED),
+            Kind::Slash => {
+                let mut table = super::commands::DESCRIBED.to_vec();
+                table.extend_from_slice(&self.custom);
+                menu::slash_items(&word, &table)
+            }
             Kind::Mention => {
                 let (dir, _) = menu::split_mention(&word);
                 let path = self.cwd.join(dir);

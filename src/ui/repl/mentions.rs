@@ -2,9 +2,17 @@
 //! in the local working directory has the file's text attached for the model
 //! (the prompt itself goes as typed). Reading is bounded per file and in
 //! total; whatever is cut, skipped or missing is said in one line each.
+//!
+//! A mentioned file whose first bytes are a PNG, JPEG, GIF or WebP image is
+//! attached as an image instead (`localfile::read_image`, 20 MiB at most),
+//! and one that cannot be (too big, unreadable) stops the prompt: the user
+//! asked for it, and a model answering without it wastes the call. A line
+//! that is nothing but paths of image files (pasted or dropped into the
+//! terminal: quoted, `\ `-escaped or `file://` URLs) is found by `pasted`.
 
+use crate::wire::Image;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// At most this much of one file is attached.
 pub const PER_FILE: usize = 64 * 1024;
@@ -18,6 +26,11 @@ pub struct Attached {
     pub context: Option<String>,
     /// One line each for the user: what was cut, skipped or not found.
     pub notes: Vec<String>,
+    /// Images mentioned, in order, for the prompt's own message.
+    pub images: Vec<Image>,
+    /// One line each for an image that could not be attached; any of them
+    /// means the prompt is not sent.
+    pub refused: Vec<String>,
 }
 
 /// The `@word`s of `text`: an `@` at the start or after whitespace, followed
@@ -64,6 +77,13 @@ fn attach_capped(text: &str, cwd: &Path, per_file: usize, total: usize) -> Attac
         if !meta.is_file() {
             out.notes
                 .push(format!("@{shown}: not a regular file; sent as typed"));
+            continue;
+        }
+        if crate::localfile::image_type(&full).is_some() {
+            match crate::localfile::read_image(&full) {
+                Ok(image) => out.images.push(image),
+                Err(e) => out.refused.push(format!("@{shown}: {e}; nothing was sent")),
+            }
             continue;
         }
         let room = per_file.min(total - used);
@@ -117,6 +137,89 @@ fn attach_capped(text: &str, cwd: &Path, per_file: usize, total: usize) -> Attac
     out
 }
 
+/// The image files a line consists of, when every word of it (after
+/// unquoting, `\ ` escapes and a `file://` prefix) names an existing image
+/// file below `cwd` or absolute: what a terminal types when a screenshot is
+/// dropped on it or its path pasted. `None` for any other line, so a prompt
+/// that merely mentions a path is sent as typed.
+pub fn pasted(line: &str, cwd: &Path) -> Option<Vec<PathBuf>> {
+    let words = words(line.trim())?;
+    if words.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for word in words {
+        let word = match word.strip_prefix("file://") {
+            Some(rest) => percent_decode(rest)?,
+            None => word,
+        };
+        let path = cwd.join(&word);
+        crate::localfile::image_type(&path)?;
+        out.push(path);
+    }
+    Some(out)
+}
+
+/// Words as a shell splits them: spaces separate, `'…'` and `"…"` quote,
+/// `\` escapes the next character. `None` for an unclosed quote.
+fn words(line: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        q if q == c => break,
+                        '\\' if c == '"' => word.push(chars.next()?),
+                        other => word.push(other),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                word.push(chars.next()?);
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        out.push(word);
+    }
+    Some(out)
+}
+
+/// `%20` and the like decoded; `None` when the result is not UTF-8 or a
+/// `%` is not followed by two hex digits.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +258,64 @@ mod tests {
             ]
         );
         assert_eq!(attach("nothing here", &d), Attached::default());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+    #[test]
+    fn image_mentions_are_attached_as_images_by_their_bytes() {
+        let d = dir("images");
+        std::fs::write(d.join("shot.png"), PNG).unwrap();
+        // Named like an image, but text: attached as text.
+        std::fs::write(d.join("notes.png"), "plain words\n").unwrap();
+        // Named like text, but a GIF: attached as an image.
+        std::fs::write(d.join("pic.txt"), b"GIF89a\x01\0\x01\0").unwrap();
+        let a = attach("compare @shot.png with @pic.txt, see @notes.png", &d);
+        let names: Vec<&str> = a.images.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["shot.png", "pic.txt"]);
+        assert_eq!(a.images[1].media_type, "image/gif");
+        let ctx = a.context.unwrap();
+        assert!(
+            ctx.contains("<file path=\"notes.png\">\nplain words\n"),
+            "{ctx}"
+        );
+        assert!(!ctx.contains("PNG"), "{ctx}");
+        assert!(
+            a.refused.is_empty() && a.notes.is_empty(),
+            "{:?} {:?}",
+            a.refused,
+            a.notes
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn pasted_image_paths_are_found_in_every_form_a_terminal_types() {
+        let d = dir("pasted");
+        std::fs::write(d.join("Screen Shot.png"), PNG).unwrap();
+        std::fs::write(d.join("b.png"), PNG).unwrap();
+        std::fs::write(d.join("text.md"), "hi").unwrap();
+        let full = d.join("Screen Shot.png");
+        let url = format!("file://{}", full.display()).replace(' ', "%20");
+        for line in [
+            "'Screen Shot.png'",
+            "\"Screen Shot.png\"",
+            "Screen\\ Shot.png",
+            url.as_str(),
+            &format!(" {}  ", full.display().to_string().replace(' ', "\\ ")),
+        ] {
+            assert_eq!(pasted(line, &d), Some(vec![full.clone()]), "{line}");
+        }
+        assert_eq!(
+            pasted("b.png 'Screen Shot.png'", &d).map(|v| v.len()),
+            Some(2)
+        );
+        assert_eq!(pasted("look at b.png", &d), None);
+        assert_eq!(pasted("text.md", &d), None);
+        assert_eq!(pasted("nope.png", &d), None);
+        assert_eq!(pasted("'b.png", &d), None);
+        assert_eq!(pasted("", &d), None);
         let _ = std::fs::remove_dir_all(&d);
     }
 

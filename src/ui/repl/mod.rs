@@ -107,6 +107,10 @@ pub struct ReplOptions {
     pub profile: String,
     /// The model id in use at start.
     pub model: String,
+    /// Custom slash commands (`app::custom`).
+    pub custom: Vec<commands::Custom>,
+    /// The skills found, as (name, description), for `/skills`.
+    pub skills: Vec<(String, String)>,
 }
 
 /// The agent's run in progress, as the user sees it.
@@ -296,6 +300,8 @@ pub struct Repl<'h> {
     /// Context for the model (a `!command` that ended during a task) sent
     /// before the next prompt.
     pending_context: Vec<Op>,
+    /// Images pasted as paths, sent with the next prompt.
+    pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
     out: std::io::Stderr,
@@ -306,8 +312,22 @@ impl<'h> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
+        let mut editor = Editor::new(prompt, history, commands::NAMES);
+        // The editor's tables are static; the custom commands live as long
+        // as the REPL, found once and bounded in number and length
+        // (app::custom), so leaking them once costs a few KiB at most.
+        editor.add_commands(
+            opts.custom
+                .iter()
+                .map(|c| {
+                    let name: &'static str = Box::leak(c.name.clone().into_boxed_str());
+                    let desc: &'static str = Box::leak(c.description.clone().into_boxed_str());
+                    (name, desc)
+                })
+                .collect(),
+        );
         Repl {
-            editor: Editor::new(prompt, history, commands::NAMES),
+            editor,
             profile: opts.profile.clone(),
             model: opts.model.clone(),
             opts,
@@ -335,6 +355,7 @@ impl<'h> Repl<'h> {
             height: 24,
             bang: None,
             pending_context: Vec::new(),
+            pending_images: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             out: std::io::stderr(),
         }
@@ -841,7 +862,18 @@ impl<'h> Repl<'h> {
             self.start_bang(command.trim());
             return false;
         }
-        match commands::parse(trimmed) {
+        if let Some(paths) = mentions::pasted(trimmed, &self.cwd) {
+            self.attach_pasted(&paths);
+            return false;
+        }
+        let custom = commands::expand_custom(trimmed, &self.opts.custom);
+        let parsed = match custom {
+            Some(_) => None,
+            None => commands::parse(trimmed),
+        };
+        // A custom command is a prompt like any typed one, its text expanded.
+        let line = custom.unwrap_or(line);
+        match parsed {
             Some(Err(e)) => self.say_error(&e.to_string()),
             Some(Ok(cmd)) => return self.on_command(cmd),
             None if self.task.is_some() => {
@@ -865,6 +897,17 @@ impl<'h> Repl<'h> {
                     let note = self.opts.style.dim(&format!("note: {note}"));
                     self.say(&note);
                 }
+                if !attached.refused.is_empty() {
+                    // Nothing goes: the line comes back to be edited.
+                    for line in &attached.refused {
+                        self.say_error(line);
+                    }
+                    self.editor.buffer.set(&line);
+                    self.redraw();
+                    return false;
+                }
+                let mut images = std::mem::take(&mut self.pending_images);
+                images.extend(attached.images);
                 // The files go first, as their own message, so the prompt
                 // the model gets (and the echo) is exactly what was typed.
                 if let Some(text) = attached.context {
@@ -874,10 +917,30 @@ impl<'h> Repl<'h> {
                         shown: Some(String::new()),
                     });
                 }
-                self.send(Op::Prompt { text: line });
+                self.send(Op::Prompt { text: line, images });
             }
         }
         false
+    }
+
+    /// A line of nothing but image paths: the images wait for the next
+    /// prompt, which is usually the question about them.
+    fn attach_pasted(&mut self, paths: &[std::path::PathBuf]) {
+        for path in paths {
+            match crate::localfile::read_image(path) {
+                Ok(image) => {
+                    let note =
+                        format!("attached {}; it goes with your next message", image.label());
+                    self.say(&self.opts.style.dim(&note));
+                    self.pending_images.push(image);
+                }
+                Err(e) => self.say_error(&format!(
+                    "{}: {e}; not attached",
+                    visible(&path.display().to_string())
+                )),
+            }
+        }
+        self.redraw();
     }
 
     /// `!command`: runs it now on the tools' target. No approval and no
@@ -1010,8 +1073,22 @@ impl<'h> Repl<'h> {
                 let text = self.host.mcp();
                 self.say(&text);
             }
+            Slash::Skills => {
+                let text = if self.opts.skills.is_empty() {
+                    "no skills: put folders with a SKILL.md in .buddy/skills/ (trusted projects) or ~/.config/buddy/skills/".to_string()
+                } else {
+                    self.opts
+                        .skills
+                        .iter()
+                        .map(|(n, d)| format!("{}  {}", n, visible(d)))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                self.say(&text);
+            }
             Slash::Init => self.send(Op::Prompt {
                 text: commands::INIT_PROMPT.into(),
+                images: Vec::new(),
             }),
             Slash::Ps => {
                 let text = match &self.task {
@@ -1364,9 +1441,13 @@ impl<'h> Repl<'h> {
                 self.update_status();
                 self.redraw();
             }
-            EventKind::UserMessage { text, .. } => {
+            EventKind::UserMessage { text, images, .. } => {
                 self.flush_partial();
-                let echo = format!("{}{}", st.dim(&self.opts.prompt), visible(&text));
+                let mut echo = format!("{}{}", st.dim(&self.opts.prompt), visible(&text));
+                for image in &images {
+                    echo.push(' ');
+                    echo.push_str(&st.dim(&visible(&image.label())));
+                }
                 self.say(&echo);
             }
             EventKind::ModelRequest { .. } => {
@@ -1470,6 +1551,16 @@ impl<'h> Repl<'h> {
             EventKind::Warning { message } => {
                 self.say(&format!("{} {}", st.warning("warning:"), visible(&message)))
             }
+            EventKind::HookBlocked {
+                hook_event,
+                tool,
+                reason,
+                ..
+            } => self.say(&format!(
+                "{} {}",
+                st.warning("hook:"),
+                crate::ui::hook_line(&hook_event, tool.as_deref(), &reason)
+            )),
             EventKind::Error { message, .. } => self.say_error(&visible(&message)),
             EventKind::ApprovalRequested {
                 call_id,

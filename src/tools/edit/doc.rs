@@ -1,0 +1,123 @@
+//! A text file as the edit tools see it: its bytes decoded once into text the
+//! matching works on, and encoded back with what the file had and the model
+//! never sees: a UTF-8 byte-order mark, CRLF line endings, whether it ends in
+//! a newline. Nothing here matches or changes lines; `engine` does that.
+
+/// The UTF-8 byte-order mark.
+const BOM: &str = "\u{feff}";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doc {
+    /// The text, without the BOM, with CRLF turned into LF when every line
+    /// of the file ended in CRLF (a file that mixes both is kept as it is,
+    /// so lines nobody edits keep their own endings).
+    pub text: String,
+    pub bom: bool,
+    pub crlf: bool,
+    /// Whether the file ended in a line ending (an empty file: no).
+    pub final_newline: bool,
+}
+
+impl Doc {
+    /// Decodes a file's bytes; `None` when they are not UTF-8 text (NUL
+    /// bytes, invalid sequences): such a file is not edited as text.
+    pub fn decode(bytes: &[u8]) -> Option<Doc> {
+        if bytes.contains(&0) {
+            return None;
+        }
+        let text = std::str::from_utf8(bytes).ok()?;
+        let (bom, text) = match text.strip_prefix(BOM) {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let lf = memchr_count(text.as_bytes(), b'\n');
+        let crlf_count = text.matches("\r\n").count();
+        let crlf = lf > 0 && crlf_count == lf;
+        let text = if crlf {
+            text.replace("\r\n", "\n")
+        } else {
+            text.to_string()
+        };
+        let final_newline = text.ends_with('\n');
+        Some(Doc {
+            text,
+            bom,
+            crlf,
+            final_newline,
+        })
+    }
+
+    /// A new file's document: LF, no BOM.
+    pub fn new_file() -> Doc {
+        Doc {
+            text: String::new(),
+            bom: false,
+            crlf: false,
+            final_newline: true,
+        }
+    }
+
+    /// The bytes for `text`, an edited version of this document's text:
+    /// the final newline as the file had it (an edit never adds or drops
+    /// it), then CRLF and the BOM put back.
+    pub fn encode(&self, text: &str) -> Vec<u8> {
+        let mut text = text.to_string();
+        if !text.is_empty() {
+            let ends = text.ends_with('\n');
+            if self.final_newline && !ends {
+                text.push('\n');
+            } else if !self.final_newline && ends && !self.text.is_empty() {
+                text.pop();
+                if text.ends_with('\r') {
+                    text.pop();
+                }
+            }
+        }
+        if self.crlf {
+            text = text.replace('\n', "\r\n");
+        }
+        let mut out = Vec::with_capacity(text.len() + 3);
+        if self.bom {
+            out.extend_from_slice(BOM.as_bytes());
+        }
+        out.extend_from_slice(text.as_bytes());
+        out
+    }
+}
+
+/// Model text in the document's terms: CRLF (which a model may copy from a
+/// file) read as LF when the document holds LF-only text.
+pub fn plain_newlines(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains("\r\n") {
+        std::borrow::Cow::Owned(s.replace("\r\n", "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+fn memchr_count(bytes: &[u8], b: u8) -> usize {
+    bytes.iter().filter(|&&x| x == b).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_bom_and_final_newline_round_trip() {
+        let raw = "\u{feff}a\r\nb\r\n".as_bytes();
+        let d = Doc::decode(raw).unwrap();
+        assert!(d.bom && d.crlf && d.final_newline);
+        assert_eq!(d.text, "a\nb\n");
+        assert_eq!(d.encode(&d.text), raw);
+        assert_eq!(d.encode("a\nc"), "\u{feff}a\r\nc\r\n".as_bytes());
+
+        // Mixed endings stay as they are; no final newline stays so.
+        let d = Doc::decode(b"a\r\nb\nc").unwrap();
+        assert!(!d.crlf && !d.final_newline);
+        assert_eq!(d.text, "a\r\nb\nc");
+        assert_eq!(d.encode("a\r\nb\nd\n"), b"a\r\nb\nd");
+        assert_eq!(Doc::decode(b"x\0y"), None);
+        assert_eq!(Doc::decode(b"caf\xe9"), None);
+    }
+}
