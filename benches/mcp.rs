@@ -136,7 +136,8 @@ fn main() {
                 Default::default(),
                 cwd.clone(),
                 30_000,
-            );
+            )
+            .expect("the MCP thread");
             tools.wait_ready().await;
             let ctx = ToolContext::local(cwd.clone(), Arc::new(AlwaysApprove));
             let full = format!("mcp__{name}__{tool}");
@@ -165,7 +166,8 @@ fn main() {
         let mut starts = Vec::new();
         for _ in 0..5 {
             let t = Instant::now();
-            let tools = McpTools::start(&five, Default::default(), cwd.clone(), 30_000);
+            let tools = McpTools::start(&five, Default::default(), cwd.clone(), 30_000)
+                .expect("the MCP thread");
             starts.push(t.elapsed());
             tools.wait_ready().await;
             tools.stop();

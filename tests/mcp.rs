@@ -273,3 +273,122 @@ fn the_repl_prompt_does_not_wait_for_a_slow_server_and_mcp_shows_each_state() {
         false
     });
 }
+
+#[test]
+fn hooks_see_mcp_calls_like_any_tool_and_a_pre_tool_use_hook_blocks_one() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            call(
+                "c1",
+                "mcp__everything__echo",
+                json!({"message": "blocked?"}),
+            ),
+            call("c2", "mcp__everything__get-sum", json!({"a": 2, "b": 3})),
+        ]),
+        Reply::text("done"),
+    ]);
+    let hooks = "\n[[hooks.PreToolUse]]\nmatcher = \"mcp__everything__echo\"\n\
+                 command = 'echo \"no echo today\" >&2; exit 2'\n\n\
+                 [[hooks.PostToolUse]]\nmatcher = \"mcp__.*\"\n\
+                 command = 'cat > \"$BUDDY_PROJECT_DIR/post.json\"'\n";
+    let servers = format!("{}{hooks}", mcp::everything_stdio("everything"));
+    let (cmd, out) = exec(&p, &servers, "echo and add");
+    out.assert_success();
+    let reqs = p.chat_requests();
+    let blocked = tool_result(&reqs[1], "c1");
+    assert!(blocked.contains("no echo today"), "{blocked}");
+    assert!(
+        !blocked.contains("blocked?"),
+        "the blocked call ran: {blocked}"
+    );
+    let sum = tool_result(&reqs[1], "c2");
+    assert!(sum.contains('5'), "{sum}");
+    let post: Value = serde_json::from_str(
+        &std::fs::read_to_string(cmd.work_dir().join("post.json")).expect("PostToolUse ran"),
+    )
+    .expect("the hook's input is JSON");
+    assert_eq!(post["tool_name"], "mcp__everything__get-sum");
+    assert_eq!(post["tool_input"]["a"], 2);
+    assert!(
+        post["tool_response"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains('5')),
+        "{post}"
+    );
+}
+
+/// Asks `/mcp` every half second until its report (wrapped lines joined)
+/// contains `text`.
+fn wait_mcp_report(t: &support::tmux::Tmux, text: &str) {
+    let asked = std::cell::Cell::new(std::time::Instant::now());
+    t.line("/mcp");
+    t.wait_for(text, |s| {
+        if s.replace('\n', "").contains(text) {
+            return true;
+        }
+        if asked.get().elapsed() > std::time::Duration::from_millis(500) {
+            asked.set(std::time::Instant::now());
+            t.line("/mcp");
+        }
+        false
+    });
+}
+
+#[test]
+fn resources_are_mentions_prompts_are_slash_commands_and_list_changed_refreshes() {
+    let p = FakeProvider::start(vec![
+        Reply::text("weather noted"),
+        Reply::text("doc read"),
+        Reply::tool_calls(vec![call(
+            "c1",
+            "mcp__everything__gzip-file-as-resource",
+            json!({"name": "note.gz", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resourceLink"}),
+        )]),
+        Reply::text("zipped"),
+    ]);
+    let cmd = BuddyCmd::new().config(format!(
+        "{}{}",
+        fake_config(&p),
+        mcp::everything_stdio("everything")
+    ));
+    let t = support::tmux::Tmux::start(&cmd, &["--no-tmux"]);
+    t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with('>')));
+    wait_mcp_report(&t, "/everything:args-prompt");
+
+    // A prompt with its arguments, one by position and one by name.
+    t.line("/everything:args-prompt Paris state=IDF");
+    t.wait_text("weather noted");
+    let body = p.chat_requests()[0].body_text();
+    assert!(body.contains("What's weather in Paris, IDF?"), "{body}");
+
+    // A resource mention: its text goes with the prompt, which goes as typed.
+    let doc = std::fs::read_to_string(
+        mcp::everything()
+            .parent()
+            .and_then(|bin| bin.parent())
+            .expect("node_modules")
+            .join("@modelcontextprotocol/server-everything/dist/docs/architecture.md"),
+    )
+    .expect("server-everything's architecture.md");
+    let line = doc
+        .lines()
+        .find(|l| {
+            l.len() > 30
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || " .,-()".contains(c))
+        })
+        .expect("a plain line in the document");
+    t.line("summarise @everything:demo://resource/static/document/architecture.md please");
+    t.wait_text("doc read");
+    let body = p.chat_requests()[1].body_text();
+    assert!(body.contains(line), "{line:?} not in {body}");
+    assert!(body
+        .contains("summarise @everything:demo://resource/static/document/architecture.md please"));
+
+    // A tool that registers a resource: the server says the list changed,
+    // and /mcp shows the new one without a restart.
+    t.line("/approve all");
+    t.line("zip it");
+    t.wait_text("zipped");
+    wait_mcp_report(&t, "@everything:demo://resource/session/note.gz");
+}

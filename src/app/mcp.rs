@@ -8,7 +8,8 @@ use crate::mcp::McpTools;
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
-static RUNNING: OnceLock<Arc<McpTools>> = OnceLock::new();
+/// `None` inside when the MCP thread could not be made (said once).
+static RUNNING: OnceLock<Option<Arc<McpTools>>> = OnceLock::new();
 
 /// The servers, started in the background on the first call; `None` when
 /// none is configured. `taken` is the built-in tools' names.
@@ -16,7 +17,7 @@ pub fn tools(settings: &Settings, taken: &[&str]) -> Option<Arc<McpTools>> {
     if settings.mcp_servers.is_empty() {
         return None;
     }
-    Some(Arc::clone(RUNNING.get_or_init(|| {
+    let started = RUNNING.get_or_init(|| {
         // The values of a server's `env` are its secrets (tokens, keys):
         // known before anything the server says can be shown or saved.
         crate::redact::remember(
@@ -37,12 +38,15 @@ pub fn tools(settings: &Settings, taken: &[&str]) -> Option<Arc<McpTools>> {
             cwd,
             max,
         )
-    })))
+        .map_err(|e| eprintln!("buddy: MCP servers not started: {e}"))
+        .ok()
+    });
+    started.clone()
 }
 
 /// The servers if they were started.
 pub fn running() -> Option<Arc<McpTools>> {
-    RUNNING.get().cloned()
+    RUNNING.get().cloned().flatten()
 }
 
 /// `/mcp`'s text: a line per server, its tools and its last error under it.
@@ -60,6 +64,22 @@ pub fn report_text(report: &[crate::mcp::ServerReport]) -> String {
         if !r.tools.is_empty() {
             out.push(format!("  tools: {}", one_line(&r.tools.join(", "), 1000)));
         }
+        if !r.prompts.is_empty() {
+            let named: Vec<String> = r
+                .prompts
+                .iter()
+                .map(|p| format!("/{}:{p}", r.name))
+                .collect();
+            out.push(format!("  prompts: {}", one_line(&named.join(" "), 1000)));
+        }
+        if !r.resources.is_empty() {
+            let named: Vec<String> = r
+                .resources
+                .iter()
+                .map(|u| format!("@{}:{u}", r.name))
+                .collect();
+            out.push(format!("  resources: {}", one_line(&named.join(" "), 2000)));
+        }
         if let Some(e) = &r.last_error {
             out.push(format!(
                 "  last error: {}",
@@ -68,4 +88,48 @@ pub fn report_text(report: &[crate::mcp::ServerReport]) -> String {
         }
     }
     out.join("\n")
+}
+
+/// At most this much of one resource or prompt goes into a turn, like an
+/// @file mention's (`ui::repl::mentions::PER_FILE`).
+const MENTION_CHARS: usize = 64 * 1024;
+/// How long the REPL waits for a resource or prompt before giving up.
+const MENTION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits for an answer from the MCP thread. The REPL calls this from its
+/// key handler: the wait is bounded, and the user asked for this content
+/// before the prompt can go.
+fn wait(rx: std::sync::mpsc::Receiver<Result<String, String>>) -> Result<String, String> {
+    match rx.recv_timeout(MENTION_WAIT) {
+        Ok(answer) => answer.map(|t| crate::redact::text(&t).into_owned()),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            Err(format!("no answer within {} s", MENTION_WAIT.as_secs()))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err("the MCP server's task ended without an answer".into())
+        }
+    }
+}
+
+/// `@SERVER:uri`: the resource's text, or `None` when SERVER is not a
+/// configured server.
+pub fn resource(mention: &str) -> Option<Result<String, String>> {
+    let servers = running()?;
+    let (server, uri) = mention.split_once(':')?;
+    if !servers.has_server(server) || uri.is_empty() {
+        return None;
+    }
+    let rx = servers.read_resource(server, uri, MENTION_CHARS)?;
+    Some(wait(rx))
+}
+
+/// `/SERVER:PROMPT args`: the prompt's text, or `None` when no server
+/// offers it.
+pub fn prompt(name: &str, args: &str) -> Option<Result<String, String>> {
+    let servers = running()?;
+    let (server, prompt) = name.split_once(':')?;
+    match servers.get_prompt(server, prompt, args, MENTION_CHARS)? {
+        Ok(rx) => Some(wait(rx)),
+        Err(e) => Some(Err(e)),
+    }
 }

@@ -135,7 +135,8 @@ async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
         Default::default(),
         workdir(),
         crate::mcp::DEFAULT_MAX_OUTPUT_CHARS,
-    );
+    )
+    .map_err(AppError::Failed)?;
     tools.wait_ready().await;
     for r in tools.report() {
         println!("status: {}", r.status.as_str());

@@ -50,6 +50,14 @@ impl ReplHost for Host {
         }
     }
 
+    fn mcp_resource(&self, mention: &str) -> Option<Result<String, String>> {
+        super::mcp::resource(mention)
+    }
+
+    fn mcp_prompt(&self, name: &str, args: &str) -> Option<Result<String, String>> {
+        super::mcp::prompt(name, args)
+    }
+
     fn sessions(&self) -> String {
         let store = Store::for_workdir(&workdir());
         match store.list() {

@@ -76,6 +76,59 @@ fn block_text(block: &Value) -> String {
     }
 }
 
+/// A `resources/read` result as one text: each content's text (a binary
+/// one as a line naming its type and size), cut to `max` characters.
+pub fn resource_text(result: &Value, max: usize) -> String {
+    let contents = result
+        .get("contents")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let parts: Vec<String> = contents
+        .iter()
+        .map(|c| match (str_of(c, "text"), str_of(c, "blob")) {
+            (Some(text), _) => text.to_string(),
+            (None, Some(blob)) => format!(
+                "[{}, {} bytes]",
+                str_of(c, "mimeType").unwrap_or("binary"),
+                decoded_len(blob)
+            ),
+            (None, None) => String::new(),
+        })
+        .collect();
+    bounded(parts.join("\n"), max)
+}
+
+/// A `prompts/get` result as the user's turn: its messages' text in order,
+/// an assistant's marked as such, cut to `max` characters.
+pub fn prompt_text(result: &Value, max: usize) -> String {
+    let messages = result
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let parts: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            let text = block_text(m.get("content").unwrap_or(&Value::Null));
+            match str_of(m, "role") {
+                Some("assistant") => format!("[assistant]\n{text}"),
+                _ => text,
+            }
+        })
+        .collect();
+    bounded(parts.join("\n\n"), max)
+}
+
+fn bounded(text: String, max: usize) -> String {
+    let (mut kept, cut) = crate::tools::truncate(&text, max);
+    if let Some(t) = cut {
+        kept.push('\n');
+        kept.push_str(&crate::tools::marker(t));
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +149,25 @@ mod tests {
             "hello\n[image: image/png, 3 bytes]\n[resource link: test://r/1 (one)]\n\
              [resource: test://r/2]\nbody\n[hologram content]"
         );
+    }
+
+    #[test]
+    fn resources_and_prompts_become_text_within_their_cap() {
+        let r = json!({"contents": [{"uri": "a", "text": "hello"}, {"uri": "b", "blob": "AAAA", "mimeType": "image/png"}]});
+        assert_eq!(resource_text(&r, 1000), "hello\n[image/png, 3 bytes]");
+        assert!(
+            resource_text(
+                &json!({"contents": [{"uri": "a", "text": "x".repeat(500)}]}),
+                100
+            )
+            .len()
+                < 300
+        );
+        let p = json!({"messages": [
+            {"role": "user", "content": {"type": "text", "text": "ask"}},
+            {"role": "assistant", "content": {"type": "text", "text": "ok"}}
+        ]});
+        assert_eq!(prompt_text(&p, 1000), "ask\n\n[assistant]\nok");
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct ServerReport {
     pub status: Status,
     /// The names the model sees.
     pub tools: Vec<String>,
+    /// Its resources' URIs (`@SERVER:uri`) and prompts (`/SERVER:NAME`).
+    pub resources: Vec<String>,
+    pub prompts: Vec<String>,
     pub last_error: Option<String>,
 }
 
@@ -86,6 +89,9 @@ type Client = RunningService<RoleClient, Handler>;
 struct ServerState {
     status: Status,
     tools: Vec<RemoteTool>,
+    /// Its resources' URIs and its prompts, as last listed.
+    resources: Vec<String>,
+    prompts: Vec<PromptInfo>,
     client: Option<Arc<Client>>,
     /// The stdio process, killed when dropped.
     child: Option<tokio::process::Child>,
@@ -131,6 +137,19 @@ struct Inner {
     max_output_chars: usize,
     /// Counts changes of any server's state, for `wait_ready`.
     changed: watch::Sender<u64>,
+    /// The MCP thread's runtime, where every server is started and served.
+    rt: tokio::runtime::Handle,
+    /// Ends the MCP thread (`stop`).
+    shutdown: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+/// Starts server `i` on the MCP thread; the handle answers with its client.
+fn start_on_thread(
+    inner: &Arc<Inner>,
+    i: usize,
+) -> tokio::task::JoinHandle<Result<Arc<Client>, String>> {
+    let owned = Arc::clone(inner);
+    inner.rt.spawn(async move { start(&owned, i).await })
 }
 
 /// Every configured server, as one source of tools.
@@ -140,13 +159,31 @@ pub struct McpTools {
 
 impl McpTools {
     /// Starts every enabled server in the background and returns at once.
-    /// Call inside the runtime.
+    /// The servers' processes, connections and notifications all live on a
+    /// thread of their own with its own runtime ("mcp"), so spawning five
+    /// processes and their handshakes never hold up the runtime that reads
+    /// the user's input and talks to the model. `None` with the reason when
+    /// that thread cannot be made.
     pub fn start(
         servers: &BTreeMap<String, McpServer>,
         taken: HashSet<String>,
         cwd: PathBuf,
         max_output_chars: usize,
-    ) -> Arc<McpTools> {
+    ) -> Result<Arc<McpTools>, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the MCP thread: {e}"))?;
+        let handle = rt.handle().clone();
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("mcp".into())
+            // Runs until `stop` (or the process ends); dropping the runtime
+            // then ends every server task it holds.
+            .spawn(move || {
+                let _ = rt.block_on(stopped);
+            })
+            .map_err(|e| format!("cannot start the MCP thread: {e}"))?;
         let (changed, _) = watch::channel(0);
         let inner = Arc::new(Inner {
             servers: servers
@@ -161,6 +198,8 @@ impl McpTools {
                             Status::Disabled
                         },
                         tools: Vec::new(),
+                        resources: Vec::new(),
+                        prompts: Vec::new(),
                         client: None,
                         child: None,
                         stderr: None,
@@ -174,18 +213,17 @@ impl McpTools {
             cwd,
             max_output_chars,
             changed,
+            rt: handle,
+            shutdown: Mutex::new(Some(shutdown)),
         });
         for (i, s) in inner.servers.iter().enumerate() {
             if s.spec.enabled {
-                let inner = Arc::clone(&inner);
                 // Bounded by the server's startup timeout; holds the server
                 // only through `inner`, which outlives it.
-                tokio::spawn(async move {
-                    let _ = start(&inner, i).await;
-                });
+                drop(start_on_thread(&inner, i));
             }
         }
-        Arc::new(McpTools { inner })
+        Ok(Arc::new(McpTools { inner }))
     }
 
     /// Waits until no server is starting (each start is bounded by its own
@@ -213,6 +251,15 @@ impl McpTools {
                 let _ = child.start_kill();
             }
         }
+        let shutdown = self
+            .inner
+            .shutdown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(tx) = shutdown {
+            let _ = tx.send(());
+        }
     }
 
     pub fn report(&self) -> Vec<ServerReport> {
@@ -239,11 +286,182 @@ impl McpTools {
                     },
                     status: st.status.clone(),
                     tools,
+                    resources: st.resources.clone(),
+                    prompts: st.prompts.iter().map(|p| p.name.clone()).collect(),
                     last_error: st.last_error.clone(),
                 }
             })
             .collect()
     }
+}
+
+/// A prompt a server offers (`/SERVER:NAME` in the REPL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptInfo {
+    pub name: String,
+    pub description: String,
+    /// Its arguments in the server's order, and whether each is required.
+    pub arguments: Vec<(String, bool)>,
+}
+
+impl McpTools {
+    /// The server named `name`, if configured.
+    fn server(&self, name: &str) -> Option<usize> {
+        self.inner.servers.iter().position(|s| s.name == name)
+    }
+
+    /// Whether `name` is a configured server (for telling `@NAME:uri` from
+    /// a file path).
+    pub fn has_server(&self, name: &str) -> bool {
+        self.server(name).is_some()
+    }
+
+    /// Every server's prompts as `SERVER:NAME` with their descriptions.
+    pub fn prompts(&self) -> Vec<(String, PromptInfo)> {
+        let mut out = Vec::new();
+        for s in &self.inner.servers {
+            for p in &s.lock().prompts {
+                out.push((format!("{}:{}", s.name, p.name), p.clone()));
+            }
+        }
+        out
+    }
+
+    /// Runs `work` against server `i`'s connection on the MCP thread,
+    /// starting the server first if it is not running, within its tool
+    /// timeout; the answer comes back on `reply`.
+    fn on_thread<T, F, Fut>(
+        &self,
+        i: usize,
+        work: F,
+    ) -> std::sync::mpsc::Receiver<Result<T, String>>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, String>> + Send,
+    {
+        // A std channel: the REPL waits for it from its key handler, with
+        // a deadline (`recv_timeout`); one slot, so the send never blocks.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let inner = Arc::clone(&self.inner);
+        self.inner.rt.spawn(async move {
+            let server = &inner.servers[i];
+            let secs = server.spec.tool_timeout_secs;
+            let client = match live_client(server) {
+                Some(c) => Ok(c),
+                None => start(&inner, i).await,
+            };
+            let answer = match client {
+                Ok(c) => tokio::time::timeout(Duration::from_secs(secs), work(c))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(format!("no answer within {secs} s (tool_timeout_secs)"))
+                    }),
+                Err(e) => Err(e),
+            };
+            let _ = tx.send(answer);
+        });
+        rx
+    }
+
+    /// The text of resource `uri` of server `name`, cut to `max` characters
+    /// (the cut said at its end). `None` when no such server.
+    pub fn read_resource(
+        &self,
+        name: &str,
+        uri: &str,
+        max: usize,
+    ) -> Option<std::sync::mpsc::Receiver<Result<String, String>>> {
+        let i = self.server(name)?;
+        let uri = uri.to_string();
+        Some(self.on_thread(i, move |c| async move {
+            let read = c
+                .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+                .await
+                .map_err(|e| tidy(&e.to_string()))?;
+            let value = serde_json::to_value(&read).map_err(|e| e.to_string())?;
+            Ok(content::resource_text(&value, max))
+        }))
+    }
+
+    /// The messages of prompt `prompt` of server `name`, filled in with
+    /// `args` (`key=value` words, or words in the order of the prompt's
+    /// arguments), as one text. `None` when there is no such prompt.
+    pub fn get_prompt(
+        &self,
+        name: &str,
+        prompt: &str,
+        args: &str,
+        max: usize,
+    ) -> Option<Result<std::sync::mpsc::Receiver<Result<String, String>>, String>> {
+        let i = self.server(name)?;
+        let info = self.inner.servers[i]
+            .lock()
+            .prompts
+            .iter()
+            .find(|p| p.name == prompt)
+            .cloned()?;
+        let arguments = match prompt_arguments(&info, args) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(self.on_thread(i, move |c| async move {
+            let mut params = rmcp::model::GetPromptRequestParams::new(info.name.clone());
+            if !arguments.is_empty() {
+                params.arguments = Some(arguments);
+            }
+            let got = c
+                .get_prompt(params)
+                .await
+                .map_err(|e| tidy(&e.to_string()))?;
+            let value = serde_json::to_value(&got).map_err(|e| e.to_string())?;
+            Ok(content::prompt_text(&value, max))
+        })))
+    }
+}
+
+/// `key=value` words by name; other words fill the prompt's arguments in
+/// order. A required argument left out, or a name it does not have, is an
+/// error naming what it takes.
+fn prompt_arguments(
+    info: &PromptInfo,
+    args: &str,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let takes = || {
+        let names: Vec<String> = info
+            .arguments
+            .iter()
+            .map(|(n, req)| if *req { n.clone() } else { format!("[{n}]") })
+            .collect();
+        format!("{} takes: {}", info.name, names.join(" "))
+    };
+    let mut out = serde_json::Map::new();
+    let mut positional = info.arguments.iter().map(|(n, _)| n);
+    for word in args.split_whitespace() {
+        let (key, value) = match word.split_once('=') {
+            Some((k, v)) if info.arguments.iter().any(|(n, _)| n == k) => (k.to_string(), v),
+            Some((k, _)) if !k.is_empty() && !k.contains(':') => {
+                return Err(format!(
+                    "no argument `{}`; {}",
+                    crate::text::one_line(k, 40),
+                    takes()
+                ))
+            }
+            _ => match positional.find(|n| !out.contains_key(n.as_str())) {
+                Some(n) => (n.clone(), word),
+                None => return Err(format!("too many arguments; {}", takes())),
+            },
+        };
+        out.insert(key, Value::String(value.to_string()));
+    }
+    if let Some((missing, _)) = info
+        .arguments
+        .iter()
+        .find(|(n, req)| *req && !out.contains_key(n))
+    {
+        return Err(format!("`{missing}` is required; {}", takes()));
+    }
+    Ok(out)
 }
 
 /// Handles what a server sends on its own: a changed tool list is listed
@@ -265,6 +483,20 @@ impl ClientHandler for Handler {
         .await
         {
             set_tools(&inner, self.server, tools);
+        }
+    }
+
+    async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if let Some(inner) = self.inner.upgrade() {
+            let listed = list_resources(&context.peer).await;
+            inner.servers[self.server].lock().resources = listed;
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if let Some(inner) = self.inner.upgrade() {
+            let listed = list_prompts(&context.peer).await;
+            inner.servers[self.server].lock().prompts = listed;
         }
     }
 
@@ -449,7 +681,50 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
             crate::text::one_line(&e.to_string(), 300)
         )
     })?;
+    let info = client.peer_info();
+    let caps = info.as_ref().map(|i| &i.capabilities);
+    if caps.is_some_and(|c| c.resources.is_some()) {
+        let listed = list_resources(client.peer()).await;
+        server.lock().resources = listed;
+    }
+    if caps.is_some_and(|c| c.prompts.is_some()) {
+        let listed = list_prompts(client.peer()).await;
+        server.lock().prompts = listed;
+    }
     Ok((client, child, stderr, tools))
+}
+
+/// Resources and prompts taken from one server at most.
+const MAX_LISTED: usize = 1000;
+
+/// The server's resources' URIs (none when it cannot list them: mentions
+/// then say the resource is unknown, which is the truth as far as we know).
+async fn list_resources(peer: &rmcp::Peer<RoleClient>) -> Vec<String> {
+    let listed = peer.list_all_resources().await.unwrap_or_default();
+    listed
+        .iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .filter_map(|v| v["uri"].as_str().map(str::to_string))
+        .take(MAX_LISTED)
+        .collect()
+}
+
+async fn list_prompts(peer: &rmcp::Peer<RoleClient>) -> Vec<PromptInfo> {
+    let listed = peer.list_all_prompts().await.unwrap_or_default();
+    listed
+        .into_iter()
+        .take(MAX_LISTED)
+        .map(|p| PromptInfo {
+            name: p.name.to_string(),
+            description: cut(p.description.as_deref().unwrap_or_default(), 200),
+            arguments: p
+                .arguments
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| (a.name, a.required.unwrap_or(false)))
+                .collect(),
+        })
+        .collect()
 }
 
 /// The SDK's transport errors name their Rust types
@@ -550,7 +825,11 @@ impl ToolSource for McpTools {
         }
         let client = match live_client(server) {
             Some(c) => c,
-            None => start(inner, offered.server).await.map_err(|e| {
+            None => match start_on_thread(inner, offered.server).await {
+                Ok(started) => started,
+                Err(e) => Err(format!("its start was cut short ({e})")),
+            }
+            .map_err(|e| {
                 ToolError::Failed(format!(
                     "the MCP server `{}` is not running and could not be started: {e}",
                     server.name
@@ -606,6 +885,24 @@ impl ToolSource for McpTools {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn prompt_arguments_by_name_or_in_order_and_required_ones_checked() {
+        let info = super::PromptInfo {
+            name: "p".into(),
+            description: String::new(),
+            arguments: vec![("city".into(), true), ("state".into(), false)],
+        };
+        let got = super::prompt_arguments(&info, "Paris state=IDF").unwrap();
+        assert_eq!(got["city"], "Paris");
+        assert_eq!(got["state"], "IDF");
+        let got = super::prompt_arguments(&info, "state=IDF Lyon").unwrap();
+        assert_eq!(got["city"], "Lyon");
+        let e = super::prompt_arguments(&info, "state=IDF").unwrap_err();
+        assert_eq!(e, "`city` is required; p takes: city [state]");
+        assert!(super::prompt_arguments(&info, "a b c").is_err());
+        assert!(super::prompt_arguments(&info, "town=x").is_err());
+    }
+
     #[test]
     fn transport_errors_lose_their_rust_type_names() {
         assert_eq!(
