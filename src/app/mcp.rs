@@ -99,7 +99,7 @@ const MENTION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Waits for an answer from the MCP thread. The REPL calls this from its
 /// key handler: the wait is bounded, and the user asked for this content
 /// before the prompt can go.
-fn wait(rx: std::sync::mpsc::Receiver<Result<String, String>>) -> Result<String, String> {
+fn wait(rx: crate::mcp::Pending) -> Result<String, String> {
     match rx.recv_timeout(MENTION_WAIT) {
         Ok(answer) => answer.map(|t| crate::redact::text(&t).into_owned()),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {

@@ -295,6 +295,10 @@ impl McpTools {
     }
 }
 
+/// The text a resource read or a prompt will answer with, on its way from
+/// the MCP thread.
+pub type Pending = std::sync::mpsc::Receiver<Result<String, String>>;
+
 /// A prompt a server offers (`/SERVER:NAME` in the REPL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptInfo {
@@ -366,12 +370,7 @@ impl McpTools {
 
     /// The text of resource `uri` of server `name`, cut to `max` characters
     /// (the cut said at its end). `None` when no such server.
-    pub fn read_resource(
-        &self,
-        name: &str,
-        uri: &str,
-        max: usize,
-    ) -> Option<std::sync::mpsc::Receiver<Result<String, String>>> {
+    pub fn read_resource(&self, name: &str, uri: &str, max: usize) -> Option<Pending> {
         let i = self.server(name)?;
         let uri = uri.to_string();
         Some(self.on_thread(i, move |c| async move {
@@ -393,7 +392,7 @@ impl McpTools {
         prompt: &str,
         args: &str,
         max: usize,
-    ) -> Option<Result<std::sync::mpsc::Receiver<Result<String, String>>, String>> {
+    ) -> Option<Result<Pending, String>> {
         let i = self.server(name)?;
         let info = self.inner.servers[i]
             .lock()
