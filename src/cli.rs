@@ -104,6 +104,49 @@ pub enum Command {
     /// Trust a project's buddy.toml as it is now, so buddy uses all of its
     /// settings (keys sent to its URLs, approvals off, …) until it changes
     Trust(TrustArgs),
+    /// List, show, add or remove MCP servers (`[mcp_servers]` in your config)
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum McpCommand {
+    /// Every configured server: its name, how it is reached, whether enabled
+    List,
+    /// One server's settings, then its tools (it is started to ask)
+    Get {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Add a server to your config file: a program after `--`, or --url
+    Add(McpAddArgs),
+    /// Remove a server from your config file
+    Remove {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct McpAddArgs {
+    /// The server's name (its tools become mcp__NAME__TOOL)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// A Streamable HTTP server's URL, instead of a program
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub url: Option<String>,
+    /// The variable holding the bearer token for --url
+    #[arg(long, value_name = "VAR", requires = "url")]
+    pub bearer_token_env: Option<String>,
+    /// A variable for the program, KEY=VALUE (repeatable)
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// An HTTP header for --url, NAME=VALUE (repeatable)
+    #[arg(long = "header", value_name = "NAME=VALUE", requires = "url")]
+    pub headers: Vec<String>,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]

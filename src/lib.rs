@@ -22,6 +22,7 @@ pub mod config;
 pub mod frontmatter;
 pub mod host;
 pub mod localfile;
+pub mod mcp;
 pub mod net;
 pub mod procenv;
 pub mod provider;

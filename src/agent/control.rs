@@ -227,9 +227,12 @@ impl Control {
             ApprovalPolicy::Ask => {}
         }
         // Only `run_shell`: text typed into a pane may not be shell at all.
-        if st.rules.read_only
-            && request.tool == "run_shell"
-            && crate::shell::readonly::is_read_only(&request.command)
+        // A tool the user trusts to say it only reads (MCP's readOnlyHint
+        // on a server with `trust_read_only`) is the user's own choice.
+        if request.read_only
+            || st.rules.read_only
+                && request.tool == "run_shell"
+                && crate::shell::readonly::is_read_only(&request.command)
         {
             return Some((Approval::Approved, DecidedBy::ReadOnly, None));
         }
@@ -425,6 +428,7 @@ mod tests {
             actor: "me@here".into(),
             command: command.into(),
             detail: None,
+            read_only: false,
         }
     }
 

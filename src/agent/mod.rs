@@ -613,6 +613,8 @@ impl Agent {
             self.emit(EventKind::ModelRequest { turn: turns }).await;
             // Streamed text is journaled before it is shown (partial.rs).
             let journal = partial::StreamJournal::new(self.sink.take(), self.emitter.clone());
+            // Asked per request: tools from MCP servers come and go.
+            let definitions = self.tools.definitions();
             let response = {
                 let on_event = |ev: StreamEvent| match ev {
                     StreamEvent::Text(text) => journal.text(text),
@@ -624,7 +626,7 @@ impl Agent {
                 };
                 let request = ModelRequest {
                     messages: &self.messages,
-                    tools: self.tools.definitions(),
+                    tools: &definitions,
                 };
                 let look_again = !self.client.reads_in_place();
                 let reply = self.client.complete(request, &on_event);

@@ -33,6 +33,8 @@ mod approvals;
 mod custom;
 mod discovery;
 mod execution;
+mod mcp;
+mod mcp_cmd;
 mod pick;
 mod project;
 mod prompt;
@@ -179,7 +181,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         no_color: cli.global.no_color,
         ..CliOverrides::default()
     };
-    match cli.command {
+    let outcome = match cli.command {
         Some(Command::Exec(args)) => exec(args, &overrides, cli.global.target).await,
         Some(Command::Resume(args)) => resume(args, &overrides, &cli.global.target).await,
         Some(Command::Sessions) => list_sessions(),
@@ -190,8 +192,14 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Completions(args)) => shell_help::completions(args.shell),
         Some(Command::Man(args)) => shell_help::man_page(&args),
         Some(Command::Trust(args)) => trust::trust(args.path),
+        Some(Command::Mcp(cmd)) => mcp_cmd::run(cmd, &overrides).await,
         None => interactive(&overrides, None, &cli.global.target).await,
+    };
+    // The servers' processes end with buddy, even one that ignores EOF.
+    if let Some(servers) = mcp::running() {
+        servers.stop();
     }
+    outcome
 }
 
 async fn login(target: Option<&str>, overrides: &CliOverrides) -> Result<Exit, AppError> {
@@ -259,6 +267,10 @@ async fn load_settings(overrides: &CliOverrides) -> Result<(Settings, CliOverrid
     let hidden = &loaded.0.hidden_env;
     crate::procenv::scrub(|name| hidden.iter().any(|h| h == name));
     if let Some(line) = loaded.0.untrusted.as_ref().and_then(trust::warning) {
+        let style = Style::detect(!overrides.no_color);
+        eprintln!("{} {line}", style.warning("warning:"));
+    }
+    for line in &loaded.0.mcp_notes {
         let style = Style::detect(!overrides.no_color);
         eprintln!("{} {line}", style.warning("warning:"));
     }
@@ -354,6 +366,9 @@ fn agent_setup(
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
+    if let Some(servers) = mcp::tools(settings, &names) {
+        registry.add_source(servers);
+    }
     let project = project::find(&cwd);
     if let Some(p) = &project {
         warn_skipped_instructions(&p.skipped, settings.display.color);
@@ -490,6 +505,11 @@ async fn exec(
     let mut agent = agent::spawn(agent_setup(
         &settings, &execution, rules, options, None, None,
     )?);
+    // exec has one chance to offer the tools: the servers' start (each
+    // bounded by its startup_timeout_secs) is awaited before the request.
+    if let Some(servers) = mcp::running() {
+        servers.wait_ready().await;
+    }
     let mut json = args.json.then(|| JsonFrontEnd::new(style));
     if let Some(j) = json.as_mut() {
         j.hello();

@@ -41,6 +41,23 @@ impl ReplHost for Host {
         super::approvals::forget(&self.allowed, n)
     }
 
+    fn mcp(&self) -> String {
+        match super::mcp::running() {
+            Some(servers) => super::mcp::report_text(&servers.report()),
+            None => {
+                "no MCP servers configured ([mcp_servers] in buddy.toml, or `buddy mcp add`)".into()
+            }
+        }
+    }
+
+    fn mcp_resource(&self, mention: &str) -> Option<Result<String, String>> {
+        super::mcp::resource(mention)
+    }
+
+    fn mcp_prompt(&self, name: &str, args: &str) -> Option<Result<String, String>> {
+        super::mcp::prompt(name, args)
+    }
+
     fn sessions(&self) -> String {
         let store = Store::for_workdir(&workdir());
         match store.list() {

@@ -24,6 +24,9 @@ pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
     };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| AppError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    if path.file_name().is_some_and(|n| n == config::mcp::MCP_JSON) {
+        return trust_mcp_json(&path, &text);
+    }
     // A file that does not parse would be refused anyway; say so now.
     let mut file = config::parse(&text, Some(&path)).map_err(|e| AppError::Usage(e.to_string()))?;
     let store = store()?;
@@ -45,6 +48,26 @@ pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
     eprintln!(
         "trusted {} as it is now{what} (a change makes it untrusted again)",
         canonical.display()
+    );
+    Ok(Exit::Ok)
+}
+
+/// A project's `.mcp.json`: trusted as it is now, so its servers start.
+fn trust_mcp_json(path: &Path, text: &str) -> Result<Exit, AppError> {
+    let servers = config::mcp::parse_mcp_json(text)
+        .map_err(|e| AppError::Usage(format!("{}: {}", path.display(), one_line(&e, 200))))?;
+    let store = store()?;
+    let canonical = store.trust(path, text.as_bytes()).map_err(|e| {
+        AppError::Failed(format!(
+            "cannot write the trust list {}: {e}",
+            store.path().display()
+        ))
+    })?;
+    let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+    eprintln!(
+        "trusted {} as it is now; its MCP servers {} will start (a change makes it untrusted again)",
+        canonical.display(),
+        one_line(&names.join(", "), 300)
     );
     Ok(Exit::Ok)
 }

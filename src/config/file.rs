@@ -23,6 +23,9 @@ pub struct ConfigFile {
     pub auth: BTreeMap<String, AuthProvider>,
     #[serde(default)]
     pub discovery: DiscoverySection,
+    /// `[mcp_servers.NAME]`: MCP servers whose tools are offered (`config::mcp`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, super::mcp::McpServer>,
     /// `[[hooks.EVENT]]`: commands run at points of the agent's work
     /// (docs/HOOKS.md). An untrusted project file's are held back.
     #[serde(default)]

@@ -5,11 +5,14 @@
 pub mod approvals;
 mod error;
 mod file;
+pub mod mcp;
 pub mod trust;
 
 pub use error::ConfigError;
 pub use file::*;
+pub use mcp::McpServer;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The documented template; also the global config written on first run.
@@ -105,6 +108,11 @@ pub struct Settings {
     pub profile_keys: Vec<String>,
     /// Set when the file is an untrusted project file: what was ignored.
     pub untrusted: Option<trust::Untrusted>,
+    /// MCP servers by name: the file's `[mcp_servers]`, then a trusted
+    /// project `.mcp.json`'s (the file's own win a clash).
+    pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Lines for warnings about `.mcp.json`: held back untrusted, unreadable.
+    pub mcp_notes: Vec<String>,
 }
 
 /// Where buddy's own global files live: `$XDG_CONFIG_HOME/buddy`, else
@@ -164,7 +172,21 @@ pub fn load(
     cli: &CliOverrides,
 ) -> Result<Settings, ConfigError> {
     let (file, source) = load_file(cwd, env, cli)?;
-    resolve(file, source, env, cli)
+    let mut settings = resolve(file, source, env, cli)?;
+    let project = mcp::project_servers(cwd, trust::store_path(env));
+    for (name, server) in project.servers {
+        settings.mcp_servers.entry(name).or_insert(server);
+    }
+    settings.mcp_notes.extend(project.error);
+    if let Some((path, names)) = project.untrusted {
+        settings.mcp_notes.push(format!(
+            "ignoring the MCP servers {} of the untrusted {}; run `buddy trust {}` if you mean them",
+            crate::text::one_line(&names.join(", "), 300),
+            crate::text::one_line(&path.display().to_string(), 200),
+            mcp::MCP_JSON
+        ));
+    }
+    Ok(settings)
 }
 
 /// Finds and parses the configuration file (or the built-in template) without
@@ -471,6 +493,12 @@ pub fn resolve(
     if cli.no_color {
         file.display.color = false;
     }
+    for (name, server) in &file.mcp_servers {
+        server.check(name).map_err(|message| ConfigError::Invalid {
+            path: file_src.clone(),
+            message,
+        })?;
+    }
 
     let mut hidden_env: Vec<String> = [
         "BUDDY_API_KEY",
@@ -482,6 +510,11 @@ pub fn resolve(
     .map(|s| s.to_string())
     .chain(file.models.values().filter_map(|p| p.api_key_env.clone()))
     .chain(file.tools.hide_env.iter().cloned())
+    .chain(
+        file.mcp_servers
+            .values()
+            .filter_map(|s| s.bearer_token_env.clone()),
+    )
     .collect();
     hidden_env.sort();
     hidden_env.dedup();
@@ -520,6 +553,8 @@ pub fn resolve(
         profiles,
         profile_keys,
         untrusted: file.untrusted,
+        mcp_servers: file.mcp_servers,
+        mcp_notes: Vec::new(),
     })
 }
 

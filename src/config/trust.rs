@@ -12,7 +12,9 @@
 //! - `[hooks]` (each is a command buddy would run on its own, unasked);
 //! - settings in `[tools]` that lower safety (`shell_confirm = false`, a
 //!   denylist of its own, `auto_approve_read_only = true`;
-//!   `lowers_tool_safety` is where new ones belong).
+//!   `lowers_tool_safety` is where new ones belong);
+//! - `[mcp_servers.*]`: each is a program that would run as the user, or an
+//!   endpoint that would get a token from the user's environment.
 //!
 //! A project's own prompt files (`.buddy/commands/`, `.buddy/skills/`,
 //! `.agents/skills/`) are used only in a trusted project: one whose config
@@ -197,6 +199,10 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
         out.held_back.push(format!("auth.{provider}"));
     }
     lowers_tool_safety(&mut file.tools, &mut out.held_back);
+    // A server is a program run as the user (or a place its tokens go).
+    for name in std::mem::take(&mut file.mcp_servers).into_keys() {
+        out.held_back.push(format!("mcp_servers.{name}"));
+    }
     // A hook runs a command of the file's choosing without any approval.
     if !std::mem::take(&mut file.hooks).is_empty() {
         out.held_back.push("hooks".into());

@@ -19,6 +19,11 @@ pub struct ApprovalRequest {
     /// What a front end should show beside `command` before asking: for a
     /// file write, a unified diff of the change (bounded; see `files::diff`).
     pub detail: Option<String>,
+    /// The tool says this call only reads and the user chose to believe it
+    /// (an MCP tool annotated `readOnlyHint` on a server with
+    /// `trust_read_only`): the gate approves it as it does a read-only shell
+    /// line, after the denylist and the policy.
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -394,6 +394,7 @@ async fn write_request(ctx: &ToolContext, path: &Path, content: &str) -> Approva
         actor: ctx.target.actor(),
         command: format!("write_file {shown} ({} bytes, {what})", content.len()),
         detail,
+        read_only: false,
     }
 }
 

@@ -170,10 +170,28 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Tool
     serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))
 }
 
+/// Tools that come and go while the agent runs (an MCP server's, which start
+/// in the background and may change their list): asked afresh for every model
+/// request, and for a call whose name no fixed tool has.
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The tools offered now.
+    fn definitions(&self) -> Vec<ToolDefinition>;
+    /// The cap on `name`'s result, when `name` is one of this source's tools.
+    fn max_output_chars(&self, name: &str) -> Option<usize>;
+    async fn execute(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
 #[derive(Default, Clone)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     definitions: ToolList,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 /// The outcome of one tool call, ready to become a `tool` message.
@@ -194,16 +212,31 @@ impl ToolRegistry {
         self.tools.push(tool);
     }
 
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.tools.is_empty() && self.sources.is_empty()
     }
 
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()
     }
 
-    pub fn definitions(&self) -> &ToolList {
-        &self.definitions
+    /// The fixed tools' definitions, then every source's as it is now.
+    /// Without sources, the registry's own list with its JSON encoded once;
+    /// tools from MCP servers come and go, so with them the list is built
+    /// (and encoded) per request.
+    pub fn definitions(&self) -> std::borrow::Cow<'_, ToolList> {
+        if self.sources.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.definitions);
+        }
+        let mut all = self.definitions.to_vec();
+        for s in &self.sources {
+            all.extend(s.definitions());
+        }
+        std::borrow::Cow::Owned(ToolList::from(all))
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
@@ -213,10 +246,23 @@ impl ToolRegistry {
     /// Runs one call from its raw JSON arguments. Never fails: unknown tools,
     /// malformed JSON and tool errors all become error text the model can read.
     pub async fn call(&self, name: &str, raw_args: &str, ctx: &ToolContext) -> CallResult {
-        let Some(tool) = self.get(name) else {
-            let known = self.names().join(", ");
-            return error_result(format!("unknown tool `{name}`; available tools: {known}"));
+        let tool = self.get(name);
+        let source = match tool {
+            Some(_) => None,
+            None => self
+                .sources
+                .iter()
+                .find_map(|s| s.max_output_chars(name).map(|limit| (s, limit))),
         };
+        if tool.is_none() && source.is_none() {
+            let known: Vec<String> = self
+                .definitions()
+                .iter()
+                .map(|d| d.function.name.clone())
+                .collect();
+            let known = crate::text::one_line(&known.join(", "), 2000);
+            return error_result(format!("unknown tool `{name}`; available tools: {known}"));
+        }
         let args = if raw_args.trim().is_empty() {
             Value::Object(Default::default())
         } else {
@@ -230,12 +276,16 @@ impl ToolRegistry {
                 }
             }
         };
-        let limit = tool.max_output_chars();
+        let (limit, outcome) = match (&tool, source) {
+            (Some(tool), _) => (tool.max_output_chars(), tool.execute(args, ctx).await),
+            (None, Some((source, limit))) => (limit, source.execute(name, args, ctx).await),
+            (None, None) => return error_result(format!("unknown tool `{name}`")),
+        };
         // Known secrets leave before anything else sees the result: the model,
         // the events, the session file. Before cutting, so a key cut in half
         // by the limit is still recognised.
         let secrets = crate::redact::known();
-        match tool.execute(args, ctx).await {
+        match outcome {
             Ok(out) => {
                 let (text, cut) = truncate(&secrets.text(&out.text), limit);
                 // Tools never write the marker themselves; they report what they cut.

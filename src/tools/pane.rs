@@ -194,6 +194,7 @@ impl Tool for SendKeysTool {
                 actor: ctx.target.actor(),
                 command: text.clone(),
                 detail: None,
+                read_only: false,
             };
             match ctx.approver.approve(request).await {
                 Approval::Approved => {}

@@ -207,6 +207,7 @@ impl Tool for ShellTool {
             actor: ctx.target.actor(),
             command: args.command.clone(),
             detail: None,
+            read_only: false,
         };
         match ctx.approver.approve(request).await {
             Approval::Approved => {}

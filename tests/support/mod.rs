@@ -11,6 +11,7 @@ pub mod fake_issuer;
 pub mod fake_provider;
 pub mod http;
 pub mod llama;
+pub mod mcp;
 pub mod real_server;
 pub mod serve;
 pub mod sshd;

@@ -307,6 +307,59 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("hooks.EVENT", "command", "run with sh -c, the event's JSON on stdin; not from an untrusted project file"),
     ("hooks.EVENT", "timeout_secs", "killed with its process group after this long (default 60)"),
     (
+        "mcp_servers.NAME",
+        "command",
+        "the program of a stdio server (or set url)",
+    ),
+    ("mcp_servers.NAME", "args", "its arguments"),
+    (
+        "mcp_servers.NAME",
+        "env",
+        "variables set for it on top of the scrubbed environment; values are secrets",
+    ),
+    (
+        "mcp_servers.NAME",
+        "cwd",
+        "its working directory, relative to buddy's (default: buddy's)",
+    ),
+    (
+        "mcp_servers.NAME",
+        "url",
+        "the http:// endpoint of a Streamable HTTP server (or set command)",
+    ),
+    (
+        "mcp_servers.NAME",
+        "bearer_token_env",
+        "the variable whose value is sent as Authorization: Bearer",
+    ),
+    (
+        "mcp_servers.NAME",
+        "headers",
+        "more HTTP headers for a url server",
+    ),
+    ("mcp_servers.NAME", "enabled", "start it (default true)"),
+    (
+        "mcp_servers.NAME",
+        "startup_timeout_secs",
+        "seconds to start and list tools (default 30)",
+    ),
+    (
+        "mcp_servers.NAME",
+        "tool_timeout_secs",
+        "seconds one call may take (default 300)",
+    ),
+    (
+        "mcp_servers.NAME",
+        "enabled_tools",
+        "offer only these of its tools (default all)",
+    ),
+    ("mcp_servers.NAME", "disabled_tools", "never offer these"),
+    (
+        "mcp_servers.NAME",
+        "trust_read_only",
+        "tools marked readOnlyHint run without asking (default false)",
+    ),
+    (
         "auth.PROVIDER",
         "issuer",
         "where buddy login signs in to that provider",
@@ -390,6 +443,13 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
         Some("serve") => &[
             ("buddy serve", "the web page and API at http://127.0.0.1:8421/"),
             ("BUDDY_SERVE_TOKEN=$(openssl rand -hex 16) buddy serve --listen 0.0.0.0:8421", "off loopback, a token is required"),
+        ],
+        Some("mcp") => &[
+            ("buddy mcp add everything -- npx -y @modelcontextprotocol/server-everything", "a stdio server, into your config file"),
+            ("buddy mcp add docs --url http://127.0.0.1:3001/mcp --bearer-token-env DOCS_TOKEN", "a Streamable HTTP server"),
+            ("buddy mcp list", "every configured server"),
+            ("buddy mcp get everything", "its settings and, started once, its tools"),
+            ("buddy mcp remove docs", "out of the config file again"),
         ],
         Some("completions") => &[
             ("buddy completions bash > ~/.local/share/bash-completion/completions/buddy", "bash"),
@@ -580,6 +640,7 @@ mod tests {
             ("execution", "execution"),
             ("discovery", "discovery"),
             ("auth.x", "auth.PROVIDER"),
+            ("mcp_servers.x", "mcp_servers.NAME"),
             ("hooks", "hooks"),
             ("[[hooks.Stop]]", "hooks.EVENT"),
         ];

@@ -163,6 +163,7 @@ impl Tool for EditFileTool {
             actor: ctx.target.actor(),
             command: format!("edit_file {shown} ({})", planned.summary()),
             detail: Some(diff).filter(|d| !d.is_empty()),
+            read_only: false,
         };
         match ctx.approver.approve(request).await {
             Approval::Approved => {}

@@ -121,6 +121,7 @@ impl Tool for ApplyPatchTool {
             actor: ctx.target.actor(),
             command: format!("apply_patch: {}", files.summary()),
             detail: Some(files.diff()).filter(|d| !d.is_empty()),
+            read_only: false,
         };
         match ctx.approver.approve(request).await {
             Approval::Approved => {}

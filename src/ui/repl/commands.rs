@@ -8,8 +8,8 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/skills", "/help", "/quit",
-    "/exit", "/q",
+    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/mcp", "/skills", "/help",
+    "/quit", "/exit", "/q",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -35,6 +35,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ),
     ("/clear", "clear the screen and start a fresh conversation"),
     ("/login", "log in to a provider"),
+    ("/mcp", "MCP servers: state, tools and last error"),
     ("/skills", "the skills the model can read"),
     ("/ps", "running tasks"),
     ("/kill", "cancel a task: /kill <id>"),
@@ -84,6 +85,8 @@ pub enum Slash {
     Quit,
     /// `/init`: ask the model to write the project's AGENTS.md.
     Init,
+    /// `/mcp`: the MCP servers' state, tools and last errors.
+    Mcp,
     /// `/skills`: list the skills found.
     Skills,
 }
@@ -180,6 +183,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/rewind" => no_args(Slash::Rewind),
         "/fork" => no_args(Slash::Fork),
         "/init" => no_args(Slash::Init),
+        "/mcp" => no_args(Slash::Mcp),
         "/skills" => no_args(Slash::Skills),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
@@ -367,6 +371,7 @@ pub const HELP: &str = "\
 /clear                   the same on a cleared screen (Ctrl-L clears the screen only)
 /init                    have the model write AGENTS.md, instructions for this
                          project that every later session reads
+/mcp                     MCP servers: state, tools and last error
 /skills                  the skills found (.buddy/skills, ~/.config/buddy/skills)
 /NAME [args]             a custom command: the prompt in .buddy/commands/NAME.md
                          or ~/.config/buddy/commands/NAME.md, $ARGUMENTS filled in

@@ -56,14 +56,26 @@ pub fn find(text: &str) -> Vec<String> {
 
 /// Reads the mentioned files of `text` below `cwd`, within the caps.
 pub fn attach(text: &str, cwd: &Path) -> Attached {
-    attach_capped(text, cwd, PER_FILE, TOTAL)
+    attach_capped(text, cwd, PER_FILE, TOTAL, &[])
 }
 
-fn attach_capped(text: &str, cwd: &Path, per_file: usize, total: usize) -> Attached {
+/// Like [`attach`], leaving out the mentions in `taken` (attached as
+/// something else: an MCP server's resource).
+pub fn attach_except(text: &str, cwd: &Path, taken: &[String]) -> Attached {
+    attach_capped(text, cwd, PER_FILE, TOTAL, taken)
+}
+
+fn attach_capped(
+    text: &str,
+    cwd: &Path,
+    per_file: usize,
+    total: usize,
+    taken: &[String],
+) -> Attached {
     let mut out = Attached::default();
     let mut body = String::new();
     let mut used = 0usize;
-    for path in find(text) {
+    for path in find(text).into_iter().filter(|p| !taken.contains(p)) {
         let full = cwd.join(&path);
         let shown = crate::text::visible(&path).into_owned();
         let meta = match std::fs::metadata(&full) {
@@ -325,7 +337,7 @@ mod tests {
         std::fs::write(d.join("big"), "x".repeat(100)).unwrap();
         std::fs::write(d.join("small"), "y".repeat(10)).unwrap();
         std::fs::write(d.join("bin"), b"a\0b").unwrap();
-        let a = attach_capped("@big @small @bin", &d, 40, 45);
+        let a = attach_capped("@big @small @bin", &d, 40, 45, &[]);
         let ctx = a.context.unwrap();
         assert!(
             ctx.contains(&format!(

@@ -72,6 +72,20 @@ pub trait ReplHost {
     fn forget(&self, _n: usize) -> Result<String, String> {
         Err("no rules to drop".into())
     }
+    /// `/mcp`: each MCP server's state, tools and last error.
+    fn mcp(&self) -> String {
+        "no MCP servers configured".into()
+    }
+    /// `@SERVER:uri`: the resource's text (bounded), an error line, or
+    /// `None` when `mention` does not name a configured MCP server.
+    fn mcp_resource(&self, _mention: &str) -> Option<Result<String, String>> {
+        None
+    }
+    /// `/SERVER:PROMPT args`: the prompt's messages as the user's turn, an
+    /// error line, or `None` when no server offers that prompt.
+    fn mcp_prompt(&self, _name: &str, _args: &str) -> Option<Result<String, String>> {
+        None
+    }
 }
 
 /// The server's model list, on its way.
@@ -972,7 +986,24 @@ impl<'h> Repl<'h> {
             self.attach_pasted(&paths);
             return false;
         }
-        let custom = commands::expand_custom(trimmed, &self.opts.custom);
+        let mut custom = commands::expand_custom(trimmed, &self.opts.custom);
+        // `/SERVER:PROMPT args`: an MCP server's prompt becomes the turn.
+        if let Some((name, args)) = trimmed
+            .strip_prefix('/')
+            .map(|r| r.split_once(char::is_whitespace).unwrap_or((r, "")))
+            .filter(|(n, _)| n.contains(':') && custom.is_none())
+        {
+            match self.host.mcp_prompt(name, args.trim()) {
+                Some(Ok(text)) => custom = Some(text),
+                Some(Err(e)) => {
+                    self.say_error(&format!("/{}: {}", visible(name), visible(&e)));
+                    self.editor.buffer.set(&line);
+                    self.redraw();
+                    return false;
+                }
+                None => {}
+            }
+        }
         let parsed = match custom {
             Some(_) => None,
             None => commands::parse(trimmed),
@@ -998,7 +1029,39 @@ impl<'h> Repl<'h> {
                 for op in std::mem::take(&mut self.pending_context) {
                     self.send(op);
                 }
-                let attached = mentions::attach(&line, &self.cwd);
+                // `@SERVER:uri` names an MCP server's resource, not a file.
+                let mut resources = String::new();
+                let mut taken = Vec::new();
+                for m in mentions::find(&line) {
+                    match self.host.mcp_resource(&m) {
+                        Some(Ok(text)) => {
+                            resources.push_str(&format!(
+                                "<resource mention=\"{m}\">\n{text}\n</resource>\n"
+                            ));
+                            taken.push(m);
+                        }
+                        Some(Err(e)) => {
+                            self.say_error(&format!(
+                                "@{}: {}; nothing was sent",
+                                visible(&m),
+                                visible(&e)
+                            ));
+                            self.editor.buffer.set(&line);
+                            self.redraw();
+                            return false;
+                        }
+                        None => {}
+                    }
+                }
+                if !resources.is_empty() {
+                    self.send(Op::AddContext {
+                        text: format!(
+                            "MCP resources I mention in my next message (@SERVER:uri):\n\n{resources}"
+                        ),
+                        shown: Some(String::new()),
+                    });
+                }
+                let attached = mentions::attach_except(&line, &self.cwd, &taken);
                 for note in &attached.notes {
                     let note = self.opts.style.dim(&format!("note: {note}"));
                     self.say(&note);
@@ -1175,6 +1238,10 @@ impl<'h> Repl<'h> {
         match cmd {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
+            Slash::Mcp => {
+                let text = self.host.mcp();
+                self.say(&text);
+            }
             Slash::Skills => {
                 let text = if self.opts.skills.is_empty() {
                     "no skills: put folders with a SKILL.md in .buddy/skills/ (trusted projects) or ~/.config/buddy/skills/".to_string()

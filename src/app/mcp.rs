@@ -1,0 +1,135 @@
+//! The MCP servers of this process: started once, on the first agent set-up
+//! that needs them, and shared by every agent after it (a served session's,
+//! a model switch's), so each configured server runs once. With no server
+//! configured nothing of MCP is built or started.
+
+use crate::config::Settings;
+use crate::mcp::McpTools;
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+
+/// `None` inside when the MCP thread could not be made (said once).
+static RUNNING: OnceLock<Option<Arc<McpTools>>> = OnceLock::new();
+
+/// The servers, started in the background on the first call; `None` when
+/// none is configured. `taken` is the built-in tools' names.
+pub fn tools(settings: &Settings, taken: &[&str]) -> Option<Arc<McpTools>> {
+    if settings.mcp_servers.is_empty() {
+        return None;
+    }
+    let started = RUNNING.get_or_init(|| {
+        // The values of a server's `env` are its secrets (tokens, keys):
+        // known before anything the server says can be shown or saved.
+        crate::redact::remember(
+            settings
+                .mcp_servers
+                .values()
+                .flat_map(|s| s.env.values().cloned()),
+        );
+        let cwd = super::workdir();
+        let max = settings
+            .tools
+            .max_output_chars
+            .unwrap_or(crate::mcp::DEFAULT_MAX_OUTPUT_CHARS)
+            .max(100);
+        McpTools::start(
+            &settings.mcp_servers,
+            taken.iter().map(|s| s.to_string()).collect::<HashSet<_>>(),
+            cwd,
+            max,
+        )
+        .map_err(|e| eprintln!("buddy: MCP servers not started: {e}"))
+        .ok()
+    });
+    started.clone()
+}
+
+/// The servers if they were started.
+pub fn running() -> Option<Arc<McpTools>> {
+    RUNNING.get().cloned().flatten()
+}
+
+/// `/mcp`'s text: a line per server, its tools and its last error under it.
+/// Everything a server named is made safe for the terminal and redacted.
+pub fn report_text(report: &[crate::mcp::ServerReport]) -> String {
+    use crate::text::one_line;
+    let mut out = Vec::new();
+    for r in report {
+        out.push(format!(
+            "{}  {}  {}",
+            one_line(&r.name, 60),
+            r.status.as_str(),
+            one_line(&r.transport, 120)
+        ));
+        if !r.tools.is_empty() {
+            out.push(format!("  tools: {}", one_line(&r.tools.join(", "), 1000)));
+        }
+        if !r.prompts.is_empty() {
+            let named: Vec<String> = r
+                .prompts
+                .iter()
+                .map(|p| format!("/{}:{p}", r.name))
+                .collect();
+            out.push(format!("  prompts: {}", one_line(&named.join(" "), 1000)));
+        }
+        if !r.resources.is_empty() {
+            let named: Vec<String> = r
+                .resources
+                .iter()
+                .map(|u| format!("@{}:{u}", r.name))
+                .collect();
+            out.push(format!("  resources: {}", one_line(&named.join(" "), 2000)));
+        }
+        if let Some(e) = &r.last_error {
+            out.push(format!(
+                "  last error: {}",
+                crate::redact::text(&one_line(e, 400))
+            ));
+        }
+    }
+    out.join("\n")
+}
+
+/// At most this much of one resource or prompt goes into a turn, like an
+/// @file mention's (`ui::repl::mentions::PER_FILE`).
+const MENTION_CHARS: usize = 64 * 1024;
+/// How long the REPL waits for a resource or prompt before giving up.
+const MENTION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits for an answer from the MCP thread. The REPL calls this from its
+/// key handler: the wait is bounded, and the user asked for this content
+/// before the prompt can go.
+fn wait(rx: crate::mcp::Pending) -> Result<String, String> {
+    match rx.recv_timeout(MENTION_WAIT) {
+        Ok(answer) => answer.map(|t| crate::redact::text(&t).into_owned()),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            Err(format!("no answer within {} s", MENTION_WAIT.as_secs()))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err("the MCP server's task ended without an answer".into())
+        }
+    }
+}
+
+/// `@SERVER:uri`: the resource's text, or `None` when SERVER is not a
+/// configured server.
+pub fn resource(mention: &str) -> Option<Result<String, String>> {
+    let servers = running()?;
+    let (server, uri) = mention.split_once(':')?;
+    if !servers.has_server(server) || uri.is_empty() {
+        return None;
+    }
+    let rx = servers.read_resource(server, uri, MENTION_CHARS)?;
+    Some(wait(rx))
+}
+
+/// `/SERVER:PROMPT args`: the prompt's text, or `None` when no server
+/// offers it.
+pub fn prompt(name: &str, args: &str) -> Option<Result<String, String>> {
+    let servers = running()?;
+    let (server, prompt) = name.split_once(':')?;
+    match servers.get_prompt(server, prompt, args, MENTION_CHARS)? {
+        Ok(rx) => Some(wait(rx)),
+        Err(e) => Some(Err(e)),
+    }
+}

@@ -1,0 +1,308 @@
+//! `buddy mcp list|get|add|remove`: the configured MCP servers, read from
+//! the config file buddy would load (plus a trusted `.mcp.json`), and added
+//! to or removed from the user's own file (`--config PATH`, else the global
+//! buddy.toml) with `toml_edit`, so its comments and layout stay. An edit is
+//! parsed again as a whole before it is written, so a bad one never lands.
+
+use super::{env, workdir, AppError, Exit};
+use crate::cli::{McpAddArgs, McpCommand};
+use crate::config::{self, CliOverrides, McpServer};
+use crate::text::one_line;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    match cmd {
+        McpCommand::List => list(overrides),
+        McpCommand::Get { name } => get(&name, overrides).await,
+        McpCommand::Add(args) => add(args, overrides),
+        McpCommand::Remove { name } => remove(&name, overrides),
+    }
+}
+
+/// Every server buddy would start here, by name, with where it came from.
+fn servers(
+    overrides: &CliOverrides,
+) -> Result<BTreeMap<String, (McpServer, &'static str)>, AppError> {
+    let cwd = workdir();
+    let (file, _) =
+        config::load_file(&cwd, &env, overrides).map_err(|e| AppError::Usage(e.to_string()))?;
+    if let Some(line) = file.untrusted.as_ref().and_then(super::trust::warning) {
+        eprintln!("warning: {line}");
+    }
+    let mut out: BTreeMap<String, (McpServer, &'static str)> = file
+        .mcp_servers
+        .into_iter()
+        .map(|(n, s)| (n, (s, "config")))
+        .collect();
+    let project = config::mcp::project_servers(&cwd, config::trust::store_path(&env));
+    for (n, s) in project.servers {
+        out.entry(n).or_insert((s, config::mcp::MCP_JSON));
+    }
+    if let Some((path, names)) = project.untrusted {
+        eprintln!(
+            "warning: not listed, from the untrusted {}: {} (`buddy trust {}`)",
+            path.display(),
+            one_line(&names.join(", "), 300),
+            config::mcp::MCP_JSON
+        );
+    }
+    if let Some(e) = project.error {
+        eprintln!("warning: {e}");
+    }
+    Ok(out)
+}
+
+fn reached(s: &McpServer) -> String {
+    match (&s.command, &s.url) {
+        (_, Some(url)) => format!("http {url}"),
+        (Some(c), None) => {
+            let mut words = vec![c.clone()];
+            words.extend(s.args.iter().cloned());
+            format!("stdio {}", words.join(" "))
+        }
+        (None, None) => String::new(),
+    }
+}
+
+fn list(overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let all = servers(overrides)?;
+    if all.is_empty() {
+        eprintln!("no MCP servers configured; add one with `buddy mcp add NAME -- COMMAND [ARGS]`");
+        return Ok(Exit::Ok);
+    }
+    for (name, (s, from)) in &all {
+        let state = if s.enabled { "" } else { " (disabled)" };
+        let from = if *from == "config" {
+            String::new()
+        } else {
+            format!(" [{from}]")
+        };
+        println!(
+            "{}\t{}{state}{from}",
+            one_line(name, 80),
+            one_line(&reached(s), 300)
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let all = servers(overrides)?;
+    let Some((s, from)) = all.get(name) else {
+        return Err(AppError::Usage(format!(
+            "no MCP server `{}`; `buddy mcp list` shows them",
+            one_line(name, 80)
+        )));
+    };
+    println!("name: {}", one_line(name, 80));
+    println!("from: {from}");
+    println!("transport: {}", one_line(&reached(s), 300));
+    if !s.env.is_empty() {
+        // Values are secrets: names only.
+        let keys: Vec<&str> = s.env.keys().map(String::as_str).collect();
+        println!("env: {}", one_line(&keys.join(", "), 300));
+    }
+    if let Some(var) = &s.bearer_token_env {
+        println!("bearer_token_env: {var}");
+    }
+    println!("enabled: {}", s.enabled);
+    println!(
+        "timeouts: start {} s, call {} s",
+        s.startup_timeout_secs, s.tool_timeout_secs
+    );
+    println!("trust_read_only: {}", s.trust_read_only);
+    if !s.enabled {
+        return Ok(Exit::Ok);
+    }
+    // Started once to ask for its tools, with the same scrubbed environment
+    // a session's servers get.
+    let mut hidden: Vec<String> = [
+        "BUDDY_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "BUDDY_SERVE_TOKEN",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    hidden.extend(s.bearer_token_env.clone());
+    crate::host::hide_env(hidden);
+    crate::redact::remember(s.env.values().cloned());
+    let one = BTreeMap::from([(name.to_string(), s.clone())]);
+    let tools = crate::mcp::McpTools::start(
+        &one,
+        Default::default(),
+        workdir(),
+        crate::mcp::DEFAULT_MAX_OUTPUT_CHARS,
+    )
+    .map_err(AppError::Failed)?;
+    tools.wait_ready().await;
+    for r in tools.report() {
+        println!("status: {}", r.status.as_str());
+        if let Some(e) = &r.last_error {
+            println!("last error: {}", crate::redact::text(&one_line(e, 500)));
+        }
+        for t in &r.tools {
+            println!("tool: {t}");
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// The file `add` and `remove` edit: `--config PATH`, else the global one
+/// (created from the template first, as any first run does).
+fn user_file(overrides: &CliOverrides) -> Result<PathBuf, AppError> {
+    if let Some(p) = &overrides.config {
+        return Ok(p.clone());
+    }
+    config::ensure_global_config(&env);
+    config::global_dir(&env)
+        .map(|d| d.join("buddy.toml"))
+        .ok_or_else(|| AppError::Usage("no config directory: set HOME or XDG_CONFIG_HOME".into()))
+}
+
+fn read_doc(path: &Path) -> Result<(String, toml_edit::DocumentMut), AppError> {
+    let text = match crate::localfile::read_regular(path, config::MAX_CONFIG_BYTES) {
+        Ok(b) => String::from_utf8(b)
+            .map_err(|_| AppError::Usage(format!("{} is not UTF-8", path.display())))?,
+        Err(e) if e.is_not_found() => String::new(),
+        Err(e) => {
+            return Err(AppError::Usage(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )))
+        }
+    };
+    let doc = text.parse::<toml_edit::DocumentMut>().map_err(|e| {
+        AppError::Usage(format!(
+            "{}: {}",
+            path.display(),
+            one_line(&e.to_string(), 300)
+        ))
+    })?;
+    Ok((text, doc))
+}
+
+fn write_doc(path: &Path, doc: &toml_edit::DocumentMut) -> Result<(), AppError> {
+    let text = doc.to_string();
+    // The whole file must still load: never write one buddy would refuse.
+    config::parse(&text, Some(path)).map_err(|e| AppError::Usage(e.to_string()))?;
+    crate::localfile::write_private(path, text.as_bytes())
+        .map_err(|e| AppError::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+fn pairs(items: &[String], what: &str) -> Result<BTreeMap<String, String>, AppError> {
+    items
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| {
+                    AppError::Usage(format!(
+                        "{what} `{}`: expected NAME=VALUE",
+                        one_line(kv, 80)
+                    ))
+                })
+        })
+        .collect()
+}
+
+fn add(a: McpAddArgs, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let env_vars = pairs(&a.env, "--env")?;
+    let headers = pairs(&a.headers, "--header")?;
+    let server = match (&a.url, a.command.split_first()) {
+        (Some(url), None) => McpServer {
+            bearer_token_env: a.bearer_token_env.clone(),
+            headers: headers.clone(),
+            ..McpServer::http(url.clone())
+        },
+        (None, Some((program, args))) => McpServer {
+            env: env_vars.clone(),
+            ..McpServer::stdio(program.clone(), args.to_vec())
+        },
+        _ => {
+            return Err(AppError::Usage(
+                "name the server's program after `--` (buddy mcp add NAME -- npx -y PACKAGE) or give --url".into(),
+            ))
+        }
+    };
+    server.check(&a.name).map_err(AppError::Usage)?;
+    let path = user_file(overrides)?;
+    let (_, mut doc) = read_doc(&path)?;
+    let servers = doc
+        .entry("mcp_servers")
+        .or_insert_with(|| {
+            let mut t = toml_edit::Table::new();
+            t.set_implicit(true);
+            toml_edit::Item::Table(t)
+        })
+        .as_table_mut()
+        .ok_or_else(|| {
+            AppError::Usage(format!("{}: mcp_servers is not a table", path.display()))
+        })?;
+    if servers.contains_key(&a.name) {
+        return Err(AppError::Usage(format!(
+            "an MCP server `{}` is already in {}; remove it first",
+            one_line(&a.name, 80),
+            path.display()
+        )));
+    }
+    let mut t = toml_edit::Table::new();
+    if let Some(c) = &server.command {
+        t["command"] = toml_edit::value(c.as_str());
+        let mut arr = toml_edit::Array::new();
+        for x in &server.args {
+            arr.push(x.as_str());
+        }
+        t["args"] = toml_edit::value(arr);
+    }
+    if let Some(u) = &server.url {
+        t["url"] = toml_edit::value(u.as_str());
+    }
+    if let Some(v) = &server.bearer_token_env {
+        t["bearer_token_env"] = toml_edit::value(v.as_str());
+    }
+    for (key, map) in [("env", &server.env), ("headers", &server.headers)] {
+        if !map.is_empty() {
+            let mut it = toml_edit::InlineTable::new();
+            for (k, v) in map {
+                it.insert(k.as_str(), v.as_str().into());
+            }
+            t[key] = toml_edit::value(it);
+        }
+    }
+    servers.insert(&a.name, toml_edit::Item::Table(t));
+    write_doc(&path, &doc)?;
+    eprintln!(
+        "added MCP server `{}` to {}",
+        one_line(&a.name, 80),
+        path.display()
+    );
+    Ok(Exit::Ok)
+}
+
+fn remove(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let path = user_file(overrides)?;
+    let (_, mut doc) = read_doc(&path)?;
+    let removed = doc
+        .get_mut("mcp_servers")
+        .and_then(|s| s.as_table_like_mut())
+        .and_then(|s| s.remove(name))
+        .is_some();
+    if !removed {
+        return Err(AppError::Usage(format!(
+            "no MCP server `{}` in {}",
+            one_line(name, 80),
+            path.display()
+        )));
+    }
+    write_doc(&path, &doc)?;
+    eprintln!(
+        "removed MCP server `{}` from {}",
+        one_line(name, 80),
+        path.display()
+    );
+    Ok(Exit::Ok)
+}

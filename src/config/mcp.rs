@@ -1,0 +1,290 @@
+//! MCP servers in the configuration: the `[mcp_servers.NAME]` section of
+//! buddy.toml (Codex's shape) and a project's `.mcp.json` (Claude Code's
+//! shape, `{"mcpServers": {NAME: {command, args, env} | {type: "http", url,
+//! headers}}}`), both turned into one `McpServer` value. Only reading and
+//! checking live here; starting servers is `crate::mcp`'s job.
+//!
+//! A `.mcp.json` comes with the repository, so, like a project's buddy.toml,
+//! it adds servers (programs that would run as the user) only once the user
+//! has trusted it as it is now (`buddy trust .mcp.json`).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How long a server may take to start and list its tools.
+pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
+/// How long one tool call may take.
+pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
+/// The project file Claude Code reads.
+pub const MCP_JSON: &str = ".mcp.json";
+
+/// `[mcp_servers.NAME]`: either a program spoken to over its stdin and
+/// stdout (`command`, `args`, `env`, `cwd`) or a Streamable HTTP endpoint
+/// (`url`, `bearer_token_env`, `headers`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Set for the server's process on top of buddy's environment (less the
+    /// credentials commands never see). The values are treated as secrets.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    /// The variable holding the token sent as `Authorization: Bearer …`.
+    pub bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_startup_timeout")]
+    pub startup_timeout_secs: u64,
+    #[serde(default = "default_tool_timeout")]
+    pub tool_timeout_secs: u64,
+    /// Only these of the server's tools are offered (all when absent).
+    pub enabled_tools: Option<Vec<String>>,
+    /// These are never offered.
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    /// A tool annotated `readOnlyHint: true` runs without asking (the
+    /// denylist and `/approve none` still apply). Off by default: the hint is
+    /// the server's word, not a guarantee.
+    #[serde(default)]
+    pub trust_read_only: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_startup_timeout() -> u64 {
+    DEFAULT_STARTUP_TIMEOUT_SECS
+}
+
+fn default_tool_timeout() -> u64 {
+    DEFAULT_TOOL_TIMEOUT_SECS
+}
+
+impl McpServer {
+    /// A stdio server running `command`.
+    pub fn stdio(command: String, args: Vec<String>) -> McpServer {
+        McpServer {
+            command: Some(command),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            bearer_token_env: None,
+            headers: BTreeMap::new(),
+            enabled: true,
+            startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
+            tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            trust_read_only: false,
+        }
+    }
+
+    /// A Streamable HTTP server at `url`.
+    pub fn http(url: String) -> McpServer {
+        McpServer {
+            command: None,
+            url: Some(url),
+            ..McpServer::stdio(String::new(), Vec::new())
+        }
+    }
+
+    /// Whether the server's tool `name` is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        self.enabled_tools
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|t| t == name))
+            && !self.disabled_tools.iter().any(|t| t == name)
+    }
+
+    /// One line saying what is wrong with the entry, if anything.
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        let at = format!("mcp_servers.{name}");
+        if name.is_empty() || name.chars().any(|c| c.is_control()) {
+            return Err(format!("{at}: a server needs a plain name"));
+        }
+        match (&self.command, &self.url) {
+            (Some(c), None) if !c.trim().is_empty() => {}
+            (None, Some(u)) if u.starts_with("http://") || u.starts_with("https://") => {}
+            (None, Some(_)) => {
+                return Err(format!("{at}.url: expected an http:// or https:// URL"))
+            }
+            (Some(_), Some(_)) => return Err(format!("{at}: set `command` or `url`, not both")),
+            _ => {
+                return Err(format!(
+                    "{at}: set `command` (a program) or `url` (an HTTP endpoint)"
+                ))
+            }
+        }
+        if self.url.is_none() && (self.bearer_token_env.is_some() || !self.headers.is_empty()) {
+            return Err(format!(
+                "{at}: `bearer_token_env` and `headers` are for `url` servers"
+            ));
+        }
+        if self.command.is_none()
+            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
+        {
+            return Err(format!(
+                "{at}: `args`, `env` and `cwd` are for `command` servers"
+            ));
+        }
+        if self.startup_timeout_secs == 0 || self.tool_timeout_secs == 0 {
+            return Err(format!("{at}: timeouts are whole seconds, at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Claude Code's `.mcp.json`.
+#[derive(Debug, Deserialize)]
+struct McpJson {
+    #[serde(rename = "mcpServers", default)]
+    servers: BTreeMap<String, McpJsonServer>,
+}
+
+#[derive(Debug, Deserialize)]
+struct McpJsonServer {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+/// The servers of a `.mcp.json` text; the error is one line.
+pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, McpServer>, String> {
+    let file: McpJson = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let mut out = BTreeMap::new();
+    for (name, s) in file.servers {
+        let server = match (s.kind.as_deref(), s.command, s.url) {
+            (None | Some("stdio"), Some(command), None) => McpServer {
+                env: s.env,
+                ..McpServer::stdio(command, s.args)
+            },
+            (None | Some("http") | Some("streamable-http") | Some("sse"), None, Some(url)) => {
+                McpServer {
+                    headers: s.headers,
+                    ..McpServer::http(url)
+                }
+            }
+            (kind, _, _) => {
+                return Err(format!(
+                    "server `{}`: expected `command` (stdio) or `url` (http), found type {}",
+                    crate::text::one_line(&name, 60),
+                    kind.unwrap_or("none")
+                ))
+            }
+        };
+        server.check(&name)?;
+        out.insert(name, server);
+    }
+    Ok(out)
+}
+
+/// What `.mcp.json` in `cwd` adds: its servers when the trust list holds it
+/// as it is now; otherwise none, and the path with the names held back.
+pub struct ProjectServers {
+    pub servers: BTreeMap<String, McpServer>,
+    pub untrusted: Option<(PathBuf, Vec<String>)>,
+    /// A file that could not be read or parsed: one line for a warning.
+    pub error: Option<String>,
+}
+
+pub fn project_servers(cwd: &Path, trust_store: Option<PathBuf>) -> ProjectServers {
+    let path = cwd.join(MCP_JSON);
+    let mut out = ProjectServers {
+        servers: BTreeMap::new(),
+        untrusted: None,
+        error: None,
+    };
+    let bytes = match crate::localfile::read_regular(&path, super::MAX_CONFIG_BYTES) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return out,
+        Err(e) => {
+            out.error = Some(format!("cannot read {}: {e}", path.display()));
+            return out;
+        }
+    };
+    let servers = match std::str::from_utf8(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(parse_mcp_json)
+    {
+        Ok(s) => s,
+        Err(e) => {
+            out.error = Some(format!(
+                "{}: {}",
+                path.display(),
+                crate::text::one_line(&e, 200)
+            ));
+            return out;
+        }
+    };
+    let trusted =
+        trust_store.is_some_and(|s| super::trust::TrustStore::new(s).is_trusted(&path, &bytes));
+    if trusted {
+        out.servers = servers;
+    } else if !servers.is_empty() {
+        out.untrusted = Some((path, servers.into_keys().collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_shapes_read_as_stdio_and_http_servers() {
+        let servers = parse_mcp_json(
+            r#"{"mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "srv"], "env": {"K": "v"}},
+                "web": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-A": "b"}}
+            }}"#,
+        )
+        .unwrap();
+        assert_eq!(servers["fs"].command.as_deref(), Some("npx"));
+        assert_eq!(servers["fs"].args, ["-y", "srv"]);
+        assert_eq!(servers["fs"].env["K"], "v");
+        assert_eq!(
+            servers["web"].url.as_deref(),
+            Some("http://127.0.0.1:1/mcp")
+        );
+        assert_eq!(servers["web"].headers["X-A"], "b");
+        assert_eq!(servers["web"].tool_timeout_secs, DEFAULT_TOOL_TIMEOUT_SECS);
+    }
+
+    #[test]
+    fn an_entry_with_neither_or_both_ends_is_an_error() {
+        assert!(parse_mcp_json(r#"{"mcpServers": {"x": {}}}"#).is_err());
+        let both = McpServer {
+            url: Some("http://a/".into()),
+            ..McpServer::stdio("a".into(), vec![])
+        };
+        assert!(both.check("x").unwrap_err().contains("not both"));
+        assert!(McpServer::http("ftp://x".into()).check("x").is_err());
+    }
+
+    #[test]
+    fn enabled_and_disabled_tools_filter_the_offer() {
+        let mut s = McpServer::stdio("a".into(), vec![]);
+        assert!(s.offers("echo"));
+        s.enabled_tools = Some(vec!["echo".into(), "add".into()]);
+        s.disabled_tools = vec!["add".into()];
+        assert!(s.offers("echo"));
+        assert!(!s.offers("add"));
+        assert!(!s.offers("other"));
+    }
+}

@@ -1,0 +1,913 @@
+//! The MCP client: the configured servers (`config::mcp`), started
+//! concurrently in the background, and their tools offered to the model as
+//! one `ToolSource` named `mcp__SERVER__TOOL` (`names.rs`). Owns each
+//! server's connection, state and last error, the calls (through the
+//! agent's approval gate first), timeouts, and restarting a server that
+//! stopped, on the next call. Does not own bounding or redaction (the tool
+//! registry does both for every result) nor showing anything (`/mcp` and
+//! `buddy mcp` in the front ends read `McpTools::report`).
+//!
+//! Nothing here runs unless a server is configured: `app` builds `McpTools`
+//! only then. Stdio servers run on this host whatever the target is; HTTP
+//! servers are reached through the SDK's Streamable HTTP client (`http.rs`).
+
+pub mod content;
+pub mod http;
+pub mod names;
+mod stdio;
+
+use crate::config::McpServer;
+use crate::tools::{Approval, ApprovalRequest, ToolContext, ToolError, ToolOutput, ToolSource};
+use crate::wire::ToolDefinition;
+use async_trait::async_trait;
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Tools taken from one server at most; a server offering more is cut.
+const MAX_TOOLS_PER_SERVER: usize = 256;
+/// A tool's description as the model gets it, at most.
+const MAX_DESCRIPTION_CHARS: usize = 2000;
+/// A result's default cap, in characters, like `run_shell`'s.
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 30_000;
+
+/// Where a server is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Starting,
+    Ready,
+    /// It could not start (the reason is its last error).
+    Failed,
+    /// It was ready and then stopped; the next call starts it again.
+    Stopped,
+    /// `enabled = false`.
+    Disabled,
+}
+
+impl Status {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Ready => "ready",
+            Status::Failed => "failed",
+            Status::Stopped => "stopped",
+            Status::Disabled => "disabled",
+        }
+    }
+}
+
+/// One server as `/mcp` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerReport {
+    pub name: String,
+    pub transport: String,
+    pub status: Status,
+    /// The names the model sees.
+    pub tools: Vec<String>,
+    /// Its resources' URIs (`@SERVER:uri`) and prompts (`/SERVER:NAME`).
+    pub resources: Vec<String>,
+    pub prompts: Vec<String>,
+    pub last_error: Option<String>,
+}
+
+struct RemoteTool {
+    name: String,
+    description: String,
+    schema: Value,
+    read_only: bool,
+}
+
+type Client = RunningService<RoleClient, Handler>;
+
+struct ServerState {
+    status: Status,
+    tools: Vec<RemoteTool>,
+    /// Its resources' URIs and its prompts, as last listed.
+    resources: Vec<String>,
+    prompts: Vec<PromptInfo>,
+    client: Option<Arc<Client>>,
+    /// The stdio process, killed when dropped.
+    child: Option<tokio::process::Child>,
+    stderr: Option<Arc<Mutex<String>>>,
+    last_error: Option<String>,
+}
+
+struct Server {
+    name: String,
+    spec: McpServer,
+    state: Mutex<ServerState>,
+    /// One start at a time: a call that finds the server stopped and a
+    /// background start never race to spawn two processes.
+    starting: tokio::sync::Mutex<()>,
+}
+
+impl Server {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ServerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A tool as offered: which server, its own name there.
+#[derive(Clone)]
+struct Offered {
+    server: usize,
+    remote: String,
+    read_only: bool,
+}
+
+#[derive(Default)]
+struct Offer {
+    definitions: Vec<ToolDefinition>,
+    by_name: HashMap<String, Offered>,
+}
+
+struct Inner {
+    servers: Vec<Server>,
+    offer: Mutex<Offer>,
+    /// Names the built-in tools have, which no MCP tool may take.
+    taken: HashSet<String>,
+    cwd: PathBuf,
+    max_output_chars: usize,
+    /// Counts changes of any server's state, for `wait_ready`.
+    changed: watch::Sender<u64>,
+    /// The MCP thread's runtime, where every server is started and served.
+    rt: tokio::runtime::Handle,
+    /// Ends the MCP thread (`stop`).
+    shutdown: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+/// Starts server `i` on the MCP thread; the handle answers with its client.
+fn start_on_thread(
+    inner: &Arc<Inner>,
+    i: usize,
+) -> tokio::task::JoinHandle<Result<Arc<Client>, String>> {
+    let owned = Arc::clone(inner);
+    inner.rt.spawn(async move { start(&owned, i).await })
+}
+
+/// Every configured server, as one source of tools.
+pub struct McpTools {
+    inner: Arc<Inner>,
+}
+
+impl McpTools {
+    /// Starts every enabled server in the background and returns at once.
+    /// The servers' processes, connections and notifications all live on a
+    /// thread of their own with its own runtime ("mcp"), so spawning five
+    /// processes and their handshakes never hold up the runtime that reads
+    /// the user's input and talks to the model. `None` with the reason when
+    /// that thread cannot be made.
+    pub fn start(
+        servers: &BTreeMap<String, McpServer>,
+        taken: HashSet<String>,
+        cwd: PathBuf,
+        max_output_chars: usize,
+    ) -> Result<Arc<McpTools>, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the MCP thread: {e}"))?;
+        let handle = rt.handle().clone();
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("mcp".into())
+            // Runs until `stop` (or the process ends); dropping the runtime
+            // then ends every server task it holds.
+            .spawn(move || {
+                let _ = rt.block_on(stopped);
+            })
+            .map_err(|e| format!("cannot start the MCP thread: {e}"))?;
+        let (changed, _) = watch::channel(0);
+        let inner = Arc::new(Inner {
+            servers: servers
+                .iter()
+                .map(|(name, spec)| Server {
+                    name: name.clone(),
+                    spec: spec.clone(),
+                    state: Mutex::new(ServerState {
+                        status: if spec.enabled {
+                            Status::Starting
+                        } else {
+                            Status::Disabled
+                        },
+                        tools: Vec::new(),
+                        resources: Vec::new(),
+                        prompts: Vec::new(),
+                        client: None,
+                        child: None,
+                        stderr: None,
+                        last_error: None,
+                    }),
+                    starting: tokio::sync::Mutex::new(()),
+                })
+                .collect(),
+            offer: Mutex::new(Offer::default()),
+            taken,
+            cwd,
+            max_output_chars,
+            changed,
+            rt: handle,
+            shutdown: Mutex::new(Some(shutdown)),
+        });
+        for (i, s) in inner.servers.iter().enumerate() {
+            if s.spec.enabled {
+                // Bounded by the server's startup timeout; holds the server
+                // only through `inner`, which outlives it.
+                drop(start_on_thread(&inner, i));
+            }
+        }
+        Ok(Arc::new(McpTools { inner }))
+    }
+
+    /// Waits until no server is starting (each start is bounded by its own
+    /// timeout): exec needs the tool list before its first request.
+    pub async fn wait_ready(&self) {
+        let mut rx = self.inner.changed.subscribe();
+        let inner = Arc::clone(&self.inner);
+        let _ = rx
+            .wait_for(|_| {
+                inner
+                    .servers
+                    .iter()
+                    .all(|s| s.lock().status != Status::Starting)
+            })
+            .await;
+    }
+
+    /// Kills every stdio server's process and drops the connections; for
+    /// the end of the process.
+    pub fn stop(&self) {
+        for s in &self.inner.servers {
+            let mut st = s.lock();
+            st.client = None;
+            if let Some(child) = st.child.as_mut() {
+                let _ = child.start_kill();
+            }
+        }
+        let shutdown = self
+            .inner
+            .shutdown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(tx) = shutdown {
+            let _ = tx.send(());
+        }
+    }
+
+    pub fn report(&self) -> Vec<ServerReport> {
+        let offer = self.inner.offer.lock().unwrap_or_else(|p| p.into_inner());
+        self.inner
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let st = s.lock();
+                let mut tools: Vec<String> = offer
+                    .by_name
+                    .iter()
+                    .filter(|(_, o)| o.server == i)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                tools.sort();
+                ServerReport {
+                    name: s.name.clone(),
+                    transport: match (&s.spec.command, &s.spec.url) {
+                        (_, Some(url)) => format!("http {url}"),
+                        (Some(c), None) => format!("stdio {c}"),
+                        (None, None) => String::new(),
+                    },
+                    status: st.status.clone(),
+                    tools,
+                    resources: st.resources.clone(),
+                    prompts: st.prompts.iter().map(|p| p.name.clone()).collect(),
+                    last_error: st.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The text a resource read or a prompt will answer with, on its way from
+/// the MCP thread.
+pub type Pending = std::sync::mpsc::Receiver<Result<String, String>>;
+
+/// A prompt a server offers (`/SERVER:NAME` in the REPL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptInfo {
+    pub name: String,
+    pub description: String,
+    /// Its arguments in the server's order, and whether each is required.
+    pub arguments: Vec<(String, bool)>,
+}
+
+impl McpTools {
+    /// The server named `name`, if configured.
+    fn server(&self, name: &str) -> Option<usize> {
+        self.inner.servers.iter().position(|s| s.name == name)
+    }
+
+    /// Whether `name` is a configured server (for telling `@NAME:uri` from
+    /// a file path).
+    pub fn has_server(&self, name: &str) -> bool {
+        self.server(name).is_some()
+    }
+
+    /// Every server's prompts as `SERVER:NAME` with their descriptions.
+    pub fn prompts(&self) -> Vec<(String, PromptInfo)> {
+        let mut out = Vec::new();
+        for s in &self.inner.servers {
+            for p in &s.lock().prompts {
+                out.push((format!("{}:{}", s.name, p.name), p.clone()));
+            }
+        }
+        out
+    }
+
+    /// Runs `work` against server `i`'s connection on the MCP thread,
+    /// starting the server first if it is not running, within its tool
+    /// timeout; the answer comes back on `reply`.
+    fn on_thread<T, F, Fut>(
+        &self,
+        i: usize,
+        work: F,
+    ) -> std::sync::mpsc::Receiver<Result<T, String>>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, String>> + Send,
+    {
+        // A std channel: the REPL waits for it from its key handler, with
+        // a deadline (`recv_timeout`); one slot, so the send never blocks.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let inner = Arc::clone(&self.inner);
+        self.inner.rt.spawn(async move {
+            let server = &inner.servers[i];
+            let secs = server.spec.tool_timeout_secs;
+            let client = match live_client(server) {
+                Some(c) => Ok(c),
+                None => start(&inner, i).await,
+            };
+            let answer = match client {
+                Ok(c) => tokio::time::timeout(Duration::from_secs(secs), work(c))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(format!("no answer within {secs} s (tool_timeout_secs)"))
+                    }),
+                Err(e) => Err(e),
+            };
+            let _ = tx.send(answer);
+        });
+        rx
+    }
+
+    /// The text of resource `uri` of server `name`, cut to `max` characters
+    /// (the cut said at its end). `None` when no such server.
+    pub fn read_resource(&self, name: &str, uri: &str, max: usize) -> Option<Pending> {
+        let i = self.server(name)?;
+        let uri = uri.to_string();
+        Some(self.on_thread(i, move |c| async move {
+            let read = c
+                .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+                .await
+                .map_err(|e| tidy(&e.to_string()))?;
+            let value = serde_json::to_value(&read).map_err(|e| e.to_string())?;
+            Ok(content::resource_text(&value, max))
+        }))
+    }
+
+    /// The messages of prompt `prompt` of server `name`, filled in with
+    /// `args` (`key=value` words, or words in the order of the prompt's
+    /// arguments), as one text. `None` when there is no such prompt.
+    pub fn get_prompt(
+        &self,
+        name: &str,
+        prompt: &str,
+        args: &str,
+        max: usize,
+    ) -> Option<Result<Pending, String>> {
+        let i = self.server(name)?;
+        let info = self.inner.servers[i]
+            .lock()
+            .prompts
+            .iter()
+            .find(|p| p.name == prompt)
+            .cloned()?;
+        let arguments = match prompt_arguments(&info, args) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(self.on_thread(i, move |c| async move {
+            let mut params = rmcp::model::GetPromptRequestParams::new(info.name.clone());
+            if !arguments.is_empty() {
+                params.arguments = Some(arguments);
+            }
+            let got = c
+                .get_prompt(params)
+                .await
+                .map_err(|e| tidy(&e.to_string()))?;
+            let value = serde_json::to_value(&got).map_err(|e| e.to_string())?;
+            Ok(content::prompt_text(&value, max))
+        })))
+    }
+}
+
+/// `key=value` words by name; other words fill the prompt's arguments in
+/// order. A required argument left out, or a name it does not have, is an
+/// error naming what it takes.
+fn prompt_arguments(
+    info: &PromptInfo,
+    args: &str,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let takes = || {
+        let names: Vec<String> = info
+            .arguments
+            .iter()
+            .map(|(n, req)| if *req { n.clone() } else { format!("[{n}]") })
+            .collect();
+        format!("{} takes: {}", info.name, names.join(" "))
+    };
+    let mut out = serde_json::Map::new();
+    let mut positional = info.arguments.iter().map(|(n, _)| n);
+    for word in args.split_whitespace() {
+        let (key, value) = match word.split_once('=') {
+            Some((k, v)) if info.arguments.iter().any(|(n, _)| n == k) => (k.to_string(), v),
+            Some((k, _)) if !k.is_empty() && !k.contains(':') => {
+                return Err(format!(
+                    "no argument `{}`; {}",
+                    crate::text::one_line(k, 40),
+                    takes()
+                ))
+            }
+            _ => match positional.find(|n| !out.contains_key(n.as_str())) {
+                Some(n) => (n.clone(), word),
+                None => return Err(format!("too many arguments; {}", takes())),
+            },
+        };
+        out.insert(key, Value::String(value.to_string()));
+    }
+    if let Some((missing, _)) = info
+        .arguments
+        .iter()
+        .find(|(n, req)| *req && !out.contains_key(n))
+    {
+        return Err(format!("`{missing}` is required; {}", takes()));
+    }
+    Ok(out)
+}
+
+/// Handles what a server sends on its own: a changed tool list is listed
+/// again.
+struct Handler {
+    inner: Weak<Inner>,
+    server: usize,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        if let Ok(Ok(tools)) = tokio::time::timeout(
+            Duration::from_secs(inner.servers[self.server].spec.startup_timeout_secs),
+            context.peer.list_all_tools(),
+        )
+        .await
+        {
+            set_tools(&inner, self.server, tools);
+        }
+    }
+
+    async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if let Some(inner) = self.inner.upgrade() {
+            let listed = list_resources(&context.peer).await;
+            inner.servers[self.server].lock().resources = listed;
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if let Some(inner) = self.inner.upgrade() {
+            let listed = list_prompts(&context.peer).await;
+            inner.servers[self.server].lock().prompts = listed;
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("buddy", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+fn set_tools(inner: &Inner, i: usize, tools: Vec<rmcp::model::Tool>) {
+    let server = &inner.servers[i];
+    let kept: Vec<RemoteTool> = tools
+        .into_iter()
+        .filter(|t| server.spec.offers(&t.name))
+        .take(MAX_TOOLS_PER_SERVER)
+        .map(|t| {
+            let description = t.description.as_deref().unwrap_or_default();
+            RemoteTool {
+                name: t.name.to_string(),
+                description: cut(description, MAX_DESCRIPTION_CHARS),
+                schema: Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
+            }
+        })
+        .collect();
+    server.lock().tools = kept;
+    rebuild_offer(inner);
+}
+
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Names every offered tool again, all servers at once, so a new or changed
+/// list can never give two tools one name.
+fn rebuild_offer(inner: &Inner) {
+    let mut pairs = Vec::new();
+    let mut what = Vec::new();
+    for (i, s) in inner.servers.iter().enumerate() {
+        let st = s.lock();
+        if matches!(st.status, Status::Ready | Status::Stopped) {
+            for t in &st.tools {
+                pairs.push((s.name.clone(), t.name.clone()));
+                what.push((
+                    i,
+                    t.name.clone(),
+                    t.description.clone(),
+                    t.schema.clone(),
+                    t.read_only,
+                ));
+            }
+        }
+    }
+    let names = names::assign(&pairs, &inner.taken);
+    let mut offer = Offer::default();
+    for (name, (server, remote, description, schema, read_only)) in names.into_iter().zip(what) {
+        let description = format!(
+            "{description}{}(MCP server `{}`)",
+            if description.is_empty() { "" } else { " " },
+            inner.servers[server].name
+        );
+        offer
+            .definitions
+            .push(ToolDefinition::function(&name, &description, schema));
+        offer.by_name.insert(
+            name,
+            Offered {
+                server,
+                remote,
+                read_only,
+            },
+        );
+    }
+    *inner.offer.lock().unwrap_or_else(|p| p.into_inner()) = offer;
+    inner.changed.send_modify(|g| *g += 1);
+}
+
+fn set_status(inner: &Inner, i: usize, status: Status, error: Option<String>) {
+    {
+        let mut st = inner.servers[i].lock();
+        st.status = status;
+        if error.is_some() {
+            st.last_error = error;
+        }
+    }
+    rebuild_offer(inner);
+}
+
+/// Connects server `i` (a fresh process for stdio), lists its tools and
+/// marks it ready; or failed, with the reason, within its startup timeout.
+async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, String> {
+    let server = &inner.servers[i];
+    let _one = server.starting.lock().await;
+    // Someone else started it while this waited.
+    if let Some(c) = live_client(server) {
+        return Ok(c);
+    }
+    let was_stopped = server.lock().status == Status::Stopped;
+    if !was_stopped {
+        server.lock().status = Status::Starting;
+    }
+    let secs = server.spec.startup_timeout_secs;
+    let attempt = tokio::time::timeout(Duration::from_secs(secs), connect(inner, i)).await;
+    let outcome = match attempt {
+        Ok(Ok((client, child, stderr, tools))) => {
+            let client = Arc::new(client);
+            {
+                let mut st = server.lock();
+                st.client = Some(Arc::clone(&client));
+                st.child = child;
+                st.stderr = stderr;
+                st.status = Status::Ready;
+            }
+            set_tools(inner, i, tools);
+            return Ok(client);
+        }
+        Ok(Err(e)) => e,
+        Err(_) => format!("it did not start within {secs} s (startup_timeout_secs)"),
+    };
+    let status = if was_stopped {
+        Status::Stopped
+    } else {
+        Status::Failed
+    };
+    set_status(inner, i, status, Some(outcome.clone()));
+    Err(outcome)
+}
+
+type Connected = (
+    Client,
+    Option<tokio::process::Child>,
+    Option<Arc<Mutex<String>>>,
+    Vec<rmcp::model::Tool>,
+);
+
+async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
+    let server = &inner.servers[i];
+    let handler = Handler {
+        inner: Arc::downgrade(inner),
+        server: i,
+    };
+    let (client, child, stderr) = if let Some(url) = &server.spec.url {
+        let transport = http::transport(url, &server.spec)?;
+        let client = handler
+            .serve(transport)
+            .await
+            .map_err(|e| tidy(&e.to_string()))?;
+        (client, None, None)
+    } else {
+        let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| {
+            format!(
+                "cannot run `{}`: {e}",
+                crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100)
+            )
+        })?;
+        let stderr = Arc::clone(&p.stderr);
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(p.stdout, p.stdin)
+            .with_max_line_length(stdio::MAX_MESSAGE_BYTES + 1);
+        let mut child = p.child;
+        let client = match handler.serve(transport).await {
+            Ok(c) => c,
+            Err(e) => {
+                // Give its last words a moment to arrive: why it failed.
+                let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
+                return Err(with_stderr(&e.to_string(), &stderr));
+            }
+        };
+        (client, Some(child), Some(stderr))
+    };
+    let tools = client.list_all_tools().await.map_err(|e| {
+        format!(
+            "cannot list its tools: {}",
+            crate::text::one_line(&e.to_string(), 300)
+        )
+    })?;
+    let info = client.peer_info();
+    let caps = info.as_ref().map(|i| &i.capabilities);
+    if caps.is_some_and(|c| c.resources.is_some()) {
+        let listed = list_resources(client.peer()).await;
+        server.lock().resources = listed;
+    }
+    if caps.is_some_and(|c| c.prompts.is_some()) {
+        let listed = list_prompts(client.peer()).await;
+        server.lock().prompts = listed;
+    }
+    Ok((client, child, stderr, tools))
+}
+
+/// Resources and prompts taken from one server at most.
+const MAX_LISTED: usize = 1000;
+
+/// The server's resources' URIs (none when it cannot list them: mentions
+/// then say the resource is unknown, which is the truth as far as we know).
+async fn list_resources(peer: &rmcp::Peer<RoleClient>) -> Vec<String> {
+    let listed = peer.list_all_resources().await.unwrap_or_default();
+    listed
+        .iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .filter_map(|v| v["uri"].as_str().map(str::to_string))
+        .take(MAX_LISTED)
+        .collect()
+}
+
+async fn list_prompts(peer: &rmcp::Peer<RoleClient>) -> Vec<PromptInfo> {
+    let listed = peer.list_all_prompts().await.unwrap_or_default();
+    listed
+        .into_iter()
+        .take(MAX_LISTED)
+        .map(|p| PromptInfo {
+            name: p.name.to_string(),
+            description: cut(p.description.as_deref().unwrap_or_default(), 200),
+            arguments: p
+                .arguments
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| (a.name, a.required.unwrap_or(false)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The SDK's transport errors name their Rust types
+/// (`Transport [rmcp::…<…>] error: …`): only the part after that is news to
+/// a user. One line, bounded.
+fn tidy(e: &str) -> String {
+    let e = match e.rfind("] error: ") {
+        Some(i) => &e[i + "] error: ".len()..],
+        None => e,
+    };
+    crate::text::one_line(e, 300)
+}
+
+fn with_stderr(e: &str, stderr: &Mutex<String>) -> String {
+    let e = tidy(e);
+    match stdio::last_line(stderr) {
+        Some(line) => format!("{e} (its stderr: {line})"),
+        None => e,
+    }
+}
+
+/// The server's connection, if it still has one: a stdio process that
+/// exited, or a closed connection, has none.
+fn live_client(server: &Server) -> Option<Arc<Client>> {
+    let mut st = server.lock();
+    let exited = st
+        .child
+        .as_mut()
+        .is_some_and(|c| !matches!(c.try_wait(), Ok(None)));
+    match &st.client {
+        Some(c) if !exited && !c.is_closed() && !c.is_transport_closed() => Some(Arc::clone(c)),
+        _ => None,
+    }
+}
+
+/// Marks a server that stopped under a call, so the next call starts it.
+fn stopped(inner: &Inner, i: usize, why: String) {
+    {
+        let mut st = inner.servers[i].lock();
+        st.client = None;
+        st.child = None;
+    }
+    set_status(inner, i, Status::Stopped, Some(why));
+}
+
+#[async_trait]
+impl ToolSource for McpTools {
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        self.inner
+            .offer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .definitions
+            .clone()
+    }
+
+    fn max_output_chars(&self, name: &str) -> Option<usize> {
+        self.inner
+            .offer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_name
+            .contains_key(name)
+            .then_some(self.inner.max_output_chars)
+    }
+
+    async fn execute(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let inner = &self.inner;
+        let offered = inner
+            .offer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_name
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ToolError::Failed(format!("`{name}` is no longer offered")))?;
+        let server = &inner.servers[offered.server];
+        let args_text = args.to_string();
+        let request = ApprovalRequest {
+            call_id: ctx.call_id.clone(),
+            tool: name.to_string(),
+            actor: crate::host::local_actor(),
+            command: format!("{name} {}", crate::text::one_line(&args_text, 2000)),
+            detail: None,
+            read_only: offered.read_only && server.spec.trust_read_only,
+        };
+        match ctx.approver.approve(request).await {
+            Approval::Approved => {}
+            Approval::Denied { reason } => {
+                return Ok(ToolOutput::text(format!("not run: {reason}")))
+            }
+            Approval::Refused { reason } => return Err(ToolError::Failed(reason)),
+        }
+        let client = match live_client(server) {
+            Some(c) => c,
+            None => match start_on_thread(inner, offered.server).await {
+                Ok(started) => started,
+                Err(e) => Err(format!("its start was cut short ({e})")),
+            }
+            .map_err(|e| {
+                ToolError::Failed(format!(
+                    "the MCP server `{}` is not running and could not be started: {e}",
+                    server.name
+                ))
+            })?,
+        };
+        let arguments = match args {
+            Value::Object(map) => map,
+            _ => Default::default(),
+        };
+        let params = CallToolRequestParams::new(offered.remote.clone()).with_arguments(arguments);
+        let secs = server.spec.tool_timeout_secs;
+        let answer =
+            tokio::time::timeout(Duration::from_secs(secs), client.call_tool(params)).await;
+        let result = match answer {
+            Err(_) => {
+                return Err(ToolError::Failed(format!(
+                    "the MCP server `{}` did not answer `{}` within {secs} s (tool_timeout_secs)",
+                    server.name, offered.remote
+                )))
+            }
+            Ok(Err(e)) => {
+                let gone = live_client(server).is_none()
+                    || matches!(e, rmcp::service::ServiceError::TransportClosed);
+                if gone {
+                    let why = match server.lock().stderr.clone() {
+                        Some(stderr) => with_stderr(&format!("stopped ({e})"), &stderr),
+                        None => format!("stopped ({e})"),
+                    };
+                    stopped(inner, offered.server, why.clone());
+                    return Err(ToolError::Failed(format!(
+                        "the MCP server `{}` {why}; it will be started again on the next call",
+                        server.name
+                    )));
+                }
+                return Err(ToolError::Failed(format!(
+                    "the MCP server `{}` answered with an error: {}",
+                    server.name,
+                    tidy(&e.to_string())
+                )));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let value = serde_json::to_value(&result)
+            .map_err(|e| ToolError::Failed(format!("cannot read the result: {e}")))?;
+        let (text, is_error) = content::result_text(&value);
+        if is_error {
+            return Err(ToolError::Failed(text));
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prompt_arguments_by_name_or_in_order_and_required_ones_checked() {
+        let info = super::PromptInfo {
+            name: "p".into(),
+            description: String::new(),
+            arguments: vec![("city".into(), true), ("state".into(), false)],
+        };
+        let got = super::prompt_arguments(&info, "Paris state=IDF").unwrap();
+        assert_eq!(got["city"], "Paris");
+        assert_eq!(got["state"], "IDF");
+        let got = super::prompt_arguments(&info, "state=IDF Lyon").unwrap();
+        assert_eq!(got["city"], "Lyon");
+        let e = super::prompt_arguments(&info, "state=IDF").unwrap_err();
+        assert_eq!(e, "`city` is required; p takes: city [state]");
+        assert!(super::prompt_arguments(&info, "a b c").is_err());
+        assert!(super::prompt_arguments(&info, "town=x").is_err());
+    }
+
+    #[test]
+    fn transport_errors_lose_their_rust_type_names() {
+        assert_eq!(
+            super::tidy("Send message error Transport [a::B<c::D>] error: Client error: refused"),
+            "Client error: refused"
+        );
+        assert_eq!(super::tidy("plain\nline"), "plain line");
+    }
+}
