@@ -146,3 +146,63 @@ fn the_check_sees_a_circle() {
     assert!(refs[&a].contains(&b) && refs[&b].contains(&a), "{refs:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The variants of `pub enum NAME` in `src`, as serde's snake_case names.
+fn variants(src: &str, name: &str) -> Vec<String> {
+    let start = src
+        .find(&format!("pub enum {name} {{"))
+        .unwrap_or_else(|| panic!("no enum {name}"));
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    for line in src[start..].lines().skip(1) {
+        let code = line.split("//").next().unwrap_or_default();
+        let trimmed = code.trim();
+        if depth == 0 && trimmed == "}" {
+            break;
+        }
+        if depth == 0 && trimmed.starts_with(|c: char| c.is_ascii_uppercase()) {
+            let ident: String = trimmed
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            let mut snake = String::new();
+            for (i, c) in ident.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            out.push(snake);
+        }
+        depth += code.matches(['{', '(']).count();
+        depth = depth.saturating_sub(code.matches(['}', ')']).count());
+    }
+    out
+}
+
+#[test]
+fn events_md_lists_every_op_and_event_kind() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let protocol = std::fs::read_to_string(root.join("src/agent/protocol.rs")).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/EVENTS.md")).unwrap();
+    let ops = variants(&protocol, "Op");
+    let kinds = variants(&protocol, "EventKind");
+    assert!(
+        ops.len() >= 10 && ops.contains(&"follow_up".to_string()),
+        "{ops:?}"
+    );
+    assert!(
+        kinds.len() >= 20 && kinds.contains(&"run_started".to_string()),
+        "{kinds:?}"
+    );
+    let missing: Vec<String> = ops
+        .iter()
+        .chain(&kinds)
+        .filter(|n| !doc.contains(&format!("`{n}`")))
+        .cloned()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/EVENTS.md does not name these ops or event kinds: {missing:?}"
+    );
+}
