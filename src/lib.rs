@@ -1,16 +1,21 @@
 //! buddy: a terminal AI agent for any OpenAI-compatible model.
 //!
 //! Layers, lowest first: `wire` (protocol types and decoders), `provider` (HTTP
-//! client), `host` (where commands run: local, SSH, container), `shell`
-//! (command lines read without running them: lexer, parser, read-only
-//! classifier), `tools`
-//! (registry and built-in tools), `agent` (the loop, history,
-//! tokens, events), `session` (a conversation's on-disk journal), `config`, and
-//! `ui` (front ends that render agent events). `text` makes outside text safe
-//! to show on a terminal; `localfile` reads local files with a type check and
-//! a size bound; `redact` keeps known secrets out of everything shown;
-//! `background` runs housekeeping at a lower priority than live streams.
-//! `cli` defines the command line; `main.rs` only wires these together.
+//! client, with `auth` for `buddy login`), `host` (where commands run: local,
+//! SSH, container), `shell` (command lines read without running them: lexer,
+//! parser, read-only classifier), `tools` (registry and built-in tools), `mcp`
+//! (tools, resources and prompts from MCP servers), `agent` (the loop,
+//! history, tokens, events), `session` (a conversation's on-disk journal and
+//! checkpoints), `config`, `ui` (front ends that render agent events), `serve`
+//! (the HTTP API and web page) and `app` (the composition root: settings to a
+//! running front end). Beside them: `text` makes outside text safe to show on
+//! a terminal; `localfile` reads local files with a type check and a size
+//! bound; `redact` keeps known secrets out of everything shown; `procenv`
+//! scrubs keys from buddy's own environment block; `net` sets trust roots and
+//! proxies; `frontmatter` reads prompt files' headers; `clock` does date and
+//! duration maths; `background` runs housekeeping at a lower priority than
+//! live streams. `cli` defines the command line; `main.rs` only wires these
+//! together.
 
 pub mod agent;
 pub mod app;
