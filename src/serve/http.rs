@@ -394,23 +394,12 @@ fn query_token(query: Option<&str>) -> Option<String> {
         .map(percent_decode)
 }
 
+/// A query value as a form sends it: `+` is a space, then `%XX` escapes
+/// (so `%2B` stays a plus).
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(&s.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Compares two secrets in time that depends only on their lengths.
@@ -957,6 +946,7 @@ mod tests {
     fn tokens_come_from_the_query_decoded() {
         assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
         assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
+        assert_eq!(query_token(Some("token=%C3%BC%20%zz%2")), Some("ü %zz%2".into()));
         assert_eq!(query_token(None), None);
     }
 
