@@ -8,34 +8,10 @@ mod support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use support::calls::{call, config_no_confirm, result_of};
 use support::container::{engine_env, Container, DockerService};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{FakeProvider, RecordedRequest, Reply};
 use support::{fake_config, BuddyCmd, Output, TempDir};
-
-fn config_no_confirm(p: &FakeProvider, extra: &str) -> String {
-    format!(
-        "{}\n[tools]\nshell_confirm = false\n{extra}\n",
-        fake_config(p)
-    )
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_calls(vec![ToolCallSpec::new(id, name, args.to_string())])
-}
-
-/// The tool message answering `id`, from the last request that carried it.
-fn result_of(reqs: &[RecordedRequest], id: &str) -> String {
-    // The first request that carries it: what the model saw right after the
-    // call (later ones may hold it shortened by context compaction).
-    reqs.iter()
-        .find_map(|r| {
-            r.json()["messages"].as_array()?.iter().find_map(|m| {
-                (m["role"] == "tool" && m["tool_call_id"] == id)
-                    .then(|| m["content"].as_str().unwrap_or_default().to_string())
-            })
-        })
-        .unwrap_or_else(|| panic!("no tool result for {id}"))
-}
 
 /// The system message of a request.
 fn system_prompt(req: &RecordedRequest) -> String {

@@ -5,8 +5,9 @@
 
 mod support;
 
-use serde_json::{json, Value};
-use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use serde_json::json;
+use support::calls::call;
+use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply};
 use support::{fake_config, BuddyCmd};
 
 /// Approvals off, so the edits run without a terminal; `model` replaces
@@ -14,10 +15,6 @@ use support::{fake_config, BuddyCmd};
 fn config(p: &FakeProvider, model: &str, extra: &str) -> String {
     fake_config(p).replace("\"fake-model\"", &format!("{model:?}"))
         + &format!("\n[tools]\nshell_confirm = false\n{extra}\n")
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_calls(vec![ToolCallSpec::new(id, name, args.to_string())])
 }
 
 /// The tool names a request offered.

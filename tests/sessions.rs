@@ -9,16 +9,13 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
+use support::calls::config_no_confirm;
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::{fake_config, BuddyCmd};
 
 const CANCELLED: &str = "operation cancelled by user";
 /// A call that was running when buddy stopped, as a resume records it.
 const INTERRUPTED_TOOL: &str = "interrupted: buddy stopped while this tool call was running; it may have run in part or in full, so check its effects before running it again";
-
-fn config_no_confirm(p: &FakeProvider) -> String {
-    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
-}
 
 fn shell(id: &str, command: &str) -> ToolCallSpec {
     ToolCallSpec::new(id, "run_shell", json!({ "command": command }).to_string())
@@ -116,7 +113,7 @@ fn exec_saves_a_session_and_resume_sends_the_whole_history() {
         Reply::text("second answer"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "first prompt"]);
     cmd.run().assert_success();
     let (id, path) = only_session(&cmd);
@@ -416,7 +413,7 @@ fn sleeping_provider() -> FakeProvider {
 #[test]
 fn kill_9_mid_tool_leaves_a_session_that_resumes_with_a_valid_history() {
     let p = sleeping_provider();
-    let cmd = BuddyCmd::new().config(config_no_confirm(&p));
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
     let (mut child, sleeper) = start_sleeping_exec(&cmd);
     kill("-KILL", child.id());
     let status = child.wait().unwrap();
@@ -449,7 +446,7 @@ fn kill_9_mid_tool_leaves_a_session_that_resumes_with_a_valid_history() {
 #[test]
 fn a_second_process_cannot_write_a_session_in_use() {
     let p = sleeping_provider();
-    let cmd = BuddyCmd::new().config(config_no_confirm(&p));
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
     let (mut child, sleeper) = start_sleeping_exec(&cmd);
     let (id, path) = only_session(&cmd);
     let before = fs::read(&path).unwrap();
@@ -512,7 +509,8 @@ fn keys_never_reach_session_files() {
         Reply::text("done"),
     ]);
     let key = "sk-live-0123456789abcdef";
-    let toml = config_no_confirm(&p).replace("api_key = \"sk-fake\"", "api_key_env = \"MY_KEY\"");
+    let toml =
+        config_no_confirm(&p, "").replace("api_key = \"sk-fake\"", "api_key_env = \"MY_KEY\"");
     let cmd = BuddyCmd::new()
         .config(toml)
         .env("MY_KEY", key)

@@ -8,31 +8,11 @@ mod support;
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
+use support::calls::{call, config_no_confirm, result_of};
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::sshd::{Sshd, USER};
 use support::tmux::Tmux;
-use support::{fake_config, BuddyCmd, TempDir};
-
-fn config_no_confirm(p: &FakeProvider) -> String {
-    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_calls(vec![ToolCallSpec::new(id, name, args.to_string())])
-}
-
-fn result_of(reqs: &[RecordedRequest], id: &str) -> String {
-    // The first request that carries it: what the model saw right after the
-    // call (later ones may hold it shortened by context compaction).
-    reqs.iter()
-        .find_map(|r| {
-            r.json()["messages"].as_array()?.iter().find_map(|m| {
-                (m["role"] == "tool" && m["tool_call_id"] == id)
-                    .then(|| m["content"].as_str().unwrap_or_default().to_string())
-            })
-        })
-        .unwrap_or_else(|| panic!("no tool result for {id}"))
-}
+use support::{BuddyCmd, TempDir};
 
 fn system_prompt(req: &RecordedRequest) -> String {
     req.json()["messages"][0]["content"]
@@ -100,7 +80,7 @@ fn exec_over_ssh_runs_commands_and_moves_files_as_the_remote_user() {
     ]);
     let runtime = TempDir::new("xdg-runtime");
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .env("XDG_RUNTIME_DIR", runtime.path())
         .arg("exec")
         .args(sshd.buddy_args())
@@ -173,7 +153,7 @@ fn without_multiplexing_each_command_connects_again() {
     options.push("ControlMaster=no".into());
     options.push("ControlPath=none".into());
     let out = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .arg("exec")
         .args(sshd.buddy_args_with(&options))
         .arg("go")
@@ -278,7 +258,7 @@ fn exec_over_ssh_in_a_remote_tmux_pane() {
         Reply::text("done"),
     ]);
     let out = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .arg("exec")
         .args(sshd.buddy_args())
         .arg(format!("--tmux={session}"))
@@ -375,7 +355,7 @@ fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
         Reply::text("done"),
     ]);
     BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .arg("exec")
         .args(sshd.buddy_args())
         .arg("go")
@@ -408,7 +388,7 @@ fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
         Reply::text("never"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .arg("exec")
         .args(sshd.buddy_args())
         .arg("go");
@@ -475,7 +455,7 @@ fn a_command_over_ssh_streams_its_output_while_it_runs() {
         Reply::text("done"),
     ]);
     let out = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--json"])
         .args(sshd.buddy_args())
         .arg("go")
@@ -510,7 +490,7 @@ fn a_command_in_a_remote_tmux_pane_streams_its_output_while_it_runs() {
         Reply::text("done"),
     ]);
     let out = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--json"])
         .args(sshd.buddy_args())
         .arg(format!("--tmux={session}"))
@@ -554,7 +534,7 @@ fn edit_file_and_apply_patch_change_files_over_ssh_as_the_remote_user() {
     ]);
     let runtime = TempDir::new("xdg-runtime");
     BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .env("XDG_RUNTIME_DIR", runtime.path())
         .arg("exec")
         .args(sshd.buddy_args())
@@ -590,7 +570,7 @@ fn edit_file_and_apply_patch_change_files_over_ssh_as_the_remote_user() {
         Reply::text("done"),
     ]);
     BuddyCmd::new()
-        .config(config_no_confirm(&p).replace("\"fake-model\"", "\"gpt-5\""))
+        .config(config_no_confirm(&p, "").replace("\"fake-model\"", "\"gpt-5\""))
         .env("XDG_RUNTIME_DIR", runtime.path())
         .arg("exec")
         .args(sshd.buddy_args())

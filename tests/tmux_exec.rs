@@ -5,33 +5,12 @@
 
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::{Duration, Instant};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::calls::{call, config_no_confirm, result_of};
+use support::fake_provider::{FakeProvider, Reply};
 use support::tmux::Tmux;
-use support::{fake_config, BuddyCmd};
-
-fn config_no_confirm(p: &FakeProvider) -> String {
-    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_calls(vec![ToolCallSpec::new(id, name, args.to_string())])
-}
-
-/// The tool message answering `id`, from the request that carried it.
-fn result_of(reqs: &[RecordedRequest], id: &str) -> String {
-    // The first request that carries it: what the model saw right after the
-    // call (later ones may hold it shortened by context compaction).
-    reqs.iter()
-        .find_map(|r| {
-            r.json()["messages"].as_array()?.iter().find_map(|m| {
-                (m["role"] == "tool" && m["tool_call_id"] == id)
-                    .then(|| m["content"].as_str().unwrap_or_default().to_string())
-            })
-        })
-        .unwrap_or_else(|| panic!("no tool result for {id}"))
-}
+use support::BuddyCmd;
 
 /// What the managed pane shows (with its scrollback).
 fn pane_text(cmd: &BuddyCmd, session: &str) -> String {
@@ -99,7 +78,7 @@ fn run_shell_in_the_pane_returns_exact_output_and_exit_code() {
         Reply::text("done"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--tmux", "go"]);
     let out = cmd.run();
     out.assert_success();
@@ -176,7 +155,7 @@ fn wait_false_then_capture_pane_and_send_keys_drive_a_program() {
         Reply::text("done"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--tmux", "go"]);
     cmd.run().assert_success();
     let reqs = p.chat_requests();
@@ -214,7 +193,7 @@ fn a_duration_wait_expires_a_busy_pane_refuses_and_ctrl_c_stops_it() {
         Reply::text("done"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--tmux", "go"]);
     let started = Instant::now();
     cmd.run().assert_success();
@@ -251,7 +230,7 @@ fn the_tool_timeout_interrupts_the_command() {
         Reply::text("done"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--tmux", "go"]);
     cmd.run().assert_success();
     let reqs = p.chat_requests();
@@ -271,7 +250,7 @@ fn a_named_session_is_reused_and_exec_alone_starts_no_tmux() {
         Reply::text("done"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "go"]);
     // Plain exec runs commands directly: no tmux server is started.
     cmd.run().assert_success();
@@ -309,7 +288,7 @@ fn a_named_session_is_reused_and_exec_alone_starts_no_tmux() {
 #[test]
 fn starting_inside_the_managed_pane_is_refused() {
     let p = FakeProvider::start(vec![Reply::text("never asked")]);
-    let cmd = BuddyCmd::new().config(config_no_confirm(&p));
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
     // buddy's own pane is the managed one: session buddy-work, window buddy-shared.
     let t = Tmux::start_in(
         &cmd,
@@ -334,7 +313,7 @@ fn huge_output_in_the_pane_is_cut_with_a_marker() {
         Reply::text("done"),
     ]);
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--tmux", "go"])
         .timeout(std::time::Duration::from_secs(120));
     let out = cmd.run();
@@ -386,7 +365,7 @@ fn capture_pane_reads_scrollback_ranges_and_other_panes() {
     // Named, so the model's commands can address the session.
     let cmd =
         BuddyCmd::new()
-            .config(config_no_confirm(&p))
+            .config(config_no_confirm(&p, ""))
             .args(["exec", "--tmux=buddy-work", "go"]);
     cmd.run().assert_success();
     let reqs = p.chat_requests();

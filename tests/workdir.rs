@@ -9,30 +9,12 @@
 
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::json;
+use support::calls::{call, config_no_confirm, result_of};
 use support::container::{engine_env, Container};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::fake_provider::{FakeProvider, Reply};
 use support::sshd::{Sshd, USER};
-use support::{fake_config, BuddyCmd};
-
-fn config_no_confirm(p: &FakeProvider) -> String {
-    format!("{}\n[tools]\nshell_confirm = false\n", fake_config(p))
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_calls(vec![ToolCallSpec::new(id, name, args.to_string())])
-}
-
-fn result_of(reqs: &[RecordedRequest], id: &str) -> String {
-    reqs.iter()
-        .find_map(|r| {
-            r.json()["messages"].as_array()?.iter().find_map(|m| {
-                (m["role"] == "tool" && m["tool_call_id"] == id)
-                    .then(|| m["content"].as_str().unwrap_or_default().to_string())
-            })
-        })
-        .unwrap_or_else(|| panic!("no tool result for {id}"))
-}
+use support::BuddyCmd;
 
 /// File names unique to one test run, so runs in a shared remote home or in
 /// `/` of a container never see each other's files.
@@ -116,7 +98,7 @@ fn local_direct_commands_and_files_share_the_working_directory() {
     let tag = tag("local");
     let p = FakeProvider::start(script(&tag, false));
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "go"]);
     cmd.run().assert_success();
     assert_one_directory(&p, &local_dir(&cmd));
@@ -127,7 +109,7 @@ fn local_tmux_commands_and_files_share_the_working_directory() {
     let tag = tag("tmux");
     let p = FakeProvider::start(script(&tag, true));
     let cmd = BuddyCmd::new()
-        .config(config_no_confirm(&p))
+        .config(config_no_confirm(&p, ""))
         .args(["exec", "--tmux", "go"]);
     cmd.run().assert_success();
     assert_one_directory(&p, &local_dir(&cmd));
@@ -152,7 +134,7 @@ fn ssh_commands_and_files_share_the_login_directory() {
         let session = format!("buddy-wd-{tag}");
         let _cleanup = RemoteSession(session.clone());
         let mut cmd = BuddyCmd::new()
-            .config(config_no_confirm(&p))
+            .config(config_no_confirm(&p, ""))
             .arg("exec")
             .args(sshd.buddy_args());
         if pane {
@@ -174,7 +156,7 @@ fn container_commands_and_files_share_its_working_directory() {
         let tag = tag(if pane { "ctr-tmux" } else { "ctr" });
         let p = FakeProvider::start(script(&tag, pane));
         let mut cmd = engine_env(BuddyCmd::new())
-            .config(config_no_confirm(&p))
+            .config(config_no_confirm(&p, ""))
             .args(["exec", "--container", ctr.name()]);
         if pane {
             cmd = cmd.arg("--tmux=ctr-wd");

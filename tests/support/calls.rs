@@ -1,8 +1,17 @@
 //! Scripting tool calls for the fake provider and reading back what the
 //! model was told: the pieces several end-to-end test files need.
 
-use super::fake_provider::{RecordedRequest, Reply, ToolCallSpec};
+use super::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use serde_json::Value;
+
+/// A config for `p` under which shell commands run without asking (as
+/// the user's own trusted file would have it), then `extra` TOML.
+pub fn config_no_confirm(p: &FakeProvider, extra: &str) -> String {
+    format!(
+        "{}\n[tools]\nshell_confirm = false\n{extra}\n",
+        super::fake_config(p)
+    )
+}
 
 /// A reply that calls one tool.
 pub fn call(id: &str, name: &str, args: Value) -> Reply {
