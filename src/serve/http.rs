@@ -946,7 +946,10 @@ mod tests {
     fn tokens_come_from_the_query_decoded() {
         assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
         assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
-        assert_eq!(query_token(Some("token=%C3%BC%20%zz%2")), Some("ü %zz%2".into()));
+        assert_eq!(
+            query_token(Some("token=%C3%BC%20%zz%2")),
+            Some("ü %zz%2".into())
+        );
         assert_eq!(query_token(None), None);
     }
 
