@@ -624,6 +624,25 @@ proptest! {
     }
 }
 
+/// Assignments after a keyword belong to the command that follows, as at
+/// the start of a line (proptest found `if true; then FOO=bar rm -rf /; fi`
+/// passing).
+#[test]
+fn assignments_after_a_keyword_do_not_hide_the_command() {
+    for cmd in [
+        "if true; then FOO=bar 'rm' '-rf' '/'; fi",
+        "while true; do A=1 B=2 rm -rf /; done",
+        "if true; then x=rm; fi; $x -rf /",
+        "if false; then :; else LC_ALL=C rm -rf /; fi",
+    ] {
+        assert_eq!(
+            denied(cmd).map(|d| d.rule),
+            Some(RM_ROOT.to_string()),
+            "{cmd}"
+        );
+    }
+}
+
 /// A wrapper's options are read up to its command only: the command's own
 /// `-v`, `-e`, `-p` or `-c` does not make the wrapper run nothing (proptest
 /// found `command rm -v -r -i /` passing).

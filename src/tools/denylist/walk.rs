@@ -291,6 +291,17 @@ impl Checker<'_> {
                     "if" | "then" | "else" | "elif" | "do" | "while" | "until" | "!" | "fi"
                     | "done" | "esac" | "{" | "}" => {
                         argv.remove(0);
+                        // `then FOO=1 rm …`: assignments after a keyword
+                        // belong to the command, as at the start of a line
+                        // (proptest found `if true; then FOO=bar rm -rf /;
+                        // fi` passing).
+                        let n = argv.iter().take_while(|w| assignment(w).is_some()).count();
+                        if n == argv.len() {
+                            for w in &argv {
+                                self.assign(w);
+                            }
+                        }
+                        argv.drain(..n);
                         continue;
                     }
                     "for" | "case" | "select" | "function" | "[[" => return Ok(sum),
