@@ -861,7 +861,10 @@ fn a_started_call_without_result_loads_as_interrupted_not_cancelled() {
     let path = store.path_of(&id);
     let v1 = fs::read_to_string(&path)
         .unwrap()
-        .replace("\"version\":2", "\"version\":1")
+        .replace(
+            &format!("\"version\":{}", super::journal::FORMAT_VERSION),
+            "\"version\":1",
+        )
         .lines()
         .filter(|l| !l.starts_with("{\"started\""))
         .map(|l| format!("{l}\n"))

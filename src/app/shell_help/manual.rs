@@ -266,6 +266,15 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "max_answer_bytes",
         "largest answer one reply may carry (default 8 MiB)",
     ),
+    ("serve", "max_connections", "buddy serve: open connections (default 256; 503 past it)"),
+    ("serve", "max_sessions", "sessions holding a live agent, running or kept (default 256)"),
+    ("serve", "max_running", "sessions running a prompt at once (default 128)"),
+    ("serve", "max_streams", "event streams open on one session (default 32)"),
+    ("serve", "max_streams_total", "event streams open on the whole server (default 192)"),
+    ("serve", "header_timeout_secs", "time to send a request's headers (default 10)"),
+    ("serve", "idle_timeout_secs", "a connection with nothing moving is closed after this (default 60)"),
+    ("serve", "agent_idle_secs", "a session's agent kept this long without a run (default 300)"),
+    ("serve", "max_body_bytes", "largest request body, every endpoint (default 1 MiB; 413 past it)"),
     ("display", "color", "colour on a terminal (default true)"),
     (
         "display",
@@ -643,6 +652,7 @@ mod tests {
             ("mcp_servers.x", "mcp_servers.NAME"),
             ("hooks", "hooks"),
             ("[[hooks.Stop]]", "hooks.EVENT"),
+            ("serve", "serve"),
         ];
         let documented = |t: &str| -> Vec<&str> {
             CONFIG_KEYS
