@@ -7,7 +7,11 @@
 //! of `ast.rs`.
 
 use super::ast::{Redir, Seg, Word};
-use super::words::is_name_char;
+
+/// A character of a variable name.
+pub fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op {

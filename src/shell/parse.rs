@@ -163,7 +163,7 @@ impl Parser {
         let var = match self.toks.get(self.i + 1) {
             Some(Tok::Word(w)) => w
                 .bare()
-                .filter(|n| !n.is_empty() && n.chars().all(super::words::is_name_char))?
+                .filter(|n| !n.is_empty() && n.chars().all(super::lex::is_name_char))?
                 .to_string(),
             _ => return None,
         };

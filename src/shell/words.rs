@@ -4,12 +4,7 @@
 //! Expanding a word with what a script set earlier is the denylist's job.
 
 use super::ast::{Seg, Word};
-use super::lex::{Lexer, Tok};
-
-/// A character of a variable name.
-pub fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
+use super::lex::{is_name_char, Lexer, Tok};
 
 /// The words of `command` when it is one simple command of nothing but
 /// literal words (quotes allowed): no list, pipe, redirection, group,
