@@ -36,7 +36,11 @@ fi
 cd "$(dirname "$0")/.."
 OLDPWD_REPO=$PWD
 REAL_HOME=$HOME
-cargo build --release --quiet --bin buddy --example fake_provider
+# Separately, as a user builds it: together with an example, buddy would get
+# the dev-dependencies' features, other symbol hashes, and so less of the
+# start-up layout of build/startup.ld (scripts/startup-order).
+cargo build --release --quiet --bin buddy
+cargo build --release --quiet --example fake_provider
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 BUDDY="$TARGET_DIR/release/buddy"
 FAKE="$TARGET_DIR/release/examples/fake_provider"

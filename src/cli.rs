@@ -12,6 +12,31 @@ pub fn asks_only_version(args: &[std::ffi::OsString]) -> bool {
     args.len() == 2 && (args[1] == "--version" || args[1] == "-V")
 }
 
+/// `Cli::parse()` for the process's own arguments, without freeing clap's
+/// command tree and matches afterwards: the process keeps them until it
+/// exits, and dropping them was a tenth of a plain `buddy exec`'s
+/// instructions (docs/PERFORMANCE.md). Errors and `--help` exit as
+/// `parse()` does.
+pub fn parse_args(args: Vec<std::ffi::OsString>) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|mut matches| {
+            let cli = Cli::from_arg_matches_mut(&mut matches);
+            std::mem::forget(matches);
+            cli
+        })
+        .map_err(|e| e.format(&mut command));
+    match parsed {
+        Ok(cli) => {
+            std::mem::forget(command);
+            cli
+        }
+        Err(e) => e.exit(),
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "buddy",

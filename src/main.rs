@@ -2,8 +2,6 @@
 //! library, and turn what it returns into an exit code (errors as one line
 //! on stderr).
 
-use clap::Parser;
-
 fn main() {
     // The sandbox wrapper (see host::sandbox) confines itself and becomes the
     // command: before clap, which must not know it, and before any thread.
@@ -24,7 +22,7 @@ fn main() {
     // Before any thread exists: keys in buddy's own environment must not be
     // readable from /proc/PID/environ by the commands it runs.
     buddy::procenv::scrub(buddy::procenv::looks_secret);
-    let cli = buddy::cli::Cli::parse();
+    let cli = buddy::cli::parse_args(args);
     // One thread is plenty for one conversation: the work is waiting on the
     // network and on child processes, and a single-threaded runtime starts
     // faster and uses less memory. `serve` carries many at once, so it gets a
