@@ -4,7 +4,6 @@
 
 use crate::auth::AuthError;
 use crate::host::HostError;
-use std::fmt;
 use std::path::PathBuf;
 
 /// How a command ended when it did what it was asked.
@@ -27,12 +26,15 @@ impl Exit {
     }
 }
 
-/// Why a command failed, as one line for the user.
-#[derive(Debug)]
+/// Why a command failed, as one line for the user. A wrapped error is
+/// shown as it is (its text is this one's), so its cause is this one's cause.
+#[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// Bad arguments, config or environment: exit 2.
+    #[error("{0}")]
     Usage(String),
     /// No key for the profile: exit 2, with what to do about it.
+    #[error("{message}")]
     MissingKey {
         message: String,
         config_dir: Option<PathBuf>,
@@ -40,13 +42,17 @@ pub enum AppError {
         notes: Vec<String>,
     },
     /// The work itself failed (the model, a limit): exit 1.
+    #[error("{0}")]
     Failed(String),
     /// No usable login or `auth.json`, or no way to tell the issuer: exit 2.
-    Auth(AuthError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// `buddy login` itself failed (the issuer, the user's approval): exit 1.
+    #[error(transparent)]
     Login(AuthError),
     /// The execution target (SSH, container, tmux) could not be opened: exit 2.
-    Target(HostError),
+    #[error(transparent)]
+    Target(#[from] HostError),
 }
 
 impl AppError {
@@ -84,41 +90,6 @@ impl AppError {
             }
             _ => Vec::new(),
         }
-    }
-}
-
-impl fmt::Display for AppError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AppError::Usage(m) | AppError::Failed(m) => f.write_str(m),
-            AppError::MissingKey { message, .. } => f.write_str(message),
-            AppError::Auth(e) | AppError::Login(e) => write!(f, "{e}"),
-            AppError::Target(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-// The wrapped errors are shown as they are (their text is this one's), so
-// their cause is this one's cause.
-impl std::error::Error for AppError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            AppError::Auth(e) | AppError::Login(e) => e.source(),
-            AppError::Target(e) => e.source(),
-            AppError::Usage(_) | AppError::Failed(_) | AppError::MissingKey { .. } => None,
-        }
-    }
-}
-
-impl From<AuthError> for AppError {
-    fn from(e: AuthError) -> Self {
-        AppError::Auth(e)
-    }
-}
-
-impl From<HostError> for AppError {
-    fn from(e: HostError) -> Self {
-        AppError::Target(e)
     }
 }
 
