@@ -55,20 +55,23 @@ pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, 
     };
     let cwd = workdir();
     let usage = |e: ConfigError| AppError::Usage(e.to_string());
-    let (mut file, mut source) = config::load_file(&cwd, &env, overrides).map_err(usage)?;
-    let style = Style::detect(!overrides.no_color && file.display.color);
+    let loaded = config::load_file(&cwd, &env, overrides);
+    // A file that does not load leaves colour to the flag and the terminal.
+    let color = loaded.as_ref().map_or(true, |(f, _)| f.display.color);
+    let style = Style::detect(!overrides.no_color && color);
     if let Some(path) = &created {
         eprintln!(
             "{}",
             style.dim(&format!("created a default config at {}", path.display()))
         );
     }
+    let (mut file, mut source) = loaded.map_err(usage)?;
     if trust::ask_if_untrusted(&file, overrides, style) {
         // Trusted just now: what was held back applies, so read it as such.
         (file, source) = config::load_file(&cwd, &env, overrides).map_err(usage)?;
     }
-    // Kept only for discovery, which resolves the same file again with the
-    // server it found; the common path resolves it once and moves it.
+    // For discovery, which resolves the same file again with the server it
+    // found: a copy costs far less than reading and parsing it again.
     let for_discovery = file.clone();
     let (settings, overrides) =
         match config::resolve_here(file, source.clone(), &cwd, &env, overrides) {
