@@ -19,6 +19,11 @@ fn keyed_project_config(p: &FakeProvider) -> String {
     )
 }
 
+/// The REPL's empty prompt is on screen (tmux drops its trailing space).
+fn is_prompt(screen: &str) -> bool {
+    screen.lines().any(|l| l == ">" || l.starts_with("> "))
+}
+
 #[test]
 fn a_project_config_trusted_at_the_question_applies_at_once() {
     let p = FakeProvider::start(vec![Reply::text("answered with the trusted key")]);
@@ -28,7 +33,7 @@ fn a_project_config_trusted_at_the_question_applies_at_once() {
     let t = Tmux::start(&cmd, &[]);
     t.wait_text("Trust it? [y/N]");
     t.line("y");
-    t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with("> ")));
+    t.wait_for("the prompt", is_prompt);
     t.line("hello");
     t.wait_text("answered with the trusted key");
     let sent = p.chat_requests();
@@ -48,7 +53,7 @@ fn a_project_config_left_untrusted_at_the_question_sends_no_key() {
     let t = Tmux::start(&cmd, &[]);
     t.wait_text("Trust it? [y/N]");
     t.line("n");
-    let screen = t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with("> ")));
+    let screen = t.wait_for("the prompt", is_prompt);
     assert!(
         screen.contains("ignoring models.fake.api_key_env from the untrusted"),
         "{screen}"
