@@ -98,9 +98,14 @@ pub fn age(then: u64, now: u64) -> String {
     }
 }
 
+/// Text that is not a duration (the text, as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{0}\" is not a duration (try 30s, 10m or 1h)")]
+pub struct BadDuration(pub String);
+
 /// `90`, `90s`, `500ms`, `10m`, `1h`, `1h30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("\"{s}\" is not a duration (try 30s, 10m or 1h)");
+pub fn parse_duration(s: &str) -> Result<Duration, BadDuration> {
+    let bad = || BadDuration(s.to_string());
     if let Ok(secs) = s.parse::<u64>() {
         return (secs > 0)
             .then(|| Duration::from_secs(secs))

@@ -5,47 +5,27 @@
 //! opened (opening a FIFO for reading blocks until a writer comes) and again
 //! on the open descriptor, and every read stops one byte past its limit.
 
-use std::fmt;
 use std::fs::{File, FileType, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// Not a regular file; `kind` says what it is ("a FIFO", "a directory"…).
-    NotRegular {
-        kind: &'static str,
-    },
+    #[error("it is {kind}, not a regular file")]
+    NotRegular { kind: &'static str },
     /// Longer than `limit` bytes.
-    TooBig {
-        limit: u64,
-    },
-    Io(io::Error),
+    #[error("it is larger than {}", size(*.limit))]
+    TooBig { limit: u64 },
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
-
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::NotRegular { kind } => write!(f, "it is {kind}, not a regular file"),
-            ReadError::TooBig { limit } => write!(f, "it is larger than {}", size(*limit)),
-            ReadError::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {}
 
 impl ReadError {
     /// True when the path does not exist (callers that search a path list skip those).
     pub fn is_not_found(&self) -> bool {
         matches!(self, ReadError::Io(e) if e.kind() == io::ErrorKind::NotFound)
-    }
-}
-
-impl From<io::Error> for ReadError {
-    fn from(e: io::Error) -> Self {
-        ReadError::Io(e)
     }
 }
 
@@ -121,33 +101,20 @@ pub fn read_bounded(reader: impl Read, limit: u64) -> Result<Vec<u8>, ReadError>
 }
 
 /// Why a file could not be attached as an image.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     /// Its first bytes are not those of a PNG, JPEG, GIF or WebP file.
+    #[error("not a PNG, JPEG, GIF or WebP image (judged by its first bytes)")]
     NotImage,
     /// Larger than `wire::image::MAX_IMAGE_BYTES`.
-    TooBig {
-        size: u64,
-    },
-    Read(ReadError),
-}
-
-impl fmt::Display for ImageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::wire::image::{human_size, MAX_IMAGE_BYTES};
-        match self {
-            ImageError::NotImage => {
-                f.write_str("not a PNG, JPEG, GIF or WebP image (judged by its first bytes)")
-            }
-            ImageError::TooBig { size: n } => write!(
-                f,
-                "{}, over the {} limit for an image",
-                human_size(*n),
-                size(MAX_IMAGE_BYTES)
-            ),
-            ImageError::Read(e) => write!(f, "cannot read it: {e}"),
-        }
-    }
+    #[error(
+        "{}, over the {} limit for an image",
+        crate::wire::image::human_size(*.size),
+        crate::localfile::size(crate::wire::image::MAX_IMAGE_BYTES)
+    )]
+    TooBig { size: u64 },
+    #[error("cannot read it: {0}")]
+    Read(#[source] ReadError),
 }
 
 /// The first bytes of `path`, enough to tell an image by (`wire::image::MAGIC_LEN`),

@@ -118,6 +118,15 @@ pub struct Hooks {
     lists: [Vec<Hook>; 6],
 }
 
+/// A hook's matcher that is not a regular expression (quoted bounded).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("hooks.{event}: matcher `{matcher}` is not a regular expression: {detail}")]
+pub struct BadMatcher {
+    pub event: &'static str,
+    pub matcher: String,
+    pub detail: String,
+}
+
 impl Hooks {
     /// Adds a hook. `matcher` is a regular expression the whole tool name
     /// must match; empty or `*` matches all. A bad expression is an error
@@ -128,16 +137,13 @@ impl Hooks {
         matcher: &str,
         command: String,
         timeout: Option<Duration>,
-    ) -> Result<(), String> {
+    ) -> Result<(), BadMatcher> {
         let matcher = match matcher.trim() {
             "" | "*" => None,
-            m => Some(Regex::new(&format!("^(?:{m})$")).map_err(|e| {
-                format!(
-                    "hooks.{}: matcher `{}` is not a regular expression: {}",
-                    event.name(),
-                    one_line(m, 60),
-                    one_line(&e.to_string(), 200)
-                )
+            m => Some(Regex::new(&format!("^(?:{m})$")).map_err(|e| BadMatcher {
+                event: event.name(),
+                matcher: one_line(m, 60),
+                detail: one_line(&e.to_string(), 200),
             })?),
         };
         self.lists[event.index()].push(Hook {
@@ -582,6 +588,10 @@ mod tests {
         let err = hooks
             .add(HookEvent::PostToolUse, "(", "true".into(), None)
             .unwrap_err();
-        assert!(err.starts_with("hooks.PostToolUse: matcher `(`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("hooks.PostToolUse: matcher `(`"),
+            "{err}"
+        );
     }
 }

@@ -12,7 +12,7 @@
 
 use super::protocol::{EventKind, TurnSummary, MAX_LISTED_TURNS};
 use super::Agent;
-use crate::tools::checkpoint::Checkpoints;
+use crate::tools::checkpoint::{CheckpointError, Checkpoints};
 use crate::wire::{Message, Role};
 use serde_json::Value;
 use std::sync::Arc;
@@ -240,11 +240,11 @@ impl Agent {
 /// writes files).
 async fn blocking<T: Send + 'static>(
     store: Arc<dyn Checkpoints>,
-    job: impl FnOnce(&dyn Checkpoints) -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    job: impl FnOnce(&dyn Checkpoints) -> Result<T, CheckpointError> + Send + 'static,
+) -> Result<T, CheckpointError> {
     tokio::task::spawn_blocking(move || job(store.as_ref()))
         .await
-        .map_err(|e| format!("the checkpoint task failed: {e}"))?
+        .map_err(|e| CheckpointError::Task(e.to_string()))?
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ pub(crate) fn remembered() -> SharedAllowList {
 pub(crate) fn remember(list: &SharedAllowList, prefix: &str) -> Result<String, String> {
     let words = rule_words(prefix).ok_or_else(|| format!("`{prefix}` cannot be remembered"))?;
     let store = store().ok_or("there is no config directory to remember it in")?;
-    store.add(prefix)?;
+    store.add(prefix).map_err(|e| e.to_string())?;
     list.add_remembered(words);
     Ok(format!(
         "remembered always `{}` in {}",
@@ -72,7 +72,7 @@ pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<String, String>
         .ok_or_else(|| format!("no rule {n} (see /approve)"))?;
     if rule.remembered {
         let store = store().ok_or("there is no config directory")?;
-        store.remove(&rule.shown)?;
+        store.remove(&rule.shown).map_err(|e| e.to_string())?;
     }
     list.remove(&rule.shown);
     Ok(format!(

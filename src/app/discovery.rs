@@ -11,10 +11,11 @@
 //! follows no redirects and uses no proxy, so nothing leaves the machine.
 
 use super::AppError;
-use crate::config::{self, CliOverrides, ConfigError, LocalServer, Settings};
+use crate::config::{self, CliOverrides, ConfigError, ConfigFile, LocalServer, Settings};
 use crate::provider::error::{error_message_from_body, is_loading_model};
 use crate::provider::models::{parse_model_list, ListedModel};
 use crate::ui::style::Style;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A server on loopback either listens (and accepts at once) or refuses at
@@ -145,6 +146,13 @@ pub(crate) fn pick_model(models: &[ListedModel], wanted: Option<&str>) -> Option
     models.first().map(|m| m.id.clone())
 }
 
+/// The config file as start-up read it, which discovery resolves again
+/// with the server it found rather than reading it again.
+pub(super) struct Loaded {
+    pub file: ConfigFile,
+    pub source: Option<PathBuf>,
+}
+
 /// Called when the active profile has no key: finds a local server and
 /// returns settings for it (and the overrides that reproduce them, for model
 /// switches later), or the missing-key error with what was tried.
@@ -152,6 +160,7 @@ pub(super) async fn instead_of_missing_key(
     cwd: &std::path::Path,
     env: &dyn Fn(&str) -> Option<String>,
     overrides: &CliOverrides,
+    loaded: Loaded,
     missing: ConfigError,
     style: Style,
 ) -> Result<(Settings, CliOverrides), AppError> {
@@ -160,8 +169,7 @@ pub(super) async fn instead_of_missing_key(
         config_dir: config::global_dir(env),
         notes,
     };
-    let (file, source) =
-        config::load_file(cwd, env, overrides).map_err(|e| AppError::Usage(e.to_string()))?;
+    let Loaded { file, source } = loaded;
     if !config::may_discover(&file, env, overrides) {
         return Err(not_found(Vec::new()));
     }
@@ -230,10 +238,12 @@ pub(super) async fn instead_of_missing_key(
         local: Some(local),
         ..overrides.clone()
     };
-    let settings = config::load(cwd, env, &found_overrides).map_err(|e| match e {
-        e @ ConfigError::MissingKey { .. } => not_found(vec![e.to_string()]),
-        e => AppError::Usage(e.to_string()),
-    })?;
+    let settings = config::resolve_here(file, source.clone(), cwd, env, &found_overrides).map_err(
+        |e| match e {
+            e @ ConfigError::MissingKey { .. } => not_found(vec![e.to_string()]),
+            e => AppError::Usage(e.to_string()),
+        },
+    )?;
     let file_path = source
         .or_else(|| config::global_dir(env).map(|d| d.join("buddy.toml")))
         .map(|p| p.display().to_string())

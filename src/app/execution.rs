@@ -69,11 +69,11 @@ pub(crate) enum SandboxPlan {
     Fail(String),
 }
 
-pub(crate) fn plan_sandbox(
+pub(crate) fn plan_sandbox<E: std::fmt::Display>(
     choice: SandboxChoice,
     local: bool,
     pane: bool,
-    check: impl FnOnce() -> Result<(), String>,
+    check: impl FnOnce() -> Result<(), E>,
 ) -> SandboxPlan {
     let Some(mode) = choice.mode else {
         return SandboxPlan::None;
@@ -274,7 +274,7 @@ mod tests {
             matches!(plan_sandbox(choice(false), true, false, no), SandboxPlan::Unconfined(m) if m.contains("unconfined"))
         );
         assert_eq!(
-            plan_sandbox(choice(true), true, false, || Ok(())),
+            plan_sandbox(choice(true), true, false, || Ok::<(), String>(())),
             SandboxPlan::Confine
         );
         let off = SandboxChoice {

@@ -1,7 +1,9 @@
 //! `buddy serve`: the HTTP front end (`crate::serve`) wired to this
 //! directory's session store and an agent built like exec's.
 
-use super::{agent_options, agent_setup, approval_rules, execution, load_settings, workdir};
+use super::{
+    agent_options, agent_setup, approval_rules, execution, load_settings, workdir, Resolved,
+};
 use super::{AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::{self, AgentHandle, HostedError};
@@ -10,7 +12,6 @@ use crate::config::{CliOverrides, ServeSection, Settings};
 use crate::provider::http::Transports;
 use crate::serve::{Backend, Limits, ServeOptions, SessionInfo};
 use crate::session::{self, Store};
-use crate::ui::style::Style;
 use crate::wire::Message;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +21,9 @@ pub(crate) async fn serve(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let (settings, _) = load_settings(overrides).await?;
-    let style = Style::detect(settings.display.color);
+    let Resolved {
+        settings, style, ..
+    } = load_settings(overrides).await?;
     let choice = execution::SandboxChoice::new(&settings.tools, false);
     let mut execution =
         execution::open(target_args, &settings, false, choice.mode.is_some()).await?;

@@ -4,7 +4,7 @@
 
 use super::{env, workdir, AppError, Exit};
 use crate::config::trust::{hold_back, store_path, TrustStore, Untrusted};
-use crate::config::{self, CliOverrides};
+use crate::config::{self, CliOverrides, ConfigFile};
 use crate::text::one_line;
 use crate::ui::style::Style;
 use std::io::{BufRead, IsTerminal, Write};
@@ -95,24 +95,22 @@ fn store() -> Result<TrustStore, AppError> {
         .ok_or_else(|| AppError::Usage("no config directory: set HOME or XDG_CONFIG_HOME".into()))
 }
 
-/// On a terminal, before settings are loaded: asks once whether to trust a
-/// project config that has settings an untrusted one may not use.
-pub fn ask_if_untrusted(overrides: &CliOverrides) {
+/// On a terminal, before settings are resolved: asks once whether to trust
+/// the project config `file` (as start-up parsed it) when it has settings an
+/// untrusted one may not use. True when the user trusted it just now, so the
+/// caller reads it again with those settings.
+pub fn ask_if_untrusted(file: &ConfigFile, overrides: &CliOverrides, style: Style) -> bool {
     if overrides.config.is_some()
         || !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
     {
-        return;
+        return false;
     }
-    let Ok((file, _)) = config::load_file(&workdir(), &env, overrides) else {
-        return;
-    };
-    let Some(u) = file.untrusted.filter(|u| !u.held_back.is_empty()) else {
-        return;
+    let Some(u) = file.untrusted.as_ref().filter(|u| !u.held_back.is_empty()) else {
+        return false;
     };
     let Ok(text) = std::fs::read(&u.path) else {
-        return;
+        return false;
     };
-    let style = Style::detect(!overrides.no_color);
     eprint!(
         "{} {} comes with this directory and sets {}. Trust it? [y/N] ",
         style.warning("trust:"),
@@ -122,16 +120,20 @@ pub fn ask_if_untrusted(overrides: &CliOverrides) {
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     if std::io::stdin().lock().read_line(&mut answer).is_err() {
-        return;
+        return false;
     }
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
-        if let Ok(store) = store() {
-            if let Err(e) = store.trust(&u.path, &text) {
-                eprintln!(
-                    "{} cannot remember the trust: {e}",
-                    style.warning("warning:")
-                );
-            }
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        return false;
+    }
+    let Ok(store) = store() else { return false };
+    match store.trust(&u.path, &text) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!(
+                "{} cannot remember the trust: {e}",
+                style.warning("warning:")
+            );
+            false
         }
     }
 }

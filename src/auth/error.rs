@@ -6,54 +6,83 @@ use std::error::Error;
 use std::fmt;
 use std::path::PathBuf;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     /// No config directory to keep `auth.json` in.
+    #[error("cannot find the config directory: set HOME or XDG_CONFIG_HOME")]
     NoConfigDir,
     /// The configuration that says which issuer to use could not be read.
-    Config(Box<dyn Error + Send + Sync>),
+    #[error("{0}")]
+    Config(#[source] Box<dyn Error + Send + Sync>),
     /// Reading, writing or removing `auth.json` failed.
+    #[error("cannot {action} {}: {source}", .path.display())]
     Io {
         action: FileAction,
         path: PathBuf,
         source: std::io::Error,
     },
     /// `auth.json` is not valid JSON of the expected shape.
+    #[error("{} is damaged ({source}); remove it and log in again", .path.display())]
     Damaged {
         path: PathBuf,
         source: serde_json::Error,
     },
     /// The tokens could not be encoded for `auth.json`.
+    #[error("cannot encode {}: {source}", .path.display())]
     Encode {
         path: PathBuf,
         source: serde_json::Error,
     },
     /// The HTTP client could not be built.
-    Client(reqwest::Error),
+    #[error("cannot build HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
     /// The issuer could not be reached.
+    #[error("cannot reach {url}: {source}")]
     Unreachable { url: String, source: reqwest::Error },
     /// The issuer's answer broke off.
+    #[error("cannot read the answer of {url}: {source}")]
     UnreadableAnswer { url: String, source: reqwest::Error },
     /// The issuer answered, but not with what was asked for.
+    #[error("{url} sent no usable {expected} ({source})")]
     BadAnswer {
         url: String,
         expected: Expected,
         source: serde_json::Error,
     },
     /// The token endpoint failed with an HTTP status and no OAuth error.
+    #[error("{url} answered HTTP {status}")]
     Status { url: String, status: u16 },
     /// The issuer would not start a device login.
+    #[error("{url} refused to start a login (HTTP {status})")]
     Refused { url: String, status: u16 },
     /// Polling for the user's approval failed with an HTTP status.
+    #[error("the login failed: {url} answered HTTP {status}")]
     PollFailed { url: String, status: u16 },
     /// The issuer's OAuth error answer to a login.
+    #[error("{}", denied(.error, .detail))]
     Denied { error: String, detail: String },
     /// Nobody entered the device code in time.
+    #[error("the login code expired before it was used; run the login again")]
     CodeExpired,
     /// No tokens stored; with the provider, the command that logs in.
+    #[error("{}", not_logged_in(.provider.as_deref()))]
     NotLoggedIn { provider: Option<String> },
     /// The tokens can no longer be refreshed.
+    #[error("the {provider} login has expired: run `buddy login {provider}`")]
     Expired { provider: String },
+}
+
+fn denied(error: &str, detail: &str) -> String {
+    format!("the login failed: {error} {detail}")
+        .trim()
+        .to_string()
+}
+
+fn not_logged_in(provider: Option<&str>) -> String {
+    match provider {
+        None => "not logged in".into(),
+        Some(p) => format!("not logged in to {p}: run `buddy login {p}`"),
+    }
 }
 
 /// What was being done to `auth.json`.
@@ -89,84 +118,6 @@ impl fmt::Display for Expected {
             Expected::DeviceCode => "device code",
             Expected::Grant => "grant",
         })
-    }
-}
-
-impl fmt::Display for AuthError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AuthError::NoConfigDir => {
-                f.write_str("cannot find the config directory: set HOME or XDG_CONFIG_HOME")
-            }
-            AuthError::Config(e) => write!(f, "{e}"),
-            AuthError::Io {
-                action,
-                path,
-                source,
-            } => write!(f, "cannot {action} {}: {source}", path.display()),
-            AuthError::Damaged { path, source } => write!(
-                f,
-                "{} is damaged ({source}); remove it and log in again",
-                path.display()
-            ),
-            AuthError::Encode { path, source } => {
-                write!(f, "cannot encode {}: {source}", path.display())
-            }
-            AuthError::Client(e) => write!(f, "cannot build HTTP client: {e}"),
-            AuthError::Unreachable { url, source } => write!(f, "cannot reach {url}: {source}"),
-            AuthError::UnreadableAnswer { url, source } => {
-                write!(f, "cannot read the answer of {url}: {source}")
-            }
-            AuthError::BadAnswer {
-                url,
-                expected,
-                source,
-            } => write!(f, "{url} sent no usable {expected} ({source})"),
-            AuthError::Status { url, status } => write!(f, "{url} answered HTTP {status}"),
-            AuthError::Refused { url, status } => {
-                write!(f, "{url} refused to start a login (HTTP {status})")
-            }
-            AuthError::PollFailed { url, status } => {
-                write!(f, "the login failed: {url} answered HTTP {status}")
-            }
-            AuthError::Denied { error, detail } => {
-                let line = format!("the login failed: {error} {detail}");
-                f.write_str(line.trim())
-            }
-            AuthError::CodeExpired => {
-                f.write_str("the login code expired before it was used; run the login again")
-            }
-            AuthError::NotLoggedIn { provider: None } => f.write_str("not logged in"),
-            AuthError::NotLoggedIn { provider: Some(p) } => {
-                write!(f, "not logged in to {p}: run `buddy login {p}`")
-            }
-            AuthError::Expired { provider: p } => {
-                write!(f, "the {p} login has expired: run `buddy login {p}`")
-            }
-        }
-    }
-}
-
-impl Error for AuthError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            AuthError::Config(e) => Some(e.as_ref()),
-            AuthError::Io { source, .. } => Some(source),
-            AuthError::Damaged { source, .. }
-            | AuthError::Encode { source, .. }
-            | AuthError::BadAnswer { source, .. } => Some(source),
-            AuthError::Client(source)
-            | AuthError::Unreachable { source, .. }
-            | AuthError::UnreadableAnswer { source, .. } => Some(source),
-            AuthError::NoConfigDir
-            | AuthError::Status { .. }
-            | AuthError::Refused { .. }
-            | AuthError::PollFailed { .. }
-            | AuthError::Denied { .. }
-            | AuthError::CodeExpired
-            | AuthError::NotLoggedIn { .. }
-            | AuthError::Expired { .. } => None,
-        }
     }
 }
 

@@ -30,6 +30,20 @@ const HEADER: &str =
 # `/approve` in the REPL lists them; `/approve remove N` drops one.\n\
 # A rule never covers options that write files or run other programs.\n";
 
+/// Why the rules' file could not be read or saved; each names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalsError {
+    #[error("cannot read {}: {detail}", .path.display())]
+    Read { path: PathBuf, detail: String },
+    #[error("{} is not UTF-8 text", .path.display())]
+    NotUtf8 { path: PathBuf },
+    /// Not the file's TOML shape; `message` is the parser's, one line.
+    #[error("{}: {message}", .path.display())]
+    Malformed { path: PathBuf, message: String },
+    #[error("cannot save {}: {detail}", .path.display())]
+    Save { path: PathBuf, detail: String },
+}
+
 /// The remembered rules in one file.
 #[derive(Debug, Clone)]
 pub struct Remembered {
@@ -47,26 +61,29 @@ impl Remembered {
 
     /// The rules as written; none when the file does not exist. An
     /// unreadable or malformed file is one line naming it.
-    pub fn load(&self) -> Result<Vec<String>, String> {
+    pub fn load(&self) -> Result<Vec<String>, ApprovalsError> {
+        let path = || self.path.clone();
         let bytes = match crate::localfile::read_regular(&self.path, super::MAX_CONFIG_BYTES) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => return Ok(Vec::new()),
-            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+            Err(e) => {
+                return Err(ApprovalsError::Read {
+                    path: path(),
+                    detail: e.to_string(),
+                })
+            }
         };
-        let text = String::from_utf8(bytes)
-            .map_err(|_| format!("{} is not UTF-8 text", self.path.display()))?;
-        let file: RulesFile = toml::from_str(&text).map_err(|e| {
-            format!(
-                "{}: {}",
-                self.path.display(),
-                crate::text::one_line(e.message(), 200)
-            )
+        let text =
+            String::from_utf8(bytes).map_err(|_| ApprovalsError::NotUtf8 { path: path() })?;
+        let file: RulesFile = toml::from_str(&text).map_err(|e| ApprovalsError::Malformed {
+            path: path(),
+            message: crate::text::one_line(e.message(), 200),
         })?;
         Ok(file.always_allow)
     }
 
     /// Adds `rule` (kept once) and saves.
-    pub fn add(&self, rule: &str) -> Result<(), String> {
+    pub fn add(&self, rule: &str) -> Result<(), ApprovalsError> {
         let mut rules = self.load()?;
         if !rules.iter().any(|r| r == rule) {
             rules.push(rule.to_string());
@@ -75,7 +92,7 @@ impl Remembered {
     }
 
     /// Drops `rule` and saves; whether it was there.
-    pub fn remove(&self, rule: &str) -> Result<bool, String> {
+    pub fn remove(&self, rule: &str) -> Result<bool, ApprovalsError> {
         let mut rules = self.load()?;
         let before = rules.len();
         rules.retain(|r| r != rule);
@@ -87,15 +104,18 @@ impl Remembered {
 
     /// Writes the whole file through a private temporary file and a rename,
     /// so a crash leaves the old rules or the new ones, never half.
-    fn save(&self, rules: &[String]) -> Result<(), String> {
-        let fail = |e: std::io::Error| format!("cannot save {}: {e}", self.path.display());
+    fn save(&self, rules: &[String]) -> Result<(), ApprovalsError> {
+        let fail = |detail: String| ApprovalsError::Save {
+            path: self.path.clone(),
+            detail,
+        };
         let body = toml::to_string(&RulesFile {
             always_allow: rules.to_vec(),
         })
-        .map_err(|e| format!("cannot save {}: {e}", self.path.display()))?;
+        .map_err(|e| fail(e.to_string()))?;
         let mut bytes = HEADER.as_bytes().to_vec();
         bytes.extend_from_slice(body.as_bytes());
-        crate::localfile::write_private(&self.path, &bytes).map_err(fail)
+        crate::localfile::write_private(&self.path, &bytes).map_err(|e| fail(e.to_string()))
     }
 }
 
@@ -130,7 +150,7 @@ mod tests {
         assert_eq!(store.load(), Ok(vec!["git log".to_string()]));
         std::fs::write(store.path(), "always_allow = 3").expect("write");
         let err = store.load().expect_err("malformed");
-        assert!(err.contains("approvals.toml"), "{err}");
+        assert!(err.to_string().contains("approvals.toml"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

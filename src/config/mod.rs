@@ -172,6 +172,19 @@ pub fn load(
     cli: &CliOverrides,
 ) -> Result<Settings, ConfigError> {
     let (file, source) = load_file(cwd, env, cli)?;
+    resolve_here(file, source, cwd, env, cli)
+}
+
+/// Resolves a file `load_file` found for directory `cwd`: the profile and
+/// overrides (`resolve`), then a trusted project `.mcp.json`'s servers. For
+/// a caller that already holds the parsed file (start-up reads it once).
+pub fn resolve_here(
+    file: ConfigFile,
+    source: Option<PathBuf>,
+    cwd: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    cli: &CliOverrides,
+) -> Result<Settings, ConfigError> {
     let mut settings = resolve(file, source, env, cli)?;
     let project = mcp::project_servers(cwd, trust::store_path(env));
     for (name, server) in project.servers {

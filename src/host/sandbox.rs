@@ -123,9 +123,10 @@ impl Policy {
     /// Checks, without restricting anything, that this kernel can enforce the
     /// policy: the same ruleset and system-call filter are built as the
     /// wrapper would build them, then dropped. Costs a few system calls.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SandboxError> {
         build(self).map(drop)?;
-        super::syscall_filter::program().map(drop)
+        super::syscall_filter::program().map(drop)?;
+        Ok(())
     }
 }
 
@@ -158,7 +159,7 @@ impl Sandbox {
         let exe = std::env::current_exe();
         let unavailable = match (&exe, policy.check()) {
             (Err(e), _) => Some(format!("cannot find buddy's own binary: {e}")),
-            (_, Err(why)) => Some(why),
+            (_, Err(why)) => Some(why.to_string()),
             (Ok(_), Ok(())) => None,
         };
         // Paths in the reason come from outside; it is shown as one line.
@@ -222,13 +223,41 @@ fn quote_os(s: &OsStr) -> String {
     super::shell_quote(&s.to_string_lossy())
 }
 
+/// Why the sandbox cannot be built or entered, or why the wrapper was
+/// started wrong. The libraries' own errors are kept as their text: the
+/// line is what a user acts on, and `Sandbox` keeps it as its reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel lacks a Landlock feature the policy needs.
+    #[error("the kernel cannot enforce {what}: {detail}")]
+    Unsupported { what: &'static str, detail: String },
+    #[error("cannot build the sandbox: {0}")]
+    Build(String),
+    #[error("cannot open {} for the sandbox: {detail}", .path.display())]
+    Open { path: PathBuf, detail: String },
+    #[error("cannot add {} to the sandbox: {detail}", .path.display())]
+    AddRule { path: PathBuf, detail: String },
+    #[error("cannot enter the sandbox: {0}")]
+    Enter(String),
+    /// Unreachable with the hard requirements, kept as a last guard.
+    #[error("the kernel did not enforce the sandbox")]
+    NotEnforced,
+    #[error(transparent)]
+    Filter(#[from] super::syscall_filter::FilterError),
+    /// The wrapper's own arguments are wrong (buddy built them, so a bug).
+    #[error("{0}")]
+    Invocation(String),
+}
+
 /// The ruleset for `policy`, created but not yet applied. Filesystem write
 /// control (and TCP control when the network is off) are hard requirements;
 /// newer rights are added where the kernel has them.
-fn build(policy: &Policy) -> Result<RulesetCreated, String> {
-    let need = |what: &str| {
-        let what = what.to_string();
-        move |e: landlock::RulesetError| format!("the kernel cannot enforce {what}: {e}")
+fn build(policy: &Policy) -> Result<RulesetCreated, SandboxError> {
+    let need = |what: &'static str| {
+        move |e: landlock::RulesetError| SandboxError::Unsupported {
+            what,
+            detail: e.to_string(),
+        }
     };
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -241,7 +270,7 @@ fn build(policy: &Policy) -> Result<RulesetCreated, String> {
             .handle_access(AccessNet::from_all(NET_ABI))
             .map_err(need("Landlock network rules (Linux 6.7 or newer, ABI 4)"))?;
     }
-    let extra = |e: landlock::RulesetError| format!("cannot build the sandbox: {e}");
+    let extra = |e: landlock::RulesetError| SandboxError::Build(e.to_string());
     ruleset = ruleset
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(BEST_ABI))
@@ -275,15 +304,15 @@ fn add_path(
     ruleset: RulesetCreated,
     path: &Path,
     access: landlock::BitFlags<AccessFs>,
-) -> Result<RulesetCreated, String> {
+) -> Result<RulesetCreated, SandboxError> {
     let fd = match PathFd::new(path) {
         Ok(fd) => fd,
         Err(_) if std::fs::symlink_metadata(path).is_err() => return Ok(ruleset),
         Err(e) => {
-            return Err(format!(
-                "cannot open {} for the sandbox: {e}",
-                path.display()
-            ))
+            return Err(SandboxError::Open {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            })
         }
     };
     let access = if path.is_dir() {
@@ -293,22 +322,26 @@ fn add_path(
     };
     ruleset
         .add_rule(PathBeneath::new(fd, access))
-        .map_err(|e| format!("cannot add {} to the sandbox: {e}", path.display()))
+        .map_err(|e| SandboxError::AddRule {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })
 }
 
 /// Restricts the calling process (and every process it starts) to `policy`:
 /// the Landlock rules, then the system-call filter for what they cannot
 /// refuse (owners and extended attributes, `host::syscall_filter`).
 /// Irreversible; meant for the wrapper, which is single-threaded.
-pub fn apply(policy: &Policy) -> Result<(), String> {
+pub fn apply(policy: &Policy) -> Result<(), SandboxError> {
     let status = build(policy)?
         .restrict_self()
-        .map_err(|e| format!("cannot enter the sandbox: {e}"))?;
+        .map_err(|e| SandboxError::Enter(e.to_string()))?;
     // Unreachable with the hard requirements above, kept as a last guard.
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("the kernel did not enforce the sandbox".into());
+        return Err(SandboxError::NotEnforced);
     }
-    super::syscall_filter::install()
+    super::syscall_filter::install()?;
+    Ok(())
 }
 
 /// The wrapper's command line, parsed.
@@ -318,39 +351,42 @@ struct Invocation {
     argv: Vec<OsString>,
 }
 
-fn parse(args: &[OsString]) -> Result<Invocation, String> {
+fn parse(args: &[OsString]) -> Result<Invocation, SandboxError> {
+    let bad = |m: &str| SandboxError::Invocation(m.to_string());
     let mut mode = None;
     let mut writable = Vec::new();
     let mut network = true;
     let mut it = args.iter();
     loop {
         let Some(arg) = it.next() else {
-            return Err("no `--` before the command".into());
+            return Err(bad("no `--` before the command"));
         };
         match arg.to_str() {
             Some("--") => break,
             Some("--mode") => {
                 let m = it.next().and_then(|m| m.to_str()).unwrap_or_default();
-                mode = Some(Mode::parse(m).ok_or_else(|| format!("unknown mode `{m}`"))?);
+                mode = Some(Mode::parse(m).ok_or_else(|| bad(&format!("unknown mode `{m}`")))?);
             }
             Some("--write") => {
-                let dir = it.next().ok_or("`--write` needs a directory")?;
+                let dir = it
+                    .next()
+                    .ok_or_else(|| bad("`--write` needs a directory"))?;
                 writable.push(PathBuf::from(dir));
             }
             Some("--no-network") => network = false,
             _ => {
-                return Err(format!(
+                return Err(bad(&format!(
                     "unknown argument `{}`",
                     crate::text::one_line(&arg.to_string_lossy(), 100)
-                ))
+                )))
             }
         }
     }
     let argv: Vec<OsString> = it.cloned().collect();
     if argv.is_empty() {
-        return Err("no command after `--`".into());
+        return Err(bad("no command after `--`"));
     }
-    let mode = mode.ok_or("no `--mode`")?;
+    let mode = mode.ok_or_else(|| bad("no `--mode`"))?;
     Ok(Invocation {
         policy: Policy {
             mode,
@@ -482,7 +518,7 @@ mod tests {
             (vec!["--write"], "needs a directory"),
         ] {
             let err = parse(&os(&args)).unwrap_err();
-            assert!(err.contains(why), "{args:?}: {err}");
+            assert!(err.to_string().contains(why), "{args:?}: {err}");
         }
     }
 

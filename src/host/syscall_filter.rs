@@ -96,14 +96,28 @@ fn refused_numbers() -> Vec<i64> {
     }
 }
 
+/// Why the system-call filter cannot be built or installed; the crate's
+/// own error is kept as its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("no system-call filter for {arch}: {detail}")]
+    NoArch { arch: &'static str, detail: String },
+    #[error("cannot build the system-call filter: {0}")]
+    Build(String),
+    #[error("cannot install the system-call filter: {0}")]
+    Install(String),
+}
+
 /// The filter as a BPF program: each refused call answers `EPERM`, any other
 /// is allowed. A process of another architecture (a 32-bit program on a
 /// 64-bit kernel) is killed at its first call, since its numbers mean other
 /// calls: failing closed is the crate's rule and ours.
-pub fn program() -> Result<BpfProgram, String> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|e| format!("no system-call filter for {}: {e}", std::env::consts::ARCH))?;
-    let build = |e: seccompiler::BackendError| format!("cannot build the system-call filter: {e}");
+pub fn program() -> Result<BpfProgram, FilterError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| FilterError::NoArch {
+        arch: std::env::consts::ARCH,
+        detail: e.to_string(),
+    })?;
+    let build = |e: seccompiler::BackendError| FilterError::Build(e.to_string());
     // An empty rule list matches the call whatever its arguments.
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = refused_numbers()
         .into_iter()
@@ -134,10 +148,9 @@ pub fn program() -> Result<BpfProgram, String> {
 /// Sets `no_new_privs` and installs the filter on the calling thread; it is
 /// inherited by every process the thread starts and cannot be removed. Meant
 /// for the sandbox wrapper, which is single-threaded.
-pub fn install() -> Result<(), String> {
+pub fn install() -> Result<(), FilterError> {
     let prog = program()?;
-    seccompiler::apply_filter(&prog)
-        .map_err(|e| format!("cannot install the system-call filter: {e}"))
+    seccompiler::apply_filter(&prog).map_err(|e| FilterError::Install(e.to_string()))
 }
 
 #[cfg(test)]

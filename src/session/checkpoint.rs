@@ -28,7 +28,7 @@
 //! This module does not know turns, the agent or the REPL: it keeps bytes
 //! under the turn ids it is given and puts them back on request.
 
-use crate::tools::checkpoint::{Checkpoints, FileAction, FileRestore};
+use crate::tools::checkpoint::{CheckpointError, Checkpoints, FileAction, FileRestore};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -619,22 +619,22 @@ impl Checkpoints for CheckpointStore {
         turn: &str,
         paths: &[PathBuf],
         remote: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CheckpointError> {
         // The sync waits on the disk: off the runtime's workers.
         let store = self.clone();
         let (turn, paths, remote) = (turn.to_string(), paths.to_vec(), remote.map(String::from));
         tokio::task::spawn_blocking(move || store.keep(&turn, &paths, remote.as_deref()))
             .await
-            .map_err(|e| format!("the checkpoint task failed: {e}"))?
-            .map_err(|e| e.to_string())
+            .map_err(|e| CheckpointError::Task(e.to_string()))??;
+        Ok(())
     }
 
-    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, String> {
-        self.plan_turns(turns).map_err(|e| e.to_string())
+    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, CheckpointError> {
+        Ok(self.plan_turns(turns)?)
     }
 
-    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, String> {
-        self.restore_turn(turn).map_err(|e| e.to_string())
+    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, CheckpointError> {
+        Ok(self.restore_turn(turn)?)
     }
 }
 

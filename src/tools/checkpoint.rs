@@ -34,6 +34,17 @@ pub struct FileRestore {
     pub action: FileAction,
 }
 
+/// Why a checkpoint could not be kept, planned or restored.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The store's own files (the line names what failed).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The blocking task that did the work panicked or was cancelled.
+    #[error("the checkpoint task failed: {0}")]
+    Task(String),
+}
+
 /// A session's checkpoint store, as the tools and the agent use it. Turn ids
 /// are the agent's; they sort in the order the turns began, so "turn T or
 /// later" is a comparison.
@@ -48,13 +59,13 @@ pub trait Checkpoints: Send + Sync {
         turn: &str,
         paths: &[PathBuf],
         remote: Option<&str>,
-    ) -> Result<(), String>;
+    ) -> Result<(), CheckpointError>;
 
     /// For each of `turns`, what restoring the files to before it would do
     /// (at most one entry per file, in the order they were first changed).
-    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, String>;
+    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, CheckpointError>;
 
     /// Restores every file changed in `turn` or later to its state before
     /// `turn`; what happened to each.
-    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, String>;
+    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, CheckpointError>;
 }

@@ -26,7 +26,6 @@ use crate::host::{LocalTarget, Target, TmuxTarget};
 use crate::wire::{ToolDefinition, ToolList};
 use async_trait::async_trait;
 use serde_json::Value;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -56,24 +55,15 @@ impl ToolOutput {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {
     /// The model's arguments do not fit the tool's schema.
+    #[error("invalid arguments: {0}")]
     InvalidArguments(String),
     /// The tool ran and failed (I/O error, timeout, refused request…).
+    #[error("{0}")]
     Failed(String),
 }
-
-impl fmt::Display for ToolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ToolError::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
-            ToolError::Failed(m) => write!(f, "{m}"),
-        }
-    }
-}
-
-impl std::error::Error for ToolError {}
 
 /// What a tool may use while it runs.
 #[derive(Clone)]

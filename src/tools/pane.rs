@@ -93,7 +93,7 @@ impl Tool for CapturePaneTool {
         let args: CaptureArgs = parse_args(args)?;
         let pane = pane_of(ctx)?;
         let delay = match &args.delay {
-            Some(v) => Some(parse_duration(v).map_err(ToolError::InvalidArguments)?),
+            Some(v) => Some(parse_duration(v)?),
             None => None,
         };
         // Polling is for seconds, not hours.

@@ -64,14 +64,16 @@ enum Wait {
     For(Duration),
 }
 
-fn parse_wait(value: Option<&Value>) -> Result<Wait, String> {
+fn parse_wait(value: Option<&Value>) -> Result<Wait, ToolError> {
     match value {
         None | Some(Value::Bool(true)) | Some(Value::Null) => Ok(Wait::Finish),
         Some(Value::Bool(false)) => Ok(Wait::Dispatch),
         Some(Value::String(s)) if s == "true" => Ok(Wait::Finish),
         Some(Value::String(s)) if s == "false" => Ok(Wait::Dispatch),
         Some(v) => parse_duration(v).map(Wait::For).map_err(|_| {
-            format!("invalid wait {v}: use true, false or a duration such as \"30s\"")
+            ToolError::InvalidArguments(format!(
+                "invalid wait {v}: use true, false or a duration such as \"30s\""
+            ))
         }),
     }
 }
@@ -86,14 +88,18 @@ impl ShellTool {
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Parses a timeout given as seconds (number or digits) or as "500ms", "30s",
-/// "10m", "1h"; at most `MAX_TIMEOUT`.
-pub fn parse_duration(value: &Value) -> Result<Duration, String> {
+/// "10m", "1h"; at most `MAX_TIMEOUT`. Not one of those is the model's
+/// mistake (invalid arguments).
+pub fn parse_duration(value: &Value) -> Result<Duration, ToolError> {
     parse_duration_unbounded(value).map(|d| d.min(MAX_TIMEOUT))
 }
 
-fn parse_duration_unbounded(value: &Value) -> Result<Duration, String> {
-    let bad =
-        || format!("invalid timeout {value}: use seconds or a duration like \"30s\" or \"10m\"");
+fn parse_duration_unbounded(value: &Value) -> Result<Duration, ToolError> {
+    let bad = || {
+        ToolError::InvalidArguments(format!(
+            "invalid timeout {value}: use seconds or a duration like \"30s\" or \"10m\""
+        ))
+    };
     match value {
         Value::Number(n) => n
             .as_f64()
@@ -179,10 +185,10 @@ impl Tool for ShellTool {
             return Err(ToolError::InvalidArguments("`command` is empty".into()));
         }
         let timeout = match &args.timeout {
-            Some(v) => parse_duration(v).map_err(ToolError::InvalidArguments)?,
+            Some(v) => parse_duration(v)?,
             None => self.opts.default_timeout,
         };
-        let wait = parse_wait(args.wait.as_ref()).map_err(ToolError::InvalidArguments)?;
+        let wait = parse_wait(args.wait.as_ref())?;
         let pane = ctx.pane.as_deref();
         if pane.is_none() && wait != Wait::Finish {
             return Err(ToolError::InvalidArguments(

@@ -1,6 +1,7 @@
 //! Front ends: renderers of the agent's event stream. `exec` is the one-shot
 //! front end, `repl` the interactive one; `style` decides colour and formats
-//! previews; `markdown` renders streamed answers for a terminal.
+//! previews; `markdown` renders streamed answers for a terminal; `tables`
+//! lays out the listings commands print.
 
 pub mod exec;
 pub mod json;
@@ -8,6 +9,7 @@ pub mod markdown;
 pub mod repl;
 pub mod session_picker;
 pub mod style;
+pub mod tables;
 pub mod toolview;
 
 use crate::agent::protocol::EventKind;

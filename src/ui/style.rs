@@ -13,12 +13,8 @@ impl Style {
     /// Colour only when config allows it, `NO_COLOR` is unset, stderr is a
     /// terminal and that terminal is not a dumb one.
     pub fn detect(config_color: bool) -> Style {
-        let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style {
-            color: config_color
-                && !no_color_env
-                && !dumb_terminal()
-                && std::io::stderr().is_terminal(),
+            color: config_color && terminal_takes_colour(),
         }
     }
 
@@ -68,6 +64,17 @@ impl Style {
 
 /// `TERM=dumb`: a terminal that understands no escape sequences at all, so
 /// it gets plain lines (no colour, no cursor movement, no spinner redraws).
+/// Whether stderr may be painted at all: `NO_COLOR` unset or empty, stderr a
+/// terminal and not a dumb one. Asked of the environment once per process;
+/// buddy changes none of the three while it runs.
+fn terminal_takes_colour() -> bool {
+    static ANSWER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ANSWER.get_or_init(|| {
+        let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        !no_color_env && !dumb_terminal() && std::io::stderr().is_terminal()
+    })
+}
+
 pub fn dumb_terminal() -> bool {
     std::env::var_os("TERM").is_some_and(|t| t == "dumb")
 }

@@ -40,24 +40,15 @@ pub struct SseDecoder {
 }
 
 /// A cap of the decoder was exceeded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SseOverflow {
     /// One line (without its line end) is longer than the limit.
+    #[error("a stream line exceeds {limit} bytes")]
     Line { limit: usize },
     /// The `data` of one event is larger than the limit.
+    #[error("a stream event exceeds {limit} bytes")]
     Event { limit: usize },
 }
-
-impl std::fmt::Display for SseOverflow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SseOverflow::Line { limit } => write!(f, "a stream line exceeds {limit} bytes"),
-            SseOverflow::Event { limit } => write!(f, "a stream event exceeds {limit} bytes"),
-        }
-    }
-}
-
-impl std::error::Error for SseOverflow {}
 
 impl Default for SseDecoder {
     fn default() -> Self {

@@ -12,18 +12,11 @@ use std::collections::BTreeMap;
 pub const MAX_TOOL_CALLS: usize = 128;
 
 /// A reply that asks for more than [`MAX_TOOL_CALLS`] tool calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the reply has more than {limit} tool calls")]
 pub struct TooManyToolCalls {
     pub limit: usize,
 }
-
-impl std::fmt::Display for TooManyToolCalls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the reply has more than {} tool calls", self.limit)
-    }
-}
-
-impl std::error::Error for TooManyToolCalls {}
 
 /// What one chunk contributed, for live rendering.
 #[derive(Debug, Default, PartialEq)]

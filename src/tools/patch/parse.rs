@@ -6,8 +6,6 @@
 //! closed by `*** End of File` when it must match at the end; then
 //! `*** End Patch`. Parsing only: nothing here reads or writes a file.
 
-use std::fmt;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Add {
@@ -46,16 +44,11 @@ pub struct Chunk {
 }
 
 /// A patch that does not parse, with the patch line (from 1) that shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("patch line {line}: {message}")]
 pub struct ParseError {
     pub line: usize,
     pub message: String,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "patch line {}: {}", self.line, self.message)
-    }
 }
 
 const BEGIN: &str = "*** Begin Patch";

@@ -308,7 +308,7 @@ pub fn expand(body: &str, args: &str) -> String {
 
 /// `90`, `90s`, `500ms`, `10m`, `1h`, `1h30m`.
 pub fn duration(s: &str) -> Result<Duration, CommandError> {
-    crate::clock::parse_duration(s).map_err(CommandError::BadDuration)
+    crate::clock::parse_duration(s).map_err(|e| CommandError::BadDuration(e.to_string()))
 }
 
 /// The known command closest to `name`, if it is close enough to be a typo.

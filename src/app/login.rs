@@ -1,0 +1,73 @@
+//! `buddy login` and `buddy logout`: which issuer a login means, the device
+//! flow's prompts on stderr, and the user's `auth.json`.
+
+use super::setup::auth_store;
+use super::{env, AppError, Exit};
+use crate::auth::AuthError;
+use crate::config::{self, CliOverrides};
+use std::path::PathBuf;
+
+pub(super) async fn login(
+    target: Option<&str>,
+    overrides: &CliOverrides,
+) -> Result<Exit, AppError> {
+    let issuer = login_issuer(target, overrides)?;
+    let store = auth_store()?;
+    let say = |line: &str| eprintln!("{line}");
+    let cancelled = tokio::signal::ctrl_c();
+    tokio::select! {
+        r = crate::auth::login(&issuer, &store, &say) => match r {
+            Ok(()) => {
+                eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
+                Ok(Exit::Ok)
+            }
+            Err(e) => Err(AppError::Login(e)),
+        },
+        _ = cancelled => {
+            eprintln!("login cancelled");
+            Ok(Exit::Interrupted)
+        }
+    }
+}
+
+pub(super) fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
+    let provider = provider.unwrap_or("openai");
+    let store = auth_store()?;
+    if store.remove(provider)? {
+        eprintln!("logged out of {provider}");
+    } else {
+        eprintln!("not logged in to {provider}");
+    }
+    Ok(Exit::Ok)
+}
+
+/// Which provider `buddy login [provider|profile]` means, and its issuer: a
+/// profile name picks its provider; anything else names a provider; nothing
+/// means the active profile's provider, or `openai`.
+pub(super) fn login_issuer(
+    target: Option<&str>,
+    overrides: &CliOverrides,
+) -> Result<crate::auth::Issuer, AuthError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let (file, _) =
+        config::load_file(&cwd, &env, overrides).map_err(|e| AuthError::Config(Box::new(e)))?;
+    let provider = match target {
+        Some(name) => match file.models.get(name) {
+            Some(profile) => profile.provider.clone().unwrap_or_else(|| "openai".into()),
+            None => name.to_string(),
+        },
+        None => {
+            let active = overrides
+                .model
+                .clone()
+                .or_else(|| file.agent.model.clone())
+                .unwrap_or_default();
+            file.models
+                .get(&active)
+                .filter(|p| p.auth == config::AuthMode::Login)
+                .and_then(|p| p.provider.clone())
+                .unwrap_or_else(|| "openai".into())
+        }
+    };
+    Ok(config::issuer_for(&file.auth, &provider))
+}

@@ -1,0 +1,539 @@
+//! Settings into an agent setup: the settings resolved once at start-up
+//! (`load_settings`, the one place the config file is read, the trust
+//! question asked, discovery tried and the colour chosen), then everything
+//! the agent is built from: the model client, the tools and what they
+//! protect, the approval rules, the limits, the hooks, the system prompt.
+//! Front ends and subcommands read the `Resolved` value; nothing here shows
+//! a conversation or drives an agent.
+
+use super::{approvals, execution::Execution, AppError};
+use super::{custom, discovery, env, mcp, project, sessions, trust, workdir};
+use crate::agent::control::ApprovalRules;
+use crate::agent::prompt::{render, PromptContext};
+use crate::agent::protocol::{ApprovalPolicy, QueueMode};
+use crate::agent::{
+    self, tokens, AgentOptions, AgentSetup, CompactionOptions, Limits, ModelInfo, ToolStrategy,
+};
+use crate::auth::store::AuthStore;
+use crate::auth::{AuthError, LoginCredentials};
+use crate::config::{self, ApiProtocol, CliOverrides, ConfigError, Settings};
+use crate::provider::completions::Completions;
+use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits, Transports};
+use crate::session;
+use crate::tools::{self, ToolRegistry};
+use crate::ui::exec::ExecOptions;
+use crate::ui::style::Style;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a command runs with, resolved once at start-up: the rest of the
+/// command reads this instead of the config file, the environment or the
+/// terminal again (as ripgrep resolves its arguments once).
+pub(crate) struct Resolved {
+    pub settings: Settings,
+    /// The overrides that reproduce `settings` (a server discovery found
+    /// included), for model switches later.
+    pub overrides: CliOverrides,
+    /// Colour on stderr: `display.color`, `--no-color`, `NO_COLOR` and the
+    /// terminal, decided once.
+    pub style: Style,
+}
+
+/// Loads settings: the config file is read and parsed once, and that one
+/// parse serves the trust question, the profile's resolution and, with no
+/// key for the active profile and nothing chosen by the user, discovery of a
+/// model server on this machine. Says so when a first run created the
+/// global config. Credentials named in the settings are hidden from every
+/// command buddy starts.
+pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, AppError> {
+    // With an explicit --config the user chose the file: nothing else is written.
+    let created = if overrides.config.is_none() {
+        config::ensure_global_config(&env)
+    } else {
+        None
+    };
+    let cwd = workdir();
+    let usage = |e: ConfigError| AppError::Usage(e.to_string());
+    let loaded = config::load_file(&cwd, &env, overrides);
+    // A file that does not load leaves colour to the flag and the terminal.
+    let color = loaded.as_ref().map_or(true, |(f, _)| f.display.color);
+    let style = Style::detect(!overrides.no_color && color);
+    if let Some(path) = &created {
+        eprintln!(
+            "{}",
+            style.dim(&format!("created a default config at {}", path.display()))
+        );
+    }
+    let (mut file, mut source) = loaded.map_err(usage)?;
+    if trust::ask_if_untrusted(&file, overrides, style) {
+        // Trusted just now: what was held back applies, so read it as such.
+        (file, source) = config::load_file(&cwd, &env, overrides).map_err(usage)?;
+    }
+    // For discovery, which resolves the same file again with the server it
+    // found: a copy costs far less than reading and parsing it again.
+    let for_discovery = file.clone();
+    let (settings, overrides) =
+        match config::resolve_here(file, source.clone(), &cwd, &env, overrides) {
+            Ok(s) => (s, overrides.clone()),
+            Err(e @ ConfigError::MissingKey { .. }) => {
+                let loaded = discovery::Loaded {
+                    file: for_discovery,
+                    source,
+                };
+                discovery::instead_of_missing_key(&cwd, &env, overrides, loaded, e, style).await?
+            }
+            Err(e) => return Err(usage(e)),
+        };
+    crate::host::hide_env(settings.hidden_env.clone());
+    // Keys named only in the config (a profile's api_key_env) leave buddy's
+    // own /proc environ too; the usual names already did in main.
+    let hidden = &settings.hidden_env;
+    crate::procenv::scrub(|name| hidden.iter().any(|h| h == name));
+    if let Some(line) = settings.untrusted.as_ref().and_then(trust::warning) {
+        eprintln!("{} {line}", style.warning("warning:"));
+    }
+    for line in &settings.mcp_notes {
+        eprintln!("{} {line}", style.warning("warning:"));
+    }
+    Ok(Resolved {
+        settings,
+        overrides,
+        style,
+    })
+}
+
+/// The approval rules from config: the denylist and `shell_confirm`.
+pub(crate) fn approval_rules(settings: &Settings) -> ApprovalRules {
+    let t = &settings.tools;
+    ApprovalRules {
+        policy: ApprovalPolicy::Ask,
+        confirm: t.shell_confirm,
+        denylist: tools::denylist::Denylist::new(&t.shell_denylist),
+        no_approver_reason: None,
+        read_only: t.auto_approve_read_only.unwrap_or(true),
+    }
+}
+
+/// Whether a person can be asked on the controlling terminal.
+pub(crate) fn has_tty() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .is_ok()
+}
+
+fn queue_mode(m: config::QueueMode) -> QueueMode {
+    match m {
+        config::QueueMode::OneAtATime => QueueMode::OneAtATime,
+        config::QueueMode::All => QueueMode::All,
+    }
+}
+
+pub(crate) fn agent_options(settings: &Settings) -> AgentOptions {
+    let a = &settings.agent;
+    let strategy = match a.tool_execution {
+        Some(config::ToolExecution::Parallel) => ToolStrategy::Parallel,
+        Some(config::ToolExecution::Sequential) => ToolStrategy::Sequential,
+        Some(config::ToolExecution::Batched) => ToolStrategy::Batched(a.tool_batch_size),
+        None if a.parallel_tools => ToolStrategy::Parallel,
+        None => ToolStrategy::Sequential,
+    };
+    AgentOptions {
+        limits: Limits {
+            max_turns: a.turn_limit(),
+            max_total_tokens: a.max_total_tokens,
+            max_duration: a.duration_limit(),
+        },
+        strategy,
+        context_limit: tokens::context_limit(settings.api.context_limit, &settings.api.model),
+        compaction: CompactionOptions {
+            auto: a.auto_compact,
+            threshold: a.compact_threshold,
+            ..CompactionOptions::default()
+        },
+    }
+}
+
+pub(crate) fn model_info(settings: &Settings) -> ModelInfo {
+    ModelInfo {
+        model: settings.api.model.clone(),
+        profile: settings.api.profile.clone(),
+        base_url: settings.api.base_url.clone(),
+        no_images: !settings.api.images,
+    }
+}
+
+/// Everything the agent needs, for the active profile and target.
+pub(crate) fn agent_setup(
+    settings: &Settings,
+    execution: &Execution,
+    approval: ApprovalRules,
+    options: AgentOptions,
+    models: Option<Box<dyn agent::service::ModelSwitcher>>,
+    transports: Option<&Transports>,
+) -> Result<AgentSetup, AppError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
+    let client = client_for(settings, transports)?;
+    let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
+    let skills = custom_files(settings, &cwd).skills;
+    let skill_list = custom::skills_prompt(&skills);
+    if !skills.is_empty() {
+        let cap = settings
+            .tools
+            .files_max_output_chars
+            .or(settings.tools.max_output_chars)
+            .unwrap_or(tools::files::DEFAULT_MAX_OUTPUT_CHARS)
+            .max(100);
+        reg_skill(&mut registry, skills, cap);
+    }
+    let target = execution.target.description();
+    let cwd_text = cwd.display().to_string();
+    let names = registry.names();
+    if let Some(servers) = mcp::tools(settings, &names) {
+        registry.add_source(servers);
+    }
+    let project = project::find(&cwd);
+    if let Some(p) = &project {
+        warn_skipped_instructions(&p.skipped, settings.display.color);
+    }
+    let project = project.filter(|p| !p.files.is_empty());
+    // Known secrets never reach the model through the prompt either (a
+    // system_prompt or AGENTS.md that quotes a key).
+    let system = render(&PromptContext {
+        target: &target,
+        cwd: &cwd_text,
+        tools: &names,
+        remote: !execution.target.is_local(),
+        tmux: execution.tmux(),
+        instructions: settings.agent.system_prompt.as_deref(),
+        project: project.as_ref().map(|p| p.text.as_str()),
+        skills: skill_list.as_deref(),
+    });
+    let system = crate::redact::text(&system).into_owned();
+    Ok(AgentSetup {
+        client: Arc::new(client),
+        tools: registry,
+        cwd,
+        target: execution.target.clone(),
+        pane: execution.pane.clone(),
+        options,
+        system_prompt: Some(system),
+        model: model_info(settings),
+        approval,
+        allowed: approvals::remembered(),
+        steering_mode: queue_mode(settings.agent.steering_mode),
+        follow_up_mode: queue_mode(settings.agent.follow_up_mode),
+        sessions: Some(Box::new(sessions::Sessions::new(
+            workdir(),
+            crate::redact::known().all().to_vec(),
+        ))),
+        models,
+        hooks: hooks(&settings.hooks)?,
+    })
+}
+
+fn reg_skill(registry: &mut ToolRegistry, skills: Vec<tools::skill::Skill>, cap: usize) {
+    registry.register(Arc::new(tools::skill::SkillTool::new(skills, cap)));
+}
+
+/// The custom commands and skills for this directory: the project's own
+/// only when it is trusted (`config::trust::project_trusted`).
+pub(crate) fn custom_files(settings: &Settings, cwd: &std::path::Path) -> custom::Found {
+    let trusted = config::trust::project_trusted(
+        cwd,
+        settings.source.as_deref(),
+        settings.untrusted.is_some(),
+        &env,
+    );
+    let config_dir = config::global_dir(&env);
+    custom::find(cwd, config_dir.as_deref(), trusted)
+}
+
+/// The `[[hooks.EVENT]]` entries as the agent runs them; a matcher that is
+/// not a regular expression is a usage error naming it.
+pub(crate) fn hooks(section: &config::HooksSection) -> Result<agent::hooks::Hooks, AppError> {
+    use agent::hooks::HookEvent;
+    let mut hooks = agent::hooks::Hooks::default();
+    for event in HookEvent::ALL {
+        let list = match event {
+            HookEvent::PreToolUse => &section.pre_tool_use,
+            HookEvent::PostToolUse => &section.post_tool_use,
+            HookEvent::UserPromptSubmit => &section.user_prompt_submit,
+            HookEvent::Stop => &section.stop,
+            HookEvent::SessionStart => &section.session_start,
+            HookEvent::Notification => &section.notification,
+        };
+        for entry in list {
+            let timeout = entry.timeout_secs.map(|s| Duration::from_secs(s.max(1)));
+            hooks
+                .add(event, &entry.matcher, entry.command.clone(), timeout)
+                .map_err(|e| AppError::Usage(format!("config error: {e}")))?;
+        }
+    }
+    Ok(hooks)
+}
+
+pub(crate) fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
+    ExecOptions {
+        style,
+        show_tool_calls: settings.display.show_tool_calls,
+        show_tokens: settings.display.show_tokens,
+    }
+}
+
+/// The registry for the enabled tools, each capped by its own limit, else the
+/// global one, else the tool's default.
+pub(crate) fn build_tools(
+    settings: &Settings,
+    tmux: bool,
+    sandbox: Option<Arc<crate::host::sandbox::Sandbox>>,
+) -> ToolRegistry {
+    let t = &settings.tools;
+    let cap =
+        |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
+    let mut reg = ToolRegistry::new();
+    if t.shell_enabled {
+        reg.register(Arc::new(tools::shell::ShellTool::new(
+            tools::shell::ShellOptions {
+                default_timeout: Duration::from_secs(t.shell_timeout_secs.max(1)),
+                max_output_chars: cap(
+                    t.shell_max_output_chars,
+                    tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+                ),
+                tmux,
+                sandbox,
+            },
+        )));
+        if tmux {
+            reg.register(Arc::new(tools::pane::CapturePaneTool::new(cap(
+                t.shell_max_output_chars,
+                tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+            ))));
+            reg.register(Arc::new(tools::pane::SendKeysTool));
+        }
+    }
+    if t.files_enabled {
+        let max = cap(
+            t.files_max_output_chars,
+            tools::files::DEFAULT_MAX_OUTPUT_CHARS,
+        );
+        reg.register(Arc::new(
+            tools::files::ReadFileTool::new(max)
+                .with_timeout(Duration::from_secs(t.shell_timeout_secs.max(1))),
+        ));
+        reg.register(Arc::new(
+            tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
+        ));
+        let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
+        if wants_patch(t.edit_format, &settings.api.model) {
+            reg.register(Arc::new(
+                tools::patch::ApplyPatchTool::new(max)
+                    .with_timeout(timeout)
+                    .protecting(own_files(settings)),
+            ));
+        } else {
+            reg.register(Arc::new(
+                tools::edit::EditFileTool::new(max)
+                    .with_timeout(timeout)
+                    .protecting(own_files(settings)),
+            ));
+        }
+        // Reading and searching without asking: the same switch and bound
+        // as read_file.
+        reg.register(Arc::new(
+            tools::grep::GrepTool::new(max).with_timeout(timeout),
+        ));
+        reg.register(Arc::new(
+            tools::glob::GlobTool::new(max).with_timeout(timeout),
+        ));
+    }
+    let net_timeout = Duration::from_secs(settings.network.fetch_timeout_secs.max(1));
+    if t.fetch_enabled {
+        reg.register(Arc::new(tools::fetch::FetchTool::new(
+            tools::fetch::FetchOptions {
+                timeout: net_timeout,
+                max_bytes: tools::fetch::DEFAULT_MAX_BYTES,
+                max_output_chars: cap(
+                    t.fetch_max_output_chars,
+                    tools::fetch::DEFAULT_MAX_OUTPUT_CHARS,
+                ),
+            },
+        )));
+    }
+    if t.search_enabled {
+        let mut opts = tools::search::SearchOptions::default();
+        if let Some(url) = &t.search_base_url {
+            opts.base_url = url.clone();
+        }
+        opts.timeout = net_timeout;
+        opts.max_output_chars = cap(t.search_max_output_chars, opts.max_output_chars);
+        reg.register(Arc::new(tools::search::SearchTool::new(opts)));
+    }
+    if t.time_enabled {
+        reg.register(Arc::new(tools::time::TimeTool));
+    }
+    reg
+}
+
+/// Whether the model gets `apply_patch` rather than `edit_file`: when the
+/// config says so, or for the model families trained on the patch format
+/// (OpenAI's GPT and o-series models, and anything named Codex), whatever
+/// provider prefix the id carries (`openai/gpt-5`).
+fn wants_patch(format: config::EditFormat, model: &str) -> bool {
+    match format {
+        config::EditFormat::Edit => false,
+        config::EditFormat::Patch => true,
+        config::EditFormat::Auto => {
+            let id = model.to_ascii_lowercase();
+            let name = id.rsplit('/').next().unwrap_or(&id);
+            let o_series =
+                name.len() >= 2 && name.starts_with('o') && name.as_bytes()[1].is_ascii_digit();
+            name.starts_with("gpt-") || o_series || id.contains("codex")
+        }
+    }
+}
+
+/// buddy's own files, which the file tools never write: every config file
+/// it loaded or would load, its config directory (auth.json, the trust list,
+/// the history), and this directory's sessions.
+pub(crate) fn own_files(settings: &Settings) -> tools::protect::Protected {
+    // Resolving these paths is dozens of syscalls; `buddy serve` builds the
+    // tools for every session it starts, with the same directory and config,
+    // so the answer is kept for the process (as one REPL keeps its tools).
+    type Key = (PathBuf, Option<PathBuf>);
+    static KNOWN: std::sync::Mutex<Option<(Key, tools::protect::Protected)>> =
+        std::sync::Mutex::new(None);
+    let key: Key = (workdir(), settings.source.clone());
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, p)) = known.as_ref() {
+        if *k == key {
+            return p.clone();
+        }
+    }
+    let p = resolve_own_files(settings);
+    *known = Some((key, p.clone()));
+    p
+}
+
+fn resolve_own_files(settings: &Settings) -> tools::protect::Protected {
+    let cwd = workdir();
+    let mut p = tools::protect::Protected::new();
+    for path in config::search_path(&cwd, &env)
+        .iter()
+        .chain(settings.source.iter())
+    {
+        p = p.file("config file", path);
+    }
+    if let Some(dir) = config::global_dir(&env) {
+        p = p.dir("config directory", &dir);
+    }
+    if let Some(path) = crate::auth::store::AuthStore::default_path() {
+        p = p.file("login store", &path);
+    }
+    if let Some(path) = config::trust::store_path(&env) {
+        p = p.file("trust list", &path);
+    }
+    for dir in [session::DIR, session::LEGACY_DIR] {
+        p = p.dir("session directory", &cwd.join(dir));
+    }
+    p
+}
+
+/// Makes every secret `settings` can reach known to the redaction (keys,
+/// the values of the variables buddy hides from commands, login tokens).
+pub(crate) fn remember_secrets(settings: &Settings) {
+    crate::redact::remember(
+        settings
+            .api
+            .api_key
+            .iter()
+            .cloned()
+            .chain(settings.hidden_env.iter().filter_map(|n| env(n)))
+            .chain(settings.profile_keys.iter().cloned()),
+    );
+    if let Ok(store) = auth_store() {
+        crate::redact::remember(store.secrets());
+    }
+}
+
+/// One warning line per instruction file left out, once per process
+/// (`buddy serve` builds an agent per session).
+fn warn_skipped_instructions(skipped: &[String], color: bool) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if skipped.is_empty() {
+        return;
+    }
+    WARNED.call_once(|| {
+        let style = Style::detect(color);
+        for line in skipped {
+            eprintln!(
+                "{} {}",
+                style.warning("warning:"),
+                crate::text::visible(line)
+            );
+        }
+    });
+}
+
+/// The model client for the active profile of `settings`. Its secrets are
+/// known to the redaction before it can send (or a server echo) any of them.
+pub(crate) fn client_for(
+    settings: &Settings,
+    transports: Option<&Transports>,
+) -> Result<HttpClient, AppError> {
+    remember_secrets(settings);
+    let api = &settings.api;
+    let protocol: Box<dyn Protocol> = match api.protocol {
+        ApiProtocol::Completions => Box::new(Completions),
+        ApiProtocol::Messages => Box::new(crate::provider::messages::Messages),
+        ApiProtocol::Responses => Box::new(crate::provider::responses::Responses),
+    };
+    // An unusable ca_file is a config mistake (exit 2), found before any request.
+    let extra_roots = match &api.ca_file {
+        Some(path) => crate::net::load_ca_file(path).map_err(|e| {
+            AppError::Usage(format!("config error in profile `{}`: {e}", api.profile))
+        })?,
+        None => Vec::new(),
+    };
+    let client = HttpClient::new_shared(
+        ClientSettings {
+            base_url: api.base_url.clone(),
+            api_key: api.api_key.clone(),
+            model: api.model.clone(),
+            stream: api.stream,
+            temperature: settings.agent.temperature,
+            top_p: settings.agent.top_p,
+            max_tokens: api.max_tokens,
+            prompt_cache: api.prompt_cache,
+            timeout: Duration::from_secs(settings.network.api_timeout_secs.max(1)),
+            max_retries: settings.network.max_retries,
+            extra_roots,
+        },
+        protocol,
+        transports,
+    )
+    .map_err(|e| AppError::Usage(e.to_string()))?
+    .with_limits(StreamLimits {
+        max_answer_bytes: usize::try_from(settings.network.max_answer_bytes)
+            .unwrap_or(usize::MAX)
+            .max(1),
+        idle_timeout: Duration::from_secs(settings.network.idle_timeout_secs.max(1)),
+    });
+    match &api.login {
+        Some(issuer) => {
+            let store = auth_store()?;
+            Ok(client.with_login(LoginCredentials::open(issuer.clone(), store)?))
+        }
+        None => Ok(client),
+    }
+}
+
+/// The auth.json of this user.
+pub(crate) fn auth_store() -> Result<AuthStore, AuthError> {
+    AuthStore::default_path()
+        .map(AuthStore::new)
+        .ok_or(AuthError::NoConfigDir)
+}
