@@ -30,9 +30,12 @@ impl Doc {
             Some(rest) => (true, rest),
             None => (false, text),
         };
-        let lf = memchr::memchr_iter(b'\n', text.as_bytes()).count();
-        let crlf_count = memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count();
-        let crlf = lf > 0 && crlf_count == lf;
+        // Most files hold no CR at all: one quick scan settles it, with no
+        // counting of every line ending.
+        let crlf = memchr::memchr(b'\r', text.as_bytes()).is_some() && {
+            let lf = memchr::memchr_iter(b'\n', text.as_bytes()).count();
+            lf > 0 && memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count() == lf
+        };
         let text = if crlf {
             text.replace("\r\n", "\n")
         } else {
