@@ -319,7 +319,7 @@ impl CheckpointStore {
                 Current::Other(reason) => Before::NotKept { reason },
                 Current::Bytes(_) | Current::Borrowed(_) => {
                     let bytes = now.bytes();
-                    let sha256 = sha256_hex(&bytes);
+                    let sha256 = sha256_hex(bytes);
                     let len = bytes.len() as u64;
                     let known = st.index.blobs.contains_key(&sha256)
                         || new_blobs.iter().any(|(s, _, _)| *s == sha256);
@@ -342,7 +342,7 @@ impl CheckpointStore {
                             &mut buf,
                         )?;
                         let offset = st.index.good_len + buf.len() as u64;
-                        buf.extend_from_slice(&bytes);
+                        buf.extend_from_slice(bytes);
                         buf.push(b'\n');
                         new_blobs.push((sha256.clone(), offset, len));
                         Before::Kept { sha256, len }
