@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::calls::{call, config_no_confirm, result_of};
 use support::container::{engine_env, Container, DockerService};
-use support::fake_provider::{FakeProvider, RecordedRequest, Reply};
+use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
+use support::tmux::Tmux;
 use support::{fake_config, BuddyCmd, Output, TempDir};
 
 /// The system message of a request.
@@ -613,4 +614,61 @@ fn a_command_in_the_container_streams_its_output_while_it_runs() {
         out.stdout
     );
     assert!(result_of(&p.chat_requests(), "a").ends_with("step1\ndone-2"));
+}
+
+#[test]
+fn a_rewind_of_code_puts_files_back_in_the_container_byte_for_byte() {
+    let ctr = Container::start();
+    let setup = ctr.exec(
+        "mkdir -p /srv/app && printf 'alpha\\r\\n  beta  \\r\\nno final newline \\342\\234\\223' > /srv/app/win.txt \\
+         && chmod 750 /srv/app/win.txt",
+    );
+    assert!(setup.status.success(), "{setup:?}");
+    let original = ctr.read("/srv/app/win.txt");
+    assert_eq!(
+        original,
+        b"alpha\r\n  beta  \r\nno final newline \xe2\x9c\x93"
+    );
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            ToolCallSpec::new(
+                "e1",
+                "edit_file",
+                json!({"path": "/srv/app/win.txt", "old_string": "beta", "new_string": "BETA"})
+                    .to_string(),
+            ),
+            ToolCallSpec::new(
+                "e2",
+                "edit_file",
+                json!({"path": "/srv/app/made.txt", "old_string": "", "new_string": "made here\n"})
+                    .to_string(),
+            ),
+        ]),
+        Reply::text("edited inside"),
+    ]);
+    let cmd = buddy().config(config_no_confirm(&p, ""));
+    let t = Tmux::start(&cmd, &["--container", ctr.name(), "--no-tmux"]);
+    let prompt = format!("(podman {})>", ctr.name());
+    t.wait_for("the container prompt", |_| {
+        t.cursor_line().starts_with(&prompt)
+    });
+    t.line("edit in the container");
+    t.wait_text("edited inside");
+    assert_eq!(
+        ctr.read("/srv/app/win.txt"),
+        b"alpha\r\n  BETA  \r\nno final newline \xe2\x9c\x93"
+    );
+    assert_eq!(ctr.read("/srv/app/made.txt"), b"made here\n");
+
+    let screen = t.open_newest_turn("edit in the container");
+    assert!(screen.contains("restore /srv/app/win.txt"), "{screen}");
+    assert!(screen.contains("delete  /srv/app/made.txt"), "{screen}");
+    t.keys(&["c"]);
+    t.wait_text("code: 2 file(s) rewound");
+    // Back byte for byte inside the container, mode kept, the new file gone.
+    assert_eq!(ctr.read("/srv/app/win.txt"), original);
+    let mode = ctr.exec("stat -c %a /srv/app/win.txt");
+    assert_eq!(String::from_utf8_lossy(&mode.stdout), "750\n", "mode kept");
+    let gone = ctr.exec("test -e /srv/app/made.txt");
+    assert!(!gone.status.success(), "made.txt still there");
 }

@@ -91,17 +91,6 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Opens `/rewind`, checks the newest turn is `prompt`, picks it and
-/// returns the screen that says what a rewind to before it does; leaves the
-/// choice list open.
-fn open_newest_turn(t: &Tmux, prompt: &str) -> String {
-    t.line("/rewind");
-    let screen = t.wait_text("rewind to before which turn?");
-    assert!(screen.contains(prompt), "{screen}");
-    t.keys(&["Enter"]);
-    t.wait_text("restore code and conversation")
-}
-
 /// Opens `/rewind`, picks the newest turn and checks what the picker says
 /// about it; leaves the choice list open.
 fn pick_newest_turn(t: &Tmux) {
@@ -346,7 +335,7 @@ fn rewind_takes_back_an_edit_file_change() {
     t.line("edit the notes");
     t.wait_text("the edit is in");
     assert_eq!(read(&notes), "the edited notes\n");
-    let screen = open_newest_turn(&t, "edit the notes");
+    let screen = t.open_newest_turn("edit the notes");
     assert!(screen.contains("restore notes.txt"), "{screen}");
     t.keys(&["c"]);
     t.wait_text("code: 1 file(s) rewound");
@@ -384,7 +373,7 @@ fn rewind_takes_back_an_apply_patch_across_files_with_its_add_delete_and_move() 
     assert_eq!(read(&dir.join("moved.txt")), "kept and moved\n");
     assert!(!dir.join("gone.txt").exists() && !dir.join("old_name.txt").exists());
 
-    let screen = open_newest_turn(&t, "patch the files");
+    let screen = t.open_newest_turn("patch the files");
     for line in [
         "restore a.txt",
         "delete  new.txt",

@@ -592,3 +592,67 @@ fn edit_file_and_apply_patch_change_files_over_ssh_as_the_remote_user() {
     assert!(!std::path::Path::new(&format!("{}/old.txt", dir.0)).exists());
     assert!(sshd.connections() >= 2, "{}", sshd.log());
 }
+
+#[test]
+fn a_rewind_of_code_puts_files_back_over_ssh_byte_for_byte() {
+    let sshd = Sshd::start();
+    let dir = RemoteDir::new("rewind");
+    // CRLF, trailing blanks, no final newline, a mode of its own.
+    let original: &[u8] = b"alpha\r\n  beta  \r\nno final newline \xe2\x9c\x93";
+    let setup = Sshd::as_user(&format!(
+        "mkdir -p '{d}' && printf 'alpha\\r\\n  beta  \\r\\nno final newline \\342\\234\\223' > '{d}/win.txt' \
+         && chmod 640 '{d}/win.txt'",
+        d = dir.0
+    ));
+    assert!(setup.status.success(), "{setup:?}");
+    let win = format!("{}/win.txt", dir.0);
+    let made = format!("{}/made.txt", dir.0);
+    assert_eq!(std::fs::read(&win).expect("win.txt"), original);
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            ToolCallSpec::new(
+                "e1",
+                "edit_file",
+                json!({"path": win, "old_string": "beta", "new_string": "BETA"}).to_string(),
+            ),
+            ToolCallSpec::new(
+                "e2",
+                "edit_file",
+                json!({"path": made, "old_string": "", "new_string": "made there\n"}).to_string(),
+            ),
+        ]),
+        Reply::text("edited there"),
+    ]);
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
+    let mut args: Vec<String> = sshd.buddy_args();
+    args.push("--no-tmux".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Tmux::start(&cmd, &args);
+    let prompt = format!("(ssh {USER}@127.0.0.1)>");
+    t.wait_for("the ssh prompt", |_| t.cursor_line().starts_with(&prompt));
+    t.line("edit over there");
+    t.wait_text("edited there");
+    assert_eq!(
+        std::fs::read(&win).expect("win.txt"),
+        b"alpha\r\n  BETA  \r\nno final newline \xe2\x9c\x93"
+    );
+    assert_eq!(std::fs::read(&made).expect("made.txt"), b"made there\n");
+
+    let screen = t.open_newest_turn("edit over there");
+    assert!(
+        screen.contains("restore") && screen.contains("win.txt"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("delete  ") && screen.contains("made.txt"),
+        "{screen}"
+    );
+    t.keys(&["c"]);
+    t.wait_text("code: 2 file(s) rewound");
+    // Back byte for byte, through SSH: the remote user's file, its mode.
+    assert_eq!(std::fs::read(&win).expect("win.txt"), original);
+    let meta = std::fs::metadata(&win).expect("metadata");
+    assert_eq!(meta.mode() & 0o777, 0o640, "mode kept");
+    assert_eq!(meta.uid(), uid_of(USER), "not written over SSH");
+    assert!(!std::path::Path::new(&made).exists(), "the new file stays");
+}

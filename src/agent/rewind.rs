@@ -12,7 +12,7 @@
 
 use super::protocol::{EventKind, TurnSummary, MAX_LISTED_TURNS};
 use super::Agent;
-use crate::tools::checkpoint::{CheckpointError, Checkpoints};
+use crate::tools::checkpoint::{CheckpointError, Checkpoints, TargetFiles};
 use crate::wire::{Message, Role};
 use serde_json::Value;
 use std::sync::Arc;
@@ -126,8 +126,9 @@ impl Agent {
             .collect();
         let found = &found[found.len().saturating_sub(MAX_LISTED_TURNS)..];
         let ids: Vec<String> = found.iter().map(|(_, t)| t.to_string()).collect();
+        let here = (!self.tool_ctx.target.is_local()).then(|| self.tool_ctx.target.actor());
         let (plans, note) = match self.tool_ctx.checkpoints.clone() {
-            Some(store) => match blocking(store, move |s| s.plan(&ids)).await {
+            Some(store) => match blocking(store, move |s| s.plan(&ids, here.as_deref())).await {
                 Ok(plans) => (plans, None),
                 Err(e) => (
                     Vec::new(),
@@ -178,8 +179,11 @@ impl Agent {
         let files = if code {
             match self.tool_ctx.checkpoints.clone() {
                 Some(store) => {
-                    let turn = turn.to_string();
-                    match blocking(store, move |s| s.restore(&turn)).await {
+                    // Files kept on the session's remote target go back
+                    // through it.
+                    let remote = crate::tools::files::RemoteFiles::of(&self.tool_ctx);
+                    let remote = remote.as_ref().map(|r| r as &dyn TargetFiles);
+                    match store.restore(turn, remote).await {
                         Ok(files) => Some(files),
                         Err(e) => {
                             return EventKind::error(format!(

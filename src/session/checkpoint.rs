@@ -17,7 +17,10 @@
 //! is kept once. A `file` record says what a path held before turn `turn`
 //! first changed it: content (a blob), nothing (`missing`), or content that
 //! was not kept and why (`not_kept`: larger than `MAX_FILE_BYTES`, the store
-//! past `MAX_STORE_BYTES`, or a file on a remote target).
+//! past `MAX_STORE_BYTES`, not a regular file). A file on an SSH or container
+//! target has `"target"` in its record, the target's name: its content is
+//! what the tool read through the target, and only a session working on that
+//! target puts it back (through the target, `TargetFiles`).
 //!
 //! Crash safety: the records for a change are written in one append and
 //! synced before `before_change` returns, and the tool changes the file only
@@ -28,7 +31,9 @@
 //! This module does not know turns, the agent or the REPL: it keeps bytes
 //! under the turn ids it is given and puts them back on request.
 
-use crate::tools::checkpoint::{CheckpointError, Checkpoints, FileAction, FileRestore};
+use crate::tools::checkpoint::{
+    too_large, CheckpointError, Checkpoints, FileAction, FileRestore, Prior, Remote, TargetFiles,
+};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -38,10 +43,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The largest file whose earlier content is kept. Source files are far
-/// smaller; a bigger one (a data file, a build output) is recorded as not
-/// kept, and a rewind says so rather than restore it.
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// The largest file whose earlier content is kept (the tools' bound too).
+pub const MAX_FILE_BYTES: u64 = crate::tools::checkpoint::MAX_KEPT_BYTES;
 /// The most a session's store may hold. Past it, further content is recorded
 /// as not kept (the store full), and a rewind says so.
 pub const MAX_STORE_BYTES: u64 = 256 * 1024 * 1024;
@@ -64,6 +67,9 @@ pub enum Before {
 pub struct FileRecord {
     pub turn: String,
     pub path: String,
+    /// The remote target the file is on (its name); none on this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// Unix seconds.
     pub at: u64,
     pub before: Before,
@@ -275,14 +281,15 @@ impl CheckpointStore {
     }
 
     /// The blocking body of `before_change`.
-    pub fn keep(&self, turn: &str, paths: &[PathBuf], remote: Option<&str>) -> io::Result<()> {
+    pub fn keep(&self, turn: &str, paths: &[PathBuf], remote: Option<&Remote>) -> io::Result<()> {
         let mut st = self.lock();
         self.load(&mut st)?;
-        let now = crate::clock::now_unix();
+        let at = crate::clock::now_unix();
         let mut buf = Vec::new();
         let mut new_blobs: Vec<(String, u64, u64)> = Vec::new();
         let mut new_records = Vec::new();
-        for path in paths {
+        let target = remote.map(|r| r.actor.clone());
+        for (i, path) in paths.iter().enumerate() {
             // A remote path means nothing on this host's file system.
             let path = match remote {
                 Some(_) => path.clone(),
@@ -290,55 +297,63 @@ impl CheckpointStore {
             };
             let shown = path.to_string_lossy().into_owned();
             // Only the state before the turn's first change to a file matters.
-            let seen = |r: &FileRecord| r.turn == turn && r.path == shown;
+            let seen = |r: &FileRecord| r.turn == turn && r.path == shown && r.target == target;
             if st.index.records.iter().any(seen) || new_records.iter().any(seen) {
                 continue;
             }
-            let before = match remote {
-                Some(actor) => Before::NotKept {
-                    reason: format!(
-                        "it is on {actor}; files on remote targets are not checkpointed"
-                    ),
-                },
-                None => match current(&path, self.max_file)? {
-                    Current::Missing => Before::Missing,
-                    Current::Other(reason) => Before::NotKept { reason },
-                    Current::Bytes(bytes) => {
-                        let sha256 = sha256_hex(&bytes);
-                        let len = bytes.len() as u64;
-                        let known = st.index.blobs.contains_key(&sha256)
-                            || new_blobs.iter().any(|(s, _, _)| *s == sha256);
-                        let room = st.index.good_len + buf.len() as u64 + len + 256;
-                        if known {
-                            Before::Kept { sha256, len }
-                        } else if room > self.max_store {
-                            Before::NotKept {
-                                reason: format!(
-                                    "the session's checkpoint store was full ({} bytes)",
-                                    self.max_store
-                                ),
-                            }
-                        } else {
-                            encode(
-                                &Record::Blob(Blob {
-                                    sha256: sha256.clone(),
-                                    len,
-                                }),
-                                &mut buf,
-                            )?;
-                            let offset = st.index.good_len + buf.len() as u64;
-                            buf.extend_from_slice(&bytes);
-                            buf.push(b'\n');
-                            new_blobs.push((sha256.clone(), offset, len));
-                            Before::Kept { sha256, len }
-                        }
+            let now = match remote {
+                Some(r) => match r.now.get(i) {
+                    Some(Prior::Missing) => Current::Missing,
+                    Some(Prior::NotKept(reason)) => Current::Other(reason.clone()),
+                    Some(Prior::Content(b)) if b.len() as u64 > self.max_file => {
+                        Current::Other(too_large(b.len() as u64, self.max_file))
                     }
+                    // Copied into the batch below, not kept here.
+                    Some(Prior::Content(b)) => Current::Borrowed(b),
+                    None => Current::Other("the tool did not say what it held".into()),
                 },
+                None => current(&path, self.max_file)?,
+            };
+            let before = match now {
+                Current::Missing => Before::Missing,
+                Current::Other(reason) => Before::NotKept { reason },
+                Current::Bytes(_) | Current::Borrowed(_) => {
+                    let bytes = now.bytes();
+                    let sha256 = sha256_hex(bytes);
+                    let len = bytes.len() as u64;
+                    let known = st.index.blobs.contains_key(&sha256)
+                        || new_blobs.iter().any(|(s, _, _)| *s == sha256);
+                    let room = st.index.good_len + buf.len() as u64 + len + 256;
+                    if known {
+                        Before::Kept { sha256, len }
+                    } else if room > self.max_store {
+                        Before::NotKept {
+                            reason: format!(
+                                "the session's checkpoint store was full ({} bytes)",
+                                self.max_store
+                            ),
+                        }
+                    } else {
+                        encode(
+                            &Record::Blob(Blob {
+                                sha256: sha256.clone(),
+                                len,
+                            }),
+                            &mut buf,
+                        )?;
+                        let offset = st.index.good_len + buf.len() as u64;
+                        buf.extend_from_slice(bytes);
+                        buf.push(b'\n');
+                        new_blobs.push((sha256.clone(), offset, len));
+                        Before::Kept { sha256, len }
+                    }
+                }
             };
             let record = FileRecord {
                 turn: turn.to_string(),
                 path: shown,
-                at: now,
+                target: target.clone(),
+                at,
                 before,
             };
             encode(&Record::File(record.clone()), &mut buf)?;
@@ -382,7 +397,11 @@ impl CheckpointStore {
     }
 
     /// The blocking body of `plan`.
-    pub fn plan_turns(&self, turns: &[String]) -> io::Result<Vec<Vec<FileRestore>>> {
+    pub fn plan_turns(
+        &self,
+        turns: &[String],
+        here: Option<&str>,
+    ) -> io::Result<Vec<Vec<FileRestore>>> {
         let mut st = self.lock();
         self.load(&mut st)?;
         // A file changed in many turns is hashed once per listing.
@@ -393,7 +412,7 @@ impl CheckpointStore {
                 .into_iter()
                 .map(|r| FileRestore {
                     path: r.path.clone(),
-                    action: action_for(&st.index, r, &mut hashes),
+                    action: action_for(&st.index, r, here, &mut hashes),
                 })
                 .collect();
             out.push(plan);
@@ -401,17 +420,35 @@ impl CheckpointStore {
         Ok(out)
     }
 
-    /// The blocking body of `restore`.
+    /// Restores every file on this host changed in `turn` or later; a
+    /// session that works on no remote target has nothing else to restore.
     pub fn restore_turn(&self, turn: &str) -> io::Result<Vec<FileRestore>> {
+        Ok(self.restore_here(turn, None)?.0)
+    }
+
+    /// The blocking part of `restore`: the files on this host put back, and
+    /// those on the remote target `here` left to the caller (their place in
+    /// the list and their content, `None` to remove them).
+    #[allow(clippy::type_complexity)]
+    fn restore_here(
+        &self,
+        turn: &str,
+        here: Option<&str>,
+    ) -> io::Result<(Vec<FileRestore>, Vec<(usize, Option<Vec<u8>>)>)> {
         let mut st = self.lock();
         self.load(&mut st)?;
         let records: Vec<FileRecord> = Self::since(&st.index, turn).into_iter().cloned().collect();
         let mut hashes = HashMap::new();
         let mut out = Vec::with_capacity(records.len());
+        let mut remote = Vec::new();
         for r in records {
-            let planned = action_for(&st.index, &r, &mut hashes);
+            let planned = action_for(&st.index, &r, here, &mut hashes);
             let path = Path::new(&r.path);
             let action = match (&planned, &r.before) {
+                (FileAction::Delete, _) if r.target.is_some() => {
+                    remote.push((out.len(), None));
+                    planned
+                }
                 (FileAction::Delete, _) => match fs::remove_file(path) {
                     Ok(()) => FileAction::Delete,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => FileAction::Delete,
@@ -421,6 +458,10 @@ impl CheckpointStore {
                 },
                 (FileAction::Restore { bytes }, Before::Kept { sha256, .. }) => {
                     match self.blob(&st.index, sha256) {
+                        Ok(content) if r.target.is_some() => {
+                            remote.push((out.len(), Some(content)));
+                            planned
+                        }
                         Ok(content) => match write_back(path, &content) {
                             Ok(()) => FileAction::Restore { bytes: *bytes },
                             Err(e) => FileAction::Failed {
@@ -439,7 +480,7 @@ impl CheckpointStore {
                 action,
             });
         }
-        Ok(out)
+        Ok((out, remote))
     }
 
     /// A blob's bytes, checked against their name.
@@ -507,14 +548,26 @@ fn resolved(path: &Path) -> PathBuf {
     }
 }
 
-enum Current {
+enum Current<'a> {
     Missing,
     Bytes(Vec<u8>),
+    /// What a tool read on a remote target.
+    Borrowed(&'a [u8]),
     /// Not kept, and why.
     Other(String),
 }
 
-fn current(path: &Path, max_file: u64) -> io::Result<Current> {
+impl Current<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Current::Bytes(b) => b,
+            Current::Borrowed(b) => b,
+            Current::Missing | Current::Other(_) => &[],
+        }
+    }
+}
+
+fn current(path: &Path, max_file: u64) -> io::Result<Current<'static>> {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Current::Missing),
@@ -527,11 +580,7 @@ fn current(path: &Path, max_file: u64) -> io::Result<Current> {
         )));
     }
     if meta.len() > max_file {
-        return Ok(Current::Other(format!(
-            "it was {} bytes, over the {} kept per file",
-            meta.len(),
-            crate::localfile::size(max_file)
-        )));
+        return Ok(Current::Other(too_large(meta.len(), max_file)));
     }
     match crate::localfile::read_regular(path, max_file) {
         Ok(b) => Ok(Current::Bytes(b)),
@@ -544,8 +593,33 @@ fn current(path: &Path, max_file: u64) -> io::Result<Current> {
 fn action_for(
     index: &Index,
     r: &FileRecord,
+    here: Option<&str>,
     hashes: &mut HashMap<String, Option<String>>,
 ) -> FileAction {
+    if let Some(target) = &r.target {
+        if here != Some(target.as_str()) {
+            return FileAction::NotKept {
+                reason: format!(
+                    "it is on {target}, and this session now works {}",
+                    here.map_or_else(|| "on this host".to_string(), |h| format!("on {h}"))
+                ),
+            };
+        }
+        // Not looked at from here (a round trip per file per listing): a
+        // file already as it was is written back unchanged.
+        return match &r.before {
+            Before::Missing => FileAction::Delete,
+            Before::Kept { sha256, len } if index.blobs.contains_key(sha256) => {
+                FileAction::Restore { bytes: *len }
+            }
+            Before::Kept { .. } => FileAction::NotKept {
+                reason: "its content is missing from the checkpoint store".into(),
+            },
+            Before::NotKept { reason } => FileAction::NotKept {
+                reason: reason.clone(),
+            },
+        };
+    }
     match &r.before {
         Before::Missing if fs::symlink_metadata(&r.path).is_err() => FileAction::Unchanged,
         Before::Missing => FileAction::Delete,
@@ -618,23 +692,57 @@ impl Checkpoints for CheckpointStore {
         &self,
         turn: &str,
         paths: &[PathBuf],
-        remote: Option<&str>,
+        remote: Option<Remote>,
     ) -> Result<(), CheckpointError> {
         // The sync waits on the disk: off the runtime's workers.
         let store = self.clone();
-        let (turn, paths, remote) = (turn.to_string(), paths.to_vec(), remote.map(String::from));
-        tokio::task::spawn_blocking(move || store.keep(&turn, &paths, remote.as_deref()))
+        let (turn, paths) = (turn.to_string(), paths.to_vec());
+        tokio::task::spawn_blocking(move || store.keep(&turn, &paths, remote.as_ref()))
             .await
             .map_err(|e| CheckpointError::Task(e.to_string()))??;
         Ok(())
     }
 
-    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, CheckpointError> {
-        Ok(self.plan_turns(turns)?)
+    fn plan(&self, turns: &[String], here: Option<&str>) -> Result<Vec<Vec<FileRestore>>, CheckpointError> {
+        Ok(self.plan_turns(turns, here)?)
     }
 
-    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, CheckpointError> {
-        Ok(self.restore_turn(turn)?)
+    async fn restore(
+        &self,
+        turn: &str,
+        remote: Option<&dyn TargetFiles>,
+    ) -> Result<Vec<FileRestore>, CheckpointError> {
+        let store = self.clone();
+        let (turn, here) = (turn.to_string(), remote.map(|r| r.actor()));
+        let (mut out, pending) =
+            tokio::task::spawn_blocking(move || store.restore_here(&turn, here.as_deref()))
+                .await
+                .map_err(|e| CheckpointError::Task(e.to_string()))??;
+        // Only files on `remote` are pending, so it is there.
+        let Some(remote) = remote else {
+            return Ok(out);
+        };
+        for (i, content) in pending {
+            let Some(file) = out.get_mut(i) else { continue };
+            let path = PathBuf::from(&file.path);
+            file.action = match content {
+                None => match remote.remove(&path).await {
+                    Ok(()) => FileAction::Delete,
+                    Err(e) => FileAction::Failed {
+                        reason: format!("cannot remove it: {e}"),
+                    },
+                },
+                Some(bytes) => match remote.write(&path, &bytes).await {
+                    Ok(()) => FileAction::Restore {
+                        bytes: bytes.len() as u64,
+                    },
+                    Err(e) => FileAction::Failed {
+                        reason: format!("cannot write it: {e}"),
+                    },
+                },
+            };
+        }
+        Ok(out)
     }
 }
 
@@ -678,7 +786,7 @@ mod tests {
         fs::write(&a, "three\n").unwrap();
         // Read back by a store that never saw the writes (a restart).
         let store = CheckpointStore::new(d.join("s.checkpoints"));
-        let plan = store.plan_turns(&["t1".into(), "t2".into()]).unwrap();
+        let plan = store.plan_turns(&["t1".into(), "t2".into()], None).unwrap();
         assert_eq!(
             actions(&plan[0]),
             [
@@ -708,7 +816,7 @@ mod tests {
         );
         assert!(!new.exists());
         // Now as it was: nothing to do.
-        let again = store.plan_turns(&["t1".into()]).unwrap();
+        let again = store.plan_turns(&["t1".into()], None).unwrap();
         assert!(again[0].iter().all(|f| f.action == FileAction::Unchanged));
         fs::remove_dir_all(&d).unwrap();
     }
@@ -777,13 +885,22 @@ mod tests {
         );
         assert_eq!(fs::read_to_string(&small).unwrap(), "ok");
         assert_eq!(fs::read_to_string(&big).unwrap(), "new");
-        let remote = CheckpointStore::new(d.join("r.checkpoints"));
+        // A remote file is bounded the same way by the bytes the tool read.
+        let remote = CheckpointStore::with_limits(d.join("r.checkpoints"), 600, 10_000);
+        let on = |now| Remote {
+            actor: "me@box".into(),
+            now: vec![now],
+        };
         remote
-            .keep("t1", std::slice::from_ref(&small), Some("me@box"))
+            .keep(
+                "t1",
+                std::slice::from_ref(&big),
+                Some(&on(Prior::Content(vec![b'x'; 700]))),
+            )
             .unwrap();
-        let plan = remote.plan_turns(&["t1".into()]).unwrap();
+        let plan = remote.plan_turns(&["t1".into()], Some("me@box")).unwrap();
         assert!(
-            matches!(&plan[0][0].action, FileAction::NotKept { reason } if reason.contains("me@box")),
+            matches!(&plan[0][0].action, FileAction::NotKept { reason } if reason.contains("700 bytes")),
             "{plan:?}"
         );
         fs::remove_dir_all(&d).unwrap();
@@ -851,6 +968,77 @@ mod tests {
         let (index, damage) = read_index(&bad[..], bad.len() as u64).unwrap();
         assert!(damage.is_some());
         assert!(index.records.is_empty());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Writes and removals a rewind sends to a remote target, recorded.
+    #[derive(Default)]
+    struct FakeTarget {
+        done: Mutex<Vec<(String, Option<Vec<u8>>)>>,
+    }
+
+    #[async_trait]
+    impl TargetFiles for FakeTarget {
+        fn actor(&self) -> String {
+            "me@box".into()
+        }
+        async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+            let mut done = self.done.lock().unwrap();
+            done.push((path.display().to_string(), Some(bytes.to_vec())));
+            Ok(())
+        }
+        async fn remove(&self, path: &Path) -> Result<(), String> {
+            let mut done = self.done.lock().unwrap();
+            done.push((path.display().to_string(), None));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn remote_files_keep_their_content_and_go_back_through_their_target_only() {
+        let d = tempdir("remote");
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        let paths = [PathBuf::from("/srv/a.txt"), PathBuf::from("/srv/new.txt")];
+        let remote = Remote {
+            actor: "me@box".into(),
+            now: vec![Prior::Content(b"old\r\nbytes".to_vec()), Prior::Missing],
+        };
+        store
+            .before_change("t1", &paths, Some(remote))
+            .await
+            .unwrap();
+        // Restarted: the records say where the files are.
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        let elsewhere = store.plan(&["t1".into()], None).unwrap();
+        assert!(
+            elsewhere[0].iter().all(|f| matches!(&f.action,
+                FileAction::NotKept { reason } if reason.contains("on me@box, and this session now works on this host"))),
+            "{elsewhere:?}"
+        );
+        let plan = store.plan(&["t1".into()], Some("me@box")).unwrap();
+        assert_eq!(
+            actions(&plan[0]),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 10 }),
+                ("new.txt".into(), FileAction::Delete)
+            ]
+        );
+        // Nothing on this host is touched without the target.
+        assert!(store
+            .restore_turn("t1")
+            .unwrap()
+            .iter()
+            .all(|f| matches!(f.action, FileAction::NotKept { .. })));
+        let target = FakeTarget::default();
+        let done = store.restore("t1", Some(&target)).await.unwrap();
+        assert_eq!(actions(&done), actions(&plan[0]));
+        assert_eq!(
+            *target.done.lock().unwrap(),
+            [
+                ("/srv/a.txt".to_string(), Some(b"old\r\nbytes".to_vec())),
+                ("/srv/new.txt".to_string(), None)
+            ]
+        );
         fs::remove_dir_all(&d).unwrap();
     }
 }

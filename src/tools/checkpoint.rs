@@ -1,13 +1,75 @@
 //! The seam between the file tools and a session's checkpoint store: before
 //! a tool changes a file it names the file here, and the store keeps what is
-//! there now, so a rewind can put it back. The store itself (its file, its
-//! bounds, its crash safety) lives in `session::checkpoint`; this module only
-//! says what the tools and the agent ask of it, and the plain data a rewind
-//! reports. It does not decide which turn is which: the agent names the turn.
+//! there now, so a rewind can put it back. On this host the store reads the
+//! file itself; on an SSH or container target it cannot, so the tool hands
+//! over the bytes it read through the target (`Prior`), and a rewind writes
+//! them back through the target (`TargetFiles`). The store itself (its file,
+//! its bounds, its crash safety) lives in `session::checkpoint`; this module
+//! only says what the tools and the agent ask of it, and the plain data a
+//! rewind reports. It does not decide which turn is which: the agent names
+//! the turn.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The largest file whose earlier content is kept, on any target. Source
+/// files are far smaller; a bigger one (a data file, a build output) is
+/// recorded as not kept, and a rewind says so rather than restore it.
+pub const MAX_KEPT_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Why a file of `len` bytes was not kept, over a limit of `max`.
+pub fn too_large(len: u64, max: u64) -> String {
+    format!(
+        "it was {len} bytes, over the {} kept per file",
+        crate::localfile::size(max)
+    )
+}
+
+/// What a file on a remote target held just before a tool changed it, as
+/// the tool read it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prior {
+    Missing,
+    Content(Vec<u8>),
+    /// Not kept, and why (too large, not a regular file, unreadable).
+    NotKept(String),
+}
+
+/// What a tool read at a path just before changing it, if it read it: on a
+/// remote target the checkpoint keeps these bytes instead of a round trip
+/// to read them again.
+#[derive(Debug, Clone, Copy)]
+pub enum Known<'a> {
+    /// Not read (the checkpoint reads it through the target when it must).
+    Unread,
+    Missing,
+    Content(&'a [u8]),
+}
+
+impl<'a> From<Option<&'a [u8]>> for Known<'a> {
+    fn from(read: Option<&'a [u8]>) -> Known<'a> {
+        read.map_or(Known::Missing, Known::Content)
+    }
+}
+
+/// Files on a remote target about to change: the target's name (as its
+/// records carry it) and what each of the paths holds now, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    pub actor: String,
+    pub now: Vec<Prior>,
+}
+
+/// A remote target's files as a rewind changes them: written back (atomic,
+/// mode kept) or removed, through the target.
+#[async_trait]
+pub trait TargetFiles: Send + Sync {
+    /// The target's name, as `Remote::actor` gave it when the files were kept.
+    fn actor(&self) -> String;
+    async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String>;
+    async fn remove(&self, path: &Path) -> Result<(), String>;
+}
 
 /// What a rewind does, or did, to one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,8 +81,8 @@ pub enum FileAction {
     Delete,
     /// It already is as it was.
     Unchanged,
-    /// Its earlier content was not kept (too large, the store full, a
-    /// remote target), so it cannot be put back.
+    /// Its earlier content was not kept (too large, the store full, on
+    /// another target than the session's now), so it cannot be put back.
     NotKept { reason: String },
     /// Putting it back failed.
     Failed { reason: String },
@@ -52,20 +114,27 @@ pub enum CheckpointError {
 pub trait Checkpoints: Send + Sync {
     /// Keeps what is at each of `paths` now as its state before `turn`
     /// changed it, and returns once that is durable: the caller changes the
-    /// files only after this succeeds. `remote` names the target when the
-    /// files live on another machine (they are then recorded as not kept).
+    /// files only after this succeeds. `remote` is set when the files live
+    /// on another machine: it names the target and carries their content.
     async fn before_change(
         &self,
         turn: &str,
         paths: &[PathBuf],
-        remote: Option<&str>,
+        remote: Option<Remote>,
     ) -> Result<(), CheckpointError>;
 
     /// For each of `turns`, what restoring the files to before it would do
     /// (at most one entry per file, in the order they were first changed).
-    fn plan(&self, turns: &[String]) -> Result<Vec<Vec<FileRestore>>, CheckpointError>;
+    /// `here` names the remote target the session works on now (None: this
+    /// host); files kept on another target cannot be put back from here.
+    fn plan(&self, turns: &[String], here: Option<&str>) -> Result<Vec<Vec<FileRestore>>, CheckpointError>;
 
     /// Restores every file changed in `turn` or later to its state before
-    /// `turn`; what happened to each.
-    fn restore(&self, turn: &str) -> Result<Vec<FileRestore>, CheckpointError>;
+    /// `turn`; what happened to each. Files kept on the remote target the
+    /// session works on now go back through `remote`.
+    async fn restore(
+        &self,
+        turn: &str,
+        remote: Option<&dyn TargetFiles>,
+    ) -> Result<Vec<FileRestore>, CheckpointError>;
 }

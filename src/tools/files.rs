@@ -6,16 +6,17 @@
 //! and never touches buddy's own files (`protect`).
 
 use super::approval::{Approval, ApprovalRequest};
+use super::checkpoint::{Known, Prior, TargetFiles};
 use super::{parse_args, window, Tool, ToolContext, ToolError, ToolOutput};
-use crate::host::{run_script, shell_quote};
+use crate::host::{run_script, shell_quote, Target};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
 
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 16_000;
 
@@ -197,7 +198,7 @@ impl Tool for WriteFileTool {
         }
         let bytes = args.content.into_bytes();
         let len = bytes.len();
-        store(ctx, &path, &bytes).await?;
+        store(ctx, &path, bytes, Known::Unread).await?;
         Ok(ToolOutput::text(if ctx.target.is_local() {
             format!("wrote {len} bytes to {}", path.display())
         } else {
@@ -214,13 +215,22 @@ impl Tool for WriteFileTool {
 /// (`write_file`, `edit_file`, `apply_patch`): `bytes` become the content of
 /// `path` on the target, atomically, keeping an existing file's mode and
 /// creating missing parent directories. What was there is kept in the
-/// session's checkpoint store first; if it cannot be, nothing changes.
-pub(crate) async fn store(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    ctx.checkpoint_before_change(path).await?;
+/// session's checkpoint store first (`known`: what the caller just read
+/// there, if it did); if it cannot be, nothing changes.
+pub(crate) async fn store(
+    ctx: &ToolContext,
+    path: &Path,
+    bytes: Vec<u8>,
+    known: Known<'_>,
+) -> Result<(), ToolError> {
+    ctx.checkpoint_before_change(path, known).await?;
     if !ctx.target.is_local() {
-        return write_remote(ctx, path, bytes).await;
+        return write_remote(ctx.target.as_ref(), &ctx.cwd, path, &bytes)
+            .await
+            .map_err(ToolError::Failed);
     }
-    let (target, bytes) = (path.to_path_buf(), bytes.to_vec());
+    // Moved, not copied: a 10 MB edit costs no extra copy here.
+    let target = path.to_path_buf();
     tokio::task::spawn_blocking(move || write_atomic(&target, &bytes))
         .await
         .map_err(|e| ToolError::Failed(format!("write task failed: {e}")))?
@@ -230,26 +240,89 @@ pub(crate) async fn store(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Resul
 /// (`apply_patch`'s delete and move): removes `path` on the target (a
 /// symlink itself, not what it points to), after keeping its content in the
 /// session's checkpoint store.
-pub(crate) async fn remove(ctx: &ToolContext, path: &Path) -> Result<(), ToolError> {
-    ctx.checkpoint_before_change(path).await?;
+pub(crate) async fn remove(
+    ctx: &ToolContext,
+    path: &Path,
+    known: Known<'_>,
+) -> Result<(), ToolError> {
+    ctx.checkpoint_before_change(path, known).await?;
     if ctx.target.is_local() {
         return tokio::fs::remove_file(path)
             .await
             .map_err(|e| io_error("delete", path, e));
     }
-    let script = format!("rm -f -- {}", shell_quote(&path.to_string_lossy()));
-    let (code, _, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+    remove_remote(ctx.target.as_ref(), &ctx.cwd, path)
         .await
-        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+        .map_err(ToolError::Failed)
+}
+
+async fn remove_remote(target: &dyn Target, cwd: &Path, path: &Path) -> Result<(), String> {
+    let script = format!("rm -f -- {}", shell_quote(&path.to_string_lossy()));
+    let (code, _, err) = run_script(target, &script, cwd, None)
+        .await
+        .map_err(|e| format!("cannot reach {}: {e}", target.actor()))?;
     if code != Some(0) {
-        return Err(ToolError::Failed(format!(
+        return Err(format!(
             "cannot delete {} on {}: {}",
             path.display(),
-            ctx.target.actor(),
+            target.actor(),
             String::from_utf8_lossy(&err).trim()
-        )));
+        ));
     }
     Ok(())
+}
+
+/// What a file on a remote target holds before a change, for its
+/// checkpoint: what the tool read if it did, else read through the target;
+/// bounded like a file on this host.
+pub(crate) async fn prior(ctx: &ToolContext, path: &Path, known: Known<'_>) -> Prior {
+    let max = super::checkpoint::MAX_KEPT_BYTES;
+    match known {
+        Known::Missing => Prior::Missing,
+        Known::Content(b) if b.len() as u64 > max => {
+            Prior::NotKept(super::checkpoint::too_large(b.len() as u64, max))
+        }
+        Known::Content(b) => Prior::Content(b.to_vec()),
+        Known::Unread => match read_capped(ctx, path, max).await {
+            Ok(Capped::Missing) => Prior::Missing,
+            Ok(Capped::Bytes(b)) => Prior::Content(b),
+            Ok(Capped::TooBig(size)) => Prior::NotKept(super::checkpoint::too_large(size, max)),
+            Err(e) => Prior::NotKept(format!("it could not be read ({e})")),
+        },
+    }
+}
+
+/// A remote target's files as a rewind puts them back: the same atomic
+/// write and removal the tools use.
+pub struct RemoteFiles {
+    target: Arc<dyn Target>,
+    cwd: PathBuf,
+}
+
+impl RemoteFiles {
+    /// The files of the tools' target; none on this host (the store
+    /// restores those itself).
+    pub fn of(ctx: &ToolContext) -> Option<RemoteFiles> {
+        (!ctx.target.is_local()).then(|| RemoteFiles {
+            target: ctx.target.clone(),
+            cwd: ctx.cwd.clone(),
+        })
+    }
+}
+
+#[async_trait]
+impl TargetFiles for RemoteFiles {
+    fn actor(&self) -> String {
+        self.target.actor()
+    }
+
+    async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+        write_remote(self.target.as_ref(), &self.cwd, path, bytes).await
+    }
+
+    async fn remove(&self, path: &Path) -> Result<(), String> {
+        remove_remote(self.target.as_ref(), &self.cwd, path).await
+    }
 }
 
 /// Refuses, without asking anyone, a change to one of buddy's own files on
@@ -281,46 +354,89 @@ pub(crate) async fn load(
     path: &Path,
     cap: u64,
 ) -> Result<Option<Vec<u8>>, ToolError> {
-    let too_big = |size: u64| {
-        ToolError::Failed(format!(
+    match read_capped(ctx, path, cap).await? {
+        Capped::Missing => Ok(None),
+        Capped::Bytes(b) => Ok(Some(b)),
+        Capped::TooBig(size) => Err(ToolError::Failed(format!(
             "{} is {size} bytes, more than the {cap} an edit reads; use run_shell (sed, a script) for a file this size",
             path.display()
-        ))
+        ))),
+    }
+}
+
+/// Whether the file at `path` on the target still holds exactly `before`
+/// (`None`: still no file), as an edit checks after its approval; `before`
+/// is handed back. On this host it is compared a block at a time, so a
+/// 10 MB file costs no second 10 MB buffer.
+pub(crate) async fn unchanged(
+    ctx: &ToolContext,
+    path: &Path,
+    before: Option<Vec<u8>>,
+    cap: u64,
+) -> Result<(bool, Option<Vec<u8>>), ToolError> {
+    if !ctx.target.is_local() {
+        let same = load(ctx, path, cap).await? == before;
+        return Ok((same, before));
+    }
+    let Some(before) = before else {
+        let gone = tokio::fs::symlink_metadata(path)
+            .await
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        return Ok((gone, None));
     };
+    // The bytes go to the blocking task and come back: no copy.
+    let p = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let same = same_content(&p, &before);
+        same.map(|s| (s, Some(before)))
+    })
+    .await
+    .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?
+    .map_err(|e| io_error("read", path, e))
+}
+
+/// Whether the regular file at `path` holds exactly `want`.
+fn same_content(path: &Path, want: &[u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    if !meta.is_file() || meta.len() != want.len() as u64 {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut at = 0;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(at == want.len());
+        }
+        if at + n > want.len() || buf[..n] != want[at..at + n] {
+            return Ok(false);
+        }
+        at += n;
+    }
+}
+
+/// A file read whole but bounded.
+enum Capped {
+    Missing,
+    Bytes(Vec<u8>),
+    /// Larger than the cap: its size.
+    TooBig(u64),
+}
+
+async fn read_capped(ctx: &ToolContext, path: &Path, cap: u64) -> Result<Capped, ToolError> {
     if ctx.target.is_local() {
-        let meta = match tokio::fs::metadata(path).await {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_error("read", path, e)),
-        };
-        if meta.is_dir() {
-            return Err(ToolError::Failed(format!(
-                "{} is a directory",
-                path.display()
-            )));
-        }
-        if !meta.is_file() {
-            return Err(ToolError::Failed(format!(
-                "{} is {}, not a regular file",
-                path.display(),
-                crate::localfile::kind_of(meta.file_type())
-            )));
-        }
-        if meta.len() > cap {
-            return Err(too_big(meta.len()));
-        }
-        let file = tokio::fs::File::open(path)
+        // One blocking read straight into the buffer: tokio's file reads
+        // go through its own buffer a couple of MB at a time.
+        let p = path.to_path_buf();
+        return tokio::task::spawn_blocking(move || read_local_capped(&p, cap))
             .await
-            .map_err(|e| io_error("open", path, e))?;
-        let mut buf = Vec::with_capacity(meta.len() as usize + 1);
-        file.take(cap + 1)
-            .read_to_end(&mut buf)
-            .await
-            .map_err(|e| io_error("read", path, e))?;
-        if buf.len() as u64 > cap {
-            return Err(too_big(buf.len() as u64));
-        }
-        return Ok(Some(buf));
+            .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?;
     }
     let p = shell_quote(&path.to_string_lossy());
     let script = format!(
@@ -333,7 +449,7 @@ pub(crate) async fn load(
         .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
     match code {
         Some(0) => {}
-        Some(23) => return Ok(None),
+        Some(23) => return Ok(Capped::Missing),
         Some(21) => {
             return Err(ToolError::Failed(format!(
                 "{} is a directory",
@@ -362,9 +478,43 @@ pub(crate) async fn load(
         .unwrap_or(0);
     let body = out.get(nl + 1..).unwrap_or_default().to_vec();
     if size > cap || body.len() as u64 > cap {
-        return Err(too_big(size.max(body.len() as u64)));
+        return Ok(Capped::TooBig(size.max(body.len() as u64)));
     }
-    Ok(Some(body))
+    Ok(Capped::Bytes(body))
+}
+
+fn read_local_capped(path: &Path, cap: u64) -> Result<Capped, ToolError> {
+    use std::io::Read;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Capped::Missing),
+        Err(e) => return Err(io_error("read", path, e)),
+    };
+    if meta.is_dir() {
+        return Err(ToolError::Failed(format!(
+            "{} is a directory",
+            path.display()
+        )));
+    }
+    if !meta.is_file() {
+        return Err(ToolError::Failed(format!(
+            "{} is {}, not a regular file",
+            path.display(),
+            crate::localfile::kind_of(meta.file_type())
+        )));
+    }
+    if meta.len() > cap {
+        return Ok(Capped::TooBig(meta.len()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| io_error("open", path, e))?;
+    let mut buf = Vec::with_capacity(meta.len() as usize + 1);
+    file.take(cap + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| io_error("read", path, e))?;
+    if buf.len() as u64 > cap {
+        return Ok(Capped::TooBig(buf.len() as u64));
+    }
+    Ok(Capped::Bytes(buf))
 }
 
 /// The approval question for writing `content` to `path`: the path and what
@@ -454,7 +604,12 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Streams the content through the target's stdin into a temporary file next
 /// to the destination, keeps the old file's mode, and renames it into place.
-async fn write_remote(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+async fn write_remote(
+    target: &dyn Target,
+    cwd: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(), String> {
     let text = path.to_string_lossy();
     let dir = match text.rfind('/') {
         Some(0) => "/".to_string(),
@@ -470,16 +625,16 @@ async fn write_remote(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<()
         "trap 'rm -f -- {t}' EXIT; mkdir -p -- {d} && cat > {t} && \
          {{ [ ! -e {p} ] || chmod \"$(stat -c %a -- {p})\" {t} 2>/dev/null || true; }} && mv -f -- {t} {p}"
     );
-    let (code, _, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, Some(bytes))
+    let (code, _, err) = run_script(target, &script, cwd, Some(bytes))
         .await
-        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+        .map_err(|e| format!("cannot reach {}: {e}", target.actor()))?;
     if code != Some(0) {
-        return Err(ToolError::Failed(format!(
+        return Err(format!(
             "cannot write {} on {}: {}",
             path.display(),
-            ctx.target.actor(),
+            target.actor(),
             String::from_utf8_lossy(&err).trim()
-        )));
+        ));
     }
     Ok(())
 }

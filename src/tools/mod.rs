@@ -106,23 +106,45 @@ impl ToolContext {
 
     /// Keeps what is at `path` now in the session's checkpoint store before
     /// a tool changes it; an error (the store cannot be written) means the
-    /// change must not happen, since it could not be taken back.
-    pub async fn checkpoint_before_change(&self, path: &std::path::Path) -> Result<(), ToolError> {
-        self.checkpoint_before_changes(&[path.to_path_buf()]).await
+    /// change must not happen, since it could not be taken back. `known` is
+    /// what the tool just read there, if it did (a remote target's file is
+    /// kept from it; one on this host is read by the store).
+    pub async fn checkpoint_before_change(
+        &self,
+        path: &std::path::Path,
+        known: checkpoint::Known<'_>,
+    ) -> Result<(), ToolError> {
+        self.checkpoint_before_changes(&[(path.to_path_buf(), known)])
+            .await
     }
 
     /// `checkpoint_before_change` for several files in one durable write
     /// (a patch's files); a file already kept for this turn costs nothing.
-    pub async fn checkpoint_before_changes(&self, paths: &[PathBuf]) -> Result<(), ToolError> {
+    pub async fn checkpoint_before_changes(
+        &self,
+        files: &[(PathBuf, checkpoint::Known<'_>)],
+    ) -> Result<(), ToolError> {
         let Some(store) = &self.checkpoints else {
             return Ok(());
         };
-        if paths.is_empty() {
+        if files.is_empty() {
             return Ok(());
         }
-        let remote = (!self.target.is_local()).then(|| self.target.actor());
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let remote = if self.target.is_local() {
+            None
+        } else {
+            let mut now = Vec::with_capacity(files.len());
+            for (path, known) in files {
+                now.push(files::prior(self, path, *known).await);
+            }
+            Some(checkpoint::Remote {
+                actor: self.target.actor(),
+                now,
+            })
+        };
         store
-            .before_change(&self.turn, paths, remote.as_deref())
+            .before_change(&self.turn, &paths, remote)
             .await
             .map_err(|e| {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -150,6 +150,17 @@ impl Tmux {
         self.wait_for(&format!("{text:?}"), |s| s.contains(text))
     }
 
+    /// In buddy's REPL: opens `/rewind`, checks the newest turn is `prompt`,
+    /// picks it and returns the screen that says what a rewind to before it
+    /// does; leaves the choice list (code, conversation, both) open.
+    pub fn open_newest_turn(&self, prompt: &str) -> String {
+        self.line("/rewind");
+        let screen = self.wait_text("rewind to before which turn?");
+        assert!(screen.contains(prompt), "{screen}");
+        self.keys(&["Enter"]);
+        self.wait_text("restore code and conversation")
+    }
+
     /// The line the cursor is on.
     pub fn cursor_line(&self) -> String {
         let y: usize = self

@@ -30,9 +30,12 @@ impl Doc {
             Some(rest) => (true, rest),
             None => (false, text),
         };
-        let lf = memchr::memchr_iter(b'\n', text.as_bytes()).count();
-        let crlf_count = memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count();
-        let crlf = lf > 0 && crlf_count == lf;
+        // Most files hold no CR at all: one quick scan settles it, with no
+        // counting of every line ending.
+        let crlf = memchr::memchr(b'\r', text.as_bytes()).is_some() && {
+            let lf = memchr::memchr_iter(b'\n', text.as_bytes()).count();
+            lf > 0 && memchr::memmem::find_iter(text.as_bytes(), b"\r\n").count() == lf
+        };
         let text = if crlf {
             text.replace("\r\n", "\n")
         } else {
@@ -97,6 +100,23 @@ impl Doc {
     }
 }
 
+impl Doc {
+    /// `encode` for a text the caller gives up: a file that is plain LF
+    /// text without a BOM (most are) gets the text's own buffer back, no
+    /// copy.
+    pub fn encode_owned(&self, text: String) -> Vec<u8> {
+        let ends = text.ends_with('\n');
+        // When `encode` would neither add nor drop a final newline.
+        let as_is = text.is_empty()
+            || !((self.final_newline && !ends)
+                || (!self.final_newline && ends && !self.text.is_empty()));
+        if !self.bom && !self.crlf && as_is {
+            return text.into_bytes();
+        }
+        self.encode(&text)
+    }
+}
+
 /// Model text in the document's terms: CRLF (which a model may copy from a
 /// file) read as LF when the document holds LF-only text.
 pub fn plain_newlines(s: &str) -> std::borrow::Cow<'_, str> {
@@ -126,6 +146,23 @@ mod tests {
         assert_eq!(d.text, "a\r\nb\nc");
         assert_eq!(d.encode("a\r\nb\nd\n"), b"a\r\nb\nd");
         assert_eq!(Doc::decode(b"x\0y"), None);
+        // The owned form gives the same bytes, whatever the file's shape.
+        for raw in [
+            &b"a\nb\n"[..],
+            b"a\nb",
+            b"\xef\xbb\xbfa\r\n",
+            b"",
+            b"x\r\ny",
+        ] {
+            let d = Doc::decode(raw).unwrap();
+            for text in ["", "a\nc\n", "a\nc", "\n"] {
+                assert_eq!(
+                    d.encode_owned(text.to_string()),
+                    d.encode(text),
+                    "{raw:?} {text:?}"
+                );
+            }
+        }
         assert_eq!(Doc::decode(b"caf\xe9"), None);
     }
 }

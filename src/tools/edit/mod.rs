@@ -11,7 +11,8 @@ pub mod engine;
 pub mod lines;
 
 use super::approval::{Approval, ApprovalRequest};
-use super::files::{load, refuse_own, store};
+use super::checkpoint::Known;
+use super::files::{load, refuse_own, store, unchanged};
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
@@ -176,16 +177,23 @@ impl Tool for EditFileTool {
         }
         // The user may have taken a while; an edit of text that changed
         // meanwhile could land in the wrong place.
-        if self.read(ctx, &path).await? != before {
+        let (same, before) =
+            tokio::time::timeout(self.timeout, unchanged(ctx, &path, before, MAX_EDIT_BYTES))
+                .await
+                .map_err(|_| self.slow(&path))??;
+        if !same {
             return Err(ToolError::Failed(format!(
                 "{shown} changed while the edit waited for approval; nothing was written. Read it again and redo the edit"
             )));
         }
-        let bytes = planned.doc.encode(&planned.text);
-        tokio::time::timeout(self.timeout, store(ctx, &path, &bytes))
+        let report = planned.report(&shown);
+        let bytes = planned.doc.encode_owned(planned.text);
+        // What was just compared is what the checkpoint keeps.
+        let known = Known::from(before.as_deref());
+        tokio::time::timeout(self.timeout, store(ctx, &path, bytes, known))
             .await
             .map_err(|_| self.slow(&path))??;
-        Ok(ToolOutput::text(planned.report(&shown)))
+        Ok(ToolOutput::text(report))
     }
 }
 

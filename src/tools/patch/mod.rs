@@ -11,6 +11,7 @@
 pub mod parse;
 
 use super::approval::{Approval, ApprovalRequest};
+use super::checkpoint::Known;
 use super::edit::doc::Doc;
 use super::edit::engine::{self, Hit};
 use super::edit::lines::{self, Level};
@@ -338,22 +339,30 @@ impl ApplyPatchTool {
             .collect();
         // Every file of the patch checkpointed at once: one sync for the
         // lot instead of one per file (store and remove find them kept).
-        let paths: Vec<PathBuf> = changes.iter().map(|(f, _)| f.path.clone()).collect();
-        tokio::time::timeout(self.timeout, ctx.checkpoint_before_changes(&paths))
+        // Each as read before the approval and checked since.
+        let kept: Vec<(PathBuf, Known)> = changes
+            .iter()
+            .map(|(f, _)| (f.path.clone(), Known::from(f.before.as_deref())))
+            .collect();
+        tokio::time::timeout(self.timeout, ctx.checkpoint_before_changes(&kept))
             .await
             .map_err(|_| self.slow(Path::new("the checkpoint store")))??;
         let mut done: Vec<&File> = Vec::new();
         for (f, bytes) in changes {
-            let step = match &bytes {
-                Some(bytes) => tokio::time::timeout(self.timeout, store(ctx, &f.path, bytes)).await,
-                None => tokio::time::timeout(self.timeout, remove(ctx, &f.path)).await,
+            let known = Known::from(f.before.as_deref());
+            let step = match bytes {
+                Some(bytes) => {
+                    tokio::time::timeout(self.timeout, store(ctx, &f.path, bytes, known)).await
+                }
+                None => tokio::time::timeout(self.timeout, remove(ctx, &f.path, known)).await,
             };
             if let Err(e) = step.map_err(|_| self.slow(&f.path)).and_then(|r| r) {
                 let mut undo_failed = Vec::new();
                 for d in done.iter().rev() {
+                    // Kept for this turn already: nothing is read again.
                     let undo = match &d.before {
-                        Some(bytes) => store(ctx, &d.path, bytes).await,
-                        None => remove(ctx, &d.path).await,
+                        Some(bytes) => store(ctx, &d.path, bytes.clone(), Known::Unread).await,
+                        None => remove(ctx, &d.path, Known::Unread).await,
                     };
                     if undo.is_err() {
                         undo_failed.push(d.path.display().to_string());
