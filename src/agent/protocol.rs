@@ -3,11 +3,29 @@
 //! drive the terminal front ends, JSON lines on stdout or a network client.
 //! Nothing here holds a channel or a callback: an approval is an event with a
 //! call id, answered by an `Op::Approve` naming that id.
+//!
+//! Every op goes in a `Submission` with an id its sender chose, and every
+//! event names the op it answers (`Event::op_id`), as codex's submission ids
+//! do: a front end matches replies to its requests by id, never by guessing
+//! from their order.
 
 use crate::tools::checkpoint::FileRestore;
 use crate::tools::Truncation;
 use crate::wire::Image;
 use serde::{Deserialize, Serialize};
+
+/// Names an op for the events that answer it. Unique per agent: the
+/// agent's `OpSender`s share one counter, starting at 1.
+pub type OpId = u64;
+
+/// An op as it goes to the agent: with the id its replies will carry.
+/// Serialised, the op's own object plus `id` (`{"id":3,"op":"status"}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submission {
+    pub id: OpId,
+    #[serde(flatten)]
+    pub op: Op,
+}
 
 /// A request to the agent. Ops that only make sense while a run is going
 /// (`Steer`, `Interrupt`, `Approve`) are harmless otherwise; the reply, if any,
@@ -159,11 +177,16 @@ pub enum QueueMode {
 
 /// One thing the agent reports. `run` numbers the run it belongs to (0 for
 /// replies outside a run); `seq` increases by one per event, so a consumer can
-/// tell what it missed.
+/// tell what it missed; `op_id` is the op it answers: for a run's events the
+/// op that started the run, for a reply the op asked. Events nobody asked
+/// for (a run started by itself from queued messages, the queues handed
+/// back after a run) carry none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub run: u64,
     pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_id: Option<OpId>,
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -644,11 +667,29 @@ mod tests {
         let ev = Event {
             run: 3,
             seq: 9,
+            op_id: None,
             kind: EventKind::TextDelta { text: "hi".into() },
         };
         let text = serde_json::to_string(&ev).unwrap();
         assert_eq!(text, r#"{"run":3,"seq":9,"type":"text_delta","text":"hi"}"#);
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), ev);
+        let ev = Event {
+            op_id: Some(4),
+            ..ev
+        };
+        let text = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            text,
+            r#"{"run":3,"seq":9,"op_id":4,"type":"text_delta","text":"hi"}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), ev);
+        let sub = Submission {
+            id: 7,
+            op: Op::Status,
+        };
+        let text = serde_json::to_string(&sub).unwrap();
+        assert_eq!(text, r#"{"id":7,"op":"status"}"#);
+        assert_eq!(serde_json::from_str::<Submission>(&text).unwrap(), sub);
         let policy: ApprovalPolicy =
             serde_json::from_str(r#"{"mode":"until","unix_ms":5}"#).unwrap();
         assert_eq!(policy, ApprovalPolicy::Until { unix_ms: 5 });

@@ -7,7 +7,7 @@ use crate::tools::{Tool, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use control::ApprovalRules;
-use protocol::QueueMode;
+use protocol::{Decision, QueueMode};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
@@ -932,4 +932,89 @@ async fn any_interleaving_of_steer_follow_up_interrupt_and_tools_keeps_the_histo
             "seed {seed}: ends on unanswered calls"
         );
     }
+}
+
+/// The agent as a service with the scripted model and the `sleepy` tool.
+fn service(replies: Vec<Message>) -> AgentHandle {
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Sleepy));
+    spawn(AgentSetup {
+        client: Arc::new(Scripted {
+            replies: StdMutex::new(replies),
+        }),
+        tools,
+        cwd: PathBuf::from("/"),
+        target: Arc::new(crate::host::LocalTarget),
+        pane: None,
+        options: options(ToolStrategy::Parallel),
+        system_prompt: None,
+        model: ModelInfo::default(),
+        approval: ApprovalRules {
+            confirm: false,
+            ..ApprovalRules::default()
+        },
+        allowed: super::allowlist::SharedAllowList::default(),
+        steering_mode: QueueMode::OneAtATime,
+        follow_up_mode: QueueMode::OneAtATime,
+        sessions: None,
+        models: None,
+        hooks: super::hooks::Hooks::default(),
+    })
+}
+
+async fn next_of(agent: &mut AgentHandle, what: fn(&EventKind) -> bool) -> Event {
+    loop {
+        let ev = agent.events.recv().await.expect("the agent stopped");
+        if what(&ev.kind) {
+            return ev;
+        }
+    }
+}
+
+/// Every event names the op it answers: a reply its own op, even mid-run;
+/// a run's events the prompt that started it; the end the op that asked.
+#[tokio::test]
+async fn every_event_carries_the_id_of_the_op_it_answers() {
+    let mut agent = service(vec![calls_message(vec![ToolCall::new(
+        "c1", "sleepy", "{}",
+    )])]);
+    let is_status = |k: &EventKind| matches!(k, EventKind::Status(_));
+    let idle = agent.ops.send(Op::Status).await.unwrap();
+    let ev = next_of(&mut agent, is_status).await;
+    assert_eq!((ev.op_id, ev.run), (Some(idle), 0));
+    let prompt = agent
+        .ops
+        .send(Op::Prompt {
+            text: "go".into(),
+            images: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let call = next_of(&mut agent, |k| matches!(k, EventKind::ToolCall { .. })).await;
+    assert_eq!(call.op_id, Some(prompt));
+    // Two status requests while the tool runs: each reply names its own op,
+    // not the run's, in whatever order a front end expected them.
+    let first = agent.ops.send(Op::Status).await.unwrap();
+    let second = agent.ops.send(Op::Status).await.unwrap();
+    assert_ne!(first, second);
+    let a = next_of(&mut agent, is_status).await;
+    let b = next_of(&mut agent, is_status).await;
+    assert_eq!((a.op_id, b.op_id), (Some(first), Some(second)));
+    assert_eq!(a.run, call.run);
+    agent.ops.send(Op::Interrupt).await.unwrap();
+    let end = next_of(&mut agent, |k| matches!(k, EventKind::RunFinished { .. })).await;
+    assert_eq!(end.op_id, Some(prompt));
+    let refused = agent
+        .ops
+        .send(Op::Approve {
+            call_id: "nope".into(),
+            decision: Decision::Approve,
+        })
+        .await
+        .unwrap();
+    let err = next_of(&mut agent, |k| matches!(k, EventKind::Error { .. })).await;
+    assert_eq!((err.op_id, err.run), (Some(refused), 0));
+    let stop = agent.ops.send(Op::Shutdown).await.unwrap();
+    let done = next_of(&mut agent, |k| matches!(k, EventKind::ShutdownComplete)).await;
+    assert_eq!(done.op_id, Some(stop));
 }

@@ -16,11 +16,12 @@ pub mod history;
 pub mod mentions;
 pub mod menu;
 pub mod replay;
+pub mod replies;
 pub mod rewind;
 
 use crate::agent::protocol::{
-    ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
-    StatusReport,
+    ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, OpId, QueueKind,
+    RunOutcome, StatusReport,
 };
 use crate::agent::AgentHandle;
 use crate::auth::store::AuthStore;
@@ -34,7 +35,6 @@ use commands::ApproveArg;
 use commands::Slash;
 use crossterm::event::Event;
 use editor::{Editor, Outcome};
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -132,10 +132,16 @@ struct Task {
     deadline: Option<Instant>,
 }
 
-/// What a `Status` reply is for.
+/// What the reply to an op the REPL sent is for (`replies::Awaited`).
 enum Want {
+    /// `Status` for `/status`.
     Status,
+    /// `Status` for `/context`.
     Context,
+    /// `Turns` for `/rewind`'s picker.
+    Turns,
+    /// `ModelSwitched` after a login: the profile picks up the new tokens.
+    LoginSwitch,
 }
 
 /// The arrow-key list bare `/model` opens: the profiles, then the models the
@@ -273,8 +279,6 @@ pub struct Repl<'h> {
     picker: Option<Picker>,
     /// The `/rewind` picker, once the agent listed the turns.
     rewind: Option<rewind::RewindPicker>,
-    /// A `/rewind` asked the agent for its turns.
-    want_turns: bool,
     /// The saved session in use, to say how to resume it on the way out.
     session_id: Option<String>,
     /// The `/model` picker's server model list, while it is fetched.
@@ -284,10 +288,8 @@ pub struct Repl<'h> {
     profile: String,
     /// The model id in use, marked in the picker.
     model: String,
-    /// A switch asked for by a finished login, reported as such.
-    login_switch: bool,
-    /// Status requests in flight, oldest first.
-    wants: VecDeque<Want>,
+    /// Ops whose replies are read as answers to a command, by op id.
+    awaited: replies::Awaited<Want>,
     /// Messages waiting in the agent's queues (steering, follow-ups).
     queued: (Vec<String>, Vec<String>),
     /// The answer as it streams: complete lines are rendered Markdown,
@@ -355,12 +357,10 @@ impl<'h> Repl<'h> {
             swallow: None,
             picker: None,
             rewind: None,
-            want_turns: false,
             session_id: None,
             model_list: None,
             login: None,
-            login_switch: false,
-            wants: VecDeque::new(),
+            awaited: replies::Awaited::default(),
             queued: (Vec::new(), Vec::new()),
             md: MarkdownRenderer::new(80, colour),
             live_answer: false,
@@ -420,15 +420,27 @@ impl<'h> Repl<'h> {
         let _ = self.editor.redraw(&mut self.out, dim);
     }
 
-    /// Hands `op` to the agent. The agent reads ops at once, so a full queue
-    /// means something is badly stuck; say so rather than wait.
-    fn send(&mut self, op: Op) {
-        if let Err(e) = self.agent.ops.try_send(op) {
-            let why = match e {
-                mpsc::error::TrySendError::Full(_) => "the agent is not keeping up; try again",
-                mpsc::error::TrySendError::Closed(_) => "the agent has stopped",
-            };
-            self.say_error(why);
+    /// Hands `op` to the agent; its id, for the replies. The agent reads
+    /// ops at once, so a full queue means something is badly stuck; say so
+    /// rather than wait.
+    fn send(&mut self, op: Op) -> Option<OpId> {
+        match self.agent.ops.try_send(op) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                let why = match e {
+                    mpsc::error::TrySendError::Full(_) => "the agent is not keeping up; try again",
+                    mpsc::error::TrySendError::Closed(_) => "the agent has stopped",
+                };
+                self.say_error(why);
+                None
+            }
+        }
+    }
+
+    /// Sends `op` and reads its reply as `want`.
+    fn ask(&mut self, op: Op, want: Want) {
+        if let Some(id) = self.send(op) {
+            self.awaited.expect(id, want);
         }
     }
 
@@ -772,7 +784,9 @@ impl<'h> Repl<'h> {
                     }
                     // A model id keeps the profile (the switcher's rule for
                     // anything that is not a profile).
-                    Pick::Model(id) => self.send(Op::SwitchModel { choice: id }),
+                    Pick::Model(id) => {
+                        self.send(Op::SwitchModel { choice: id });
+                    }
                 }
                 return;
             }
@@ -1219,9 +1233,8 @@ impl<'h> Repl<'h> {
                 self.say(&text);
                 // The active profile picks up the new tokens.
                 if self.host.uses_login(&self.profile) && self.task.is_none() {
-                    self.login_switch = true;
                     let choice = self.profile.clone();
-                    self.send(Op::SwitchModel { choice });
+                    self.ask(Op::SwitchModel { choice }, Want::LoginSwitch);
                 }
             }
             Ok(Err(e)) => self.say_error(&format!("login failed: {e}")),
@@ -1255,10 +1268,12 @@ impl<'h> Repl<'h> {
                 };
                 self.say(&text);
             }
-            Slash::Init => self.send(Op::Prompt {
-                text: commands::INIT_PROMPT.into(),
-                images: Vec::new(),
-            }),
+            Slash::Init => {
+                self.send(Op::Prompt {
+                    text: commands::INIT_PROMPT.into(),
+                    images: Vec::new(),
+                });
+            }
             Slash::Ps => {
                 let text = match &self.task {
                     Some(t) => format!(
@@ -1316,30 +1331,29 @@ impl<'h> Repl<'h> {
                     self.say(&text);
                 }
             },
-            Slash::Status => {
-                self.wants.push_back(Want::Status);
-                self.send(Op::Status);
+            Slash::Status => self.ask(Op::Status, Want::Status),
+            Slash::Context => self.ask(Op::Status, Want::Context),
+            Slash::Compact => {
+                self.send(Op::Compact);
             }
-            Slash::Context => {
-                self.wants.push_back(Want::Context);
-                self.send(Op::Status);
-            }
-            Slash::Compact => self.send(Op::Compact),
             Slash::SessionList => {
                 let text = self.host.sessions();
                 self.say(&text);
             }
-            Slash::SessionNew => self.send(Op::NewSession),
+            Slash::SessionNew => {
+                self.send(Op::NewSession);
+            }
             Slash::Clear => {
                 self.clear_screen();
                 self.send(Op::NewSession);
             }
-            Slash::SessionResume(query) => self.send(Op::Resume { query }),
-            Slash::Rewind => {
-                self.want_turns = true;
-                self.send(Op::Turns);
+            Slash::SessionResume(query) => {
+                self.send(Op::Resume { query });
             }
-            Slash::Fork => self.send(Op::Fork { query: None }),
+            Slash::Rewind => self.ask(Op::Turns, Want::Turns),
+            Slash::Fork => {
+                self.send(Op::Fork { query: None });
+            }
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
@@ -1735,7 +1749,11 @@ impl<'h> Repl<'h> {
                 st.warning("hook:"),
                 crate::ui::hook_line(&hook_event, tool.as_deref(), &reason)
             )),
-            EventKind::Error { message, .. } => self.say_error(&visible(&message)),
+            EventKind::Error { message, .. } => {
+                // A refused request is answered: nothing more will come for it.
+                self.awaited.take(ev.op_id);
+                self.say_error(&visible(&message))
+            }
             EventKind::ApprovalRequested {
                 call_id,
                 tool,
@@ -1868,9 +1886,11 @@ impl<'h> Repl<'h> {
             }
             EventKind::RunFinished { outcome } => self.on_run_finished(outcome),
             EventKind::Status(report) => {
-                let text = match self.wants.pop_front() {
+                let text = match self.awaited.take(ev.op_id) {
                     Some(Want::Context) => Self::context_text(&report),
-                    _ => self.status_text(&report),
+                    Some(Want::Status) => self.status_text(&report),
+                    // Not a reply to this REPL's request.
+                    _ => return,
                 };
                 // Model names and endpoints come from config and servers.
                 self.say(&visible(&text));
@@ -1888,7 +1908,8 @@ impl<'h> Repl<'h> {
             } => {
                 self.profile = profile.clone();
                 self.model = model.clone();
-                let mut text = if std::mem::take(&mut self.login_switch) {
+                let login = matches!(self.awaited.take(ev.op_id), Some(Want::LoginSwitch));
+                let mut text = if login {
                     format!("profile {profile} now uses the new login")
                 } else {
                     format!("now using {model} (profile {profile}) at {base_url}")
@@ -1913,7 +1934,7 @@ impl<'h> Repl<'h> {
                 }
             }
             EventKind::Turns { turns, note } => {
-                if !std::mem::take(&mut self.want_turns) {
+                if !matches!(self.awaited.take(ev.op_id), Some(Want::Turns)) {
                     return;
                 }
                 match rewind::RewindPicker::new(turns, note) {
