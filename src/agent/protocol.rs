@@ -95,6 +95,18 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         shown: Option<String>,
     },
+    /// Runs the user's own shell command now (`!cmd` in the REPL) on the
+    /// target the tools use (behind a tmux pane, its host), without asking:
+    /// the user typed it. Bounded in output and time (`agent::command`);
+    /// one at a time, alongside a run or not. Answered by `CommandRan`;
+    /// the exchange joins the conversation as context (as `AddContext`
+    /// would) at once when idle, else when the run ends.
+    RunCommand {
+        command: String,
+    },
+    /// Stops the `RunCommand` in progress (its process is killed; nothing
+    /// joins the conversation). Answered by `CommandRan` with `stopped`.
+    StopCommand,
     /// Lists the conversation's turns for a rewind (`Turns`).
     Turns,
     /// Takes the session back to before `turn` (an id from `Turns`): the
@@ -118,6 +130,15 @@ pub enum Op {
     },
     /// Reports `Status`.
     Status,
+    /// Lists the saved sessions of the working directory (`Sessions`),
+    /// idle or during a run.
+    ListSessions,
+    /// Stops the run in progress `after_ms` from now, as its duration limit
+    /// would (it ends with `LimitReached`); a later one replaces it.
+    /// Answered by `TimeoutSet`; refused with `Error` when no run is going.
+    SetTimeout {
+        after_ms: u64,
+    },
     /// Ends a run in progress, saves, reports `ShutdownComplete` and stops.
     Shutdown,
     /// Stops once the run in progress, and whatever was queued for it, is
@@ -322,6 +343,23 @@ pub enum EventKind {
         outcome: RunOutcome,
     },
     Status(Box<StatusReport>),
+    /// The reply to `ListSessions`: the saved sessions, most recently used
+    /// first, in the directory `dir`; `warnings` name files that could not
+    /// be read (they do not hide the others).
+    Sessions {
+        sessions: Vec<SessionSummary>,
+        dir: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
+    },
+    /// The reply to `SetTimeout`: the run (the event's `run`) stops
+    /// `after_ms` from now.
+    TimeoutSet {
+        after_ms: u64,
+    },
+    /// The reply to `RunCommand` (and `StopCommand`): how the command ended
+    /// and what it printed.
+    CommandRan(Box<CommandRun>),
     ApprovalPolicyChanged {
         policy: ApprovalPolicy,
     },
@@ -496,6 +534,17 @@ impl EventKind {
                 }
             }
             EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
+            EventKind::CommandRan(ran) => {
+                r(&mut ran.command);
+                r(&mut ran.output);
+                ran.error.iter_mut().for_each(r);
+            }
+            EventKind::Sessions {
+                sessions, warnings, ..
+            } => {
+                warnings.iter_mut().for_each(r);
+                sessions.iter_mut().for_each(|s| r(&mut s.title));
+            }
             EventKind::Turns { turns, note } => {
                 note.iter_mut().for_each(r);
                 for t in turns {
@@ -513,6 +562,7 @@ impl EventKind {
             | EventKind::Usage { .. }
             | EventKind::Compacted { .. }
             | EventKind::Status(_)
+            | EventKind::TimeoutSet { .. }
             | EventKind::ApprovalPolicyChanged { .. }
             | EventKind::SessionStarted { .. }
             | EventKind::SessionCleared
@@ -621,6 +671,41 @@ pub struct TurnSummary {
     /// Shell commands the model ran since this turn began (clipped; their
     /// effects cannot be rewound).
     pub commands: Vec<String>,
+}
+
+/// A command the user ran (`Op::RunCommand`) and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRun {
+    pub command: String,
+    /// The exit code; absent when it was killed (a signal, the time limit,
+    /// `StopCommand`) or could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// stdout and stderr together, in order, at most
+    /// `agent::command::MAX_OUTPUT` bytes (control characters are the front
+    /// end's to make safe).
+    pub output: String,
+    /// Bytes of output beyond that, not kept.
+    pub dropped: usize,
+    pub timed_out: bool,
+    /// Why it could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `StopCommand` ended it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
+}
+
+/// One saved session, as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub id: String,
+    /// Unix seconds of the last write.
+    pub used: u64,
+    pub messages: u64,
+    pub model: String,
+    /// The first prompt, clipped.
+    pub title: String,
 }
 
 /// A snapshot for `/status` and `/context`.

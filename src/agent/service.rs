@@ -7,15 +7,19 @@
 //!
 //! It stops on `Op::Shutdown`, or when every op sender is gone: a run in
 //! progress is interrupted, everything is journaled, `ShutdownComplete` is
-//! the last event.
+//! the last event. The user's own commands (`Op::RunCommand`) run beside
+//! it all (`command::Commands`); their end is one more thing the op loop
+//! waits for.
 
 use super::allowlist::SharedAllowList;
 use super::cancel::{Cancel, CancelHandle};
+use super::command::{command_op, Commands};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
 use super::hooks::{About, HookEvent, HookRunner, Hooks, Verdict};
 use super::protocol::{
-    ErrorCode, Event, EventKind, Op, OpId, QueueKind, QueueMode, RunOutcome, Submission,
+    ErrorCode, Event, EventKind, Op, OpId, QueueKind, QueueMode, RunOutcome, SessionSummary,
+    Submission,
 };
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
@@ -43,6 +47,40 @@ pub trait SessionHost: Send + Sync {
             message: "forking sessions is not available here".into(),
             code: None,
         })
+    }
+    /// The saved sessions (`Op::ListSessions`); an error is one line.
+    fn list(&self) -> Result<SessionListing, String> {
+        Err("listing sessions is not available here".into())
+    }
+}
+
+/// The saved sessions of a directory, most recently used first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionListing {
+    pub sessions: Vec<SessionSummary>,
+    /// Where they are kept.
+    pub dir: String,
+    /// Files that could not be read, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl SessionListing {
+    /// The reply to `Op::ListSessions`.
+    pub fn into_event(self) -> EventKind {
+        EventKind::Sessions {
+            sessions: self.sessions,
+            dir: self.dir,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// The reply to `Op::ListSessions` from `host`.
+fn sessions_reply(host: Option<&dyn SessionHost>) -> EventKind {
+    match host.map(|h| h.list()) {
+        Some(Ok(listing)) => listing.into_event(),
+        Some(Err(message)) => EventKind::error(message),
+        None => EventKind::error("sessions are not available here"),
     }
 }
 
@@ -219,6 +257,13 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         control: control.clone(),
         hooks: Some(hooks.clone()),
     });
+    // The user's own commands run where the tools do, but not in the shared
+    // pane: on the host behind it, so their output can be captured.
+    let command_target = match &setup.pane {
+        Some(pane) => pane.base().clone(),
+        None => setup.target.clone(),
+    };
+    let cwd = setup.cwd.clone();
     let mut ctx = ToolContext::local(setup.cwd, gate);
     ctx.target = setup.target;
     ctx.pane = setup.pane;
@@ -243,6 +288,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         models: setup.models,
         session_failed: false,
         next_run: 1,
+        commands: Commands::new(command_target, cwd),
     };
     let task = tokio::spawn(core.serve(op_rx));
     AgentHandle {
@@ -265,6 +311,7 @@ struct Core {
     /// Creating a session failed once; not retried for every prompt.
     session_failed: bool,
     next_run: u64,
+    commands: Commands,
 }
 
 /// What a run does.
@@ -283,7 +330,22 @@ impl Core {
         // The op that asked the agent to stop, which `ShutdownComplete`
         // answers (none when every sender went away).
         let mut stopped_by = None;
-        while let Some(Submission { id, op }) = ops.recv().await {
+        loop {
+            let Submission { id, op } = tokio::select! {
+                sub = ops.recv() => match sub {
+                    Some(sub) => sub,
+                    None => break,
+                },
+                (id, ran) = self.commands.ended() => {
+                    // Idle: the exchange joins the conversation at once.
+                    self.emitter.set_op(Some(id));
+                    let (text, shown) = self.commands.context(&ran);
+                    self.emit(EventKind::CommandRan(Box::new(ran))).await;
+                    self.agent.add_context(text, Some(shown)).await;
+                    self.emitter.set_op(None);
+                    continue;
+                }
+            };
             let work = match op {
                 Op::Prompt { images, .. } if !images.is_empty() && self.agent.model().no_images => {
                     let message = self.agent.model().images_refused();
@@ -296,6 +358,10 @@ impl Core {
                 Op::Shutdown | Op::Close => {
                     stopped_by = Some(id);
                     break;
+                }
+                op @ (Op::RunCommand { .. } | Op::StopCommand) => {
+                    command_op(&mut self.commands, &self.emitter, id, op).await;
+                    continue;
                 }
                 other => {
                     self.emitter.set_op(Some(id));
@@ -331,6 +397,13 @@ impl Core {
         let mut stopped_by = None;
         loop {
             let (outcome, after, by) = self.run_once(work, op, ops).await;
+            // Commands that ended during the run join the conversation now,
+            // before anything else is sent.
+            for (id, text, shown) in std::mem::take(&mut self.commands.later) {
+                self.emitter.set_op(Some(id));
+                self.agent.add_context(text, Some(shown)).await;
+            }
+            self.emitter.set_op(None);
             if by.is_some() && (after == After::Shutdown || stopped_by.is_none()) {
                 stopped_by = by;
             }
@@ -399,8 +472,11 @@ impl Core {
             agent,
             control,
             emitter,
+            sessions,
+            commands,
             ..
         } = self;
+        let sessions = sessions.as_deref();
         let outcome = {
             let em = emitter.clone();
             let fut = async move {
@@ -423,13 +499,21 @@ impl Core {
             loop {
                 tokio::select! {
                     outcome = &mut fut => break outcome,
+                    (id, ran) = commands.ended() => {
+                        let (text, shown) = commands.context(&ran);
+                        commands.later.push((id, text, shown));
+                        emitter.reply(id, EventKind::CommandRan(Box::new(ran))).await;
+                    }
                     op = ops.recv(), if ops_open => match op {
                         None => {
                             ops_open = false;
                             after = After::Shutdown;
                             handle.cancel();
                         }
-                        Some(Submission { id, op }) => match busy_op(op, id, control, emitter, &handle, run).await {
+                        Some(Submission { id, op: op @ (Op::RunCommand { .. } | Op::StopCommand) }) => {
+                            command_op(commands, emitter, id, op).await;
+                        }
+                        Some(Submission { id, op }) => match busy_op(op, id, control, emitter, sessions, &handle, run).await {
                             After::Continue => {}
                             After::Close if after == After::Continue => {
                                 after = After::Close;
@@ -576,8 +660,17 @@ impl Core {
                 let report = self.agent.status(None);
                 self.emit(EventKind::Status(Box::new(report))).await;
             }
+            Op::ListSessions => {
+                let reply = sessions_reply(self.sessions.as_deref());
+                self.emit(reply).await;
+            }
+            Op::SetTimeout { .. } => {
+                self.emit(EventKind::error("no task is running")).await;
+            }
             // Handled by `serve`.
-            Op::Prompt { .. }
+            Op::RunCommand { .. }
+            | Op::StopCommand
+            | Op::Prompt { .. }
             | Op::Steer { .. }
             | Op::FollowUp { .. }
             | Op::Compact
@@ -745,6 +838,7 @@ async fn busy_op(
     id: OpId,
     control: &Control,
     emitter: &Emitter,
+    sessions: Option<&dyn SessionHost>,
     handle: &CancelHandle,
     run: u64,
 ) -> After {
@@ -791,6 +885,12 @@ async fn busy_op(
                 .reply(id, EventKind::ApprovalPolicyChanged { policy })
                 .await;
         }
+        Op::ListSessions => emitter.reply(id, sessions_reply(sessions)).await,
+        Op::SetTimeout { after_ms } => {
+            handle
+                .stop_at(tokio::time::Instant::now() + std::time::Duration::from_millis(after_ms));
+            emitter.reply(id, EventKind::TimeoutSet { after_ms }).await;
+        }
         Op::Status => {
             if let Some(mut report) = control.snapshot() {
                 report.running = Some(run);
@@ -814,6 +914,8 @@ async fn busy_op(
                 )
                 .await;
         }
+        // Served by `command_op`.
+        Op::RunCommand { .. } | Op::StopCommand => {}
         Op::Shutdown => {
             handle.cancel();
             return After::Shutdown;

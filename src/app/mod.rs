@@ -18,7 +18,7 @@ use crate::config::{self, CliOverrides, ConfigError, Settings};
 use crate::host::HostError;
 use crate::provider::completions::Completions;
 use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits, Transports};
-use crate::session::{self, Store};
+use crate::session;
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
 use crate::ui::json::JsonFrontEnd;
@@ -33,6 +33,7 @@ mod approvals;
 mod custom;
 mod discovery;
 mod execution;
+mod login;
 mod mcp;
 mod mcp_cmd;
 mod pick;
@@ -203,18 +204,13 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
 }
 
 async fn login(target: Option<&str>, overrides: &CliOverrides) -> Result<Exit, AppError> {
-    let issuer = login_issuer(target, overrides)?;
-    let store = auth_store()?;
     let say = |line: &str| eprintln!("{line}");
     let cancelled = tokio::signal::ctrl_c();
     tokio::select! {
-        r = crate::auth::login(&issuer, &store, &say) => match r {
-            Ok(()) => {
-                eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
-                Ok(Exit::Ok)
-            }
-            Err(e) => Err(AppError::Login(e)),
-        },
+        r = login::sign_in(target, overrides, &say) => {
+            eprintln!("{}", r?);
+            Ok(Exit::Ok)
+        }
         _ = cancelled => {
             eprintln!("login cancelled");
             Ok(Exit::Interrupted)
@@ -661,16 +657,15 @@ async fn list_models(overrides: &CliOverrides) -> Result<Exit, AppError> {
 /// named on stderr and do not hide the others.
 fn list_sessions() -> Result<Exit, AppError> {
     let style = Style::detect(true);
-    let store = Store::for_workdir(&workdir());
-    let (list, errors) = store.list().map_err(|e| AppError::Usage(e.to_string()))?;
-    for e in &errors {
+    let listing = sessions::list(&workdir()).map_err(|e| AppError::Usage(e.to_string()))?;
+    for e in &listing.warnings {
         eprintln!("{} {e}", style.warning("warning:"));
     }
-    if list.is_empty() {
-        eprintln!("no saved sessions in {}", store.dir().display());
+    if listing.sessions.is_empty() {
+        eprintln!("no saved sessions in {}", listing.dir);
         return Ok(Exit::Ok);
     }
-    let out = session_table(&list);
+    let out = crate::ui::session_table::session_table(&listing.sessions, crate::clock::now_unix());
     use std::io::Write;
     // A closed pipe (`buddy sessions | head`) is not an error worth a message.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
@@ -812,10 +807,6 @@ async fn interactive(
         };
     }
     let mut host = repl::Host {
-        target: match &execution.pane {
-            Some(pane) => pane.base().clone(),
-            None => execution.target.clone(),
-        },
         tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
             .names()
             .into_iter()
@@ -1240,30 +1231,4 @@ fn auth_store() -> Result<AuthStore, AuthError> {
     AuthStore::default_path()
         .map(AuthStore::new)
         .ok_or(AuthError::NoConfigDir)
-}
-
-/// Sessions as a table: id, age, message count, model, first prompt.
-fn session_table(list: &[session::Summary]) -> String {
-    let now = crate::clock::now_unix();
-    let model_width = list
-        .iter()
-        .map(|s| s.model.len())
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 30);
-    let mut out = format!(
-        "{:<20}  {:>9}  {:>5}  {:<model_width$}  FIRST PROMPT\n",
-        "ID", "USED", "MSGS", "MODEL"
-    );
-    for s in list {
-        out.push_str(&format!(
-            "{:<20}  {:>9}  {:>5}  {:<model_width$}  {}\n",
-            s.id,
-            crate::clock::age(s.used, now),
-            s.messages,
-            s.model,
-            s.title
-        ));
-    }
-    out
 }

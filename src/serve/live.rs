@@ -76,6 +76,9 @@ impl SseName {
             EventKind::ModelSwitched { .. } => "model_switched",
             EventKind::ApprovalPolicyChanged { .. } => "approval_policy_changed",
             EventKind::Status(_) => "status",
+            EventKind::Sessions { .. } => "sessions",
+            EventKind::TimeoutSet { .. } => "timeout_set",
+            EventKind::CommandRan(_) => "command_ran",
             EventKind::ShutdownComplete => "shutdown_complete",
         })
     }

@@ -7,6 +7,7 @@ pub mod json;
 pub mod markdown;
 pub mod repl;
 pub mod session_picker;
+pub mod session_table;
 pub mod style;
 pub mod toolview;
 
