@@ -12,8 +12,12 @@
 //! in the next one; such a tail is held back (`State::carry`) until the next
 //! delta shows whether it was a key, or until any other event ends the
 //! stream, so no key reaches a front end in pieces.
+//!
+//! Every event is stamped here with the run it belongs to and the op it
+//! answers (`set_run`, `set_op`); a reply to an op served mid-run names its
+//! own op (`reply`), not the run's.
 
-use super::protocol::{Event, EventKind};
+use super::protocol::{Event, EventKind, OpId};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
@@ -30,6 +34,8 @@ pub struct Emitter {
 struct State {
     seq: u64,
     run: u64,
+    /// The op the events answer: the run's, or the idle op being served.
+    op: Option<OpId>,
     /// Deltas that found the channel full, oldest first, neighbours of the
     /// same kind merged (so this stays a handful of entries).
     pending: Vec<EventKind>,
@@ -101,9 +107,17 @@ impl Emitter {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Marks the events that follow as belonging to run `run` (0: none).
-    pub fn set_run(&self, run: u64) {
-        self.lock().run = run;
+    /// Marks the events that follow as belonging to run `run` (0: none),
+    /// started by op `op`.
+    pub fn set_run(&self, run: u64, op: Option<OpId>) {
+        let mut st = self.lock();
+        st.run = run;
+        st.op = op;
+    }
+
+    /// Marks the events that follow as answering op `op` (outside a run).
+    pub fn set_op(&self, op: Option<OpId>) {
+        self.lock().op = op;
     }
 
     pub fn run(&self) -> u64 {
@@ -115,18 +129,26 @@ impl Emitter {
     pub async fn emit(&self, kind: EventKind) {
         self.lock().release_carry();
         self.flush().await;
-        self.send(kind).await;
+        self.send(kind, None).await;
     }
 
-    async fn send(&self, kind: EventKind) {
+    /// Sends `kind` as the answer to op `op`, whatever the run in progress
+    /// (an op served while a run goes on).
+    pub async fn reply(&self, op: OpId, kind: EventKind) {
+        self.lock().release_carry();
+        self.flush().await;
+        self.send(kind, Some(op)).await;
+    }
+
+    async fn send(&self, kind: EventKind, op: Option<OpId>) {
         let Ok(permit) = self.tx.reserve().await else {
             return;
         };
-        let event = self.stamp(kind);
+        let event = self.stamp(kind, op);
         permit.send(event);
     }
 
-    fn stamp(&self, mut kind: EventKind) -> Event {
+    fn stamp(&self, mut kind: EventKind, op: Option<OpId>) -> Event {
         // Every event leaves through here or `delta`: the one place where
         // known secrets are kept from every front end.
         kind.redact(&crate::redact::known());
@@ -135,6 +157,7 @@ impl Emitter {
         Event {
             run: st.run,
             seq: st.seq,
+            op_id: op.or(st.op),
             kind,
         }
     }
@@ -150,7 +173,7 @@ impl Emitter {
                 }
                 st.pending.remove(0)
             };
-            self.send(next).await;
+            self.send(next, None).await;
         }
     }
 
@@ -182,6 +205,7 @@ impl Emitter {
             let event = Event {
                 run: st.run,
                 seq: st.seq,
+                op_id: st.op,
                 kind,
             };
             drop(st);

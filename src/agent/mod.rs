@@ -11,6 +11,7 @@
 
 pub mod allowlist;
 pub mod cancel;
+pub mod command;
 pub mod compact;
 pub mod control;
 pub mod emitter;
@@ -197,6 +198,8 @@ pub trait HistorySink: Send + Sync {
 enum Stop {
     Interrupted,
     TimeLimit,
+    /// The timeout set for this run while it went (`Op::SetTimeout`).
+    Timeout,
 }
 
 /// How a batch of tool calls ended.
@@ -724,6 +727,12 @@ impl Agent {
                     started.elapsed().as_secs_f64()
                 ),
             },
+            Stop::Timeout => RunOutcome::LimitReached {
+                message: format!(
+                    "stopped after {:.0} s, at the timeout set for this run",
+                    started.elapsed().as_secs_f64()
+                ),
+            },
         }
     }
 
@@ -948,7 +957,7 @@ impl Agent {
         // Calls that never finished or never started still get their result.
         let filler = match stopped {
             Some(Stop::Interrupted) => CANCELLED,
-            Some(Stop::TimeLimit) => TIME_LIMIT_RESULT,
+            Some(Stop::TimeLimit | Stop::Timeout) => TIME_LIMIT_RESULT,
             None => SKIPPED_FOR_STEER,
         };
         for (i, call) in calls.iter().enumerate().skip(batch.pushed) {
@@ -1179,18 +1188,19 @@ fn stream_event(ev: StreamEvent) -> EventKind {
     }
 }
 
-/// Completes when the run must stop: cancelled, or past its deadline.
+/// Completes when the run must stop: cancelled, or past a deadline.
 async fn stop_signal(cancel: &mut Cancel, deadline: Option<Instant>) -> Stop {
+    let stop = |why| match why {
+        cancel::Why::Cancelled => Stop::Interrupted,
+        cancel::Why::Deadline => Stop::Timeout,
+    };
     match deadline {
         Some(d) => tokio::select! {
             biased;
-            _ = cancel.cancelled() => Stop::Interrupted,
+            why = cancel.stopped() => stop(why),
             _ = tokio::time::sleep_until(d) => Stop::TimeLimit,
         },
-        None => {
-            cancel.cancelled().await;
-            Stop::Interrupted
-        }
+        None => stop(cancel.stopped().await),
     }
 }
 

@@ -3,11 +3,29 @@
 //! drive the terminal front ends, JSON lines on stdout or a network client.
 //! Nothing here holds a channel or a callback: an approval is an event with a
 //! call id, answered by an `Op::Approve` naming that id.
+//!
+//! Every op goes in a `Submission` with an id its sender chose, and every
+//! event names the op it answers (`Event::op_id`), as codex's submission ids
+//! do: a front end matches replies to its requests by id, never by guessing
+//! from their order.
 
 use crate::tools::checkpoint::FileRestore;
 use crate::tools::Truncation;
 use crate::wire::Image;
 use serde::{Deserialize, Serialize};
+
+/// Names an op for the events that answer it. Unique per agent: the
+/// agent's `OpSender`s share one counter, starting at 1.
+pub type OpId = u64;
+
+/// An op as it goes to the agent: with the id its replies will carry.
+/// Serialised, the op's own object plus `id` (`{"id":3,"op":"status"}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submission {
+    pub id: OpId,
+    #[serde(flatten)]
+    pub op: Op,
+}
 
 /// A request to the agent. Ops that only make sense while a run is going
 /// (`Steer`, `Interrupt`, `Approve`) are harmless otherwise; the reply, if any,
@@ -77,6 +95,18 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         shown: Option<String>,
     },
+    /// Runs the user's own shell command now (`!cmd` in the REPL) on the
+    /// target the tools use (behind a tmux pane, its host), without asking:
+    /// the user typed it. Bounded in output and time (`agent::command`);
+    /// one at a time, alongside a run or not. Answered by `CommandRan`;
+    /// the exchange joins the conversation as context (as `AddContext`
+    /// would) at once when idle, else when the run ends.
+    RunCommand {
+        command: String,
+    },
+    /// Stops the `RunCommand` in progress (its process is killed; nothing
+    /// joins the conversation). Answered by `CommandRan` with `stopped`.
+    StopCommand,
     /// Lists the conversation's turns for a rewind (`Turns`).
     Turns,
     /// Takes the session back to before `turn` (an id from `Turns`): the
@@ -100,6 +130,15 @@ pub enum Op {
     },
     /// Reports `Status`.
     Status,
+    /// Lists the saved sessions of the working directory (`Sessions`),
+    /// idle or during a run.
+    ListSessions,
+    /// Stops the run in progress `after_ms` from now, as its duration limit
+    /// would (it ends with `LimitReached`); a later one replaces it.
+    /// Answered by `TimeoutSet`; refused with `Error` when no run is going.
+    SetTimeout {
+        after_ms: u64,
+    },
     /// Ends a run in progress, saves, reports `ShutdownComplete` and stops.
     Shutdown,
     /// Stops once the run in progress, and whatever was queued for it, is
@@ -159,11 +198,16 @@ pub enum QueueMode {
 
 /// One thing the agent reports. `run` numbers the run it belongs to (0 for
 /// replies outside a run); `seq` increases by one per event, so a consumer can
-/// tell what it missed.
+/// tell what it missed; `op_id` is the op it answers: for a run's events the
+/// op that started the run, for a reply the op asked. Events nobody asked
+/// for (a run started by itself from queued messages, the queues handed
+/// back after a run) carry none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub run: u64,
     pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_id: Option<OpId>,
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -299,6 +343,23 @@ pub enum EventKind {
         outcome: RunOutcome,
     },
     Status(Box<StatusReport>),
+    /// The reply to `ListSessions`: the saved sessions, most recently used
+    /// first, in the directory `dir`; `warnings` name files that could not
+    /// be read (they do not hide the others).
+    Sessions {
+        sessions: Vec<SessionSummary>,
+        dir: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
+    },
+    /// The reply to `SetTimeout`: the run (the event's `run`) stops
+    /// `after_ms` from now.
+    TimeoutSet {
+        after_ms: u64,
+    },
+    /// The reply to `RunCommand` (and `StopCommand`): how the command ended
+    /// and what it printed.
+    CommandRan(Box<CommandRun>),
     ApprovalPolicyChanged {
         policy: ApprovalPolicy,
     },
@@ -473,6 +534,17 @@ impl EventKind {
                 }
             }
             EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
+            EventKind::CommandRan(ran) => {
+                r(&mut ran.command);
+                r(&mut ran.output);
+                ran.error.iter_mut().for_each(r);
+            }
+            EventKind::Sessions {
+                sessions, warnings, ..
+            } => {
+                warnings.iter_mut().for_each(r);
+                sessions.iter_mut().for_each(|s| r(&mut s.title));
+            }
             EventKind::Turns { turns, note } => {
                 note.iter_mut().for_each(r);
                 for t in turns {
@@ -490,6 +562,7 @@ impl EventKind {
             | EventKind::Usage { .. }
             | EventKind::Compacted { .. }
             | EventKind::Status(_)
+            | EventKind::TimeoutSet { .. }
             | EventKind::ApprovalPolicyChanged { .. }
             | EventKind::SessionStarted { .. }
             | EventKind::SessionCleared
@@ -600,6 +673,41 @@ pub struct TurnSummary {
     pub commands: Vec<String>,
 }
 
+/// A command the user ran (`Op::RunCommand`) and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRun {
+    pub command: String,
+    /// The exit code; absent when it was killed (a signal, the time limit,
+    /// `StopCommand`) or could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// stdout and stderr together, in order, at most
+    /// `agent::command::MAX_OUTPUT` bytes (control characters are the front
+    /// end's to make safe).
+    pub output: String,
+    /// Bytes of output beyond that, not kept.
+    pub dropped: usize,
+    pub timed_out: bool,
+    /// Why it could not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `StopCommand` ended it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
+}
+
+/// One saved session, as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub id: String,
+    /// Unix seconds of the last write.
+    pub used: u64,
+    pub messages: u64,
+    pub model: String,
+    /// The first prompt, clipped.
+    pub title: String,
+}
+
 /// A snapshot for `/status` and `/context`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
@@ -644,11 +752,29 @@ mod tests {
         let ev = Event {
             run: 3,
             seq: 9,
+            op_id: None,
             kind: EventKind::TextDelta { text: "hi".into() },
         };
         let text = serde_json::to_string(&ev).unwrap();
         assert_eq!(text, r#"{"run":3,"seq":9,"type":"text_delta","text":"hi"}"#);
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), ev);
+        let ev = Event {
+            op_id: Some(4),
+            ..ev
+        };
+        let text = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            text,
+            r#"{"run":3,"seq":9,"op_id":4,"type":"text_delta","text":"hi"}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), ev);
+        let sub = Submission {
+            id: 7,
+            op: Op::Status,
+        };
+        let text = serde_json::to_string(&sub).unwrap();
+        assert_eq!(text, r#"{"id":7,"op":"status"}"#);
+        assert_eq!(serde_json::from_str::<Submission>(&text).unwrap(), sub);
         let policy: ApprovalPolicy =
             serde_json::from_str(r#"{"mode":"until","unix_ms":5}"#).unwrap();
         assert_eq!(policy, ApprovalPolicy::Until { unix_ms: 5 });

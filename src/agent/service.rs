@@ -7,20 +7,27 @@
 //!
 //! It stops on `Op::Shutdown`, or when every op sender is gone: a run in
 //! progress is interrupted, everything is journaled, `ShutdownComplete` is
-//! the last event.
+//! the last event. The user's own commands (`Op::RunCommand`) run beside
+//! it all (`command::Commands`); their end is one more thing the op loop
+//! waits for.
 
 use super::allowlist::SharedAllowList;
 use super::cancel::{Cancel, CancelHandle};
+use super::command::{command_op, Commands};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
 use super::hooks::{About, HookEvent, HookRunner, Hooks, Verdict};
-use super::protocol::{ErrorCode, Event, EventKind, Op, QueueKind, QueueMode, RunOutcome};
+use super::protocol::{
+    ErrorCode, Event, EventKind, Op, OpId, QueueKind, QueueMode, RunOutcome, SessionSummary,
+    Submission,
+};
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
 use crate::provider::ModelClient;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::wire::{Image, Message, Role};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -40,6 +47,40 @@ pub trait SessionHost: Send + Sync {
             message: "forking sessions is not available here".into(),
             code: None,
         })
+    }
+    /// The saved sessions (`Op::ListSessions`); an error is one line.
+    fn list(&self) -> Result<SessionListing, String> {
+        Err("listing sessions is not available here".into())
+    }
+}
+
+/// The saved sessions of a directory, most recently used first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionListing {
+    pub sessions: Vec<SessionSummary>,
+    /// Where they are kept.
+    pub dir: String,
+    /// Files that could not be read, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl SessionListing {
+    /// The reply to `Op::ListSessions`.
+    pub fn into_event(self) -> EventKind {
+        EventKind::Sessions {
+            sessions: self.sessions,
+            dir: self.dir,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// The reply to `Op::ListSessions` from `host`.
+fn sessions_reply(host: Option<&dyn SessionHost>) -> EventKind {
+    match host.map(|h| h.list()) {
+        Some(Ok(listing)) => listing.into_event(),
+        Some(Err(message)) => EventKind::error(message),
+        None => EventKind::error("sessions are not available here"),
     }
 }
 
@@ -130,9 +171,56 @@ pub struct AgentSetup {
     pub hooks: Hooks,
 }
 
+/// The sending end of an agent's ops. Each op goes with a fresh id (the
+/// clones of one sender share the counter, so ids never repeat for an
+/// agent); the events that answer it carry that id.
+#[derive(Clone)]
+pub struct OpSender {
+    tx: mpsc::Sender<Submission>,
+    next: Arc<AtomicU64>,
+}
+
+impl OpSender {
+    /// A sender and the receiving end the agent reads, `capacity` ops deep.
+    pub fn channel(capacity: usize) -> (OpSender, mpsc::Receiver<Submission>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let sender = OpSender {
+            tx,
+            next: Arc::new(AtomicU64::new(1)),
+        };
+        (sender, rx)
+    }
+
+    fn id(&self) -> OpId {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends `op`, waiting for room; its id, or the op back when the agent
+    /// has stopped.
+    pub async fn send(&self, op: Op) -> Result<OpId, mpsc::error::SendError<Op>> {
+        let id = self.id();
+        self.tx
+            .send(Submission { id, op })
+            .await
+            .map(|()| id)
+            .map_err(|e| mpsc::error::SendError(e.0.op))
+    }
+
+    /// Sends `op` if there is room now; its id, or the op back.
+    pub fn try_send(&self, op: Op) -> Result<OpId, mpsc::error::TrySendError<Op>> {
+        use mpsc::error::TrySendError;
+        let id = self.id();
+        match self.tx.try_send(Submission { id, op }) {
+            Ok(()) => Ok(id),
+            Err(TrySendError::Full(s)) => Err(TrySendError::Full(s.op)),
+            Err(TrySendError::Closed(s)) => Err(TrySendError::Closed(s.op)),
+        }
+    }
+}
+
 /// A front end's ends of the agent.
 pub struct AgentHandle {
-    pub ops: mpsc::Sender<Op>,
+    pub ops: OpSender,
     pub events: mpsc::Receiver<Event>,
     pub task: JoinHandle<()>,
 }
@@ -150,7 +238,7 @@ impl AgentHandle {
 }
 
 pub fn spawn(setup: AgentSetup) -> AgentHandle {
-    let (op_tx, op_rx) = mpsc::channel(OP_CAPACITY);
+    let (op_tx, op_rx) = OpSender::channel(OP_CAPACITY);
     let (ev_tx, ev_rx) = mpsc::channel(EVENT_CAPACITY);
     let emitter = Emitter::new(ev_tx);
     let control = Control::new(
@@ -169,6 +257,13 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         control: control.clone(),
         hooks: Some(hooks.clone()),
     });
+    // The user's own commands run where the tools do, but not in the shared
+    // pane: on the host behind it, so their output can be captured.
+    let command_target = match &setup.pane {
+        Some(pane) => pane.base().clone(),
+        None => setup.target.clone(),
+    };
+    let cwd = setup.cwd.clone();
     let mut ctx = ToolContext::local(setup.cwd, gate);
     ctx.target = setup.target;
     ctx.pane = setup.pane;
@@ -193,6 +288,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         models: setup.models,
         session_failed: false,
         next_run: 1,
+        commands: Commands::new(command_target, cwd),
     };
     let task = tokio::spawn(core.serve(op_rx));
     AgentHandle {
@@ -215,6 +311,7 @@ struct Core {
     /// Creating a session failed once; not retried for every prompt.
     session_failed: bool,
     next_run: u64,
+    commands: Commands,
 }
 
 /// What a run does.
@@ -229,46 +326,96 @@ impl Core {
         self.emitter.emit(kind).await;
     }
 
-    async fn serve(mut self, mut ops: mpsc::Receiver<Op>) {
-        while let Some(op) = ops.recv().await {
+    async fn serve(mut self, mut ops: mpsc::Receiver<Submission>) {
+        // The op that asked the agent to stop, which `ShutdownComplete`
+        // answers (none when every sender went away).
+        let mut stopped_by = None;
+        loop {
+            let Submission { id, op } = tokio::select! {
+                sub = ops.recv() => match sub {
+                    Some(sub) => sub,
+                    None => break,
+                },
+                (id, ran) = self.commands.ended() => {
+                    // Idle: the exchange joins the conversation at once.
+                    self.emitter.set_op(Some(id));
+                    let (text, shown) = self.commands.context(&ran);
+                    self.emit(EventKind::CommandRan(Box::new(ran))).await;
+                    self.agent.add_context(text, Some(shown)).await;
+                    self.emitter.set_op(None);
+                    continue;
+                }
+            };
             let work = match op {
                 Op::Prompt { images, .. } if !images.is_empty() && self.agent.model().no_images => {
                     let message = self.agent.model().images_refused();
-                    self.emit(EventKind::error(message)).await;
+                    self.emitter.reply(id, EventKind::error(message)).await;
                     continue;
                 }
                 Op::Prompt { text, images } => Work::Converse(text, images),
                 Op::Steer { text } | Op::FollowUp { text } => Work::Converse(text, Vec::new()),
                 Op::Compact => Work::Compact,
-                Op::Shutdown | Op::Close => break,
+                Op::Shutdown | Op::Close => {
+                    stopped_by = Some(id);
+                    break;
+                }
+                op @ (Op::RunCommand { .. } | Op::StopCommand) => {
+                    command_op(&mut self.commands, &self.emitter, id, op).await;
+                    continue;
+                }
                 other => {
+                    self.emitter.set_op(Some(id));
                     self.idle_op(other).await;
+                    self.emitter.set_op(None);
                     continue;
                 }
             };
-            if self.work(work, &mut ops).await != After::Continue {
-                break;
+            match self.work(work, id, &mut ops).await {
+                (After::Continue, _) => {}
+                (_, by) => {
+                    stopped_by = by;
+                    break;
+                }
             }
         }
+        self.emitter.set_op(stopped_by);
         self.agent.persist(false).await;
         self.emit(EventKind::ShutdownComplete).await;
     }
 
-    /// Runs `work` to its end while serving ops; then runs whatever was
-    /// queued too late for it. Says whether the agent goes on.
-    async fn work(&mut self, mut work: Work, ops: &mut mpsc::Receiver<Op>) -> After {
+    /// Runs `work`, asked for by op `op`, to its end while serving ops; then
+    /// runs whatever was queued too late for it. Says whether the agent goes
+    /// on, and which op asked it to stop.
+    async fn work(
+        &mut self,
+        mut work: Work,
+        op: OpId,
+        ops: &mut mpsc::Receiver<Submission>,
+    ) -> (After, Option<OpId>) {
         let mut close = false;
+        let mut op = Some(op);
+        let mut stopped_by = None;
         loop {
-            let (outcome, after) = self.run_once(work, ops).await;
+            let (outcome, after, by) = self.run_once(work, op, ops).await;
+            // Commands that ended during the run join the conversation now,
+            // before anything else is sent.
+            for (id, text, shown) in std::mem::take(&mut self.commands.later) {
+                self.emitter.set_op(Some(id));
+                self.agent.add_context(text, Some(shown)).await;
+            }
+            self.emitter.set_op(None);
+            if by.is_some() && (after == After::Shutdown || stopped_by.is_none()) {
+                stopped_by = by;
+            }
             close |= after == After::Close;
             let (steering, follow_ups) = self.control.queues();
             let left = !steering.is_empty() || !follow_ups.is_empty();
             if after == After::Shutdown {
-                return After::Shutdown;
+                return (After::Shutdown, stopped_by);
             }
             let done = if close { After::Close } else { After::Continue };
             if !left {
-                return done;
+                return (done, stopped_by);
             }
             if matches!(outcome, Some(RunOutcome::Answered { .. })) {
                 // A message that arrived as the run ended starts the next one.
@@ -276,13 +423,15 @@ impl Core {
                 next.extend(self.control.take_follow_ups());
                 self.emit_queues().await;
                 work = Work::Converse(next.join("\n\n"), Vec::new());
+                // Started by the queue, not by one op.
+                op = None;
                 continue;
             }
             // After a failure, a limit or an interrupt the user decides again.
             let texts = self.control.clear(true, true);
             self.emit(EventKind::Unqueued { texts }).await;
             self.emit_queues().await;
-            return done;
+            return (done, stopped_by);
         }
     }
 
@@ -295,16 +444,18 @@ impl Core {
         .await;
     }
 
-    /// One run. Returns its outcome (none for a compaction) and whether a
-    /// shutdown or a close was asked for meanwhile.
+    /// One run, started by op `op`. Returns its outcome (none for a
+    /// compaction), whether a shutdown or a close was asked for meanwhile,
+    /// and by which op.
     async fn run_once(
         &mut self,
         work: Work,
-        ops: &mut mpsc::Receiver<Op>,
-    ) -> (Option<RunOutcome>, After) {
+        op: Option<OpId>,
+        ops: &mut mpsc::Receiver<Submission>,
+    ) -> (Option<RunOutcome>, After, Option<OpId>) {
         let run = self.next_run;
         self.next_run += 1;
-        self.emitter.set_run(run);
+        self.emitter.set_run(run, op);
         if let Work::Converse(text, _) = &work {
             self.ensure_session().await;
             self.emit(EventKind::RunStarted {
@@ -316,12 +467,16 @@ impl Core {
         self.control.publish(self.agent.status(Some(run)));
         let (handle, cancel) = Cancel::new();
         let mut after = After::Continue;
+        let mut stopped_by = None;
         let Core {
             agent,
             control,
             emitter,
+            sessions,
+            commands,
             ..
         } = self;
+        let sessions = sessions.as_deref();
         let outcome = {
             let em = emitter.clone();
             let fut = async move {
@@ -344,17 +499,31 @@ impl Core {
             loop {
                 tokio::select! {
                     outcome = &mut fut => break outcome,
+                    (id, ran) = commands.ended() => {
+                        let (text, shown) = commands.context(&ran);
+                        commands.later.push((id, text, shown));
+                        emitter.reply(id, EventKind::CommandRan(Box::new(ran))).await;
+                    }
                     op = ops.recv(), if ops_open => match op {
                         None => {
                             ops_open = false;
                             after = After::Shutdown;
                             handle.cancel();
                         }
-                        Some(op) => match busy_op(op, control, emitter, &handle, run).await {
+                        Some(Submission { id, op: op @ (Op::RunCommand { .. } | Op::StopCommand) }) => {
+                            command_op(commands, emitter, id, op).await;
+                        }
+                        Some(Submission { id, op }) => match busy_op(op, id, control, emitter, sessions, &handle, run).await {
                             After::Continue => {}
-                            After::Close if after == After::Continue => after = After::Close,
+                            After::Close if after == After::Continue => {
+                                after = After::Close;
+                                stopped_by = Some(id);
+                            }
                             After::Close => {}
-                            After::Shutdown => after = After::Shutdown,
+                            After::Shutdown => {
+                                after = After::Shutdown;
+                                stopped_by = Some(id);
+                            }
                         },
                     },
                 }
@@ -368,8 +537,8 @@ impl Core {
                 })
                 .await;
         }
-        emitter.set_run(0);
-        (outcome, after)
+        emitter.set_run(0, None);
+        (outcome, after, stopped_by)
     }
 
     /// Starts saving at the first prompt, unless a session is attached or
@@ -491,8 +660,17 @@ impl Core {
                 let report = self.agent.status(None);
                 self.emit(EventKind::Status(Box::new(report))).await;
             }
+            Op::ListSessions => {
+                let reply = sessions_reply(self.sessions.as_deref());
+                self.emit(reply).await;
+            }
+            Op::SetTimeout { .. } => {
+                self.emit(EventKind::error("no task is running")).await;
+            }
             // Handled by `serve`.
-            Op::Prompt { .. }
+            Op::RunCommand { .. }
+            | Op::StopCommand
+            | Op::Prompt { .. }
             | Op::Steer { .. }
             | Op::FollowUp { .. }
             | Op::Compact
@@ -654,11 +832,13 @@ enum After {
     Shutdown,
 }
 
-/// Serves an op that arrived during run `run`.
+/// Serves op `id` that arrived during run `run`; its replies name it.
 async fn busy_op(
     op: Op,
+    id: OpId,
     control: &Control,
     emitter: &Emitter,
+    sessions: Option<&dyn SessionHost>,
     handle: &CancelHandle,
     run: u64,
 ) -> After {
@@ -671,43 +851,50 @@ async fn busy_op(
             // The queues hold text; the prompt goes back whole rather than
             // losing its images.
             emitter
-                .emit(EventKind::Unqueued { texts: vec![text] })
+                .reply(id, EventKind::Unqueued { texts: vec![text] })
                 .await;
             emitter
-                .emit(EventKind::error(
+                .reply(id, EventKind::error(
                     "images are attached only to a prompt sent while no task runs; the prompt was handed back",
                 ))
                 .await;
         }
         Op::Prompt { text, .. } | Op::FollowUp { text } => {
-            emitter.emit(queues(control.follow_up(text))).await;
+            emitter.reply(id, queues(control.follow_up(text))).await;
         }
-        Op::Steer { text } => emitter.emit(queues(control.steer(text))).await,
+        Op::Steer { text } => emitter.reply(id, queues(control.steer(text))).await,
         Op::ClearQueue { queue } => {
             let texts = clear(control, queue);
-            emitter.emit(EventKind::Unqueued { texts }).await;
-            emitter.emit(queues(control.queues())).await;
+            emitter.reply(id, EventKind::Unqueued { texts }).await;
+            emitter.reply(id, queues(control.queues())).await;
         }
         Op::Interrupt => handle.cancel(),
         Op::Approve { call_id, decision } => {
             if !control.answer(&call_id, decision) {
                 emitter
-                    .emit(EventKind::error(format!(
-                        "no approval is waiting for call {call_id}"
-                    )))
+                    .reply(
+                        id,
+                        EventKind::error(format!("no approval is waiting for call {call_id}")),
+                    )
                     .await;
             }
         }
         Op::SetApprovalPolicy { policy } => {
             control.set_policy(policy);
             emitter
-                .emit(EventKind::ApprovalPolicyChanged { policy })
+                .reply(id, EventKind::ApprovalPolicyChanged { policy })
                 .await;
+        }
+        Op::ListSessions => emitter.reply(id, sessions_reply(sessions)).await,
+        Op::SetTimeout { after_ms } => {
+            handle
+                .stop_at(tokio::time::Instant::now() + std::time::Duration::from_millis(after_ms));
+            emitter.reply(id, EventKind::TimeoutSet { after_ms }).await;
         }
         Op::Status => {
             if let Some(mut report) = control.snapshot() {
                 report.running = Some(run);
-                emitter.emit(EventKind::Status(Box::new(report))).await;
+                emitter.reply(id, EventKind::Status(Box::new(report))).await;
             }
         }
         Op::SwitchModel { .. }
@@ -719,11 +906,16 @@ async fn busy_op(
         | Op::Fork { .. }
         | Op::AddContext { .. } => {
             emitter
-                .emit(EventKind::error(
-                    "not while a task is running: wait for it to end, or interrupt it",
-                ))
+                .reply(
+                    id,
+                    EventKind::error(
+                        "not while a task is running: wait for it to end, or interrupt it",
+                    ),
+                )
                 .await;
         }
+        // Served by `command_op`.
+        Op::RunCommand { .. } | Op::StopCommand => {}
         Op::Shutdown => {
             handle.cancel();
             return After::Shutdown;

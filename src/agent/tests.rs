@@ -7,7 +7,7 @@ use crate::tools::{Tool, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use control::ApprovalRules;
-use protocol::QueueMode;
+use protocol::{Decision, QueueMode};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
@@ -932,4 +932,225 @@ async fn any_interleaving_of_steer_follow_up_interrupt_and_tools_keeps_the_histo
             "seed {seed}: ends on unanswered calls"
         );
     }
+}
+
+/// The agent as a service with the scripted model and the `sleepy` tool.
+fn service(replies: Vec<Message>) -> AgentHandle {
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Sleepy));
+    spawn(AgentSetup {
+        client: Arc::new(Scripted {
+            replies: StdMutex::new(replies),
+        }),
+        tools,
+        cwd: PathBuf::from("/"),
+        target: Arc::new(crate::host::LocalTarget),
+        pane: None,
+        options: options(ToolStrategy::Parallel),
+        system_prompt: None,
+        model: ModelInfo::default(),
+        approval: ApprovalRules {
+            confirm: false,
+            ..ApprovalRules::default()
+        },
+        allowed: super::allowlist::SharedAllowList::default(),
+        steering_mode: QueueMode::OneAtATime,
+        follow_up_mode: QueueMode::OneAtATime,
+        sessions: None,
+        models: None,
+        hooks: super::hooks::Hooks::default(),
+    })
+}
+
+async fn next_of(agent: &mut AgentHandle, what: fn(&EventKind) -> bool) -> Event {
+    loop {
+        let ev = agent.events.recv().await.expect("the agent stopped");
+        if what(&ev.kind) {
+            return ev;
+        }
+    }
+}
+
+/// Every event names the op it answers: a reply its own op, even mid-run;
+/// a run's events the prompt that started it; the end the op that asked.
+#[tokio::test]
+async fn every_event_carries_the_id_of_the_op_it_answers() {
+    let mut agent = service(vec![calls_message(vec![ToolCall::new(
+        "c1", "sleepy", "{}",
+    )])]);
+    let is_status = |k: &EventKind| matches!(k, EventKind::Status(_));
+    let idle = agent.ops.send(Op::Status).await.unwrap();
+    let ev = next_of(&mut agent, is_status).await;
+    assert_eq!((ev.op_id, ev.run), (Some(idle), 0));
+    let prompt = agent
+        .ops
+        .send(Op::Prompt {
+            text: "go".into(),
+            images: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let call = next_of(&mut agent, |k| matches!(k, EventKind::ToolCall { .. })).await;
+    assert_eq!(call.op_id, Some(prompt));
+    // Two status requests while the tool runs: each reply names its own op,
+    // not the run's, in whatever order a front end expected them.
+    let first = agent.ops.send(Op::Status).await.unwrap();
+    let second = agent.ops.send(Op::Status).await.unwrap();
+    assert_ne!(first, second);
+    let a = next_of(&mut agent, is_status).await;
+    let b = next_of(&mut agent, is_status).await;
+    assert_eq!((a.op_id, b.op_id), (Some(first), Some(second)));
+    assert_eq!(a.run, call.run);
+    agent.ops.send(Op::Interrupt).await.unwrap();
+    let end = next_of(&mut agent, |k| matches!(k, EventKind::RunFinished { .. })).await;
+    assert_eq!(end.op_id, Some(prompt));
+    let refused = agent
+        .ops
+        .send(Op::Approve {
+            call_id: "nope".into(),
+            decision: Decision::Approve,
+        })
+        .await
+        .unwrap();
+    let err = next_of(&mut agent, |k| matches!(k, EventKind::Error { .. })).await;
+    assert_eq!((err.op_id, err.run), (Some(refused), 0));
+    let stop = agent.ops.send(Op::Shutdown).await.unwrap();
+    let done = next_of(&mut agent, |k| matches!(k, EventKind::ShutdownComplete)).await;
+    assert_eq!(done.op_id, Some(stop));
+}
+
+/// `/timeout` is the agent's own limit: set mid-run it ends the run as a
+/// limit (every call answered); idle there is nothing to time.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_set_during_a_run_ends_it_as_a_limit() {
+    let mut agent = service(vec![calls_message(vec![ToolCall::new(
+        "c1", "sleepy", "{}",
+    )])]);
+    let idle = agent
+        .ops
+        .send(Op::SetTimeout { after_ms: 1000 })
+        .await
+        .unwrap();
+    let err = next_of(&mut agent, |k| matches!(k, EventKind::Error { .. })).await;
+    assert_eq!(err.op_id, Some(idle));
+    agent
+        .ops
+        .send(Op::Prompt {
+            text: "go".into(),
+            images: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let call = next_of(&mut agent, |k| matches!(k, EventKind::ToolCall { .. })).await;
+    let started = tokio::time::Instant::now();
+    let set = agent
+        .ops
+        .send(Op::SetTimeout { after_ms: 1500 })
+        .await
+        .unwrap();
+    let reply = next_of(&mut agent, |k| matches!(k, EventKind::TimeoutSet { .. })).await;
+    assert_eq!(
+        (reply.op_id, reply.run, reply.kind),
+        (
+            Some(set),
+            call.run,
+            EventKind::TimeoutSet { after_ms: 1500 }
+        )
+    );
+    let result = next_of(&mut agent, |k| matches!(k, EventKind::ToolResult { .. })).await;
+    let EventKind::ToolResult { text, .. } = result.kind else {
+        unreachable!()
+    };
+    assert!(text.contains("time limit"), "{text}");
+    let end = next_of(&mut agent, |k| matches!(k, EventKind::RunFinished { .. })).await;
+    assert!(
+        matches!(
+            &end.kind,
+            EventKind::RunFinished {
+                outcome: RunOutcome::LimitReached { message }
+            } if message.contains("timeout set for this run")
+        ),
+        "{end:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_session_store_listing_sessions_is_refused_with_one_line() {
+    let mut agent = service(Vec::new());
+    let id = agent.ops.send(Op::ListSessions).await.unwrap();
+    let err = next_of(&mut agent, |k| matches!(k, EventKind::Error { .. })).await;
+    assert_eq!(err.op_id, Some(id));
+    agent.shutdown().await;
+}
+
+/// `!cmd` is the agent's: it runs on the agent's target, its reply names
+/// the op, and its exchange joins the conversation at once when idle, only
+/// after the run when one is going; a stopped one adds nothing.
+#[tokio::test]
+async fn a_users_command_runs_in_the_agent_and_joins_the_conversation_after_the_run() {
+    let mut agent = service(vec![calls_message(vec![ToolCall::new(
+        "c1", "sleepy", "{}",
+    )])]);
+    let is_ran = |k: &EventKind| matches!(k, EventKind::CommandRan(_));
+    let is_status = |k: &EventKind| matches!(k, EventKind::Status(_));
+    let messages = |ev: Event| match ev.kind {
+        EventKind::Status(r) => r.messages,
+        _ => unreachable!(),
+    };
+    let idle = agent
+        .ops
+        .send(Op::RunCommand {
+            command: "echo hi-from-bang; exit 3".into(),
+        })
+        .await
+        .unwrap();
+    let ran = next_of(&mut agent, is_ran).await;
+    assert_eq!(ran.op_id, Some(idle));
+    let EventKind::CommandRan(r) = &ran.kind else {
+        unreachable!()
+    };
+    assert_eq!((r.code, r.output.as_str()), (Some(3), "hi-from-bang\n"));
+    agent.ops.send(Op::Status).await.unwrap();
+    let before_run = messages(next_of(&mut agent, is_status).await);
+    // The system prompt is absent here: the one message is the command.
+    assert_eq!(before_run, 1);
+    agent
+        .ops
+        .send(Op::Prompt {
+            text: "go".into(),
+            images: Vec::new(),
+        })
+        .await
+        .unwrap();
+    next_of(&mut agent, |k| matches!(k, EventKind::ToolCall { .. })).await;
+    let busy = agent
+        .ops
+        .send(Op::RunCommand {
+            command: "echo during".into(),
+        })
+        .await
+        .unwrap();
+    let ran = next_of(&mut agent, is_ran).await;
+    assert_eq!(ran.op_id, Some(busy));
+    let slow = agent
+        .ops
+        .send(Op::RunCommand {
+            command: "sleep 30".into(),
+        })
+        .await
+        .unwrap();
+    agent.ops.send(Op::StopCommand).await.unwrap();
+    let stopped = next_of(&mut agent, is_ran).await;
+    assert_eq!(stopped.op_id, Some(slow));
+    assert!(matches!(&stopped.kind, EventKind::CommandRan(r) if r.stopped));
+    agent.ops.send(Op::Interrupt).await.unwrap();
+    next_of(&mut agent, |k| matches!(k, EventKind::RunFinished { .. })).await;
+    agent.ops.send(Op::Status).await.unwrap();
+    let after = messages(next_of(&mut agent, is_status).await);
+    // The prompt, the call, its result, then the command that ran during
+    // the run; the stopped one left nothing.
+    assert_eq!(after, before_run + 4, "messages after the run");
+    agent.shutdown().await;
 }

@@ -1,5 +1,8 @@
 //! `buddy login` and `buddy logout`: which issuer a login means, the device
-//! flow's prompts on stderr, and the user's `auth.json`.
+//! flow's prompts on stderr, and the user's `auth.json`. Logging in is a
+//! device flow, the one way buddy does it: `buddy login` and the REPL's
+//! `/login` both run `sign_in`, so the front end never calls `auth` itself
+//! (the REPL gets it through its `ReplHost`).
 
 use super::setup::auth_store;
 use super::{env, AppError, Exit};
@@ -11,23 +14,39 @@ pub(super) async fn login(
     target: Option<&str>,
     overrides: &CliOverrides,
 ) -> Result<Exit, AppError> {
-    let issuer = login_issuer(target, overrides)?;
-    let store = auth_store()?;
     let say = |line: &str| eprintln!("{line}");
     let cancelled = tokio::signal::ctrl_c();
     tokio::select! {
-        r = crate::auth::login(&issuer, &store, &say) => match r {
-            Ok(()) => {
-                eprintln!("logged in to {}; tokens saved in {}", issuer.provider, store.path().display());
-                Ok(Exit::Ok)
-            }
-            Err(e) => Err(AppError::Login(e)),
-        },
+        r = sign_in(target, overrides, &say) => {
+            eprintln!("{}", r?);
+            Ok(Exit::Ok)
+        }
         _ = cancelled => {
             eprintln!("login cancelled");
             Ok(Exit::Interrupted)
         }
     }
+}
+
+/// Logs in to the provider `target` names (`login_issuer`), telling the
+/// user what to do through `say`; the line that says where the tokens are.
+/// No usable issuer or store is `AppError::Auth` (exit 2), a flow that fails
+/// `AppError::Login` (exit 1).
+pub(crate) async fn sign_in(
+    target: Option<&str>,
+    overrides: &CliOverrides,
+    say: &(dyn Fn(&str) + Send + Sync),
+) -> Result<String, AppError> {
+    let issuer = login_issuer(target, overrides)?;
+    let store = auth_store()?;
+    crate::auth::login(&issuer, &store, say)
+        .await
+        .map_err(AppError::Login)?;
+    Ok(format!(
+        "logged in to {}; tokens saved in {}",
+        issuer.provider,
+        store.path().display()
+    ))
 }
 
 pub(super) fn logout(provider: Option<&str>) -> Result<Exit, AppError> {

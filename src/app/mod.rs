@@ -41,13 +41,11 @@ mod trust;
 pub use error::{AppError, Exit, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
 use execution::SandboxChoice;
 // What the front ends below and their hosts (repl.rs, serve.rs) build with.
-use crate::ui::tables::session_table;
-use login::login_issuer;
 use setup::{
     agent_options, agent_setup, approval_rules, build_tools, custom_files, exec_options, has_tty,
     load_settings, model_info, Resolved,
 };
-use setup::{auth_store, client_for, remember_secrets};
+use setup::{client_for, remember_secrets};
 
 /// Told to the model when a command needs approval and nobody can be asked.
 const NO_TERMINAL_REASON: &str = "approval is required and there is no terminal to ask; the user can rerun `buddy exec` with --dangerously-auto-approve to allow commands";
@@ -386,10 +384,6 @@ async fn interactive(
         };
     }
     let mut host = repl::Host {
-        target: match &execution.pane {
-            Some(pane) => pane.base().clone(),
-            None => execution.target.clone(),
-        },
         tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
             .names()
             .into_iter()

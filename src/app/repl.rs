@@ -1,18 +1,16 @@
 //! Wires the interactive REPL (`ui::repl`) to the rest of buddy: the
-//! `ReplHost` it asks for sessions, profiles and logins, and the agent's
-//! `ModelSwitcher` for `/model`.
+//! `ReplHost` it asks for profiles and logins, and the agent's
+//! `ModelSwitcher` for `/model` (the one place a `/model` choice is
+//! resolved).
 
-use super::{client_for, session_table, workdir};
+use super::{client_for, workdir};
 use crate::agent::service::{ModelSwitcher, Switched};
 use crate::agent::{tokens, HostedError};
 use crate::config::{self, CliOverrides, Settings};
-use crate::session::Store;
 use crate::ui::repl::ReplHost;
 use std::sync::Arc;
 
 pub(crate) struct Host {
-    /// Where `!command` runs (the tools' target; behind a tmux pane, its host).
-    pub target: Arc<dyn crate::host::Target>,
     pub settings: Settings,
     pub overrides: CliOverrides,
     pub tools: Vec<String>,
@@ -58,24 +56,6 @@ impl ReplHost for Host {
         super::mcp::prompt(name, args)
     }
 
-    fn sessions(&self) -> String {
-        let store = Store::for_workdir(&workdir());
-        match store.list() {
-            Ok((list, errors)) => {
-                let mut out = if list.is_empty() {
-                    format!("no saved sessions in {}", store.dir().display())
-                } else {
-                    session_table(&list).trim_end().to_string()
-                };
-                for e in errors {
-                    out.push_str(&format!("\nwarning: {e}"));
-                }
-                out
-            }
-            Err(e) => e.to_string(),
-        }
-    }
-
     fn profiles(&self) -> Vec<String> {
         self.settings.profiles.clone()
     }
@@ -104,16 +84,21 @@ impl ReplHost for Host {
         })
     }
 
-    fn target(&self) -> Option<Arc<dyn crate::host::Target>> {
-        Some(self.target.clone())
-    }
-
-    fn login_target(
+    fn login(
         &self,
         target: Option<&str>,
-    ) -> Result<(crate::auth::Issuer, crate::auth::store::AuthStore), crate::auth::AuthError> {
-        let issuer = super::login_issuer(target, &self.overrides)?;
-        Ok((issuer, super::auth_store()?))
+        say: crate::ui::repl::LoginLines,
+    ) -> crate::ui::repl::LoginRunning {
+        let target = target.map(String::from);
+        let overrides = self.overrides.clone();
+        Box::pin(async move {
+            super::login::sign_in(target.as_deref(), &overrides, &*say)
+                .await
+                .map_err(|e| match e {
+                    super::AppError::Login(e) => format!("login failed: {e}"),
+                    other => other.to_string(),
+                })
+        })
     }
 }
 

@@ -6,11 +6,12 @@ use super::{
 };
 use super::{AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
+use crate::agent::protocol::SessionSummary;
 use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
 use crate::config::{CliOverrides, ServeSection, Settings};
 use crate::provider::http::Transports;
-use crate::serve::{Backend, Limits, ServeOptions, SessionInfo};
+use crate::serve::{Backend, Limits, ServeOptions};
 use crate::session::{self, Store};
 use crate::wire::Message;
 use std::sync::Arc;
@@ -158,18 +159,8 @@ impl Backend for ServeBackend {
         Ok(self.store.resolve(query)?)
     }
 
-    fn list(&self) -> Result<Vec<SessionInfo>, HostedError> {
-        let (list, _errors) = self.store.list()?;
-        Ok(list
-            .into_iter()
-            .map(|s| SessionInfo {
-                id: s.id,
-                used: s.used,
-                messages: s.messages,
-                model: s.model,
-                title: s.title,
-            })
-            .collect())
+    fn list(&self) -> Result<Vec<SessionSummary>, HostedError> {
+        Ok(super::sessions::list(&workdir())?.sessions)
     }
 
     fn history(&self, id: &str) -> Result<Vec<Message>, HostedError> {

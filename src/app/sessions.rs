@@ -1,13 +1,36 @@
 //! The agent's `SessionHost` over the session store of the working directory:
-//! a new session at the first prompt, a saved one on resume.
+//! a new session at the first prompt, a saved one on resume; and `list`, the
+//! one way buddy lists saved sessions (`buddy sessions`, the REPL's
+//! `Op::ListSessions`, `buddy serve`'s `GET /api/sessions`).
 
-use crate::agent::protocol::ErrorCode;
+use crate::agent::protocol::{ErrorCode, SessionSummary};
 use crate::agent::service::{
-    ForkSource, Forked, NewSession, OpenError, OpenedSession, SessionHost,
+    ForkSource, Forked, NewSession, OpenError, OpenedSession, SessionHost, SessionListing,
 };
 use crate::agent::{HostedError, ModelInfo};
 use crate::session::{out_of_resources, SessionError, SessionInfo, Store};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The saved sessions of `workdir`, most recently used first; files that
+/// cannot be read are named in `warnings` and do not hide the others.
+pub(crate) fn list(workdir: &Path) -> Result<SessionListing, SessionError> {
+    let store = Store::for_workdir(workdir);
+    let (list, errors) = store.list()?;
+    Ok(SessionListing {
+        sessions: list
+            .into_iter()
+            .map(|s| SessionSummary {
+                id: s.id,
+                used: s.used,
+                messages: s.messages,
+                model: s.model,
+                title: s.title,
+            })
+            .collect(),
+        dir: store.dir().display().to_string(),
+        warnings: errors.iter().map(ToString::to_string).collect(),
+    })
+}
 
 pub(crate) struct Sessions {
     store: Store,
@@ -102,6 +125,10 @@ impl SessionHost for Sessions {
             tokens,
             warnings,
         })
+    }
+
+    fn list(&self) -> Result<SessionListing, String> {
+        list(&self.cwd).map_err(|e| e.to_string())
     }
 }
 

@@ -988,7 +988,10 @@ mod tests {
         fn resolve(&self, query: &str) -> Result<String, crate::agent::HostedError> {
             Ok(query.into())
         }
-        fn list(&self) -> Result<Vec<super::super::SessionInfo>, crate::agent::HostedError> {
+        fn list(
+            &self,
+        ) -> Result<Vec<crate::agent::protocol::SessionSummary>, crate::agent::HostedError>
+        {
             Ok(Vec::new())
         }
         fn history(&self, _: &str) -> Result<Vec<crate::wire::Message>, crate::agent::HostedError> {

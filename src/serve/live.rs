@@ -12,12 +12,13 @@
 
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::{Decision, ErrorCode, Event, EventKind, Op};
+use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{broadcast, mpsc, Notify};
+use tokio::sync::{broadcast, Notify};
 
 /// Event data kept per session for clients that reconnect: generous while a
 /// run streams, small once it is over (the history endpoint has the rest).
@@ -75,6 +76,9 @@ impl SseName {
             EventKind::ModelSwitched { .. } => "model_switched",
             EventKind::ApprovalPolicyChanged { .. } => "approval_policy_changed",
             EventKind::Status(_) => "status",
+            EventKind::Sessions { .. } => "sessions",
+            EventKind::TimeoutSet { .. } => "timeout_set",
+            EventKind::CommandRan(_) => "command_ran",
             EventKind::ShutdownComplete => "shutdown_complete",
         })
     }
@@ -117,14 +121,14 @@ struct State {
     log_bytes: usize,
     next_id: u64,
     /// The agent of the run in progress, while it takes ops from clients.
-    ops: Option<mpsc::Sender<Op>>,
+    ops: Option<OpSender>,
     /// From a prompt's claim until its run is over and its agent kept (or
     /// gone): one run at a time.
     busy: bool,
     /// The agent kept between runs, and since when.
     parked: Option<(Pooled, Instant)>,
     /// The agent a pump drives, for a shutdown to reach it in any state.
-    agent_ops: Option<mpsc::Sender<Op>>,
+    agent_ops: Option<OpSender>,
     /// Approvals asked and not yet decided.
     waiting: HashSet<String>,
     /// When the record was made or last published an event.
@@ -314,7 +318,7 @@ impl Live {
     pub async fn send(&self, op: Op) -> Result<(), Op> {
         let ops = self.lock().ops.clone();
         match ops {
-            Some(ops) => ops.send(op).await.map_err(|e| e.0),
+            Some(ops) => ops.send(op).await.map(drop).map_err(|e| e.0),
             None => Err(op),
         }
     }
@@ -413,8 +417,9 @@ impl Live {
     /// replies are the server's own and not published.
     async fn pump(self: Arc<Self>, mut pooled: Pooled, approval_timeout: Duration) {
         let mut held: Option<Event> = None;
-        let mut asked = false;
-        let mut releasing = false;
+        // The server's own ops, by id: their replies are not published.
+        let mut asked = None;
+        let mut releasing = None;
         let ops = pooled.agent.ops.clone();
         let idle = loop {
             let Some(ev) = pooled.agent.events.recv().await else {
@@ -433,20 +438,22 @@ impl Live {
                         self.publish(&done);
                     }
                     self.lock().ops = None;
-                    asked = ops.send(Op::Status).await.is_ok();
+                    asked = ops.send(Op::Status).await.ok();
                     continue;
                 }
-                EventKind::Status(report) if asked => {
-                    asked = false;
+                EventKind::Status(report) if asked.is_some() && ev.op_id == asked => {
+                    asked = None;
                     if report.running.is_none() {
-                        releasing = ops.send(Op::NewSession).await.is_ok();
+                        releasing = ops.send(Op::NewSession).await.ok();
                     } else {
                         self.lock().ops = Some(ops.clone());
                         self.changed.notify_waiters();
                     }
                     continue;
                 }
-                EventKind::SessionCleared if releasing => break true,
+                EventKind::SessionCleared if releasing.is_some() && ev.op_id == releasing => {
+                    break true
+                }
                 _ => {}
             }
             if let Some(done) = held.take() {
@@ -546,6 +553,7 @@ mod tests {
         live.publish(&Event {
             run: 1,
             seq: 0,
+            op_id: None,
             kind: EventKind::TextDelta { text: text.into() },
         });
     }
@@ -566,7 +574,7 @@ mod tests {
         let held = live.clone();
         assert!(!Live::evict(&live, idle, later));
         drop(held);
-        live.lock().ops = Some(mpsc::channel(1).0);
+        live.lock().ops = Some(OpSender::channel(1).0);
         assert!(!Live::evict(&live, idle, later));
         live.lock().ops = None;
         live.lock().busy = true;

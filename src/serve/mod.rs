@@ -30,6 +30,7 @@ mod view;
 pub use live::SseName;
 
 use crate::agent::allowlist::SharedAllowList;
+use crate::agent::protocol::SessionSummary;
 use crate::agent::{AgentHandle, HostedError};
 use crate::wire::Message;
 use std::net::SocketAddr;
@@ -44,22 +45,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The id `query` names (an id, a unique prefix, `last`).
     fn resolve(&self, query: &str) -> Result<String, HostedError>;
     /// Sessions, most recently used first.
-    fn list(&self) -> Result<Vec<SessionInfo>, HostedError>;
+    fn list(&self) -> Result<Vec<SessionSummary>, HostedError>;
     /// A session's conversation, read without taking it.
     fn history(&self, id: &str) -> Result<Vec<Message>, HostedError>;
     /// A fresh agent with no session attached, keeping its "always"
     /// answers in `allowed` (the served session's list).
     fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError>;
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SessionInfo {
-    pub id: String,
-    /// Unix seconds of the last write.
-    pub used: u64,
-    pub messages: u64,
-    pub model: String,
-    pub title: String,
 }
 
 #[derive(Debug, Clone)]

@@ -703,7 +703,11 @@ impl Checkpoints for CheckpointStore {
         Ok(())
     }
 
-    fn plan(&self, turns: &[String], here: Option<&str>) -> Result<Vec<Vec<FileRestore>>, CheckpointError> {
+    fn plan(
+        &self,
+        turns: &[String],
+        here: Option<&str>,
+    ) -> Result<Vec<Vec<FileRestore>>, CheckpointError> {
         Ok(self.plan_turns(turns, here)?)
     }
 

@@ -127,7 +127,11 @@ pub trait Checkpoints: Send + Sync {
     /// (at most one entry per file, in the order they were first changed).
     /// `here` names the remote target the session works on now (None: this
     /// host); files kept on another target cannot be put back from here.
-    fn plan(&self, turns: &[String], here: Option<&str>) -> Result<Vec<Vec<FileRestore>>, CheckpointError>;
+    fn plan(
+        &self,
+        turns: &[String],
+        here: Option<&str>,
+    ) -> Result<Vec<Vec<FileRestore>>, CheckpointError>;
 
     /// Restores every file changed in `turn` or later to its state before
     /// `turn`; what happened to each. Files kept on the remote target the

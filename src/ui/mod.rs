@@ -1,6 +1,6 @@
 //! Front ends: renderers of the agent's event stream. `exec` is the one-shot
 //! front end, `repl` the interactive one; `style` decides colour and formats
-//! previews; `markdown` renders streamed answers for a terminal; `tables`
+//! previews; `markdown` renders streamed answers for a terminal; `session_table`
 //! lays out the listings commands print.
 
 pub mod exec;
@@ -8,8 +8,8 @@ pub mod json;
 pub mod markdown;
 pub mod repl;
 pub mod session_picker;
+pub mod session_table;
 pub mod style;
-pub mod tables;
 pub mod toolview;
 
 use crate::agent::protocol::EventKind;

@@ -498,8 +498,8 @@ pub(crate) fn sections(page: Option<&str>) -> Roff {
                 format!(
                     "runs the command at once with sh -c where the tools run, without approval (you typed it); the last {} lines are shown, and up to {} KiB of output reaches the model with the next prompt; Esc or Ctrl-C kills it, and so do {} minutes",
                     bang::SHOWN_LINES,
-                    bang::MAX_OUTPUT / 1024,
-                    bang::TIME_LIMIT.as_secs() / 60
+                    crate::agent::command::MAX_OUTPUT / 1024,
+                    crate::agent::command::TIME_LIMIT.as_secs() / 60
                 ),
             ),
             (

@@ -4,8 +4,10 @@
 //! on. Typing while the agent works is normal: Enter steers the run, Tab
 //! queues a follow-up, Alt-Up takes queued messages back, Esc or Ctrl-C
 //! interrupts. Slash commands become ops (status, approvals, models,
-//! sessions). What the REPL needs beyond the agent (the session list, model
-//! profiles, login) it asks of a `ReplHost`, so it knows no config or files.
+//! sessions, the session list, a task's timeout), and their replies are
+//! matched to them by op id (`replies`). What the REPL needs beyond the agent
+//! (model profiles, the login) it asks of a `ReplHost`, so it knows no
+//! config, files or credentials.
 
 pub mod approval;
 pub mod bang;
@@ -16,15 +18,14 @@ pub mod history;
 pub mod mentions;
 pub mod menu;
 pub mod replay;
+pub mod replies;
 pub mod rewind;
 
 use crate::agent::protocol::{
-    ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, QueueKind, RunOutcome,
-    StatusReport,
+    ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, OpId, QueueKind,
+    RunOutcome, StatusReport,
 };
 use crate::agent::AgentHandle;
-use crate::auth::store::AuthStore;
-use crate::auth::{AuthError, Issuer};
 use crate::text::visible;
 use crate::ui::markdown::MarkdownRenderer;
 use crate::ui::style::{preview, Style, SPINNER};
@@ -34,7 +35,6 @@ use commands::ApproveArg;
 use commands::Slash;
 use crossterm::event::Event;
 use editor::{Editor, Outcome};
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -43,22 +43,17 @@ use tokio::sync::mpsc;
 pub trait ReplHost {
     /// The enabled tools, for `/status`.
     fn tools(&self) -> Vec<String>;
-    /// `/session` text.
-    fn sessions(&self) -> String;
     /// Profile names, in config order (for `/model` and its index form).
     fn profiles(&self) -> Vec<String>;
     /// Whether `profile` authenticates with a `buddy login`.
     fn uses_login(&self, profile: &str) -> bool;
-    /// `/login [provider|profile]`: where to log in and where to keep the tokens.
-    fn login_target(&self, target: Option<&str>) -> Result<(Issuer, AuthStore), AuthError>;
+    /// `/login [provider|profile]`: the login, as `buddy login` runs it;
+    /// the issuer's instructions go to `say` as they come. Ends with the
+    /// line to show, or an error line.
+    fn login(&self, target: Option<&str>, say: LoginLines) -> LoginRunning;
     /// The model ids `profile`'s server offers, for the `/model` picker; an
     /// error is one line.
     fn server_models(&self, profile: &str) -> ModelList;
-    /// Where `!command` runs: the target the tools use (for a shared tmux
-    /// pane, the host behind it). `None`: not available.
-    fn target(&self) -> Option<std::sync::Arc<dyn crate::host::Target>> {
-        None
-    }
     /// The "always" rules in force, remembered ones first, for `/approve`.
     fn approval_rules(&self) -> Vec<crate::agent::allowlist::AllowRule> {
         Vec::new()
@@ -92,15 +87,22 @@ pub trait ReplHost {
 pub type ModelList =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, String>> + Send>>;
 
+/// Where a login's lines for the user go.
+pub type LoginLines = Box<dyn Fn(&str) + Send + Sync>;
+
+/// A login on its way: the line that says how it ended, or an error line.
+pub type LoginRunning =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+
 enum LoginEvent {
     Line(String),
-    Done(Result<Result<String, AuthError>, tokio::task::JoinError>),
+    Done(Result<Result<String, String>, tokio::task::JoinError>),
 }
 
 /// A `/login` in progress: the issuer's instructions as they come, then the end.
 struct LoginRun {
     lines: mpsc::UnboundedReceiver<String>,
-    handle: tokio::task::JoinHandle<Result<String, AuthError>>,
+    handle: tokio::task::JoinHandle<Result<String, String>>,
 }
 
 pub struct ReplOptions {
@@ -129,13 +131,20 @@ struct Task {
     id: u64,
     started: Instant,
     state: String,
-    deadline: Option<Instant>,
+    /// A `/timeout` was set for it (the agent keeps the time).
+    timeout: bool,
 }
 
-/// What a `Status` reply is for.
+/// What the reply to an op the REPL sent is for (`replies::Awaited`).
 enum Want {
+    /// `Status` for `/status`.
     Status,
+    /// `Status` for `/context`.
     Context,
+    /// `Turns` for `/rewind`'s picker.
+    Turns,
+    /// `ModelSwitched` after a login: the profile picks up the new tokens.
+    LoginSwitch,
 }
 
 /// The arrow-key list bare `/model` opens: the profiles, then the models the
@@ -273,8 +282,6 @@ pub struct Repl<'h> {
     picker: Option<Picker>,
     /// The `/rewind` picker, once the agent listed the turns.
     rewind: Option<rewind::RewindPicker>,
-    /// A `/rewind` asked the agent for its turns.
-    want_turns: bool,
     /// The saved session in use, to say how to resume it on the way out.
     session_id: Option<String>,
     /// The `/model` picker's server model list, while it is fetched.
@@ -284,10 +291,8 @@ pub struct Repl<'h> {
     profile: String,
     /// The model id in use, marked in the picker.
     model: String,
-    /// A switch asked for by a finished login, reported as such.
-    login_switch: bool,
-    /// Status requests in flight, oldest first.
-    wants: VecDeque<Want>,
+    /// Ops whose replies are read as answers to a command, by op id.
+    awaited: replies::Awaited<Want>,
     /// Messages waiting in the agent's queues (steering, follow-ups).
     queued: (Vec<String>, Vec<String>),
     /// The answer as it streams: complete lines are rendered Markdown,
@@ -310,11 +315,8 @@ pub struct Repl<'h> {
     spin: usize,
     /// Terminal rows, to bound the live preview.
     height: usize,
-    /// A `!command` in progress.
-    bang: Option<tokio::task::JoinHandle<bang::Ran>>,
-    /// Context for the model (a `!command` that ended during a task) sent
-    /// before the next prompt.
-    pending_context: Vec<Op>,
+    /// The op of the `!command` the agent runs for us, until it ends.
+    bang: Option<OpId>,
     /// Images pasted as paths, sent with the next prompt.
     pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
@@ -355,12 +357,10 @@ impl<'h> Repl<'h> {
             swallow: None,
             picker: None,
             rewind: None,
-            want_turns: false,
             session_id: None,
             model_list: None,
             login: None,
-            login_switch: false,
-            wants: VecDeque::new(),
+            awaited: replies::Awaited::default(),
             queued: (Vec::new(), Vec::new()),
             md: MarkdownRenderer::new(80, colour),
             live_answer: false,
@@ -371,7 +371,6 @@ impl<'h> Repl<'h> {
             spin: 0,
             height: 24,
             bang: None,
-            pending_context: Vec::new(),
             pending_images: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             out: std::io::stderr(),
@@ -420,15 +419,27 @@ impl<'h> Repl<'h> {
         let _ = self.editor.redraw(&mut self.out, dim);
     }
 
-    /// Hands `op` to the agent. The agent reads ops at once, so a full queue
-    /// means something is badly stuck; say so rather than wait.
-    fn send(&mut self, op: Op) {
-        if let Err(e) = self.agent.ops.try_send(op) {
-            let why = match e {
-                mpsc::error::TrySendError::Full(_) => "the agent is not keeping up; try again",
-                mpsc::error::TrySendError::Closed(_) => "the agent has stopped",
-            };
-            self.say_error(why);
+    /// Hands `op` to the agent; its id, for the replies. The agent reads
+    /// ops at once, so a full queue means something is badly stuck; say so
+    /// rather than wait.
+    fn send(&mut self, op: Op) -> Option<OpId> {
+        match self.agent.ops.try_send(op) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                let why = match e {
+                    mpsc::error::TrySendError::Full(_) => "the agent is not keeping up; try again",
+                    mpsc::error::TrySendError::Closed(_) => "the agent has stopped",
+                };
+                self.say_error(why);
+                None
+            }
+        }
+    }
+
+    /// Sends `op` and reads its reply as `want`.
+    fn ask(&mut self, op: Op, want: Want) {
+        if let Some(id) = self.send(op) {
+            self.awaited.expect(id, want);
         }
     }
 
@@ -506,22 +517,8 @@ impl<'h> Repl<'h> {
                     self.model_list = None;
                     self.on_model_list(listed);
                 }
-                ran = async {
-                    match self.bang.as_mut() {
-                        Some(run) => run.await,
-                        None => std::future::pending().await,
-                    }
-                }, if self.bang.is_some() => {
-                    self.bang = None;
-                    if let Ok(ran) = ran {
-                        self.on_bang_done(ran);
-                    }
-                }
                 _ = tick.tick() => self.on_tick(),
             }
-        }
-        if let Some(run) = self.bang.take() {
-            run.abort();
         }
         if let Some(fetch) = self.model_list.take() {
             fetch.abort();
@@ -772,7 +769,9 @@ impl<'h> Repl<'h> {
                     }
                     // A model id keeps the profile (the switcher's rule for
                     // anything that is not a profile).
-                    Pick::Model(id) => self.send(Op::SwitchModel { choice: id }),
+                    Pick::Model(id) => {
+                        self.send(Op::SwitchModel { choice: id });
+                    }
                 }
                 return;
             }
@@ -1026,9 +1025,6 @@ impl<'h> Repl<'h> {
                 self.redraw();
             }
             None => {
-                for op in std::mem::take(&mut self.pending_context) {
-                    self.send(op);
-                }
                 // `@SERVER:uri` names an MCP server's resource, not a file.
                 let mut resources = String::new();
                 let mut taken = Vec::new();
@@ -1112,10 +1108,11 @@ impl<'h> Repl<'h> {
         self.redraw();
     }
 
-    /// `!command`: runs it now on the tools' target. No approval and no
-    /// denylist: the user typed it, as in their own shell; the denylist
-    /// guards against the model. One at a time; it may run alongside a task,
-    /// and then reaches the model with the next prompt after the task.
+    /// `!command`: the agent runs it now on the tools' target
+    /// (`Op::RunCommand`). No approval and no denylist: the user typed it,
+    /// as in their own shell; the denylist guards against the model. One at
+    /// a time; it may run alongside a task, and then reaches the model with
+    /// the next prompt after the task (the agent sees to that).
     fn start_bang(&mut self, command: &str) {
         let st = self.opts.style;
         if command.is_empty() {
@@ -1126,31 +1123,36 @@ impl<'h> Repl<'h> {
             self.say("a ! command is already running (Ctrl-C stops it)");
             return;
         }
-        let Some(target) = self.host.target() else {
-            self.say_error("! commands are not available here");
-            return;
-        };
         let echo = format!(
             "{}{}",
             st.dim(&self.opts.prompt),
             visible(&format!("!{command}"))
         );
         self.say(&echo);
-        let cwd = self.cwd.clone();
-        self.bang = Some(tokio::spawn(bang::run(target, cwd, command.to_string())));
+        self.bang = self.send(Op::RunCommand {
+            command: command.to_string(),
+        });
     }
 
     fn stop_bang(&mut self) {
-        if let Some(run) = self.bang.take() {
-            // Dropping the process handle kills it.
-            run.abort();
+        if self.bang.take().is_some() {
+            // The agent kills the process; its reply is not shown again.
+            self.send(Op::StopCommand);
             self.say(&self.opts.style.warning("! command stopped"));
         }
     }
 
-    fn on_bang_done(&mut self, ran: bang::Ran) {
+    /// The agent's report of a `!command` (the exchange already joined the
+    /// conversation, or will when the task ends).
+    fn on_bang_done(&mut self, op: Option<OpId>, ran: crate::agent::protocol::CommandRun) {
+        if op.is_some() && op == self.bang {
+            self.bang = None;
+        }
+        if ran.stopped {
+            return;
+        }
         let st = self.opts.style;
-        let shown = ran.screen_text();
+        let shown = bang::screen_text(&ran);
         if !shown.is_empty() {
             self.say(&shown);
         }
@@ -1162,20 +1164,6 @@ impl<'h> Repl<'h> {
         if ran.dropped > 0 {
             self.say(&st.dim(&format!("({} more bytes of output not kept)", ran.dropped)));
         }
-        let actor = self
-            .host
-            .target()
-            .map(|t| t.actor())
-            .unwrap_or_else(|| "this host".into());
-        let op = Op::AddContext {
-            text: ran.context(&actor),
-            shown: Some(ran.as_typed()),
-        };
-        if self.task.is_some() {
-            self.pending_context.push(op);
-        } else {
-            self.send(op);
-        }
     }
 
     /// Starts the device flow in the background; the code and link appear
@@ -1185,29 +1173,15 @@ impl<'h> Repl<'h> {
             self.say("a login is already in progress");
             return;
         }
-        let (issuer, store) = match self.host.login_target(target) {
-            Ok(t) => t,
-            Err(e) => {
-                self.say_error(&e.to_string());
-                return;
-            }
-        };
         let (tx, rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(async move {
-            let say = move |line: &str| {
-                let _ = tx.send(line.to_string());
-            };
-            crate::auth::login(&issuer, &store, &say).await?;
-            Ok(format!(
-                "logged in to {}; tokens saved in {}",
-                issuer.provider,
-                store.path().display()
-            ))
+        let say: LoginLines = Box::new(move |line: &str| {
+            let _ = tx.send(line.to_string());
         });
+        let handle = tokio::spawn(self.host.login(target, say));
         self.login = Some(LoginRun { lines: rx, handle });
     }
 
-    fn on_login_done(&mut self, done: Result<Result<String, AuthError>, tokio::task::JoinError>) {
+    fn on_login_done(&mut self, done: Result<Result<String, String>, tokio::task::JoinError>) {
         // Lines sent just before the end are still queued.
         if let Some(mut run) = self.login.take() {
             while let Ok(line) = run.lines.try_recv() {
@@ -1219,12 +1193,11 @@ impl<'h> Repl<'h> {
                 self.say(&text);
                 // The active profile picks up the new tokens.
                 if self.host.uses_login(&self.profile) && self.task.is_none() {
-                    self.login_switch = true;
                     let choice = self.profile.clone();
-                    self.send(Op::SwitchModel { choice });
+                    self.ask(Op::SwitchModel { choice }, Want::LoginSwitch);
                 }
             }
-            Ok(Err(e)) => self.say_error(&format!("login failed: {e}")),
+            Ok(Err(e)) => self.say_error(&visible(&e)),
             Err(_) => self.say("login stopped"),
         }
     }
@@ -1234,7 +1207,6 @@ impl<'h> Repl<'h> {
             self.say("a task is running; /model, /session new|resume, /compact and /quit wait until it ends (or /kill it)");
             return false;
         }
-        let now = Instant::now();
         match cmd {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
@@ -1255,10 +1227,12 @@ impl<'h> Repl<'h> {
                 };
                 self.say(&text);
             }
-            Slash::Init => self.send(Op::Prompt {
-                text: commands::INIT_PROMPT.into(),
-                images: Vec::new(),
-            }),
+            Slash::Init => {
+                self.send(Op::Prompt {
+                    text: commands::INIT_PROMPT.into(),
+                    images: Vec::new(),
+                });
+            }
             Slash::Ps => {
                 let text = match &self.task {
                     Some(t) => format!(
@@ -1279,14 +1253,11 @@ impl<'h> Repl<'h> {
                 }
                 _ => self.say(&format!("no running task {id} (see /ps)")),
             },
-            Slash::Timeout { after, task } => match &mut self.task {
+            Slash::Timeout { after, task } => match &self.task {
                 Some(t) if task.is_none_or(|id| id == t.id) => {
-                    t.deadline = Some(now + after);
-                    let id = t.id;
-                    self.say(&format!(
-                        "task {id} will be cancelled in {}",
-                        short_duration(after)
-                    ));
+                    // The agent keeps the time; its reply says it is set.
+                    let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+                    self.send(Op::SetTimeout { after_ms });
                 }
                 _ => self.say(&match task {
                     Some(id) => format!("no running task {id} (see /ps)"),
@@ -1316,30 +1287,28 @@ impl<'h> Repl<'h> {
                     self.say(&text);
                 }
             },
-            Slash::Status => {
-                self.wants.push_back(Want::Status);
-                self.send(Op::Status);
+            Slash::Status => self.ask(Op::Status, Want::Status),
+            Slash::Context => self.ask(Op::Status, Want::Context),
+            Slash::Compact => {
+                self.send(Op::Compact);
             }
-            Slash::Context => {
-                self.wants.push_back(Want::Context);
-                self.send(Op::Status);
-            }
-            Slash::Compact => self.send(Op::Compact),
             Slash::SessionList => {
-                let text = self.host.sessions();
-                self.say(&text);
+                self.send(Op::ListSessions);
             }
-            Slash::SessionNew => self.send(Op::NewSession),
+            Slash::SessionNew => {
+                self.send(Op::NewSession);
+            }
             Slash::Clear => {
                 self.clear_screen();
                 self.send(Op::NewSession);
             }
-            Slash::SessionResume(query) => self.send(Op::Resume { query }),
-            Slash::Rewind => {
-                self.want_turns = true;
-                self.send(Op::Turns);
+            Slash::SessionResume(query) => {
+                self.send(Op::Resume { query });
             }
-            Slash::Fork => self.send(Op::Fork { query: None }),
+            Slash::Rewind => self.ask(Op::Turns, Want::Turns),
+            Slash::Fork => {
+                self.send(Op::Fork { query: None });
+            }
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
@@ -1367,19 +1336,10 @@ impl<'h> Repl<'h> {
                         self.redraw();
                     }
                 }
+                // A number, a profile or a model id: the agent's switcher
+                // tells them apart, in one place.
                 Some(choice) => {
-                    let profiles = self.host.profiles();
-                    let name = match choice.parse::<usize>() {
-                        Ok(i) if (1..=profiles.len()).contains(&i) => profiles[i - 1].clone(),
-                        Ok(i) => {
-                            self.say_error(&format!("no profile number {i}; /model lists them"));
-                            return false;
-                        }
-                        // A name that is no profile is a model id for the
-                        // profile in use, as with `-m`.
-                        Err(_) => choice,
-                    };
-                    self.send(Op::SwitchModel { choice: name });
+                    self.send(Op::SwitchModel { choice });
                 }
             },
         }
@@ -1387,24 +1347,6 @@ impl<'h> Repl<'h> {
     }
 
     fn on_tick(&mut self) {
-        let now = Instant::now();
-        let mut expired = None;
-        if let Some(t) = &mut self.task {
-            if t.deadline.is_some_and(|d| now >= d) {
-                t.deadline = None;
-                expired = Some(t.id);
-            }
-        }
-        if let Some(id) = expired {
-            self.send(Op::Interrupt);
-            self.flush_partial();
-            self.say(
-                &self
-                    .opts
-                    .style
-                    .warning(&format!("task {id} reached its timeout; cancelling")),
-            );
-        }
         if self.task.is_some() {
             self.spin = (self.spin + 1) % SPINNER.len();
             self.update_status();
@@ -1551,6 +1493,12 @@ impl<'h> Repl<'h> {
             RunOutcome::Failed { message } => {
                 self.say(&format!("{} {}", st.error("error:"), visible(&message)))
             }
+            // The timeout set with /timeout, said as the REPL said it when
+            // it kept the timer itself.
+            RunOutcome::LimitReached { .. } if self.task.as_ref().is_some_and(|t| t.timeout) => {
+                self.say(&st.warning(&format!("task {id} reached its timeout; cancelling")));
+                self.say(&st.warning(&format!("task {id} cancelled")));
+            }
             RunOutcome::LimitReached { message } => {
                 self.say(&format!("{} {}", st.warning("limit:"), visible(&message)))
             }
@@ -1610,7 +1558,7 @@ impl<'h> Repl<'h> {
                     id: ev.run,
                     started: Instant::now(),
                     state: "waiting for model".into(),
-                    deadline: None,
+                    timeout: false,
                 });
                 self.update_status();
                 self.redraw();
@@ -1735,7 +1683,14 @@ impl<'h> Repl<'h> {
                 st.warning("hook:"),
                 crate::ui::hook_line(&hook_event, tool.as_deref(), &reason)
             )),
-            EventKind::Error { message, .. } => self.say_error(&visible(&message)),
+            EventKind::Error { message, .. } => {
+                // A refused request is answered: nothing more will come for it.
+                self.awaited.take(ev.op_id);
+                if ev.op_id.is_some() && ev.op_id == self.bang {
+                    self.bang = None;
+                }
+                self.say_error(&visible(&message))
+            }
             EventKind::ApprovalRequested {
                 call_id,
                 tool,
@@ -1868,12 +1823,43 @@ impl<'h> Repl<'h> {
             }
             EventKind::RunFinished { outcome } => self.on_run_finished(outcome),
             EventKind::Status(report) => {
-                let text = match self.wants.pop_front() {
+                let text = match self.awaited.take(ev.op_id) {
                     Some(Want::Context) => Self::context_text(&report),
-                    _ => self.status_text(&report),
+                    Some(Want::Status) => self.status_text(&report),
+                    // Not a reply to this REPL's request.
+                    _ => return,
                 };
                 // Model names and endpoints come from config and servers.
                 self.say(&visible(&text));
+            }
+            EventKind::Sessions {
+                sessions,
+                dir,
+                warnings,
+            } => {
+                let mut text = if sessions.is_empty() {
+                    format!("no saved sessions in {}", visible(&dir))
+                } else {
+                    crate::ui::session_table::session_table(&sessions, crate::clock::now_unix())
+                        .trim_end()
+                        .to_string()
+                };
+                for w in warnings {
+                    text.push_str(&format!("\nwarning: {}", visible(&w)));
+                }
+                self.say(&text);
+            }
+            EventKind::CommandRan(ran) => self.on_bang_done(ev.op_id, *ran),
+            EventKind::TimeoutSet { after_ms } => {
+                let after = Duration::from_millis(after_ms);
+                if let Some(t) = self.task.as_mut().filter(|t| t.id == ev.run) {
+                    t.timeout = true;
+                }
+                self.say(&format!(
+                    "task {} will be cancelled in {}",
+                    ev.run,
+                    short_duration(after)
+                ));
             }
             EventKind::ApprovalPolicyChanged { policy } => {
                 self.policy = policy;
@@ -1888,7 +1874,8 @@ impl<'h> Repl<'h> {
             } => {
                 self.profile = profile.clone();
                 self.model = model.clone();
-                let mut text = if std::mem::take(&mut self.login_switch) {
+                let login = matches!(self.awaited.take(ev.op_id), Some(Want::LoginSwitch));
+                let mut text = if login {
                     format!("profile {profile} now uses the new login")
                 } else {
                     format!("now using {model} (profile {profile}) at {base_url}")
@@ -1913,7 +1900,7 @@ impl<'h> Repl<'h> {
                 }
             }
             EventKind::Turns { turns, note } => {
-                if !std::mem::take(&mut self.want_turns) {
+                if !matches!(self.awaited.take(ev.op_id), Some(Want::Turns)) {
                     return;
                 }
                 match rewind::RewindPicker::new(turns, note) {
