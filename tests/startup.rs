@@ -24,14 +24,22 @@ fn is_prompt(screen: &str) -> bool {
     screen.lines().any(|l| l == ">" || l.starts_with("> "))
 }
 
-#[test]
-fn a_project_config_trusted_at_the_question_applies_at_once() {
-    let p = FakeProvider::start(vec![Reply::text("answered with the trusted key")]);
+/// The REPL started in a project whose config names a key, stopped at the
+/// trust question; the model will answer `reply`. The command is returned
+/// too: dropping it removes the directories buddy works in.
+fn at_the_trust_question(reply: &str) -> (FakeProvider, BuddyCmd, Tmux) {
+    let p = FakeProvider::start(vec![Reply::text(reply)]);
     let cmd = BuddyCmd::new()
         .project_config(keyed_project_config(&p))
         .env("STARTUP_TEST_KEY", "sk-startup-test");
     let t = Tmux::start(&cmd, &[]);
     t.wait_text("Trust it? [y/N]");
+    (p, cmd, t)
+}
+
+#[test]
+fn a_project_config_trusted_at_the_question_applies_at_once() {
+    let (p, _cmd, t) = at_the_trust_question("answered with the trusted key");
     t.line("y");
     t.wait_for("the prompt", is_prompt);
     t.line("hello");
@@ -46,12 +54,7 @@ fn a_project_config_trusted_at_the_question_applies_at_once() {
 
 #[test]
 fn a_project_config_left_untrusted_at_the_question_sends_no_key() {
-    let p = FakeProvider::start(vec![Reply::text("answered without a key")]);
-    let cmd = BuddyCmd::new()
-        .project_config(keyed_project_config(&p))
-        .env("STARTUP_TEST_KEY", "sk-startup-test");
-    let t = Tmux::start(&cmd, &[]);
-    t.wait_text("Trust it? [y/N]");
+    let (p, _cmd, t) = at_the_trust_question("answered without a key");
     t.line("n");
     let screen = t.wait_for("the prompt", is_prompt);
     assert!(
