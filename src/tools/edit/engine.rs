@@ -212,12 +212,27 @@ pub fn locate(
     if needle.iter().all(|l| l.trim().is_empty()) {
         return Err(Failure::Missing { closest: None });
     }
-    let index = lines::index(text);
+    // Built only when a level needs every line: the whitespace levels find
+    // their candidates by searching for the needle's longest line instead.
+    let mut index: Option<Vec<Line>> = None;
     for &level in lenient {
-        let found = if level == Level::Punctuation && needle.len() == 1 && !whole {
-            fragments(text, &index, needle[0], new)
+        let anchored = match level {
+            Level::TrailingWhitespace | Level::Whitespace => {
+                anchored_windows(text, &needle, level)
+            }
+            _ => None,
+        };
+        let found = if let Some(windows) = anchored {
+            windows
+                .iter()
+                .map(|window| window_hit(text, window, &needle, whole, new, level))
+                .collect()
+        } else if level == Level::Punctuation && needle.len() == 1 && !whole {
+            let index = index.get_or_insert_with(|| lines::index(text));
+            fragments(text, index, needle[0], new)
         } else {
-            windows(text, &index, &needle, level, 0..index.len())
+            let index = index.get_or_insert_with(|| lines::index(text));
+            windows(text, index, &needle, level, 0..index.len())
                 .into_iter()
                 .map(|s| {
                     window_hit(
@@ -246,9 +261,90 @@ pub fn locate(
             }
         }
     }
+    let index = index.unwrap_or_else(|| lines::index(text));
     Err(Failure::Missing {
         closest: closest(text, &index, &needle),
     })
+}
+
+/// The windows `windows` would find at a level that only trims whitespace,
+/// found without indexing every line of the file: a match's lines hold the
+/// needle's trimmed lines verbatim, so every match contains the longest of
+/// them, and a substring search for it (memmem) finds the few places worth
+/// checking. `None` when the needle has no line to search for, or so many
+/// places hold it that checking each costs more than the plain scan.
+fn anchored_windows(text: &str, needle: &[&str], level: Level) -> Option<Vec<Vec<Line>>> {
+    let (at, anchor) = needle
+        .iter()
+        .map(|l| l.trim())
+        .enumerate()
+        .max_by_key(|(i, l)| (l.len(), std::cmp::Reverse(*i)))?;
+    // A short anchor is everywhere (`}`); the full scan is as fast then.
+    if anchor.len() < 8 {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let finder = memchr::memmem::Finder::new(anchor.as_bytes());
+    let mut out: Vec<Vec<Line>> = Vec::new();
+    let mut last_start = None;
+    let mut from = 0;
+    let mut seen = 0;
+    while let Some(i) = finder.find(&bytes[from..]) {
+        let hit = from + i;
+        seen += 1;
+        if seen > 1_000 {
+            return None;
+        }
+        let line_start = memchr::memrchr(b'\n', &bytes[..hit]).map_or(0, |p| p + 1);
+        // The rest of this line holds no other window start.
+        from = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |p| hit + p + 1);
+        let Some(window) = window_around(text, line_start, at, needle.len()) else {
+            continue;
+        };
+        if last_start == Some(window[0].start) {
+            continue;
+        }
+        last_start = Some(window[0].start);
+        if windows(text, &window, needle, level, 0..window.len()).is_empty() {
+            continue;
+        }
+        out.push(window);
+    }
+    Some(out)
+}
+
+/// The `n` lines around the line starting at byte `line_start`, which is
+/// line `at` of them (from 0); `None` when the text has too few lines
+/// before or after it. Lines as `lines::index` makes them.
+fn window_around(text: &str, line_start: usize, at: usize, n: usize) -> Option<Vec<Line>> {
+    let bytes = text.as_bytes();
+    let mut first = line_start;
+    for _ in 0..at {
+        if first == 0 {
+            return None;
+        }
+        first = memchr::memrchr(b'\n', &bytes[..first - 1]).map_or(0, |p| p + 1);
+    }
+    let mut window = Vec::with_capacity(n);
+    let mut start = first;
+    for _ in 0..n {
+        if start >= text.len() {
+            return None;
+        }
+        let nl = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
+        let (content_end, end) = match nl {
+            Some(i) if i > start && bytes[i - 1] == b'\r' => (i - 1, i + 1),
+            Some(i) => (i, i + 1),
+            None => (text.len(), text.len()),
+        };
+        window.push(Line {
+            start,
+            content_end,
+            end,
+        });
+        start = end;
+    }
+    Some(window)
 }
 
 /// Start offsets of every occurrence of `old`, overlapping ones included

@@ -215,3 +215,54 @@ fn empty_and_unchanged_edits_are_refused() {
         Err(Failure::Missing { .. })
     ));
 }
+
+/// Lines a generated file or needle is made of: repeated, indented and
+/// trailing-blank variants of a few statements, CRLF endings, blank lines.
+fn drift_line() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    (
+        prop::sample::select(vec!["", " ", "    ", "\t", "  "]),
+        prop::sample::select(vec![
+            "let counter = 1;",
+            "let counter = 2;",
+            "return counter;",
+            "}",
+            "",
+            "if counter > limit {",
+        ]),
+        prop::sample::select(vec!["", " ", "\t", "\r"]),
+    )
+        .prop_map(|(lead, body, trail)| format!("{lead}{body}{trail}"))
+}
+
+proptest::proptest! {
+    /// The memmem-anchored search finds exactly the windows the full scan
+    /// of every line finds, in the same order, at both whitespace levels.
+    #[test]
+    fn anchored_windows_agree_with_the_full_scan(
+        file in proptest::collection::vec(drift_line(), 0..40),
+        needle in proptest::collection::vec(drift_line(), 1..4),
+        final_newline in proptest::bool::ANY,
+    ) {
+        let mut text = file.join("\n");
+        if final_newline && !text.is_empty() {
+            text.push('\n');
+        }
+        let needle: Vec<&str> = needle.iter().map(String::as_str).collect();
+        let index = lines::index(&text);
+        for level in [Level::TrailingWhitespace, Level::Whitespace] {
+            let full: Vec<usize> = windows(&text, &index, &needle, level, 0..index.len())
+                .into_iter()
+                .map(|s| index[s].start)
+                .collect();
+            if let Some(found) = anchored_windows(&text, &needle, level) {
+                let starts: Vec<usize> = found.iter().map(|w| w[0].start).collect();
+                proptest::prop_assert_eq!(&starts, &full);
+                for w in &found {
+                    let at = index.iter().position(|l| l.start == w[0].start).unwrap();
+                    proptest::prop_assert_eq!(&w[..], &index[at..at + needle.len()]);
+                }
+            }
+        }
+    }
+}
