@@ -160,10 +160,15 @@ fn foreign_items_note(
         config::ApiProtocol::Responses => "buddy_responses_",
         config::ApiProtocol::Messages => "buddy_anthropic_",
     };
+    // Only the protocols' own prefixes: other `buddy_` keys (the form the
+    // user typed, the turn number) are buddy's bookkeeping, not reasoning.
+    const PROTOCOL_PREFIXES: [&str; 2] = ["buddy_responses_", "buddy_anthropic_"];
     let foreign = messages.iter().any(|m| {
-        m.extra
-            .keys()
-            .any(|k| k.starts_with("buddy_") && (own.is_empty() || !k.starts_with(own)))
+        m.extra.keys().any(|k| {
+            PROTOCOL_PREFIXES
+                .iter()
+                .any(|p| *p != own && k.starts_with(p))
+        })
     });
     foreign.then(|| {
         "note: reasoning kept from the previous model's protocol is not sent to this one; the conversation and tool results carry over".to_string()
@@ -185,5 +190,23 @@ mod tests {
         assert!(foreign_items_note(&history, config::ApiProtocol::Responses).is_some());
         assert!(foreign_items_note(&history, config::ApiProtocol::Messages).is_none());
         assert!(foreign_items_note(&history[..1], config::ApiProtocol::Completions).is_none());
+    }
+
+    #[test]
+    fn buddys_own_bookkeeping_keys_are_not_taken_for_reasoning() {
+        // What `!git status` and a numbered turn leave in the history.
+        let typed = Message::user("I ran this command myself").with_shown("!git status");
+        let mut answer = Message::assistant("ok");
+        answer
+            .extra
+            .insert(crate::agent::rewind::TURN_KEY.into(), serde_json::json!(1));
+        let history = vec![typed, answer];
+        for protocol in [
+            config::ApiProtocol::Completions,
+            config::ApiProtocol::Responses,
+            config::ApiProtocol::Messages,
+        ] {
+            assert!(foreign_items_note(&history, protocol).is_none());
+        }
     }
 }
