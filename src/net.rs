@@ -95,24 +95,53 @@ fn usable_root(der: &CertificateDer<'_>) -> Result<(), rustls::Error> {
     rustls::RootCertStore::empty().add(der.clone().into_owned())
 }
 
-/// The certificates of a `ca_file`: every PEM `CERTIFICATE` block in it. The
-/// error is one line naming the file.
-pub fn load_ca_file(path: &Path) -> Result<Vec<Certificate>, String> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read ca_file {shown}: {e}"))?;
+/// Why a `ca_file` gave no usable roots; each one line naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("cannot read ca_file {}: {error}", .path.display())]
+    Read {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("ca_file {} is not valid PEM: {error}", .path.display())]
+    Pem {
+        path: std::path::PathBuf,
+        error: String,
+    },
+    #[error("ca_file {}: certificate {index} is not usable: {error}", .path.display())]
+    Unusable {
+        path: std::path::PathBuf,
+        index: usize,
+        error: String,
+    },
+    #[error("ca_file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)", .path.display())]
+    Empty { path: std::path::PathBuf },
+}
+
+/// The certificates of a `ca_file`: every PEM `CERTIFICATE` block in it.
+pub fn load_ca_file(path: &Path) -> Result<Vec<Certificate>, CaFileError> {
+    let owned = || path.to_path_buf();
+    let pem = std::fs::read(path).map_err(|error| CaFileError::Read {
+        path: owned(),
+        error,
+    })?;
     let mut out = Vec::new();
     for (n, item) in CertificateDer::pem_slice_iter(&pem).enumerate() {
-        let der = item.map_err(|e| format!("ca_file {shown} is not valid PEM: {e}"))?;
-        usable_root(&der)
-            .map_err(|e| format!("ca_file {shown}: certificate {} is not usable: {e}", n + 1))?;
-        let cert = Certificate::from_der(der.as_ref())
-            .map_err(|e| format!("ca_file {shown}: certificate {}: {e}", n + 1))?;
+        let der = item.map_err(|e| CaFileError::Pem {
+            path: owned(),
+            error: e.to_string(),
+        })?;
+        let unusable = |error: String| CaFileError::Unusable {
+            path: owned(),
+            index: n + 1,
+            error,
+        };
+        usable_root(&der).map_err(|e| unusable(e.to_string()))?;
+        let cert = Certificate::from_der(der.as_ref()).map_err(|e| unusable(e.to_string()))?;
         out.push(cert);
     }
     if out.is_empty() {
-        return Err(format!(
-            "ca_file {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-        ));
+        return Err(CaFileError::Empty { path: owned() });
     }
     Ok(out)
 }
@@ -159,7 +188,7 @@ mod tests {
     #[test]
     fn a_missing_ca_file_is_named() {
         let err = load_ca_file(Path::new("/nonexistent/buddy-ca.pem")).err();
-        let err = err.unwrap_or_default();
+        let err = err.map(|e| e.to_string()).unwrap_or_default();
         assert!(
             err.starts_with("cannot read ca_file /nonexistent/buddy-ca.pem: "),
             "{err}"
@@ -172,7 +201,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("not-a-ca.pem");
         std::fs::write(&path, "hello\n").unwrap();
-        let err = load_ca_file(&path).err().unwrap_or_default();
+        let err = load_ca_file(&path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("holds no PEM certificate"), "{err}");
         // A CERTIFICATE block whose contents are not a certificate.
         std::fs::write(
@@ -180,7 +212,10 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n",
         )
         .unwrap();
-        let err = load_ca_file(&path).err().unwrap_or_default();
+        let err = load_ca_file(&path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("certificate 1 is not usable"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -228,7 +228,9 @@ fn add(a: McpAddArgs, overrides: &CliOverrides) -> Result<Exit, AppError> {
             ))
         }
     };
-    server.check(&a.name).map_err(AppError::Usage)?;
+    server
+        .check(&a.name)
+        .map_err(|e| AppError::Usage(e.to_string()))?;
     let path = user_file(overrides)?;
     let (_, mut doc) = read_doc(&path)?;
     let servers = doc

@@ -54,8 +54,13 @@ pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
 
 /// A project's `.mcp.json`: trusted as it is now, so its servers start.
 fn trust_mcp_json(path: &Path, text: &str) -> Result<Exit, AppError> {
-    let servers = config::mcp::parse_mcp_json(text)
-        .map_err(|e| AppError::Usage(format!("{}: {}", path.display(), one_line(&e, 200))))?;
+    let servers = config::mcp::parse_mcp_json(text).map_err(|e| {
+        AppError::Usage(format!(
+            "{}: {}",
+            path.display(),
+            one_line(&e.to_string(), 200)
+        ))
+    })?;
     let store = store()?;
     let canonical = store.trust(path, text.as_bytes()).map_err(|e| {
         AppError::Failed(format!(

@@ -457,7 +457,7 @@ pub const DEFAULT_LOCAL_SERVERS: [&str; 4] = [
 impl DiscoverySection {
     /// The servers to probe as normalised base URLs, each checked to be on
     /// loopback so discovery can never reach another machine.
-    pub fn servers(&self) -> Result<Vec<String>, String> {
+    pub fn servers(&self) -> Result<Vec<String>, super::LocalServerError> {
         match &self.local_servers {
             None => Ok(DEFAULT_LOCAL_SERVERS
                 .iter()
@@ -471,15 +471,15 @@ impl DiscoverySection {
 /// `http://HOST:PORT[/path]` or `HOST:PORT` with HOST a loopback address
 /// (`localhost` becomes 127.0.0.1: a name could resolve anywhere). A bare
 /// `HOST:PORT` gets `/v1`, where every local server keeps its OpenAI API.
-pub fn loopback_base_url(entry: &str) -> Result<String, String> {
-    let bad = |why: &str| format!("discovery.local_servers: `{entry}` {why}");
+pub fn loopback_base_url(entry: &str) -> Result<String, super::LocalServerError> {
+    use super::LocalServerProblem as P;
+    let bad = |why| super::LocalServerError {
+        entry: entry.to_string(),
+        why,
+    };
     let rest = match entry.split_once("://") {
         Some(("http", rest)) => rest,
-        Some(_) => {
-            return Err(bad(
-                "must be an http:// URL (local servers speak plain HTTP)",
-            ))
-        }
+        Some(_) => return Err(bad(P::NotHttp)),
         None => entry,
     };
     let (authority, path) = match rest.find('/') {
@@ -489,13 +489,11 @@ pub fn loopback_base_url(entry: &str) -> Result<String, String> {
     let path = if path.is_empty() { "/v1" } else { path };
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !p.is_empty() => (h, p),
-        _ => return Err(bad("needs a port, e.g. 127.0.0.1:8080")),
+        _ => return Err(bad(P::NoPort)),
     };
-    let port: u16 = port
-        .parse()
-        .map_err(|_| bad("has a port that is not a number from 1 to 65535"))?;
+    let port: u16 = port.parse().map_err(|_| bad(P::BadPort))?;
     if port == 0 {
-        return Err(bad("has port 0"));
+        return Err(bad(P::PortZero));
     }
     let host = match host {
         "localhost" => "127.0.0.1".to_string(),
@@ -503,21 +501,11 @@ pub fn loopback_base_url(entry: &str) -> Result<String, String> {
             let literal = h.trim_start_matches('[').trim_end_matches(']');
             match literal.parse::<std::net::IpAddr>() {
                 Ok(ip) if ip.is_ipv6() && !h.starts_with('[') => {
-                    return Err(bad(
-                        "needs brackets around an IPv6 address, e.g. [::1]:8080",
-                    ))
+                    return Err(bad(P::UnbracketedIpv6))
                 }
                 Ok(ip) if ip.is_loopback() => h.to_string(),
-                Ok(_) => {
-                    return Err(bad(
-                        "is not on loopback; discovery only looks on this machine",
-                    ))
-                }
-                Err(_) => {
-                    return Err(bad(
-                        "must name a loopback address (127.0.0.1, [::1] or localhost)",
-                    ))
-                }
+                Ok(_) => return Err(bad(P::NotLoopback)),
+                Err(_) => return Err(bad(P::NotAnAddress)),
             }
         }
     };

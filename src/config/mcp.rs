@@ -8,6 +8,7 @@
 //! it adds servers (programs that would run as the user) only once the user
 //! has trusted it as it is now (`buddy trust .mcp.json`).
 
+use super::McpEntryError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,38 +107,28 @@ impl McpServer {
     }
 
     /// One line saying what is wrong with the entry, if anything.
-    pub fn check(&self, name: &str) -> Result<(), String> {
-        let at = format!("mcp_servers.{name}");
+    pub fn check(&self, name: &str) -> Result<(), McpEntryError> {
+        let at = || name.to_string();
         if name.is_empty() || name.chars().any(|c| c.is_control()) {
-            return Err(format!("{at}: a server needs a plain name"));
+            return Err(McpEntryError::BadName(at()));
         }
         match (&self.command, &self.url) {
             (Some(c), None) if !c.trim().is_empty() => {}
             (None, Some(u)) if u.starts_with("http://") || u.starts_with("https://") => {}
-            (None, Some(_)) => {
-                return Err(format!("{at}.url: expected an http:// or https:// URL"))
-            }
-            (Some(_), Some(_)) => return Err(format!("{at}: set `command` or `url`, not both")),
-            _ => {
-                return Err(format!(
-                    "{at}: set `command` (a program) or `url` (an HTTP endpoint)"
-                ))
-            }
+            (None, Some(_)) => return Err(McpEntryError::BadUrl(at())),
+            (Some(_), Some(_)) => return Err(McpEntryError::Both(at())),
+            _ => return Err(McpEntryError::Neither(at())),
         }
         if self.url.is_none() && (self.bearer_token_env.is_some() || !self.headers.is_empty()) {
-            return Err(format!(
-                "{at}: `bearer_token_env` and `headers` are for `url` servers"
-            ));
+            return Err(McpEntryError::HttpOnlyKeys(at()));
         }
         if self.command.is_none()
             && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
         {
-            return Err(format!(
-                "{at}: `args`, `env` and `cwd` are for `command` servers"
-            ));
+            return Err(McpEntryError::StdioOnlyKeys(at()));
         }
         if self.startup_timeout_secs == 0 || self.tool_timeout_secs == 0 {
-            return Err(format!("{at}: timeouts are whole seconds, at least 1"));
+            return Err(McpEntryError::ZeroTimeout(at()));
         }
         Ok(())
     }
@@ -165,8 +156,9 @@ struct McpJsonServer {
 }
 
 /// The servers of a `.mcp.json` text; the error is one line.
-pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, McpServer>, String> {
-    let file: McpJson = serde_json::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, McpServer>, McpEntryError> {
+    let file: McpJson =
+        serde_json::from_str(text).map_err(|e| McpEntryError::Json(e.to_string()))?;
     let mut out = BTreeMap::new();
     for (name, s) in file.servers {
         let server = match (s.kind.as_deref(), s.command, s.url) {
@@ -181,11 +173,10 @@ pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, McpServer>, String>
                 }
             }
             (kind, _, _) => {
-                return Err(format!(
-                    "server `{}`: expected `command` (stdio) or `url` (http), found type {}",
-                    crate::text::one_line(&name, 60),
-                    kind.unwrap_or("none")
-                ))
+                return Err(McpEntryError::UnknownType {
+                    kind: kind.unwrap_or("none").to_string(),
+                    name,
+                })
             }
         };
         server.check(&name)?;
@@ -219,7 +210,7 @@ pub fn project_servers(cwd: &Path, trust_store: Option<PathBuf>) -> ProjectServe
         }
     };
     let servers = match std::str::from_utf8(&bytes)
-        .map_err(|e| e.to_string())
+        .map_err(|e| McpEntryError::Json(e.to_string()))
         .and_then(parse_mcp_json)
     {
         Ok(s) => s,
@@ -227,7 +218,7 @@ pub fn project_servers(cwd: &Path, trust_store: Option<PathBuf>) -> ProjectServe
             out.error = Some(format!(
                 "{}: {}",
                 path.display(),
-                crate::text::one_line(&e, 200)
+                crate::text::one_line(&e.to_string(), 200)
             ));
             return out;
         }
@@ -273,7 +264,11 @@ mod tests {
             url: Some("http://a/".into()),
             ..McpServer::stdio("a".into(), vec![])
         };
-        assert!(both.check("x").unwrap_err().contains("not both"));
+        assert!(both
+            .check("x")
+            .unwrap_err()
+            .to_string()
+            .contains("not both"));
         assert!(McpServer::http("ftp://x".into()).check("x").is_err());
     }
 

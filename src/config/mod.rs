@@ -8,7 +8,7 @@ mod file;
 pub mod mcp;
 pub mod trust;
 
-pub use error::ConfigError;
+pub use error::{ConfigError, LocalServerError, LocalServerProblem, McpEntryError};
 pub use file::*;
 pub use mcp::McpServer;
 
@@ -353,12 +353,10 @@ pub fn resolve(
     }
     let file_src = source.clone();
     // Checked on every load, so a bad entry is reported before it is needed.
-    file.discovery
-        .servers()
-        .map_err(|message| ConfigError::Invalid {
-            path: file_src.clone(),
-            message,
-        })?;
+    file.discovery.servers().map_err(|e| ConfigError::Invalid {
+        path: file_src.clone(),
+        message: e.to_string(),
+    })?;
     if let Some(local) = &cli.local {
         let name = local_profile_name(&file);
         file.models.insert(
@@ -507,9 +505,9 @@ pub fn resolve(
         file.display.color = false;
     }
     for (name, server) in &file.mcp_servers {
-        server.check(name).map_err(|message| ConfigError::Invalid {
+        server.check(name).map_err(|e| ConfigError::Invalid {
             path: file_src.clone(),
-            message,
+            message: e.to_string(),
         })?;
     }
 

@@ -214,7 +214,7 @@ fn discovery_entries_are_normalised_and_kept_on_loopback() {
         "127.0.0.1:99999",
         "::1:8080",
     ] {
-        let err = loopback_base_url(bad).unwrap_err();
+        let err = loopback_base_url(bad).unwrap_err().to_string();
         assert!(err.contains(bad), "{err}");
     }
     let text = "[discovery]\nlocal_servers = [\"192.168.1.2:11434\"]\n";

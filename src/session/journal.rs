@@ -346,11 +346,9 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                     Record::Compaction(c) => {
                         // A whole line we wrote that does not fit what precedes
                         // it is no crash damage: refuse rather than guess.
-                        apply_compaction(&mut out.messages, c).map_err(|reason| {
-                            ParseError::Corrupt {
-                                line: line_no,
-                                reason,
-                            }
+                        apply_compaction(&mut out.messages, c).map_err(|e| ParseError::Corrupt {
+                            line: line_no,
+                            reason: e.to_string(),
                         })?
                     }
                 }
@@ -382,15 +380,23 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
     Ok(out)
 }
 
+/// A compaction record that replaces more messages than precede it.
+#[derive(Debug, thiserror::Error)]
+#[error("a compaction replaces {replaces} messages but only {present} come before it")]
+struct CompactionMismatch {
+    replaces: u64,
+    present: u64,
+}
+
 /// Replaces the first `c.replaces` non-system messages of `active` with
 /// `c.messages`; system messages among them stay, ahead of the replacement.
-fn apply_compaction(active: &mut Vec<Message>, c: Compaction) -> Result<(), String> {
+fn apply_compaction(active: &mut Vec<Message>, c: Compaction) -> Result<(), CompactionMismatch> {
     let present = active.iter().filter(|m| m.role != Role::System).count() as u64;
     if c.replaces > present {
-        return Err(format!(
-            "a compaction replaces {} messages but only {present} come before it",
-            c.replaces
-        ));
+        return Err(CompactionMismatch {
+            replaces: c.replaces,
+            present,
+        });
     }
     let mut rest = std::mem::take(active).into_iter();
     let mut removed = 0;
