@@ -4,7 +4,7 @@
 //! configured nothing of MCP is built or started.
 
 use crate::config::Settings;
-use crate::mcp::McpTools;
+use crate::mcp::{McpError, McpTools};
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
@@ -99,21 +99,19 @@ const MENTION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Waits for an answer from the MCP thread. The REPL calls this from its
 /// key handler: the wait is bounded, and the user asked for this content
 /// before the prompt can go.
-fn wait(rx: crate::mcp::Pending) -> Result<String, String> {
+fn wait(rx: crate::mcp::Pending) -> Result<String, McpError> {
     match rx.recv_timeout(MENTION_WAIT) {
         Ok(answer) => answer.map(|t| crate::redact::text(&t).into_owned()),
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            Err(format!("no answer within {} s", MENTION_WAIT.as_secs()))
+            Err(McpError::Wait(MENTION_WAIT.as_secs()))
         }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            Err("the MCP server's task ended without an answer".into())
-        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(McpError::Gone),
     }
 }
 
 /// `@SERVER:uri`: the resource's text, or `None` when SERVER is not a
 /// configured server.
-pub fn resource(mention: &str) -> Option<Result<String, String>> {
+pub fn resource(mention: &str) -> Option<Result<String, McpError>> {
     let servers = running()?;
     let (server, uri) = mention.split_once(':')?;
     if !servers.has_server(server) || uri.is_empty() {
@@ -125,7 +123,7 @@ pub fn resource(mention: &str) -> Option<Result<String, String>> {
 
 /// `/SERVER:PROMPT args`: the prompt's text, or `None` when no server
 /// offers it.
-pub fn prompt(name: &str, args: &str) -> Option<Result<String, String>> {
+pub fn prompt(name: &str, args: &str) -> Option<Result<String, McpError>> {
     let servers = running()?;
     let (server, prompt) = name.split_once(':')?;
     match servers.get_prompt(server, prompt, args, MENTION_CHARS)? {

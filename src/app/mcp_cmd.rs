@@ -136,7 +136,7 @@ async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
         workdir(),
         crate::mcp::DEFAULT_MAX_OUTPUT_CHARS,
     )
-    .map_err(AppError::Failed)?;
+    .map_err(|e| AppError::Failed(e.to_string()))?;
     tools.wait_ready().await;
     for r in tools.report() {
         println!("status: {}", r.status.as_str());

@@ -49,11 +49,11 @@ impl ReplHost for Host {
     }
 
     fn mcp_resource(&self, mention: &str) -> Option<Result<String, String>> {
-        super::mcp::resource(mention)
+        super::mcp::resource(mention).map(|r| r.map_err(|e| e.to_string()))
     }
 
     fn mcp_prompt(&self, name: &str, args: &str) -> Option<Result<String, String>> {
-        super::mcp::prompt(name, args)
+        super::mcp::prompt(name, args).map(|r| r.map_err(|e| e.to_string()))
     }
 
     fn profiles(&self) -> Vec<String> {

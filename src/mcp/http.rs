@@ -44,23 +44,26 @@ pub struct Client {
 pub fn transport(
     url: &str,
     spec: &McpServer,
-) -> Result<StreamableHttpClientTransport<Client>, String> {
+) -> Result<StreamableHttpClientTransport<Client>, super::McpError> {
+    use super::McpError::Setup;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err("url: only http:// and https:// MCP servers are supported".into());
+        return Err(Setup(
+            "url: only http:// and https:// MCP servers are supported".into(),
+        ));
     }
     let mut headers = HashMap::new();
     for (k, v) in &spec.headers {
         let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-            format!(
+            Setup(format!(
                 "headers: `{}` is not a header name",
                 crate::text::one_line(k, 60)
-            )
+            ))
         })?;
         let value = HeaderValue::from_str(v).map_err(|_| {
-            format!(
+            Setup(format!(
                 "headers.{}: not a valid header value",
                 crate::text::one_line(k, 60)
-            )
+            ))
         })?;
         headers.insert(name, value);
     }
@@ -69,7 +72,7 @@ pub fn transport(
         let token = std::env::var(var)
             .ok()
             .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| format!("bearer_token_env: ${var} is not set"))?;
+            .ok_or_else(|| Setup(format!("bearer_token_env: ${var} is not set")))?;
         crate::redact::remember([token.clone()]);
         config = config.auth_header(token);
     }
@@ -79,7 +82,7 @@ pub fn transport(
     } else {
         crate::net::plain_client()
     }
-    .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    .map_err(|e| Setup(format!("cannot build an HTTP client: {e}")))?;
     Ok(StreamableHttpClientTransport::with_client(
         Client { http },
         config,

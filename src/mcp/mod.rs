@@ -12,6 +12,7 @@
 //! servers are reached through the SDK's Streamable HTTP client (`http.rs`).
 
 pub mod content;
+mod error;
 pub mod http;
 pub mod names;
 mod stdio;
@@ -20,6 +21,7 @@ use crate::config::McpServer;
 use crate::tools::{Approval, ApprovalRequest, ToolContext, ToolError, ToolOutput, ToolSource};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+pub use error::McpError;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -147,7 +149,7 @@ struct Inner {
 fn start_on_thread(
     inner: &Arc<Inner>,
     i: usize,
-) -> tokio::task::JoinHandle<Result<Arc<Client>, String>> {
+) -> tokio::task::JoinHandle<Result<Arc<Client>, McpError>> {
     let owned = Arc::clone(inner);
     inner.rt.spawn(async move { start(&owned, i).await })
 }
@@ -169,11 +171,11 @@ impl McpTools {
         taken: HashSet<String>,
         cwd: PathBuf,
         max_output_chars: usize,
-    ) -> Result<Arc<McpTools>, String> {
+    ) -> Result<Arc<McpTools>, McpError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the MCP thread: {e}"))?;
+            .map_err(|e| McpError::Thread(e.to_string()))?;
         let handle = rt.handle().clone();
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()
@@ -183,7 +185,7 @@ impl McpTools {
             .spawn(move || {
                 let _ = rt.block_on(stopped);
             })
-            .map_err(|e| format!("cannot start the MCP thread: {e}"))?;
+            .map_err(|e| McpError::Thread(e.to_string()))?;
         let (changed, _) = watch::channel(0);
         let inner = Arc::new(Inner {
             servers: servers
@@ -297,7 +299,7 @@ impl McpTools {
 
 /// The text a resource read or a prompt will answer with, on its way from
 /// the MCP thread.
-pub type Pending = std::sync::mpsc::Receiver<Result<String, String>>;
+pub type Pending = std::sync::mpsc::Receiver<Result<String, McpError>>;
 
 /// A prompt a server offers (`/SERVER:NAME` in the REPL).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -338,11 +340,11 @@ impl McpTools {
         &self,
         i: usize,
         work: F,
-    ) -> std::sync::mpsc::Receiver<Result<T, String>>
+    ) -> std::sync::mpsc::Receiver<Result<T, McpError>>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<T, String>> + Send,
+        Fut: std::future::Future<Output = Result<T, McpError>> + Send,
     {
         // A std channel: the REPL waits for it from its key handler, with
         // a deadline (`recv_timeout`); one slot, so the send never blocks.
@@ -358,9 +360,7 @@ impl McpTools {
             let answer = match client {
                 Ok(c) => tokio::time::timeout(Duration::from_secs(secs), work(c))
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(format!("no answer within {secs} s (tool_timeout_secs)"))
-                    }),
+                    .unwrap_or(Err(McpError::AnswerTimeout(secs))),
                 Err(e) => Err(e),
             };
             let _ = tx.send(answer);
@@ -377,8 +377,8 @@ impl McpTools {
             let read = c
                 .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
                 .await
-                .map_err(|e| tidy(&e.to_string()))?;
-            let value = serde_json::to_value(&read).map_err(|e| e.to_string())?;
+                .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
+            let value = serde_json::to_value(&read).map_err(|e| McpError::Server(e.to_string()))?;
             Ok(content::resource_text(&value, max))
         }))
     }
@@ -392,7 +392,7 @@ impl McpTools {
         prompt: &str,
         args: &str,
         max: usize,
-    ) -> Option<Result<Pending, String>> {
+    ) -> Option<Result<Pending, McpError>> {
         let i = self.server(name)?;
         let info = self.inner.servers[i]
             .lock()
@@ -402,7 +402,7 @@ impl McpTools {
             .cloned()?;
         let arguments = match prompt_arguments(&info, args) {
             Ok(a) => a,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Some(Err(McpError::Arguments(e))),
         };
         Some(Ok(self.on_thread(i, move |c| async move {
             let mut params = rmcp::model::GetPromptRequestParams::new(info.name.clone());
@@ -412,8 +412,8 @@ impl McpTools {
             let got = c
                 .get_prompt(params)
                 .await
-                .map_err(|e| tidy(&e.to_string()))?;
-            let value = serde_json::to_value(&got).map_err(|e| e.to_string())?;
+                .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
+            let value = serde_json::to_value(&got).map_err(|e| McpError::Server(e.to_string()))?;
             Ok(content::prompt_text(&value, max))
         })))
     }
@@ -595,7 +595,7 @@ fn set_status(inner: &Inner, i: usize, status: Status, error: Option<String>) {
 
 /// Connects server `i` (a fresh process for stdio), lists its tools and
 /// marks it ready; or failed, with the reason, within its startup timeout.
-async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, String> {
+async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
     let server = &inner.servers[i];
     let _one = server.starting.lock().await;
     // Someone else started it while this waited.
@@ -622,14 +622,14 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, String> {
             return Ok(client);
         }
         Ok(Err(e)) => e,
-        Err(_) => format!("it did not start within {secs} s (startup_timeout_secs)"),
+        Err(_) => McpError::StartTimeout(secs),
     };
     let status = if was_stopped {
         Status::Stopped
     } else {
         Status::Failed
     };
-    set_status(inner, i, status, Some(outcome.clone()));
+    set_status(inner, i, status, Some(outcome.to_string()));
     Err(outcome)
 }
 
@@ -640,7 +640,7 @@ type Connected = (
     Vec<rmcp::model::Tool>,
 );
 
-async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
+async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, McpError> {
     let server = &inner.servers[i];
     let handler = Handler {
         inner: Arc::downgrade(inner),
@@ -651,14 +651,12 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
         let client = handler
             .serve(transport)
             .await
-            .map_err(|e| tidy(&e.to_string()))?;
+            .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
         (client, None, None)
     } else {
-        let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| {
-            format!(
-                "cannot run `{}`: {e}",
-                crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100)
-            )
+        let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| McpError::Spawn {
+            command: crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100),
+            reason: e.to_string(),
         })?;
         let stderr = Arc::clone(&p.stderr);
         let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(p.stdout, p.stdin)
@@ -669,17 +667,15 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, String> {
             Err(e) => {
                 // Give its last words a moment to arrive: why it failed.
                 let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
-                return Err(with_stderr(&e.to_string(), &stderr));
+                return Err(McpError::Server(with_stderr(&e.to_string(), &stderr)));
             }
         };
         (client, Some(child), Some(stderr))
     };
-    let tools = client.list_all_tools().await.map_err(|e| {
-        format!(
-            "cannot list its tools: {}",
-            crate::text::one_line(&e.to_string(), 300)
-        )
-    })?;
+    let tools = client
+        .list_all_tools()
+        .await
+        .map_err(|e| McpError::ListTools(crate::text::one_line(&e.to_string(), 300)))?;
     let info = client.peer_info();
     let caps = info.as_ref().map(|i| &i.capabilities);
     if caps.is_some_and(|c| c.resources.is_some()) {
@@ -826,7 +822,7 @@ impl ToolSource for McpTools {
             Some(c) => c,
             None => match start_on_thread(inner, offered.server).await {
                 Ok(started) => started,
-                Err(e) => Err(format!("its start was cut short ({e})")),
+                Err(e) => Err(McpError::Server(format!("its start was cut short ({e})"))),
             }
             .map_err(|e| {
                 ToolError::Failed(format!(

@@ -1,0 +1,32 @@
+//! Why an MCP server could not be started or could not answer: one line
+//! each, for the tool result, the REPL and `buddy mcp` to show.
+
+/// What went wrong with a server or a request to it. Texts from outside (a
+/// server's message, its stderr) are already one bounded line here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpError {
+    #[error("cannot start the MCP thread: {0}")]
+    Thread(String),
+    /// The entry cannot make a connection (a URL, a header, a token).
+    #[error("{0}")]
+    Setup(String),
+    #[error("cannot run `{command}`: {reason}")]
+    Spawn { command: String, reason: String },
+    #[error("it did not start within {0} s (startup_timeout_secs)")]
+    StartTimeout(u64),
+    #[error("cannot list its tools: {0}")]
+    ListTools(String),
+    #[error("no answer within {0} s (tool_timeout_secs)")]
+    AnswerTimeout(u64),
+    /// The server's or the connection's own words.
+    #[error("{0}")]
+    Server(String),
+    /// `/SERVER:PROMPT` arguments that do not fit the prompt.
+    #[error("{0}")]
+    Arguments(String),
+    /// The REPL stopped waiting for a resource or a prompt.
+    #[error("no answer within {0} s")]
+    Wait(u64),
+    #[error("the MCP server's task ended without an answer")]
+    Gone,
+}
