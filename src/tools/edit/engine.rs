@@ -217,9 +217,7 @@ pub fn locate(
     let mut index: Option<Vec<Line>> = None;
     for &level in lenient {
         let anchored = match level {
-            Level::TrailingWhitespace | Level::Whitespace => {
-                anchored_windows(text, &needle, level)
-            }
+            Level::TrailingWhitespace | Level::Whitespace => anchored_windows(text, &needle, level),
             _ => None,
         };
         let found = if let Some(windows) = anchored {
