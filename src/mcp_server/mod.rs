@@ -157,19 +157,17 @@ fn required(args: &JsonObject, name: &str) -> Result<String, McpError> {
     }
 }
 
+/// A call's arguments, checked.
+struct Args {
+    prompt: String,
+    session: Option<String>,
+    cwd: Option<String>,
+    model: Option<String>,
+    approval: Approval,
+}
+
 impl Handler {
-    fn job(
-        request: &CallToolRequestParams,
-    ) -> Result<
-        (
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Approval,
-        ),
-        McpError,
-    > {
+    fn args(request: &CallToolRequestParams) -> Result<Args, McpError> {
         let empty = JsonObject::new();
         let args = request.arguments.as_ref().unwrap_or(&empty);
         let known: &[&str] = match request.name.as_ref() {
@@ -214,13 +212,13 @@ impl Handler {
                 )
             })?,
         };
-        Ok((
+        Ok(Args {
             prompt,
             session,
-            string_arg(args, "cwd")?,
-            string_arg(args, "model")?,
+            cwd: string_arg(args, "cwd")?,
+            model: string_arg(args, "model")?,
             approval,
-        ))
+        })
     }
 }
 
@@ -246,7 +244,13 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let (prompt, session, cwd, model, approval) = Handler::job(&request)?;
+        let Args {
+            prompt,
+            session,
+            cwd,
+            model,
+            approval,
+        } = Handler::args(&request)?;
         let progress = context
             .meta
             .get_progress_token()
