@@ -132,6 +132,9 @@ pub enum Command {
     /// List, show, add or remove MCP servers (`[mcp_servers]` in your config)
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Serve buddy to other agents over MCP on stdin/stdout: tools `buddy`
+    /// (run a task, get the answer and a session id) and `buddy-reply`
+    McpServer,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -7,7 +7,8 @@
 //! (tools, resources and prompts from MCP servers), `agent` (the loop,
 //! history, tokens, events), `session` (a conversation's on-disk journal and
 //! checkpoints), `config`, `ui` (front ends that render agent events), `serve`
-//! (the HTTP API and web page) and `app` (the composition root: settings to a
+//! (the HTTP API and web page), `mcp_server` (buddy's tools for other agents
+//! over MCP) and `app` (the composition root: settings to a
 //! running front end). Beside them: `text` makes outside text safe to show on
 //! a terminal; `localfile` reads local files with a type check and a size
 //! bound; `redact` keeps known secrets out of everything shown; `procenv`
@@ -28,6 +29,7 @@ pub mod frontmatter;
 pub mod host;
 pub mod localfile;
 pub mod mcp;
+pub mod mcp_server;
 pub mod net;
 pub mod procenv;
 pub mod provider;

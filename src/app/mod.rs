@@ -2,8 +2,9 @@
 //! Settings are resolved once (`setup::load_settings`) into the value the
 //! rest reads; `setup` turns them into an agent setup; each subcommand that
 //! is not a conversation has a file of its own (login, models, sessions_cmd,
-//! trust, mcp_cmd, shell_help); the conversation front ends (exec, the REPL,
-//! the line session, resume) are driven from here. Every command returns an
+//! trust, mcp_cmd, shell_help); serve.rs and mcp_server.rs wire the two
+//! servers; the conversation front ends (exec, the REPL, the line session,
+//! resume) are driven from here. Every command returns an
 //! `Exit` or an `AppError` (error.rs); `main` alone turns those into exit
 //! codes. The only module that knows all the others; none of them knows it.
 
@@ -26,6 +27,7 @@ mod execution;
 mod login;
 mod mcp;
 mod mcp_cmd;
+mod mcp_server;
 mod models;
 mod pick;
 mod project;
@@ -74,6 +76,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Man(args)) => shell_help::man_page(&args),
         Some(Command::Trust(args)) => trust::trust(args.path),
         Some(Command::Mcp(cmd)) => mcp_cmd::run(cmd, &overrides).await,
+        Some(Command::McpServer) => mcp_server::run(&overrides, &cli.global.target).await,
         None => interactive(&overrides, None, &cli.global.target).await,
     };
     // The servers' processes end with buddy, even one that ignores EOF.

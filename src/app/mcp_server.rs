@@ -1,0 +1,90 @@
+//! `buddy mcp-server`: the MCP server front end (`crate::mcp_server`) wired
+//! to agents built like exec's, one per tool call: the settings of the
+//! call's directory and model, the caller's approval turned into rules
+//! (nobody is ever asked), one HTTP client shared by every call.
+
+use super::execution::{self, SandboxChoice};
+use super::{agent_options, agent_setup, approval_rules, load_settings, workdir, Resolved};
+use super::{AppError, Exit};
+use crate::agent::allowlist::SharedAllowList;
+use crate::agent::protocol::ApprovalPolicy;
+use crate::agent::{self, AgentHandle};
+use crate::cli::TargetArgs;
+use crate::config::CliOverrides;
+use crate::mcp_server::{AgentFactory, Approval, CallSpec, READ_ONLY_REASON};
+use crate::provider::http::Transports;
+use std::future::Future;
+use std::pin::Pin;
+
+pub(crate) async fn run(overrides: &CliOverrides, target: &TargetArgs) -> Result<Exit, AppError> {
+    let factory = Factory {
+        overrides: overrides.clone(),
+        target: target.clone(),
+        transports: Transports::default(),
+    };
+    crate::mcp_server::serve(factory, workdir())
+        .await
+        .map_err(AppError::Failed)?;
+    Ok(Exit::Ok)
+}
+
+struct Factory {
+    overrides: CliOverrides,
+    target: TargetArgs,
+    /// One HTTP client (and its connections) for every call's requests.
+    transports: Transports,
+}
+
+impl AgentFactory for Factory {
+    fn start<'a>(
+        &'a mut self,
+        spec: &'a CallSpec,
+    ) -> Pin<Box<dyn Future<Output = Result<AgentHandle, String>> + 'a>> {
+        Box::pin(async move { self.build(spec).await.map_err(|e| e.to_string()) })
+    }
+}
+
+impl Factory {
+    async fn build(&mut self, spec: &CallSpec) -> Result<AgentHandle, AppError> {
+        // Settings, the project's files, the tools' target and the session
+        // store all follow the current directory; calls run one at a time.
+        std::env::set_current_dir(&spec.cwd)
+            .map_err(|e| AppError::Usage(format!("cannot work in {}: {e}", spec.cwd.display())))?;
+        let mut overrides = self.overrides.clone();
+        if let Some(m) = &spec.model {
+            overrides.model = Some(m.clone());
+        }
+        let Resolved {
+            settings, style, ..
+        } = load_settings(&overrides).await?;
+        let full = spec.approval == Approval::Full;
+        // `full` is --dangerously-auto-approve: confined by default.
+        let choice = SandboxChoice::new(&settings.tools, full);
+        let mut execution =
+            execution::open(&self.target, &settings, false, choice.mode.is_some()).await?;
+        execution::confine(&mut execution, choice, style)?;
+        let mut rules = approval_rules(&settings);
+        match spec.approval {
+            Approval::Full => rules.policy = ApprovalPolicy::All,
+            Approval::ReadOnly => {
+                // The caller's word, whatever the config says: nothing that
+                // needs approval runs (`shell_confirm = false` included).
+                rules.confirm = true;
+                rules.no_approver_reason = Some(READ_ONLY_REASON.into());
+            }
+        }
+        let mut setup = agent_setup(
+            &settings,
+            &execution,
+            rules,
+            agent_options(&settings),
+            None,
+            Some(&self.transports),
+        )?;
+        if spec.approval == Approval::ReadOnly {
+            // Nor do the user's remembered "always" rules widen it.
+            setup.allowed = SharedAllowList::default();
+        }
+        Ok(agent::spawn(setup))
+    }
+}
