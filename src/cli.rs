@@ -132,6 +132,9 @@ pub enum Command {
     /// List, show, add or remove MCP servers (`[mcp_servers]` in your config)
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed's
+    /// `agent_servers`); approvals are asked in the editor
+    Acp,
 }
 
 #[derive(Debug, Clone, Subcommand)]
