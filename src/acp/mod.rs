@@ -71,11 +71,12 @@ pub struct Spawned {
     pub servers: Option<Arc<crate::mcp::McpTools>>,
 }
 
-/// A request or notification the SDK handed over, with its responder.
+/// A request or notification the SDK handed over, with its responder (the
+/// larger requests boxed, so every message moves cheaply).
 enum Incoming {
-    Initialize(InitializeRequest, Responder<InitializeResponse>),
-    New(NewSessionRequest, Responder<NewSessionResponse>),
-    Load(LoadSessionRequest, Responder<LoadSessionResponse>),
+    Initialize(Box<InitializeRequest>, Responder<InitializeResponse>),
+    New(Box<NewSessionRequest>, Responder<NewSessionResponse>),
+    Load(Box<LoadSessionRequest>, Responder<LoadSessionResponse>),
     Prompt(PromptRequest, Responder<PromptResponse>),
     Cancel(CancelNotification),
 }
@@ -92,19 +93,19 @@ pub async fn run(backend: Arc<dyn Backend>) -> Result<(), String> {
         .name("buddy")
         .on_receive_request(
             async move |r: InitializeRequest, resp, _cx: ConnectionTo<Client>| {
-                forward(&t1, Incoming::Initialize(r, resp))
+                forward(&t1, Incoming::Initialize(Box::new(r), resp))
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |r: NewSessionRequest, resp, _cx: ConnectionTo<Client>| {
-                forward(&t2, Incoming::New(r, resp))
+                forward(&t2, Incoming::New(Box::new(r), resp))
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
             async move |r: LoadSessionRequest, resp, _cx: ConnectionTo<Client>| {
-                forward(&t3, Incoming::Load(r, resp))
+                forward(&t3, Incoming::Load(Box::new(r), resp))
             },
             agent_client_protocol::on_receive_request!(),
         )
