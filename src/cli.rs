@@ -135,6 +135,9 @@ pub enum Command {
     /// Serve buddy to other agents over MCP on stdin/stdout: tools `buddy`
     /// (run a task, get the answer and a session id) and `buddy-reply`
     McpServer,
+    /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed's
+    /// `agent_servers`); approvals are asked in the editor
+    Acp,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -18,6 +18,7 @@
 //! live streams. `cli` defines the command line; `main.rs` only wires these
 //! together.
 
+pub mod acp;
 pub mod agent;
 pub mod app;
 pub mod auth;

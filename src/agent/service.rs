@@ -267,6 +267,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     let mut ctx = ToolContext::local(setup.cwd, gate);
     ctx.target = setup.target;
     ctx.pane = setup.pane;
+    ctx.editor = setup.tools.editor_files();
     let mut agent = Agent::new(
         setup.client,
         setup.tools,

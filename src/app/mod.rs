@@ -19,6 +19,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod acp;
 mod approvals;
 mod custom;
 mod discovery;
@@ -77,6 +78,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Trust(args)) => trust::trust(args.path),
         Some(Command::Mcp(cmd)) => mcp_cmd::run(cmd, &overrides).await,
         Some(Command::McpServer) => mcp_server::run(&overrides, &cli.global.target).await,
+        Some(Command::Acp) => acp::acp(&overrides, &cli.global.target).await,
         None => interactive(&overrides, None, &cli.global.target).await,
     };
     // The servers' processes end with buddy, even one that ignores EOF.

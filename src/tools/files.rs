@@ -7,6 +7,7 @@
 
 use super::approval::{Approval, ApprovalRequest};
 use super::checkpoint::{Known, Prior, TargetFiles};
+use super::editor::EditorFiles;
 use super::{parse_args, window, Tool, ToolContext, ToolError, ToolOutput};
 use crate::host::{run_script, shell_quote, Target};
 use crate::wire::ToolDefinition;
@@ -140,7 +141,12 @@ impl Tool for ReadFileTool {
             ))
         };
         let read = async {
-            if ctx.target.is_local() {
+            if let Some(editor) = editor_for(ctx) {
+                let text = editor_text(editor, &path).await?.ok_or_else(|| {
+                    ToolError::Failed(format!("{} does not exist", path.display()))
+                })?;
+                Ok(window::from_text(&text, &req, cap))
+            } else if ctx.target.is_local() {
                 let (p, deadline) = (path.clone(), Instant::now() + self.timeout);
                 tokio::task::spawn_blocking(move || window::read_local(&p, &req, cap, deadline))
                     .await
@@ -211,6 +217,34 @@ impl Tool for WriteFileTool {
     }
 }
 
+/// The editor's buffers, when the tools go through them: for this host's
+/// files only (a remote target's files are not the editor's).
+pub(crate) fn editor_for(ctx: &ToolContext) -> Option<&dyn EditorFiles> {
+    ctx.editor.as_deref().filter(|_| ctx.target.is_local())
+}
+
+/// What the editor holds at `path`; `None` when there is no such file. The
+/// protocol has no "not found" answer, so a failed read of a path missing
+/// on disk too is taken as a missing file.
+async fn editor_text(editor: &dyn EditorFiles, path: &Path) -> Result<Option<String>, ToolError> {
+    match editor.read(path).await {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            let missing = tokio::fs::symlink_metadata(path)
+                .await
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            if missing {
+                Ok(None)
+            } else {
+                Err(ToolError::Failed(format!(
+                    "cannot read {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+}
+
 /// The one door every file change of the file tools goes through
 /// (`write_file`, `edit_file`, `apply_patch`): `bytes` become the content of
 /// `path` on the target, atomically, keeping an existing file's mode and
@@ -224,6 +258,18 @@ pub(crate) async fn store(
     known: Known<'_>,
 ) -> Result<(), ToolError> {
     ctx.checkpoint_before_change(path, known).await?;
+    if let Some(editor) = editor_for(ctx) {
+        let text = String::from_utf8(bytes).map_err(|_| {
+            ToolError::Failed(format!(
+                "{}: the editor takes text only, and this is not UTF-8",
+                path.display()
+            ))
+        })?;
+        return editor
+            .write(path, &text)
+            .await
+            .map_err(|e| ToolError::Failed(format!("cannot write {}: {e}", path.display())));
+    }
     if !ctx.target.is_local() {
         return write_remote(ctx.target.as_ref(), &ctx.cwd, path, &bytes)
             .await
@@ -374,7 +420,7 @@ pub(crate) async fn unchanged(
     before: Option<Vec<u8>>,
     cap: u64,
 ) -> Result<(bool, Option<Vec<u8>>), ToolError> {
-    if !ctx.target.is_local() {
+    if !ctx.target.is_local() || editor_for(ctx).is_some() {
         let same = load(ctx, path, cap).await? == before;
         return Ok((same, before));
     }
@@ -430,6 +476,13 @@ enum Capped {
 }
 
 async fn read_capped(ctx: &ToolContext, path: &Path, cap: u64) -> Result<Capped, ToolError> {
+    if let Some(editor) = editor_for(ctx) {
+        return Ok(match editor_text(editor, path).await? {
+            None => Capped::Missing,
+            Some(t) if t.len() as u64 > cap => Capped::TooBig(t.len() as u64),
+            Some(t) => Capped::Bytes(t.into_bytes()),
+        });
+    }
     if ctx.target.is_local() {
         // One blocking read straight into the buffer: tokio's file reads
         // go through its own buffer a couple of MB at a time.
@@ -558,7 +611,16 @@ enum Old {
 
 async fn old_content(ctx: &ToolContext, path: &Path) -> Old {
     let cap = MAX_DIFF_SOURCE_BYTES;
-    let (bytes, size) = if ctx.target.is_local() {
+    let (bytes, size) = if let Some(editor) = editor_for(ctx) {
+        match editor_text(editor, path).await {
+            Ok(None) => return Old::Missing,
+            Ok(Some(t)) => {
+                let size = t.len() as u64;
+                (t.into_bytes(), size)
+            }
+            Err(_) => return Old::Opaque("a file the editor cannot read".into()),
+        }
+    } else if ctx.target.is_local() {
         let meta = match tokio::fs::metadata(path).await {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Old::Missing,

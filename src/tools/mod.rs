@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod denylist;
 pub mod diff;
 pub mod edit;
+pub mod editor;
 pub mod fetch;
 pub mod files;
 pub mod glob;
@@ -87,6 +88,10 @@ pub struct ToolContext {
     /// The turn (user message) the call serves, which its checkpoints are
     /// kept under.
     pub turn: String,
+    /// The editor's buffers, when buddy runs inside one that offers them
+    /// (`buddy acp`): the file tools read and write this host's files
+    /// through it (`files::editor_for`).
+    pub editor: Option<Arc<dyn editor::EditorFiles>>,
 }
 
 impl ToolContext {
@@ -101,6 +106,7 @@ impl ToolContext {
             progress: None,
             checkpoints: None,
             turn: String::new(),
+            editor: None,
         }
     }
 
@@ -204,6 +210,7 @@ pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     definitions: ToolList,
     sources: Vec<Arc<dyn ToolSource>>,
+    editor: Option<Arc<dyn editor::EditorFiles>>,
 }
 
 /// The outcome of one tool call, ready to become a `tool` message.
@@ -230,6 +237,16 @@ impl ToolRegistry {
 
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty() && self.sources.is_empty()
+    }
+
+    /// The file tools of the agent built with this registry go through the
+    /// editor's buffers (`ToolContext::editor`).
+    pub fn use_editor_files(&mut self, files: Arc<dyn editor::EditorFiles>) {
+        self.editor = Some(files);
+    }
+
+    pub fn editor_files(&self) -> Option<Arc<dyn editor::EditorFiles>> {
+        self.editor.clone()
     }
 
     pub fn names(&self) -> Vec<&'static str> {

@@ -220,6 +220,38 @@ pub async fn read_remote(
     })
 }
 
+/// The window of a file whose whole text is at hand (an editor's buffer):
+/// the same lines, counts and cap as `read_local` gives for a file.
+pub fn from_text(text: &str, req: &Request, cap: usize) -> Window {
+    let bytes = text.as_bytes();
+    // The byte just past `lines` more lines from `from` (or the end).
+    let skip = |from: usize, lines: u64| {
+        let mut pos = from;
+        for _ in 0..lines {
+            match memchr::memchr(b'\n', &bytes[pos..]) {
+                Some(i) => pos += i + 1,
+                None => return bytes.len(),
+            }
+        }
+        pos
+    };
+    let start = skip(0, req.offset.saturating_sub(1));
+    let end = req.limit.map_or(bytes.len(), |l| skip(start, l));
+    let window = &bytes[start..end];
+    let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
+    let size = bytes.len() as u64;
+    Window {
+        bytes: window[..window.len().min(cap)].to_vec(),
+        total_lines: if size > 0 && !text.ends_with('\n') {
+            newlines + 1
+        } else {
+            newlines
+        },
+        size,
+        cut: window.len() > cap,
+    }
+}
+
 pub fn is_a_directory(path: &Path) -> ToolError {
     ToolError::Failed(format!(
         "{} is a directory; use glob or run_shell with `ls` to list it",
@@ -400,6 +432,31 @@ mod tests {
 
     fn numbered_lines(n: usize) -> String {
         (1..=n).map(|i| format!("line {i}\n")).collect()
+    }
+
+    #[test]
+    fn a_text_window_is_the_file_window() {
+        for (label, content) in [
+            ("t1", numbered_lines(50)),
+            ("t2", "a\nb\nno end".to_string()),
+            ("t3", String::new()),
+        ] {
+            let p = file(label, content.as_bytes());
+            for r in [
+                req(1, None, false),
+                req(3, Some(2), false),
+                req(49, Some(5), true),
+                req(100, None, false),
+            ] {
+                for cap in [4, 1 << 20] {
+                    assert_eq!(
+                        from_text(&content, &r, cap),
+                        local(&p, &r, cap),
+                        "{label} {r:?} {cap}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

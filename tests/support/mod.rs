@@ -5,6 +5,7 @@
 //! Each test binary uses a subset of this module, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod acp;
 pub mod calls;
 pub mod container;
 pub mod fake_issuer;

@@ -473,6 +473,10 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy trust", "trust ./buddy.toml (or ./agent.toml) as it is now"),
             ("buddy trust path/to/buddy.toml", "another project's file"),
         ],
+        Some("acp") => &[(
+            "{\"agent_servers\": {\"buddy\": {\"command\": \"buddy\", \"args\": [\"acp\"]}}}",
+            "in Zed's settings.json: the editor starts buddy as its agent",
+        )],
         Some(_) => &[],
     }
 }

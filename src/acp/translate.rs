@@ -1,0 +1,504 @@
+//! The agent's events as ACP session updates: one `Translator` per session
+//! turns each `Event` into the `session/update`s an editor shows (message
+//! and thought chunks, tool calls and their updates), the permission
+//! question to put to the client, and how a prompt turn ends (its
+//! `stopReason`). It only maps: it sends nothing and owns no channel, so the
+//! connection (`acp::run`) does the I/O and this stays a pure function of
+//! the events seen, testable without a client. A replayed session
+//! (`SessionResumed`'s `replay`) is mapped here too.
+
+use crate::agent::protocol::{Event, EventKind, Replayed, RunOutcome};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Diff, SessionUpdate, StopReason, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Longest tool call title, in characters (a command line can be long).
+const TITLE_CHARS: usize = 120;
+
+/// What one event asks of the connection.
+#[derive(Debug)]
+pub enum Step {
+    /// A `session/update` notification.
+    Update(SessionUpdate),
+    /// A `session/request_permission` for this call; the answer goes back to
+    /// the agent as `Op::Approve { call_id }`. `always` offers "allow always".
+    Ask {
+        call_id: String,
+        tool_call: ToolCallUpdate,
+        always: Option<String>,
+    },
+    /// The prompt turn is over: its stop reason, or the error to answer
+    /// the `session/prompt` request with.
+    Done(Result<StopReason, String>),
+}
+
+/// What the translator remembers of a call between its events.
+struct Call {
+    name: String,
+    kind: ToolKind,
+    /// For an edit, the diff to show with its result.
+    diff: Option<Diff>,
+}
+
+/// One session's event-to-update mapping.
+#[derive(Default)]
+pub struct Translator {
+    calls: HashMap<String, Call>,
+    /// A `UserPromptSubmit` hook blocked the prompt: the turn ends as a refusal.
+    refused: bool,
+}
+
+impl Translator {
+    pub fn new() -> Translator {
+        Translator::default()
+    }
+
+    /// The steps one agent event asks for (often none).
+    pub fn on_event(&mut self, ev: &Event) -> Vec<Step> {
+        match &ev.kind {
+            EventKind::RunStarted { .. } => {
+                self.refused = false;
+                Vec::new()
+            }
+            EventKind::TextDelta { text } => vec![chunk(SessionUpdate::AgentMessageChunk, text)],
+            EventKind::Reasoning { text, .. } => {
+                vec![chunk(SessionUpdate::AgentThoughtChunk, text)]
+            }
+            EventKind::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
+                let (call, first) = started(call_id, name, arguments);
+                self.calls.insert(call_id.clone(), call);
+                vec![Step::Update(SessionUpdate::ToolCall(first))]
+            }
+            EventKind::ToolProgress { call_id, tail } => {
+                let fields = ToolCallUpdateFields::new()
+                    .status(ToolCallStatus::InProgress)
+                    .content(vec![text_content(fenced(tail))]);
+                vec![update(call_id, fields)]
+            }
+            EventKind::ApprovalRequested {
+                call_id,
+                tool,
+                command,
+                detail,
+                always,
+                ..
+            } => {
+                let mut fields = ToolCallUpdateFields::new()
+                    .status(ToolCallStatus::Pending)
+                    .title(crate::text::one_line(command, TITLE_CHARS));
+                let diff = self.calls.get(call_id).and_then(|c| c.diff.clone());
+                let mut content = Vec::new();
+                if let Some(d) = diff {
+                    content.push(ToolCallContent::Diff(d));
+                } else if let Some(detail) = detail {
+                    content.push(text_content(fenced(detail)));
+                } else if tool == "run_shell" {
+                    content.push(text_content(fenced(command)));
+                }
+                if !content.is_empty() {
+                    fields = fields.content(content);
+                }
+                vec![Step::Ask {
+                    call_id: call_id.clone(),
+                    tool_call: ToolCallUpdate::new(call_id.clone(), fields),
+                    always: always.clone(),
+                }]
+            }
+            EventKind::ApprovalDecided {
+                call_id, approved, ..
+            } if *approved => {
+                vec![update(
+                    call_id,
+                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                )]
+            }
+            EventKind::ToolResult {
+                call_id,
+                text,
+                is_error,
+                ..
+            } => {
+                let call = self.calls.remove(call_id);
+                let status = if *is_error {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                };
+                let mut content = Vec::new();
+                if let Some(Call {
+                    diff: Some(d),
+                    kind: ToolKind::Edit,
+                    ..
+                }) = &call
+                {
+                    if !is_error {
+                        content.push(ToolCallContent::Diff(d.clone()));
+                    }
+                }
+                let shown = match call.as_ref().map(|c| c.name.as_str()) {
+                    // Command output reads as a terminal's: kept verbatim.
+                    Some("run_shell") => fenced(text),
+                    _ => text.clone(),
+                };
+                content.push(text_content(shown));
+                vec![update(
+                    call_id,
+                    ToolCallUpdateFields::new()
+                        .status(status)
+                        .content(content)
+                        .raw_output(Value::String(text.clone())),
+                )]
+            }
+            EventKind::HookBlocked { hook_event, .. } if hook_event == "UserPromptSubmit" => {
+                self.refused = true;
+                Vec::new()
+            }
+            EventKind::RunFinished { outcome } => {
+                // Calls the run never answered (it stopped first) fail.
+                let mut steps: Vec<Step> = self
+                    .calls
+                    .drain()
+                    .map(|(id, _)| {
+                        update(
+                            &id,
+                            ToolCallUpdateFields::new().status(ToolCallStatus::Failed),
+                        )
+                    })
+                    .collect();
+                steps.push(Step::Done(stop_reason(outcome, self.refused)));
+                steps
+            }
+            EventKind::SessionResumed { replay, .. } => replay_steps(replay),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// How a run's outcome ends the prompt turn. A run that fails for any
+/// reason but a refusal is an error answer, not a stop reason.
+fn stop_reason(outcome: &RunOutcome, refused: bool) -> Result<StopReason, String> {
+    match outcome {
+        RunOutcome::Answered { .. } => Ok(StopReason::EndTurn),
+        RunOutcome::Interrupted => Ok(StopReason::Cancelled),
+        // Every limit (model requests, tokens, time) bounds the turn's
+        // requests to the model; ACP has one reason for that.
+        RunOutcome::LimitReached { .. } => Ok(StopReason::MaxTurnRequests),
+        RunOutcome::Failed { .. } if refused => Ok(StopReason::Refusal),
+        RunOutcome::Failed { message } => Err(message.clone()),
+    }
+}
+
+fn chunk(make: fn(ContentChunk) -> SessionUpdate, text: &str) -> Step {
+    Step::Update(make(ContentChunk::new(ContentBlock::from(
+        text.to_string(),
+    ))))
+}
+
+fn update(call_id: &str, fields: ToolCallUpdateFields) -> Step {
+    Step::Update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_string(),
+        fields,
+    )))
+}
+
+fn text_content(text: String) -> ToolCallContent {
+    ToolCallContent::from(ContentBlock::from(text))
+}
+
+/// Text in a Markdown code block whose fence is longer than any run of
+/// backticks inside, so output can never close it early.
+fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let nl = if text.ends_with('\n') { "" } else { "\n" };
+    format!("{fence}\n{text}{nl}{fence}")
+}
+
+/// The kind an editor shows for a tool, by buddy's tool names; MCP tools
+/// and anything unknown are `other`.
+pub fn kind_of(name: &str) -> ToolKind {
+    match name {
+        "read_file" | "capture-pane" | "skill" => ToolKind::Read,
+        "write_file" | "edit_file" | "apply_patch" => ToolKind::Edit,
+        "grep" | "glob" | "web_search" => ToolKind::Search,
+        "run_shell" | "send-keys" => ToolKind::Execute,
+        "fetch_url" => ToolKind::Fetch,
+        _ => ToolKind::Other,
+    }
+}
+
+/// The `tool_call` update for a call as the model asked for it, and what to
+/// remember of it.
+fn started(call_id: &str, name: &str, arguments: &str) -> (Call, ToolCall) {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let s = |key: &str| args.get(key).and_then(Value::as_str);
+    let kind = kind_of(name);
+    let title = match (name, s("path")) {
+        ("run_shell", _) => s("command").map(str::to_string),
+        ("read_file", Some(p)) => Some(format!("Read {p}")),
+        ("write_file", Some(p)) => Some(format!("Write {p}")),
+        ("edit_file", Some(p)) => Some(format!("Edit {p}")),
+        ("grep", _) => s("pattern").map(|p| format!("Search for {p}")),
+        ("glob", _) => s("pattern").map(|p| format!("Find {p}")),
+        ("fetch_url", _) => s("url").map(|u| format!("Fetch {u}")),
+        ("web_search", _) => s("query").map(|q| format!("Search the web for {q}")),
+        _ => None,
+    }
+    .unwrap_or_else(|| name.to_string());
+    let diff = match (name, s("path")) {
+        ("write_file", Some(p)) => s("content").map(|c| Diff::new(p, c)),
+        ("edit_file", Some(p)) => match (s("old_string"), s("new_string")) {
+            (Some(old), Some(new)) => Some(Diff::new(p, new).old_text(old.to_string())),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut call = ToolCall::new(
+        call_id.to_string(),
+        crate::text::one_line(&title, TITLE_CHARS),
+    )
+    .kind(kind)
+    .status(ToolCallStatus::Pending)
+    .raw_input(args.clone());
+    if let Some(p) = s("path") {
+        call = call.locations(vec![ToolCallLocation::new(p)]);
+    }
+    (
+        Call {
+            name: name.to_string(),
+            kind,
+            diff,
+        },
+        call,
+    )
+}
+
+/// A saved conversation as the updates that show it: the user's messages,
+/// the answers, and each tool call with its result.
+fn replay_steps(replay: &[Replayed]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    // Results name their tool, not their call: they answer the calls of the
+    // answer before them, in order.
+    let mut open: std::collections::VecDeque<String> = Default::default();
+    let mut n = 0usize;
+    for item in replay {
+        match item {
+            Replayed::User { text, .. } => {
+                steps.push(chunk(SessionUpdate::UserMessageChunk, text));
+            }
+            Replayed::Assistant { text, calls } => {
+                if !text.is_empty() {
+                    steps.push(chunk(SessionUpdate::AgentMessageChunk, text));
+                }
+                for c in calls {
+                    n += 1;
+                    let id = format!("replay-{n}");
+                    let (_, call) = started(&id, &c.name, &c.arguments);
+                    steps.push(Step::Update(SessionUpdate::ToolCall(call)));
+                    open.push_back(id);
+                }
+            }
+            Replayed::Tool { text, .. } => {
+                if let Some(id) = open.pop_front() {
+                    steps.push(update(
+                        &id,
+                        ToolCallUpdateFields::new()
+                            .status(ToolCallStatus::Completed)
+                            .content(vec![text_content(text.clone())]),
+                    ));
+                }
+            }
+        }
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::protocol::ReplayedCall;
+
+    fn ev(kind: EventKind) -> Event {
+        Event {
+            run: 1,
+            seq: 0,
+            op_id: Some(1),
+            kind,
+        }
+    }
+
+    fn json(step: &Step) -> Value {
+        match step {
+            Step::Update(u) => serde_json::to_value(u).unwrap(),
+            Step::Ask { tool_call, .. } => serde_json::to_value(tool_call).unwrap(),
+            Step::Done(r) => serde_json::json!(format!("{r:?}")),
+        }
+    }
+
+    #[test]
+    fn text_and_reasoning_become_message_and_thought_chunks() {
+        let mut t = Translator::new();
+        let steps = t.on_event(&ev(EventKind::TextDelta { text: "hi".into() }));
+        let v = json(&steps[0]);
+        assert_eq!(v["sessionUpdate"], "agent_message_chunk");
+        assert_eq!(v["content"]["text"], "hi");
+        let steps = t.on_event(&ev(EventKind::Reasoning {
+            field: "reasoning_content".into(),
+            text: "hmm".into(),
+        }));
+        assert_eq!(json(&steps[0])["sessionUpdate"], "agent_thought_chunk");
+    }
+
+    #[test]
+    fn a_shell_call_goes_pending_then_completed_with_its_output_fenced() {
+        let mut t = Translator::new();
+        let s = t.on_event(&ev(EventKind::ToolCall {
+            call_id: "c1".into(),
+            name: "run_shell".into(),
+            arguments: r#"{"command":"ls -l"}"#.into(),
+        }));
+        let v = json(&s[0]);
+        assert_eq!(v["sessionUpdate"], "tool_call");
+        assert_eq!(v["kind"], "execute");
+        assert_eq!(v["status"], "pending");
+        assert_eq!(v["title"], "ls -l");
+        let s = t.on_event(&ev(EventKind::ToolResult {
+            call_id: "c1".into(),
+            name: "run_shell".into(),
+            text: "a ``` b".into(),
+            is_error: false,
+            truncated: None,
+        }));
+        let v = json(&s[0]);
+        assert_eq!(v["sessionUpdate"], "tool_call_update");
+        assert_eq!(v["status"], "completed");
+        assert_eq!(v["content"][0]["content"]["text"], "````\na ``` b\n````");
+    }
+
+    #[test]
+    fn an_edit_shows_its_diff_and_asks_with_it() {
+        let mut t = Translator::new();
+        t.on_event(&ev(EventKind::ToolCall {
+            call_id: "e".into(),
+            name: "edit_file".into(),
+            arguments: r#"{"path":"a.txt","old_string":"x","new_string":"y"}"#.into(),
+        }));
+        let s = t.on_event(&ev(EventKind::ApprovalRequested {
+            call_id: "e".into(),
+            tool: "edit_file".into(),
+            actor: "me@here".into(),
+            command: "edit a.txt".into(),
+            detail: Some("-x\n+y".into()),
+            always: None,
+        }));
+        let Step::Ask { tool_call, .. } = &s[0] else {
+            panic!("expected a question, got {s:?}");
+        };
+        let v = serde_json::to_value(tool_call).unwrap();
+        assert_eq!(v["content"][0]["type"], "diff");
+        assert_eq!(v["content"][0]["oldText"], "x");
+        assert_eq!(v["content"][0]["newText"], "y");
+    }
+
+    #[test]
+    fn outcomes_map_to_stop_reasons() {
+        let done = |t: &mut Translator, outcome| match t
+            .on_event(&ev(EventKind::RunFinished { outcome }))
+            .pop()
+        {
+            Some(Step::Done(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        let mut t = Translator::new();
+        assert_eq!(
+            done(&mut t, RunOutcome::Answered { text: "a".into() }),
+            Ok(StopReason::EndTurn)
+        );
+        assert_eq!(
+            done(&mut t, RunOutcome::Interrupted),
+            Ok(StopReason::Cancelled)
+        );
+        assert_eq!(
+            done(
+                &mut t,
+                RunOutcome::LimitReached {
+                    message: "m".into()
+                }
+            ),
+            Ok(StopReason::MaxTurnRequests)
+        );
+        assert_eq!(
+            done(
+                &mut t,
+                RunOutcome::Failed {
+                    message: "boom".into()
+                }
+            ),
+            Err("boom".into())
+        );
+        t.on_event(&ev(EventKind::HookBlocked {
+            hook_event: "UserPromptSubmit".into(),
+            call_id: None,
+            tool: None,
+            reason: "no".into(),
+        }));
+        assert_eq!(
+            done(
+                &mut t,
+                RunOutcome::Failed {
+                    message: "blocked".into()
+                }
+            ),
+            Ok(StopReason::Refusal)
+        );
+    }
+
+    #[test]
+    fn a_replay_pairs_results_with_their_calls() {
+        let steps = replay_steps(&[
+            Replayed::User {
+                text: "list".into(),
+                attached: 0,
+            },
+            Replayed::Assistant {
+                text: String::new(),
+                calls: vec![ReplayedCall {
+                    name: "run_shell".into(),
+                    arguments: r#"{"command":"ls"}"#.into(),
+                }],
+            },
+            Replayed::Tool {
+                name: "run_shell".into(),
+                text: "a.txt".into(),
+            },
+            Replayed::Assistant {
+                text: "done".into(),
+                calls: Vec::new(),
+            },
+        ]);
+        let v: Vec<Value> = steps.iter().map(json).collect();
+        assert_eq!(v[0]["sessionUpdate"], "user_message_chunk");
+        assert_eq!(v[1]["sessionUpdate"], "tool_call");
+        assert_eq!(v[2]["sessionUpdate"], "tool_call_update");
+        assert_eq!(v[2]["toolCallId"], v[1]["toolCallId"]);
+        assert_eq!(v[3]["sessionUpdate"], "agent_message_chunk");
+    }
+
+    #[test]
+    fn fences_outlast_backticks_inside() {
+        assert_eq!(fenced("x"), "```\nx\n```");
+        assert_eq!(fenced("````"), "`````\n````\n`````");
+    }
+}

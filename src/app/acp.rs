@@ -1,0 +1,134 @@
+//! `buddy acp`: the ACP front end (`crate::acp`) wired to the settings, the
+//! session store of each session's working directory, and agents built
+//! like serve's: approvals always go to the client (there is no terminal),
+//! the client's MCP servers start beside the configured ones, and the file
+//! tools go through the client's buffers when it offers them.
+
+use super::{agent_options, agent_setup, approval_rules, execution, load_settings, Resolved};
+use super::{AppError, Exit};
+use crate::acp::{Backend, ClientFiles, Spawned};
+use crate::cli::TargetArgs;
+use crate::config::{CliOverrides, McpServer, Settings};
+use crate::provider::http::Transports;
+use crate::session::{SessionInfo, Store};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+pub(crate) async fn acp(
+    overrides: &CliOverrides,
+    target_args: &TargetArgs,
+) -> Result<Exit, AppError> {
+    let Resolved {
+        settings, style, ..
+    } = load_settings(overrides).await?;
+    let choice = execution::SandboxChoice::new(&settings.tools, false);
+    let mut execution =
+        execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
+    execution::confine(&mut execution, choice, style)?;
+    super::remember_secrets(&settings);
+    eprintln!(
+        "buddy {} speaking ACP on stdin/stdout ({} via {})",
+        env!("CARGO_PKG_VERSION"),
+        settings.api.model,
+        settings.api.base_url
+    );
+    let backend = Arc::new(AcpBackend {
+        secrets: crate::redact::known().all().to_vec(),
+        settings,
+        execution,
+        transports: Transports::default(),
+    });
+    crate::acp::run(backend).await.map_err(AppError::Failed)?;
+    Ok(Exit::Ok)
+}
+
+struct AcpBackend {
+    settings: Settings,
+    secrets: Vec<String>,
+    execution: execution::Execution,
+    /// One HTTP client for every session's model requests.
+    transports: Transports,
+}
+
+/// Works in `cwd` from now on: the session store, the project files and
+/// the tools' relative paths all follow the process's directory, and an
+/// editor starts one `buddy acp` per project.
+fn enter(cwd: &Path) -> Result<(), String> {
+    if std::env::current_dir().ok().as_deref() != Some(cwd) {
+        std::env::set_current_dir(cwd)
+            .map_err(|e| format!("cannot work in {}: {e}", cwd.display()))?;
+    }
+    Ok(())
+}
+
+impl Backend for AcpBackend {
+    fn create(&self, cwd: &Path) -> Result<String, String> {
+        enter(cwd)?;
+        let info = SessionInfo {
+            model: self.settings.api.model.clone(),
+            profile: self.settings.api.profile.clone(),
+            cwd: cwd.display().to_string(),
+            secrets: self.secrets.clone(),
+        };
+        // Created and released at once: the agent takes it with its resume.
+        let (session, _warnings) = Store::for_workdir(cwd)
+            .create(info)
+            .map_err(|e| e.to_string())?;
+        Ok(session.id().to_string())
+    }
+
+    fn spawn(
+        &self,
+        cwd: &Path,
+        servers: BTreeMap<String, McpServer>,
+        files: Option<Arc<dyn ClientFiles>>,
+    ) -> Result<Spawned, String> {
+        enter(cwd)?;
+        let mut setup = agent_setup(
+            &self.settings,
+            &self.execution,
+            approval_rules(&self.settings),
+            agent_options(&self.settings),
+            None,
+            Some(&self.transports),
+        )
+        .map_err(|e| e.to_string())?;
+        if let Some(files) = files {
+            setup.tools.use_editor_files(files);
+        }
+        let servers: BTreeMap<String, McpServer> = servers
+            .into_iter()
+            .filter(|(name, _)| {
+                let clash = self.settings.mcp_servers.contains_key(name);
+                if clash {
+                    eprintln!("buddy: the client's MCP server `{name}` has the name of a configured one; the configured one is used");
+                }
+                !clash
+            })
+            .collect();
+        let mut started = None;
+        if !servers.is_empty() {
+            crate::redact::remember(
+                servers
+                    .values()
+                    .flat_map(|s| s.env.values().chain(s.headers.values()).cloned()),
+            );
+            let taken: HashSet<String> =
+                setup.tools.names().iter().map(|s| s.to_string()).collect();
+            let max = self
+                .settings
+                .tools
+                .max_output_chars
+                .unwrap_or(crate::mcp::DEFAULT_MAX_OUTPUT_CHARS)
+                .max(100);
+            let tools = crate::mcp::McpTools::start(&servers, taken, cwd.to_path_buf(), max)?;
+            setup.tools.add_source(tools.clone());
+            started = Some(tools);
+        }
+        Ok(Spawned {
+            agent: crate::agent::spawn(setup),
+            servers: started,
+        })
+    }
+}

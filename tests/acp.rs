@@ -1,0 +1,281 @@
+//! `buddy acp` driven end to end by the real ACP client library
+//! (`@agentclientprotocol/sdk`, tests/acp/client.mjs) against the scripted
+//! fake provider: a prompt with a tool call, a permission answered both
+//! ways, a cancel mid-stream, a saved session loaded again, the file tools
+//! going through the editor's buffers; and, with no library in between,
+//! malformed messages answered with JSON-RPC errors on a stdout that
+//! carries nothing else.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::Duration;
+use support::acp::{run, updates};
+use support::fake_provider::{tool_result, FakeProvider, Gate, Reply, SseChunk, ToolCallSpec};
+use support::{fake_config, BuddyCmd};
+
+fn shell(id: &str, command: &str) -> ToolCallSpec {
+    ToolCallSpec::new(id, "run_shell", json!({ "command": command }).to_string())
+}
+
+#[test]
+fn a_prompt_with_a_tool_call_streams_the_call_its_result_and_the_answer() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "ls")])
+            .with_reasoning("reasoning_content", "look first"),
+        Reply::text("there is one file"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    std::fs::write(cmd.work_dir().join("only.txt"), "x").unwrap();
+    let seen = run(&cmd, "tool", &[]);
+    let init = &seen["initialize"];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        true
+    );
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let thought: String = updates(&seen, "agent_thought_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(thought, "look first");
+    let call = updates(&seen, "tool_call");
+    assert_eq!(call.len(), 1, "{seen}");
+    assert_eq!(call[0]["toolCallId"], "c1");
+    assert_eq!(call[0]["kind"], "execute");
+    assert_eq!(call[0]["title"], "ls");
+    let done: Vec<&Value> = updates(&seen, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .collect();
+    assert_eq!(done.len(), 1, "{seen}");
+    assert!(
+        done[0]["content"][0]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("only.txt")),
+        "{seen}"
+    );
+    let text: String = updates(&seen, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "there is one file");
+    // `ls` only reads: nobody was asked.
+    assert_eq!(seen["permissions"], json!([]));
+    assert_eq!(seen["exit"], 0, "{seen}");
+}
+
+#[test]
+fn a_permission_allowed_runs_the_command_and_one_rejected_does_not() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("a", "touch allowed.txt")]),
+        Reply::text("created"),
+        Reply::tool_calls(vec![shell("r", "touch rejected.txt")]),
+        Reply::text("not created"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "permission", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn", "end_turn"]), "{seen}");
+    let asked = seen["permissions"].as_array().expect("permissions");
+    assert_eq!(asked.len(), 2, "{seen}");
+    assert_eq!(asked[0]["toolCall"]["toolCallId"], "a");
+    let kinds: Vec<&str> = asked[0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert!(cmd.work_dir().join("allowed.txt").exists());
+    assert!(!cmd.work_dir().join("rejected.txt").exists());
+    let reqs = p.chat_requests();
+    assert!(
+        tool_result(&reqs[3], "r").contains("rejected"),
+        "{}",
+        tool_result(&reqs[3], "r")
+    );
+}
+
+#[test]
+fn a_cancel_mid_stream_ends_the_turn_as_cancelled() {
+    let gate = Gate::new();
+    let p = FakeProvider::start(vec![Reply::sse(vec![
+        SseChunk::data(
+            json!({"choices":[{"index":0,"delta":{"role":"assistant","content":"Once upon"}}]}),
+        ),
+        SseChunk::gate(&gate),
+        SseChunk::data(
+            json!({"choices":[{"index":0,"delta":{"content":" a time"},"finish_reason":"stop"}]}),
+        ),
+        SseChunk::done(),
+    ])]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "cancel", &[]);
+    gate.open();
+    assert_eq!(seen["stops"], json!(["cancelled"]), "{seen}");
+    let text: String = updates(&seen, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Once upon");
+}
+
+#[test]
+fn a_saved_session_loads_with_its_history_replayed() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "ls")]),
+        Reply::text("the answer to remember"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let first = run(&cmd, "answer", &[]);
+    assert_eq!(first["stops"], json!(["end_turn"]), "{first}");
+    let id = first["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    let seen = run(&cmd, "load", &[("ACP_TEST_SESSION", &id)]);
+    let users = updates(&seen, "user_message_chunk");
+    assert_eq!(users.len(), 1, "{seen}");
+    assert_eq!(users[0]["content"]["text"], "list the files");
+    assert_eq!(updates(&seen, "tool_call")[0]["title"], "ls");
+    let text: String = updates(&seen, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "the answer to remember");
+    assert_eq!(
+        seen["replayed"].as_u64(),
+        Some(seen["updates"].as_array().unwrap().len() as u64),
+        "every update came before the load's answer: {seen}"
+    );
+    // Nothing else went to the model.
+    assert_eq!(p.chat_requests().len(), 2);
+}
+
+#[test]
+fn file_tools_read_and_edit_the_editors_buffer_not_the_disk() {
+    let cmd = BuddyCmd::new();
+    let file = cmd.work_dir().join("notes.txt");
+    std::fs::write(&file, "saved text\n").unwrap();
+    let path = file.display().to_string();
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "r",
+            "read_file",
+            json!({ "path": path }).to_string(),
+        )]),
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "e",
+            "edit_file",
+            json!({ "path": path, "old_string": "unsaved", "new_string": "edited" }).to_string(),
+        )]),
+        Reply::text("done"),
+    ]);
+    let cmd = cmd.config(fake_config(&p));
+    let seen = run(&cmd, "files", &[("ACP_TEST_FILE", &path)]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let reqs = p.chat_requests();
+    assert!(
+        tool_result(&reqs[1], "r").contains("unsaved text"),
+        "{}",
+        tool_result(&reqs[1], "r")
+    );
+    assert_eq!(seen["buffer"], "edited text\n", "{seen}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "saved text\n");
+    // The edit was asked about with its diff.
+    let asked = &seen["permissions"][0]["toolCall"]["content"][0];
+    assert_eq!(asked["type"], "diff", "{seen}");
+    assert_eq!(asked["oldText"], "unsaved");
+}
+
+/// Reads lines from buddy's stdout until one answers `id`.
+fn answer(out: &mut impl BufRead, id: Value) -> Value {
+    loop {
+        let mut line = String::new();
+        let n = out.read_line(&mut line).expect("read stdout");
+        assert!(n > 0, "buddy closed stdout before answering {id}");
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a line that is not JSON ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        if v["id"] == id {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn malformed_messages_get_json_rpc_errors_and_the_agent_goes_on() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let mut child = cmd
+        .command_with(&["acp".into()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start buddy acp");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .unwrap();
+    let init = answer(&mut out, json!(0));
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    // Not JSON at all.
+    stdin.write_all(b"{this is not json\n").unwrap();
+    let parse = answer(&mut out, Value::Null);
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    // A method nobody serves.
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"no/such\",\"params\":{}}\n")
+        .unwrap();
+    assert_eq!(answer(&mut out, json!(1))["error"]["code"], -32601);
+    // Parameters of the wrong shape.
+    stdin
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/new\",\"params\":{\"cwd\":5}}\n",
+        )
+        .unwrap();
+    assert_eq!(answer(&mut out, json!(2))["error"]["code"], -32602);
+    // A relative working directory.
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"session/new\",\"params\":{\"cwd\":\"rel\",\"mcpServers\":[]}}\n")
+        .unwrap();
+    assert_eq!(answer(&mut out, json!(3))["error"]["code"], -32602);
+    // A prompt for a session that is not open.
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"nope\",\"prompt\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n")
+        .unwrap();
+    assert_eq!(answer(&mut out, json!(4))["error"]["code"], -32002);
+    // And still an agent: a session opens.
+    let cwd = cmd.work_dir().display().to_string();
+    let new =
+        json!({"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":cwd,"mcpServers":[]}});
+    stdin.write_all(format!("{new}\n").as_bytes()).unwrap();
+    let opened = answer(&mut out, json!(5));
+    assert!(opened["result"]["sessionId"].is_string(), "{opened}");
+    drop(stdin);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "buddy acp did not end at EOF"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    for line in rest.lines() {
+        let v: Value = serde_json::from_str(line).expect("only JSON-RPC on stdout");
+        assert_eq!(v["jsonrpc"], "2.0");
+    }
+}
