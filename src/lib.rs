@@ -24,6 +24,7 @@ pub mod background;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod drive;
 pub mod frontmatter;
 pub mod host;
 pub mod localfile;

@@ -5,8 +5,10 @@
 
 pub mod exec;
 pub mod json;
+pub mod line;
 pub mod markdown;
 pub mod repl;
+pub mod resuming;
 pub mod session_picker;
 pub mod session_table;
 pub mod style;

@@ -11,6 +11,7 @@
 
 pub mod approval;
 pub mod bang;
+mod banner;
 pub mod buffer;
 pub mod commands;
 pub mod editor;
@@ -25,7 +26,9 @@ use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, OpId, QueueKind,
     RunOutcome, StatusReport,
 };
+use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
+use crate::drive::{drive, End, Flow, Renderer};
 use crate::text::visible;
 use crate::ui::markdown::MarkdownRenderer;
 use crate::ui::style::{preview, Style, SPINNER};
@@ -38,6 +41,8 @@ use editor::{Editor, Outcome};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+pub use banner::Banner;
 
 /// What the REPL asks of the application around it.
 pub trait ReplHost {
@@ -94,7 +99,8 @@ pub type LoginLines = Box<dyn Fn(&str) + Send + Sync>;
 pub type LoginRunning =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
 
-enum LoginEvent {
+/// A `/login` in progress reports a line for the user, or its end.
+pub enum LoginEvent {
     Line(String),
     Done(Result<Result<String, String>, tokio::task::JoinError>),
 }
@@ -264,11 +270,34 @@ fn terminal_events() -> mpsc::UnboundedReceiver<std::io::Result<Event>> {
     rx
 }
 
+/// What the REPL waits for besides the agent (`Renderer::input`).
+pub enum Input {
+    /// A key, a paste, a resize; `None` when the terminal can no longer be read.
+    Terminal(Option<std::io::Result<Event>>),
+    /// SIGTERM or SIGHUP: leave with this exit code.
+    Signal(i32),
+    Login(LoginEvent),
+    ModelList(Result<Result<Vec<String>, String>, tokio::task::JoinError>),
+    Tick,
+}
+
+/// The REPL's own sources of input, opened when it starts.
+struct Sources {
+    terminal: mpsc::UnboundedReceiver<std::io::Result<Event>>,
+    tick: tokio::time::Interval,
+    term: Option<tokio::signal::unix::Signal>,
+    hangup: Option<tokio::signal::unix::Signal>,
+}
+
 pub struct Repl<'h> {
     opts: ReplOptions,
     host: &'h mut dyn ReplHost,
     editor: Editor,
-    agent: AgentHandle,
+    /// Where the REPL's ops go; the drive loop holds the events.
+    ops: OpSender,
+    sources: Option<Sources>,
+    /// The exit code once the REPL decided to leave.
+    code: i32,
     task: Option<Task>,
     /// A mirror of the agent's approval policy, for `/approve`.
     policy: ApprovalPolicy,
@@ -325,7 +354,7 @@ pub struct Repl<'h> {
 }
 
 impl<'h> Repl<'h> {
-    pub fn new(agent: AgentHandle, host: &'h mut dyn ReplHost, opts: ReplOptions) -> Repl<'h> {
+    pub fn new(ops: OpSender, host: &'h mut dyn ReplHost, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
@@ -349,7 +378,9 @@ impl<'h> Repl<'h> {
             model: opts.model.clone(),
             opts,
             host,
-            agent,
+            ops,
+            sources: None,
+            code: 0,
             task: None,
             policy: ApprovalPolicy::Ask,
             always: Vec::new(),
@@ -423,7 +454,7 @@ impl<'h> Repl<'h> {
     /// ops at once, so a full queue means something is badly stuck; say so
     /// rather than wait.
     fn send(&mut self, op: Op) -> Option<OpId> {
-        match self.agent.ops.try_send(op) {
+        match self.ops.try_send(op) {
             Ok(id) => Some(id),
             Err(e) => {
                 let why = match e {
@@ -443,8 +474,9 @@ impl<'h> Repl<'h> {
         }
     }
 
-    /// Runs until the user quits; returns the exit code.
-    pub async fn run(mut self) -> i32 {
+    /// Runs on the drive loop until the user quits, then shuts `agent`
+    /// down (saving the session); returns the exit code.
+    pub async fn run(mut self, mut agent: AgentHandle) -> i32 {
         let _raw = match RawMode::enable() {
             Ok(r) => r,
             Err(e) => {
@@ -452,7 +484,6 @@ impl<'h> Repl<'h> {
                 return 1;
             }
         };
-        let mut input = terminal_events();
         self.sync_size();
         if !self.opts.banner.is_empty() {
             let banner = self.opts.banner.clone();
@@ -467,58 +498,15 @@ impl<'h> Repl<'h> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         // A closed terminal or a `kill` must still leave the terminal usable.
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).ok();
-        let mut hangup = signal(SignalKind::hangup()).ok();
-        let mut code = 0;
-        loop {
-            tokio::select! {
-                Some(()) = async { term.as_mut()?.recv().await } => {
-                    code = 128 + 15;
-                    break;
-                }
-                Some(()) = async { hangup.as_mut()?.recv().await } => {
-                    code = 128 + 1;
-                    break;
-                }
-                ev = input.recv() => match ev {
-                    Some(Ok(ev)) => {
-                        if self.on_input(ev).await {
-                            break;
-                        }
-                    }
-                    _ => break,
-                },
-                ev = self.agent.events.recv() => match ev {
-                    Some(ev) => self.on_agent_event(ev),
-                    None => {
-                        self.say_error("the agent stopped unexpectedly");
-                        code = 1;
-                        break;
-                    }
-                },
-                ev = async {
-                    let Some(run) = self.login.as_mut() else {
-                        return std::future::pending().await;
-                    };
-                    tokio::select! {
-                        Some(line) = run.lines.recv() => LoginEvent::Line(line),
-                        done = &mut run.handle => LoginEvent::Done(done),
-                    }
-                }, if self.login.is_some() => match ev {
-                    LoginEvent::Line(line) => self.say(&line),
-                    LoginEvent::Done(done) => self.on_login_done(done),
-                },
-                listed = async {
-                    match self.model_list.as_mut() {
-                        Some(fetch) => fetch.await,
-                        None => std::future::pending().await,
-                    }
-                }, if self.model_list.is_some() => {
-                    self.model_list = None;
-                    self.on_model_list(listed);
-                }
-                _ = tick.tick() => self.on_tick(),
-            }
+        self.sources = Some(Sources {
+            terminal: terminal_events(),
+            tick,
+            term: signal(SignalKind::terminate()).ok(),
+            hangup: signal(SignalKind::hangup()).ok(),
+        });
+        if drive(&mut agent, &mut self).await == End::AgentGone {
+            self.say_error("the agent stopped unexpectedly");
+            self.code = 1;
         }
         if let Some(fetch) = self.model_list.take() {
             fetch.abort();
@@ -528,7 +516,7 @@ impl<'h> Repl<'h> {
         }
         let _ = self.editor.finish(&mut self.out);
         // The run in progress is interrupted and everything saved before we go.
-        self.agent.shutdown().await;
+        agent.shutdown().await;
         if let Some(id) = &self.session_id {
             use std::io::Write;
             let _ = write!(
@@ -539,11 +527,11 @@ impl<'h> Repl<'h> {
                     .dim(&format!("resume this session with: buddy resume {id}"))
             );
         }
-        code
+        self.code
     }
 
     /// Handles one terminal event; true to quit.
-    async fn on_input(&mut self, ev: Event) -> bool {
+    fn on_terminal(&mut self, ev: Event) -> bool {
         use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
         if let Event::Resize(w, h) = ev {
             // What is printed already stays as the terminal re-wrapped it;
@@ -1934,5 +1922,66 @@ impl<'h> Repl<'h> {
             }
             EventKind::ShutdownComplete => {}
         }
+    }
+}
+
+impl Renderer for Repl<'_> {
+    type Input = Input;
+
+    fn on_event(&mut self, ev: AgentEvent, _ops: &OpSender) -> Flow {
+        self.on_agent_event(ev);
+        Flow::Continue
+    }
+
+    async fn input(&mut self) -> Input {
+        let Some(src) = self.sources.as_mut() else {
+            return std::future::pending().await;
+        };
+        let login = &mut self.login;
+        let model_list = &mut self.model_list;
+        tokio::select! {
+            Some(()) = async { src.term.as_mut()?.recv().await } => Input::Signal(128 + 15),
+            Some(()) = async { src.hangup.as_mut()?.recv().await } => Input::Signal(128 + 1),
+            ev = src.terminal.recv() => Input::Terminal(ev),
+            ev = async {
+                let Some(run) = login.as_mut() else {
+                    return std::future::pending().await;
+                };
+                tokio::select! {
+                    Some(line) = run.lines.recv() => LoginEvent::Line(line),
+                    done = &mut run.handle => LoginEvent::Done(done),
+                }
+            }, if login.is_some() => Input::Login(ev),
+            listed = async {
+                match model_list.as_mut() {
+                    Some(fetch) => fetch.await,
+                    None => std::future::pending().await,
+                }
+            }, if model_list.is_some() => Input::ModelList(listed),
+            _ = src.tick.tick() => Input::Tick,
+        }
+    }
+
+    async fn on_input(&mut self, input: Input, _ops: &OpSender) -> Flow {
+        match input {
+            Input::Signal(code) => {
+                self.code = code;
+                return Flow::Stop;
+            }
+            Input::Terminal(Some(Ok(ev))) => {
+                if self.on_terminal(ev) {
+                    return Flow::Stop;
+                }
+            }
+            Input::Terminal(_) => return Flow::Stop,
+            Input::Login(LoginEvent::Line(line)) => self.say(&line),
+            Input::Login(LoginEvent::Done(done)) => self.on_login_done(done),
+            Input::ModelList(listed) => {
+                self.model_list = None;
+                self.on_model_list(listed);
+            }
+            Input::Tick => self.on_tick(),
+        }
+        Flow::Continue
     }
 }
