@@ -356,18 +356,19 @@ async fn interactive(
         notes: &found.notes,
     }
     .render(style);
-    let mut host = repl::Host {
+    let services = repl::Services {
+        overrides: overrides.clone(),
+        allowed: allowed.clone(),
+    };
+    let opts = crate::ui::repl::ReplOptions {
+        style,
         tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
             .names()
             .into_iter()
             .map(String::from)
             .collect(),
-        settings: settings.clone(),
-        overrides: overrides.clone(),
+        profiles: settings.profiles.clone(),
         allowed,
-    };
-    let opts = crate::ui::repl::ReplOptions {
-        style,
         prompt: match &execution.label {
             Some(label) => format!("({label})> "),
             None => "> ".into(),
@@ -386,7 +387,7 @@ async fn interactive(
             .map(|s| (s.name, s.description))
             .collect(),
     };
-    let code = crate::ui::repl::Repl::new(agent.ops.clone(), &mut host, opts)
+    let code = crate::ui::repl::Repl::new(agent.ops.clone(), &services, opts)
         .run(agent)
         .await;
     Ok(Exit::Code(code))

@@ -5,9 +5,11 @@
 //! queues a follow-up, Alt-Up takes queued messages back, Esc or Ctrl-C
 //! interrupts. Slash commands become ops (status, approvals, models,
 //! sessions, the session list, a task's timeout), and their replies are
-//! matched to them by op id (`replies`). What the REPL needs beyond the agent
-//! (model profiles, the login) it asks of a `ReplHost`, so it knows no
-//! config, files or credentials.
+//! matched to them by op id (`replies`). The REPL is a renderer on the
+//! drive loop (`crate::drive`): its keys, timers and signals are its input
+//! there. What it needs beyond the agent (the login, saved approval rules,
+//! MCP servers) it asks of `ReplServices` as typed values it words itself,
+//! so it knows no config, files or credentials.
 
 pub mod approval;
 pub mod bang;
@@ -16,12 +18,14 @@ pub mod buffer;
 pub mod commands;
 pub mod editor;
 pub mod history;
+mod mcp_report;
 pub mod mentions;
 pub mod menu;
 pub mod replay;
 pub mod replies;
 pub mod rewind;
 
+use crate::agent::allowlist::{AllowRule, SharedAllowList};
 use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, OpId, QueueKind,
     RunOutcome, StatusReport,
@@ -44,37 +48,33 @@ use tokio::sync::mpsc;
 
 pub use banner::Banner;
 
-/// What the REPL asks of the application around it.
-pub trait ReplHost {
-    /// The enabled tools, for `/status`.
-    fn tools(&self) -> Vec<String>;
-    /// Profile names, in config order (for `/model` and its index form).
-    fn profiles(&self) -> Vec<String>;
+/// What the REPL needs of the application around it that is not the
+/// agent's: the login, the servers' model lists, the user's saved approval
+/// rules and the MCP servers. Every answer is a typed value (or an error
+/// line); how it is worded on the screen is the REPL's.
+pub trait ReplServices {
     /// Whether `profile` authenticates with a `buddy login`.
     fn uses_login(&self, profile: &str) -> bool;
     /// `/login [provider|profile]`: the login, as `buddy login` runs it;
-    /// the issuer's instructions go to `say` as they come. Ends with the
-    /// line to show, or an error line.
+    /// the issuer's instructions go to `say` as they come.
     fn login(&self, target: Option<&str>, say: LoginLines) -> LoginRunning;
     /// The model ids `profile`'s server offers, for the `/model` picker; an
     /// error is one line.
     fn server_models(&self, profile: &str) -> ModelList;
-    /// The "always" rules in force, remembered ones first, for `/approve`.
-    fn approval_rules(&self) -> Vec<crate::agent::allowlist::AllowRule> {
-        Vec::new()
-    }
     /// "Remember": saves the rule `prefix` (already allowed for this run) in
-    /// the user's own config; the line to show, or an error line.
-    fn remember(&self, _prefix: &str) -> Result<String, String> {
+    /// the user's own rules file; the file.
+    fn remember(&self, _prefix: &str) -> Result<PathBuf, String> {
         Err("rules cannot be remembered here".into())
     }
-    /// `/approve remove N`: drops rule `n` as `/approve` numbers them.
-    fn forget(&self, _n: usize) -> Result<String, String> {
+    /// `/approve remove N`: drops rule `n` as `/approve` numbers them; the
+    /// rule dropped.
+    fn forget(&self, _n: usize) -> Result<AllowRule, String> {
         Err("no rules to drop".into())
     }
-    /// `/mcp`: each MCP server's state, tools and last error.
-    fn mcp(&self) -> String {
-        "no MCP servers configured".into()
+    /// `/mcp`: each MCP server's state, tools and last error; `None` when
+    /// none is configured.
+    fn mcp(&self) -> Option<Vec<crate::mcp::ServerReport>> {
+        None
     }
     /// `@SERVER:uri`: the resource's text (bounded), an error line, or
     /// `None` when `mention` does not name a configured MCP server.
@@ -88,6 +88,24 @@ pub trait ReplHost {
     }
 }
 
+/// A login that succeeded: the provider and where its tokens are kept.
+#[derive(Debug, Clone)]
+pub struct LoggedIn {
+    pub provider: String,
+    pub file: PathBuf,
+}
+
+impl LoggedIn {
+    /// The line that ends a login, in the REPL and for `buddy login`.
+    pub fn line(&self) -> String {
+        format!(
+            "logged in to {}; tokens saved in {}",
+            visible(&self.provider),
+            self.file.display()
+        )
+    }
+}
+
 /// The server's model list, on its way.
 pub type ModelList =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, String>> + Send>>;
@@ -95,24 +113,30 @@ pub type ModelList =
 /// Where a login's lines for the user go.
 pub type LoginLines = Box<dyn Fn(&str) + Send + Sync>;
 
-/// A login on its way: the line that says how it ended, or an error line.
+/// A login on its way: who it logged in to, or an error line.
 pub type LoginRunning =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<LoggedIn, String>> + Send>>;
 
 /// A `/login` in progress reports a line for the user, or its end.
 pub enum LoginEvent {
     Line(String),
-    Done(Result<Result<String, String>, tokio::task::JoinError>),
+    Done(Result<Result<LoggedIn, String>, tokio::task::JoinError>),
 }
 
 /// A `/login` in progress: the issuer's instructions as they come, then the end.
 struct LoginRun {
     lines: mpsc::UnboundedReceiver<String>,
-    handle: tokio::task::JoinHandle<Result<String, String>>,
+    handle: tokio::task::JoinHandle<Result<LoggedIn, String>>,
 }
 
 pub struct ReplOptions {
     pub style: Style,
+    /// The enabled tools, for `/status`.
+    pub tools: Vec<String>,
+    /// Profile names, in config order (for `/model` and its index form).
+    pub profiles: Vec<String>,
+    /// The agent's allow list ("always" rules), for `/approve`.
+    pub allowed: SharedAllowList,
     pub prompt: String,
     pub show_tool_calls: bool,
     pub show_tokens: bool,
@@ -291,7 +315,7 @@ struct Sources {
 
 pub struct Repl<'h> {
     opts: ReplOptions,
-    host: &'h mut dyn ReplHost,
+    services: &'h dyn ReplServices,
     editor: Editor,
     /// Where the REPL's ops go; the drive loop holds the events.
     ops: OpSender,
@@ -354,7 +378,7 @@ pub struct Repl<'h> {
 }
 
 impl<'h> Repl<'h> {
-    pub fn new(ops: OpSender, host: &'h mut dyn ReplHost, opts: ReplOptions) -> Repl<'h> {
+    pub fn new(ops: OpSender, services: &'h dyn ReplServices, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
@@ -377,7 +401,7 @@ impl<'h> Repl<'h> {
             profile: opts.profile.clone(),
             model: opts.model.clone(),
             opts,
-            host,
+            services,
             ops,
             sources: None,
             code: 0,
@@ -690,8 +714,12 @@ impl<'h> Repl<'h> {
             Choice::Remember if p.always.is_some() => {
                 let prefix = p.always.clone().unwrap_or_default();
                 self.answer(p, Decision::ApproveAlways);
-                match self.host.remember(&prefix) {
-                    Ok(line) => self.say(&self.opts.style.dim(&line)),
+                match self.services.remember(&prefix) {
+                    Ok(file) => self.say(&self.opts.style.dim(&format!(
+                        "remembered always `{}` in {}",
+                        visible(&prefix),
+                        file.display()
+                    ))),
                     Err(e) => self.say_error(&visible(&e)),
                 }
             }
@@ -980,7 +1008,7 @@ impl<'h> Repl<'h> {
             .map(|r| r.split_once(char::is_whitespace).unwrap_or((r, "")))
             .filter(|(n, _)| n.contains(':') && custom.is_none())
         {
-            match self.host.mcp_prompt(name, args.trim()) {
+            match self.services.mcp_prompt(name, args.trim()) {
                 Some(Ok(text)) => custom = Some(text),
                 Some(Err(e)) => {
                     self.say_error(&format!("/{}: {}", visible(name), visible(&e)));
@@ -1017,7 +1045,7 @@ impl<'h> Repl<'h> {
                 let mut resources = String::new();
                 let mut taken = Vec::new();
                 for m in mentions::find(&line) {
-                    match self.host.mcp_resource(&m) {
+                    match self.services.mcp_resource(&m) {
                         Some(Ok(text)) => {
                             resources.push_str(&format!(
                                 "<resource mention=\"{m}\">\n{text}\n</resource>\n"
@@ -1165,11 +1193,11 @@ impl<'h> Repl<'h> {
         let say: LoginLines = Box::new(move |line: &str| {
             let _ = tx.send(line.to_string());
         });
-        let handle = tokio::spawn(self.host.login(target, say));
+        let handle = tokio::spawn(self.services.login(target, say));
         self.login = Some(LoginRun { lines: rx, handle });
     }
 
-    fn on_login_done(&mut self, done: Result<Result<String, String>, tokio::task::JoinError>) {
+    fn on_login_done(&mut self, done: Result<Result<LoggedIn, String>, tokio::task::JoinError>) {
         // Lines sent just before the end are still queued.
         if let Some(mut run) = self.login.take() {
             while let Ok(line) = run.lines.try_recv() {
@@ -1177,10 +1205,10 @@ impl<'h> Repl<'h> {
             }
         }
         match done {
-            Ok(Ok(text)) => {
-                self.say(&text);
+            Ok(Ok(done)) => {
+                self.say(&done.line());
                 // The active profile picks up the new tokens.
-                if self.host.uses_login(&self.profile) && self.task.is_none() {
+                if self.services.uses_login(&self.profile) && self.task.is_none() {
                     let choice = self.profile.clone();
                     self.ask(Op::SwitchModel { choice }, Want::LoginSwitch);
                 }
@@ -1199,7 +1227,10 @@ impl<'h> Repl<'h> {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
             Slash::Mcp => {
-                let text = self.host.mcp();
+                let text = match self.services.mcp() {
+                    Some(report) => mcp_report::text(&report),
+                    None => "no MCP servers configured ([mcp_servers] in buddy.toml, or `buddy mcp add`)".into(),
+                };
                 self.say(&text);
             }
             Slash::Skills => {
@@ -1253,11 +1284,19 @@ impl<'h> Repl<'h> {
                 }),
             },
             Slash::Approve(arg) => match arg {
-                Some(ApproveArg::Remove(n)) => match self.host.forget(n) {
-                    Ok(line) => {
-                        let left = self.host.approval_rules();
+                Some(ApproveArg::Remove(n)) => match self.services.forget(n) {
+                    Ok(rule) => {
+                        let left = self.opts.allowed.rules();
                         self.always.retain(|a| left.iter().any(|r| r.shown == *a));
-                        self.say(&line);
+                        self.say(&format!(
+                            "dropped always `{}`{}",
+                            visible(&rule.shown),
+                            if rule.remembered {
+                                " (also from the saved rules)"
+                            } else {
+                                ""
+                            }
+                        ));
                     }
                     Err(e) => self.say_error(&visible(&e)),
                 },
@@ -1270,7 +1309,7 @@ impl<'h> Repl<'h> {
                     let text = format!(
                         "approval: {}{}",
                         describe(&self.policy),
-                        rules_listing(&self.host.approval_rules(), &self.always)
+                        rules_listing(&self.opts.allowed.rules(), &self.always)
                     );
                     self.say(&text);
                 }
@@ -1300,7 +1339,7 @@ impl<'h> Repl<'h> {
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
-                    let profiles = self.host.profiles();
+                    let profiles = self.opts.profiles.clone();
                     if profiles.is_empty() {
                         self.say("no model profiles are configured");
                     } else {
@@ -1317,7 +1356,7 @@ impl<'h> Repl<'h> {
                             selected,
                         };
                         // The list comes in the background; the picker works meanwhile.
-                        let fetch = self.host.server_models(&self.profile);
+                        let fetch = self.services.server_models(&self.profile);
                         self.model_list = Some(tokio::spawn(fetch));
                         self.editor.set_live(Some(picker.render()));
                         self.picker = Some(picker);
@@ -1501,7 +1540,7 @@ impl<'h> Repl<'h> {
     }
 
     fn status_text(&self, r: &StatusReport) -> String {
-        let tools = self.host.tools();
+        let tools = &self.opts.tools;
         let cache = crate::agent::tokens::cache_note(r.cache_read_tokens, r.cache_write_tokens);
         format!(
             "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}",
