@@ -15,7 +15,8 @@
 //! scrubs keys from buddy's own environment block; `net` sets trust roots and
 //! proxies; `frontmatter` reads prompt files' headers; `clock` does date and
 //! duration maths; `background` runs housekeeping at a lower priority than
-//! live streams. `cli` defines the command line; `main.rs` only wires these
+//! live streams; `drive` is the one loop every front end runs the agent
+//! with. `cli` defines the command line; `main.rs` only wires these
 //! together.
 
 pub mod acp;
@@ -26,6 +27,7 @@ pub mod background;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod drive;
 pub mod frontmatter;
 pub mod host;
 pub mod localfile;

@@ -532,7 +532,9 @@ fn client_servers(
                 ))
             }
         };
-        server.check(&name).map_err(|e| invalid_params(&e))?;
+        server
+            .check(&name)
+            .map_err(|e| invalid_params(&e.to_string()))?;
         out.insert(name, server);
     }
     Ok(out)

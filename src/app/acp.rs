@@ -122,7 +122,8 @@ impl Backend for AcpBackend {
                 .max_output_chars
                 .unwrap_or(crate::mcp::DEFAULT_MAX_OUTPUT_CHARS)
                 .max(100);
-            let tools = crate::mcp::McpTools::start(&servers, taken, cwd.to_path_buf(), max)?;
+            let tools = crate::mcp::McpTools::start(&servers, taken, cwd.to_path_buf(), max)
+                .map_err(|e| e.to_string())?;
             setup.tools.add_source(tools.clone());
             started = Some(tools);
         }

@@ -6,6 +6,7 @@
 use crate::agent::allowlist::{rule_words, AllowRule, SharedAllowList};
 use crate::config::approvals::Remembered;
 use crate::ui::style::Style;
+use std::path::PathBuf;
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
@@ -49,22 +50,18 @@ pub(crate) fn remembered() -> SharedAllowList {
 }
 
 /// Saves `prefix` (as shown at the prompt) in the user's rules file and
-/// marks it remembered in `list`; the line to show, or the error line.
-pub(crate) fn remember(list: &SharedAllowList, prefix: &str) -> Result<String, String> {
+/// marks it remembered in `list`; the file, or the error line.
+pub(crate) fn remember(list: &SharedAllowList, prefix: &str) -> Result<PathBuf, String> {
     let words = rule_words(prefix).ok_or_else(|| format!("`{prefix}` cannot be remembered"))?;
     let store = store().ok_or("there is no config directory to remember it in")?;
     store.add(prefix).map_err(|e| e.to_string())?;
     list.add_remembered(words);
-    Ok(format!(
-        "remembered always `{}` in {}",
-        crate::text::visible(prefix),
-        store.path().display()
-    ))
+    Ok(store.path().to_path_buf())
 }
 
 /// Drops rule `n` (1-based, as `/approve` lists them) from `list` and, if
-/// it was remembered, from the file.
-pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<String, String> {
+/// it was remembered, from the file; the rule dropped.
+pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<AllowRule, String> {
     let rules: Vec<AllowRule> = list.rules();
     let rule = n
         .checked_sub(1)
@@ -75,13 +72,5 @@ pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<String, String>
         store.remove(&rule.shown).map_err(|e| e.to_string())?;
     }
     list.remove(&rule.shown);
-    Ok(format!(
-        "dropped always `{}`{}",
-        crate::text::visible(&rule.shown),
-        if rule.remembered {
-            " (also from the saved rules)"
-        } else {
-            ""
-        }
-    ))
+    Ok(rule.clone())
 }

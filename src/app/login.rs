@@ -2,12 +2,13 @@
 //! flow's prompts on stderr, and the user's `auth.json`. Logging in is a
 //! device flow, the one way buddy does it: `buddy login` and the REPL's
 //! `/login` both run `sign_in`, so the front end never calls `auth` itself
-//! (the REPL gets it through its `ReplHost`).
+//! (the REPL gets it through its `ReplServices`).
 
 use super::setup::auth_store;
 use super::{env, AppError, Exit};
 use crate::auth::AuthError;
 use crate::config::{self, CliOverrides};
+use crate::ui::repl::LoggedIn;
 use std::path::PathBuf;
 
 pub(super) async fn login(
@@ -18,7 +19,7 @@ pub(super) async fn login(
     let cancelled = tokio::signal::ctrl_c();
     tokio::select! {
         r = sign_in(target, overrides, &say) => {
-            eprintln!("{}", r?);
+            eprintln!("{}", r?.line());
             Ok(Exit::Ok)
         }
         _ = cancelled => {
@@ -29,24 +30,23 @@ pub(super) async fn login(
 }
 
 /// Logs in to the provider `target` names (`login_issuer`), telling the
-/// user what to do through `say`; the line that says where the tokens are.
+/// user what to do through `say`; the provider and where its tokens are.
 /// No usable issuer or store is `AppError::Auth` (exit 2), a flow that fails
 /// `AppError::Login` (exit 1).
 pub(crate) async fn sign_in(
     target: Option<&str>,
     overrides: &CliOverrides,
     say: &(dyn Fn(&str) + Send + Sync),
-) -> Result<String, AppError> {
+) -> Result<LoggedIn, AppError> {
     let issuer = login_issuer(target, overrides)?;
     let store = auth_store()?;
     crate::auth::login(&issuer, &store, say)
         .await
         .map_err(AppError::Login)?;
-    Ok(format!(
-        "logged in to {}; tokens saved in {}",
-        issuer.provider,
-        store.path().display()
-    ))
+    Ok(LoggedIn {
+        provider: issuer.provider.to_string(),
+        file: store.path().to_path_buf(),
+    })
 }
 
 pub(super) fn logout(provider: Option<&str>) -> Result<Exit, AppError> {

@@ -8,13 +8,14 @@
 //! `Exit` or an `AppError` (error.rs); `main` alone turns those into exit
 //! codes. The only module that knows all the others; none of them knows it.
 
-use crate::agent::protocol::{ApprovalPolicy, Event, EventKind, Op};
+use crate::agent::protocol::{ApprovalPolicy, Event, Op};
 use crate::agent::{self, AgentHandle};
 use crate::cli::{Cli, Command, ExecArgs, ResumeArgs, TargetArgs};
 use crate::config::{self, CliOverrides};
 use crate::ui::exec::{ExecFrontEnd, ExecOutcome};
 use crate::ui::json::JsonFrontEnd;
-use crate::ui::style::Style;
+use crate::ui::line::{LineEnd, LineOptions};
+use crate::ui::resuming::{Notice, Resuming};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,7 +80,10 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Mcp(cmd)) => mcp_cmd::run(cmd, &overrides).await,
         Some(Command::McpServer) => mcp_server::run(&overrides, &cli.global.target).await,
         Some(Command::Acp) => acp::acp(&overrides, &cli.global.target).await,
-        None => interactive(&overrides, None, &cli.global.target).await,
+        None => match load_settings(&overrides).await {
+            Ok(resolved) => interactive(resolved, None, &cli.global.target).await,
+            Err(e) => Err(e),
+        },
     };
     // The servers' processes end with buddy, even one that ignores EOF.
     if let Some(servers) = mcp::running() {
@@ -146,16 +150,16 @@ async fn exec(
         j.hello();
     }
     if let Some(query) = &args.resume {
-        let mut seen = |ev: &Event| {
-            if let Some(j) = json.as_mut() {
-                j.event(ev);
-            }
-        };
         let what = Continue {
             query: query.clone(),
             fork: false,
         };
-        resume_first(&mut agent, &what, style, Notice::Notes, &mut seen).await?;
+        resume_first(
+            &mut agent,
+            &what,
+            Resuming::new(style, Notice::Notes, json.as_mut()),
+        )
+        .await?;
     }
     let _ = agent
         .ops
@@ -190,25 +194,12 @@ async fn finish(agent: AgentHandle, outcome: &ExecOutcome) {
     let _ = tokio::time::timeout(wait, agent.shutdown()).await;
 }
 
-/// What `resume_first` prints of the resumed session.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Notice {
-    /// Nothing: the caller shows the event (the REPL replays it).
-    Quiet,
-    /// Warnings and the model note.
-    Notes,
-    /// Those and the last exchange.
-    LastExchange,
-}
-
-/// Loads session `query` into the agent before anything else, telling the
-/// user what `notice` says; returns the `SessionResumed` event.
+/// Loads session `what` into the agent before anything else, shown
+/// through `shown`; returns the `SessionResumed` event.
 async fn resume_first(
     agent: &mut AgentHandle,
     what: &Continue,
-    style: Style,
-    notice: Notice,
-    seen: &mut dyn FnMut(&Event),
+    mut shown: Resuming<'_>,
 ) -> Result<Event, AppError> {
     let query = what.query.clone();
     let op = if what.fork {
@@ -217,34 +208,12 @@ async fn resume_first(
         Op::Resume { query }
     };
     let _ = agent.ops.send(op).await;
-    while let Some(ev) = agent.events.recv().await {
-        seen(&ev);
-        match &ev.kind {
-            EventKind::SessionForked { id, from, .. } => eprintln!(
-                "{}",
-                style.dim(&format!(
-                    "forked session {from}: this conversation goes on as session {id}; {from} stays as it was"
-                ))
-            ),
-            EventKind::SessionResumed { warnings, note, .. } => {
-                if notice == Notice::LastExchange {
-                    let text = crate::ui::resumed_text(&ev.kind, style).unwrap_or_default();
-                    eprintln!("{text}");
-                } else if notice == Notice::Notes {
-                    for w in warnings {
-                        eprintln!("{} {w}", style.warning("warning:"));
-                    }
-                    if let Some(n) = note {
-                        eprintln!("{}", style.dim(n));
-                    }
-                }
-                return Ok(ev);
-            }
-            EventKind::Error { message, .. } => return Err(AppError::Usage(message.clone())),
-            _ => {}
-        }
+    crate::drive::drive(agent, &mut shown).await;
+    match shown.answer() {
+        Some(Ok(ev)) => Ok(ev),
+        Some(Err(message)) => Err(AppError::Usage(message)),
+        None => Err(AppError::Failed("the agent stopped unexpectedly".into())),
     }
-    Err(AppError::Failed("the agent stopped unexpectedly".into()))
 }
 
 fn workdir() -> PathBuf {
@@ -253,19 +222,24 @@ fn workdir() -> PathBuf {
 
 /// `buddy resume`: the session's history, then the conversation on it.
 /// Without an id on a terminal, a picker asks which session: Esc cancels
-/// (exit 0, nothing was wrong), Ctrl-C interrupts (130).
+/// (exit 0, nothing was wrong), Ctrl-C interrupts (130). The settings are
+/// resolved before the picker, so it draws with the one colour choice.
 async fn resume(
     args: ResumeArgs,
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
+    let on_terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !args.last && args.id.is_none() && !on_terminal {
+        return Err(AppError::Usage(
+            "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
+        ));
+    }
+    let resolved = load_settings(overrides).await?;
     let query = match (args.last, args.id) {
         (true, _) => "last".to_string(),
         (false, Some(id)) => id,
-        (false, None) if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) => return Err(AppError::Usage(
-            "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
-        )),
-        (false, None) => match pick::choose(Style::detect(picker_color(overrides))).await? {
+        (false, None) => match pick::choose(resolved.style).await? {
             crate::ui::session_picker::Picked::Session(id) => id,
             crate::ui::session_picker::Picked::Cancelled => {
                 eprintln!("no session resumed");
@@ -275,15 +249,11 @@ async fn resume(
             crate::ui::session_picker::Picked::Signalled(code) => return Ok(Exit::Code(code)),
         },
     };
-    interactive(
-        overrides,
-        Some(Continue {
-            query,
-            fork: args.fork,
-        }),
-        target_args,
-    )
-    .await
+    let what = Continue {
+        query,
+        fork: args.fork,
+    };
+    interactive(resolved, Some(what), target_args).await
 }
 
 /// The saved session a conversation starts from: resumed, or forked first.
@@ -292,114 +262,118 @@ pub(crate) struct Continue {
     fork: bool,
 }
 
-/// Whether the picker may use colour: it is drawn before the settings are
-/// loaded (the chosen session decides nothing about them, but loading them
-/// may ask questions), so only the config file's `display.color` is read. A
-/// file that cannot be read or parsed leaves the default; the error is
-/// reported when the settings are loaded right after.
-fn picker_color(overrides: &CliOverrides) -> bool {
-    !overrides.no_color
-        && config::load_file(&workdir(), &env, overrides).map_or(true, |(f, _)| f.display.color)
-}
-
-/// Bare `buddy` and `buddy resume`: the REPL on a terminal, the line session
-/// when input or output is redirected or the terminal is dumb.
+/// Bare `buddy` and `buddy resume`: the agent set up once, then the REPL on
+/// a terminal, or the line session when input or output is redirected or
+/// the terminal is dumb (it cannot take the editor's cursor movement and
+/// redraws).
 async fn interactive(
-    overrides: &CliOverrides,
+    resolved: Resolved,
     resume: Option<Continue>,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    // A dumb terminal cannot take the editor's cursor movement and redraws:
-    // it gets the plain line session, as a pipe does.
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
-        || crate::ui::style::dumb_terminal()
-    {
-        return line_session(overrides, resume, target_args).await;
-    }
+    let editor = std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal()
+        && !crate::ui::style::dumb_terminal();
     let Resolved {
         settings,
         overrides,
         style,
-    } = load_settings(overrides).await?;
-    let overrides = &overrides;
+    } = resolved;
     let choice = SandboxChoice::new(&settings.tools, false);
     let mut execution =
-        execution::open(target_args, &settings, true, choice.mode.is_some()).await?;
+        execution::open(target_args, &settings, editor, choice.mode.is_some()).await?;
     execution::confine(&mut execution, choice, style)?;
-    let switcher = repl::Switcher {
-        settings: settings.clone(),
-        overrides: overrides.clone(),
-    };
+    let mut rules = approval_rules(&settings);
+    // The line session asks on the controlling terminal, as exec does.
+    if !editor && !has_tty() {
+        rules.no_approver_reason = Some(NO_TERMINAL_REASON.into());
+    }
+    // `/model` is the REPL's.
+    let switcher = editor.then(|| -> Box<dyn crate::agent::service::ModelSwitcher> {
+        Box::new(repl::Switcher {
+            settings: settings.clone(),
+            overrides: overrides.clone(),
+        })
+    });
     let setup = agent_setup(
         &settings,
         &execution,
-        approval_rules(&settings),
+        rules,
         agent_options(&settings),
-        Some(Box::new(switcher)),
+        switcher,
         None,
     )?;
     let allowed = setup.allowed.clone();
     let mut agent = agent::spawn(setup);
-    let mut banner = format!(
-        "{} {} via {} — /help for commands, Ctrl-D to quit",
-        style.actor("buddy"),
-        settings.api.model,
-        settings.api.base_url
-    );
-    if !execution.target.is_local() {
-        banner.push_str(&format!(
-            "\n{}",
-            style.dim(&format!("tools run on {}", execution.target.actor()))
-        ));
-    }
-    if let Some(a) = &execution.attach {
-        banner.push_str(&format!("\n{}", style.dim(a)));
-    }
-    if let Some(found) = std::env::current_dir()
-        .ok()
-        .and_then(|d| project::find(&d))
-        .filter(|p| !p.files.is_empty())
-    {
-        let cwd = std::env::current_dir().unwrap_or_default();
-        let names: Vec<String> = found
-            .files
-            .iter()
-            .map(|f| f.strip_prefix(&cwd).unwrap_or(f).display().to_string())
-            .collect();
-        banner.push_str(&format!(
-            "\n{}",
-            style.dim(&format!(
-                "project instructions from {}",
-                crate::text::visible(&names.join(", "))
-            ))
-        ));
-    }
-    let found = custom_files(&settings, &workdir());
-    for note in &found.notes {
-        banner.push_str(&format!("\n{}", style.dim(&format!("note: {note}"))));
+    if !editor {
+        if let Some(a) = &execution.attach {
+            eprintln!("{}", style.dim(a));
+        }
     }
     let mut resumed = None;
-    if let Some(query) = &resume {
-        match resume_first(&mut agent, query, style, Notice::Quiet, &mut |_| {}).await {
+    if let Some(what) = &resume {
+        let notice = if editor {
+            Notice::Quiet
+        } else {
+            Notice::LastExchange
+        };
+        match resume_first(&mut agent, what, Resuming::new(style, notice, None)).await {
             Ok(ev) => resumed = Some(ev),
             Err(e) => {
                 agent.shutdown().await;
                 return Err(e);
             }
+        }
+    }
+    if !editor {
+        let end = crate::ui::line::run(
+            &mut agent,
+            LineOptions {
+                exec: exec_options(&settings, style),
+                model: settings.api.model.clone(),
+                base_url: settings.api.base_url.clone(),
+            },
+        )
+        .await;
+        agent.shutdown().await;
+        return match end {
+            LineEnd::Ok => Ok(Exit::Ok),
+            LineEnd::LastFailed => Ok(Exit::Code(EXIT_FAILURE)),
+            LineEnd::Unreadable(e) => Err(AppError::Failed(e)),
         };
     }
-    let mut host = repl::Host {
+    let cwd = workdir();
+    let found = custom_files(&settings, &cwd);
+    let banner = crate::ui::repl::Banner {
+        model: &settings.api.model,
+        base_url: &settings.api.base_url,
+        remote: (!execution.target.is_local()).then(|| execution.target.actor()),
+        attach: execution.attach.as_deref(),
+        instructions: project::find(&cwd)
+            .map(|found| {
+                found
+                    .files
+                    .iter()
+                    .map(|f| f.strip_prefix(&cwd).unwrap_or(f).display().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        notes: &found.notes,
+    }
+    .render(style);
+    let services = repl::Services {
+        overrides: overrides.clone(),
+        allowed: allowed.clone(),
+    };
+    let opts = crate::ui::repl::ReplOptions {
+        style,
         tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
             .names()
             .into_iter()
             .map(String::from)
             .collect(),
-        settings: settings.clone(),
-        overrides: overrides.clone(),
+        profiles: settings.profiles.clone(),
         allowed,
-    };
-    let opts = crate::ui::repl::ReplOptions {
-        style,
         prompt: match &execution.label {
             Some(label) => format!("({label})> "),
             None => "> ".into(),
@@ -418,115 +392,8 @@ async fn interactive(
             .map(|s| (s.name, s.description))
             .collect(),
     };
-    let code = crate::ui::repl::Repl::new(agent, &mut host, opts)
-        .run()
+    let code = crate::ui::repl::Repl::new(agent.ops.clone(), &services, opts)
+        .run(agent)
         .await;
     Ok(Exit::Code(code))
-}
-
-/// A plain line-by-line conversation when input or output is redirected or
-/// the terminal is dumb (`TERM=dumb`): one prompt per line, Ctrl-D to quit.
-async fn line_session(
-    overrides: &CliOverrides,
-    resume: Option<Continue>,
-    target_args: &TargetArgs,
-) -> Result<Exit, AppError> {
-    use tokio::io::AsyncBufReadExt;
-    let Resolved {
-        settings, style, ..
-    } = load_settings(overrides).await?;
-    let choice = SandboxChoice::new(&settings.tools, false);
-    let mut execution =
-        execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
-    execution::confine(&mut execution, choice, style)?;
-    if let Some(a) = &execution.attach {
-        eprintln!("{}", style.dim(a));
-    }
-    let mut rules = approval_rules(&settings);
-    if !has_tty() {
-        rules.no_approver_reason = Some(NO_TERMINAL_REASON.into());
-    }
-    let mut agent = agent::spawn(agent_setup(
-        &settings,
-        &execution,
-        rules,
-        agent_options(&settings),
-        None,
-        None,
-    )?);
-    if let Some(query) = &resume {
-        if let Err(e) =
-            resume_first(&mut agent, query, style, Notice::LastExchange, &mut |_| {}).await
-        {
-            agent.shutdown().await;
-            return Err(e);
-        }
-    }
-    let interactive = std::io::stdin().is_terminal();
-    if interactive {
-        eprintln!(
-            "{} {} via {} — one prompt per line, Ctrl-D to quit",
-            style.actor("buddy"),
-            settings.api.model,
-            settings.api.base_url
-        );
-    }
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut last = Exit::Ok;
-    let mut failed = None;
-    loop {
-        if interactive {
-            eprint!("{}", style.actor("> "));
-        }
-        let line = match lines.next_line().await {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
-            Err(e) => {
-                failed = Some(AppError::Failed(format!("cannot read input: {e}")));
-                break;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        if matches!(line.trim(), "/quit" | "/exit" | "/q") {
-            break;
-        }
-        let _ = agent
-            .ops
-            .send(Op::Prompt {
-                text: line,
-                images: Vec::new(),
-            })
-            .await;
-        let outcome = ExecFrontEnd::new(exec_options(&settings, style))
-            .run(&mut agent)
-            .await;
-        last = Exit::Ok;
-        match outcome {
-            ExecOutcome::Answered => {}
-            ExecOutcome::Interrupted => {
-                // The user stopped waiting; the run still ends before the next prompt.
-                wait_for_run_end(&mut agent).await;
-            }
-            ExecOutcome::Failed(m) | ExecOutcome::LimitReached(m) => {
-                eprintln!("{} {}", style.error("error:"), crate::text::visible(&m));
-                last = Exit::Code(EXIT_FAILURE);
-            }
-        }
-    }
-    agent.shutdown().await;
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(last),
-    }
-}
-
-/// Drops events until the current run has finished.
-async fn wait_for_run_end(agent: &mut AgentHandle) {
-    while let Some(ev) = agent.events.recv().await {
-        if matches!(ev.kind, EventKind::RunFinished { .. }) {
-            return;
-        }
-    }
 }

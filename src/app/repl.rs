@@ -1,20 +1,23 @@
 //! Wires the interactive REPL (`ui::repl`) to the rest of buddy: the
-//! `ReplHost` it asks for profiles and logins, and the agent's
+//! `ReplServices` it asks for logins, model lists, saved approval rules and
+//! MCP servers (typed answers; the REPL words them), and the agent's
 //! `ModelSwitcher` for `/model` (the one place a `/model` choice is
 //! resolved).
 
 use super::{client_for, workdir};
+use crate::agent::allowlist::AllowRule;
 use crate::agent::service::{ModelSwitcher, Switched};
 use crate::agent::{tokens, HostedError};
 use crate::config::{self, CliOverrides, Settings};
-use crate::ui::repl::ReplHost;
+use crate::ui::repl::ReplServices;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-pub(crate) struct Host {
-    pub settings: Settings,
+/// The REPL's services: the overrides the settings were resolved with, for
+/// the login and other profiles' model lists; the agent's allow list, for
+/// remembered rules.
+pub(crate) struct Services {
     pub overrides: CliOverrides,
-    pub tools: Vec<String>,
-    /// The agent's allow list, for `/approve` and "remember".
     pub allowed: crate::agent::allowlist::SharedAllowList,
 }
 
@@ -22,30 +25,17 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-impl ReplHost for Host {
-    fn tools(&self) -> Vec<String> {
-        self.tools.clone()
-    }
-
-    fn approval_rules(&self) -> Vec<crate::agent::allowlist::AllowRule> {
-        self.allowed.rules()
-    }
-
-    fn remember(&self, prefix: &str) -> Result<String, String> {
+impl ReplServices for Services {
+    fn remember(&self, prefix: &str) -> Result<PathBuf, String> {
         super::approvals::remember(&self.allowed, prefix)
     }
 
-    fn forget(&self, n: usize) -> Result<String, String> {
+    fn forget(&self, n: usize) -> Result<AllowRule, String> {
         super::approvals::forget(&self.allowed, n)
     }
 
-    fn mcp(&self) -> String {
-        match super::mcp::running() {
-            Some(servers) => super::mcp::report_text(&servers.report()),
-            None => {
-                "no MCP servers configured ([mcp_servers] in buddy.toml, or `buddy mcp add`)".into()
-            }
-        }
+    fn mcp(&self) -> Option<Vec<crate::mcp::ServerReport>> {
+        super::mcp::running().map(|servers| servers.report())
     }
 
     fn mcp_resource(&self, mention: &str) -> Option<Result<String, String>> {
@@ -54,10 +44,6 @@ impl ReplHost for Host {
 
     fn mcp_prompt(&self, name: &str, args: &str) -> Option<Result<String, String>> {
         super::mcp::prompt(name, args).map(|r| r.map_err(|e| e.to_string()))
-    }
-
-    fn profiles(&self) -> Vec<String> {
-        self.settings.profiles.clone()
     }
 
     fn uses_login(&self, profile: &str) -> bool {

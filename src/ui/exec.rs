@@ -10,8 +10,10 @@
 
 use super::markdown::MarkdownRenderer;
 use super::style::{dumb_terminal, preview, Style, SPINNER};
-use crate::agent::protocol::{DecidedBy, Decision, EventKind, Op, RunOutcome};
+use crate::agent::protocol::{DecidedBy, Decision, Event, EventKind, RunOutcome};
+use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
+use crate::drive::{drive, Approval, ApprovalRequest, End, Flow, Renderer};
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -51,6 +53,10 @@ pub struct ExecFrontEnd {
     /// With stdout a pipe: the text of the model's current turn. Shown on
     /// stderr if tool calls follow it; if none do, it was the answer.
     turn_text: String,
+    /// The spinner's redraws, while one is shown.
+    tick: tokio::time::Interval,
+    /// How the run ended, once it has.
+    outcome: Option<ExecOutcome>,
 }
 
 /// The most of a turn's text kept for stderr; narration is short, and an
@@ -61,6 +67,13 @@ struct Spinner {
     label: String,
     started: Instant,
     frame: usize,
+}
+
+/// The spinner's frame interval; a late tick is skipped, not caught up.
+fn spinner_tick() -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick
 }
 
 /// The terminal's width now (read again for each line, so a resize applies to
@@ -84,48 +97,29 @@ impl ExecFrontEnd {
             reasoning_open: false,
             live_line: None,
             turn_text: String::new(),
+            tick: spinner_tick(),
+            outcome: None,
         }
     }
 
-    /// Renders events until the run finishes. Ctrl-C interrupts the run (a
-    /// second one gives up waiting).
+    /// Renders events until the run finishes, through the drive loop.
+    /// Ctrl-C interrupts the run (a second one gives up waiting).
     pub async fn run(mut self, agent: &mut AgentHandle) -> ExecOutcome {
-        let spin = self.spin;
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut interrupted = false;
-        loop {
-            tokio::select! {
-                ev = agent.events.recv() => match ev {
-                    Some(ev) => {
-                        if let EventKind::RunFinished { outcome } = ev.kind {
-                            self.clear_spinner();
-                            return self.finish(outcome);
-                        }
-                        self.handle(ev.kind, agent).await;
-                    }
-                    None => {
-                        self.clear_spinner();
-                        return ExecOutcome::Failed("the agent stopped unexpectedly".into());
-                    }
-                },
-                _ = tokio::signal::ctrl_c() => {
-                    self.clear_spinner();
-                    // The answer so far goes out before the note that ends it.
-                    self.end_stream_line();
-                    if interrupted {
-                        return ExecOutcome::Interrupted;
-                    }
-                    interrupted = true;
-                    eprintln!("{}", self.opts.style.warning("interrupted: cancelling (Ctrl-C again to quit now)"));
-                    let _ = agent.ops.send(Op::Interrupt).await;
-                }
-                _ = tick.tick(), if spin && self.spinner.is_some() => self.draw_spinner(),
-            }
+        let end = drive(agent, &mut self).await;
+        self.outcome(end)
+    }
+
+    /// How the run went, once the drive loop has ended with `end`.
+    pub fn outcome(mut self, end: End) -> ExecOutcome {
+        self.clear_spinner();
+        match end {
+            End::Stopped => self.outcome.take().unwrap_or(ExecOutcome::Interrupted),
+            End::Abandoned => ExecOutcome::Interrupted,
+            End::AgentGone => ExecOutcome::Failed("the agent stopped unexpectedly".into()),
         }
     }
 
-    async fn handle(&mut self, ev: EventKind, agent: &AgentHandle) {
+    fn handle(&mut self, ev: EventKind) {
         let st = self.opts.style;
         if !matches!(
             ev,
@@ -301,18 +295,6 @@ impl ExecFrontEnd {
                         "context compacted: {messages_before} messages (~{tokens_before} tokens) -> {messages_after} (~{tokens_after})"
                     ))
                 );
-            }
-            EventKind::ApprovalRequested {
-                call_id,
-                actor,
-                command,
-                detail,
-                always,
-                ..
-            } => {
-                self.clear_spinner();
-                let decision = ask(st, &actor, &command, detail.as_deref(), always).await;
-                let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
             }
             EventKind::ApprovalDecided {
                 command,
@@ -515,19 +497,73 @@ impl ExecFrontEnd {
     }
 }
 
+impl Renderer for ExecFrontEnd {
+    /// A tick of the spinner.
+    type Input = ();
+    const CTRL_C: bool = true;
+
+    fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        if let EventKind::RunFinished { outcome } = ev.kind {
+            self.clear_spinner();
+            self.outcome = Some(self.finish(outcome));
+            return Flow::Stop;
+        }
+        self.handle(ev.kind);
+        Flow::Continue
+    }
+
+    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+        self.clear_spinner();
+        Approval::Ask(Box::pin(ask(
+            self.opts.style,
+            req.actor.to_string(),
+            req.command.to_string(),
+            req.detail.map(str::to_string),
+            req.always.map(str::to_string),
+        )))
+    }
+
+    async fn input(&mut self) {
+        if self.spin && self.spinner.is_some() {
+            self.tick.tick().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    async fn on_input(&mut self, _tick: (), _ops: &OpSender) -> Flow {
+        self.draw_spinner();
+        Flow::Continue
+    }
+
+    fn on_ctrl_c(&mut self, again: bool) {
+        self.clear_spinner();
+        // The answer so far goes out before the note that ends it.
+        self.end_stream_line();
+        if !again {
+            eprintln!(
+                "{}",
+                self.opts
+                    .style
+                    .warning("interrupted: cancelling (Ctrl-C again to quit now)")
+            );
+        }
+    }
+}
+
 /// Asks on the controlling terminal, showing the change (`detail`) first;
 /// a failure to ask denies. Shared by `exec` and `exec --json`.
 pub(crate) async fn ask(
     st: Style,
-    actor: &str,
-    command: &str,
-    detail: Option<&str>,
+    actor: String,
+    command: String,
+    detail: Option<String>,
     always: Option<String>,
 ) -> Decision {
-    let (shown, note) = super::approval_command(command);
+    let (shown, note) = super::approval_command(&command);
     let mut prompt = String::new();
     for line in detail
-        .map(|d| super::detail_lines(d, st))
+        .map(|d| super::detail_lines(&d, st))
         .unwrap_or_default()
     {
         prompt.push_str(&line);
@@ -539,7 +575,7 @@ pub(crate) async fn ask(
     }
     prompt.push_str(&format!(
         "{}{} {} {} ",
-        st.actor(&crate::text::visible(actor)),
+        st.actor(&crate::text::visible(&actor)),
         st.actor("$"),
         st.accent(&shown),
         st.warning(&super::approval_choices(always.as_deref(), false))

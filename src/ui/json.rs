@@ -7,8 +7,10 @@
 
 use super::exec::ExecOutcome;
 use super::style::{preview, Style};
-use crate::agent::protocol::{DecidedBy, Event, EventKind, Op, RunOutcome};
+use crate::agent::protocol::{DecidedBy, Event, EventKind, RunOutcome};
+use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
+use crate::drive::{drive, Approval, ApprovalRequest, End, Flow, Renderer};
 use std::io::Write;
 
 /// The version of the JSON-lines schema; bumped on any incompatible change.
@@ -18,6 +20,8 @@ pub struct JsonFrontEnd {
     style: Style,
     /// stdout went away (`| head`); keep running, stop writing.
     closed: bool,
+    /// How the run ended, once it has.
+    outcome: Option<ExecOutcome>,
 }
 
 impl JsonFrontEnd {
@@ -25,6 +29,7 @@ impl JsonFrontEnd {
         JsonFrontEnd {
             style,
             closed: false,
+            outcome: None,
         }
     }
 
@@ -64,36 +69,13 @@ impl JsonFrontEnd {
         }
     }
 
-    /// Writes events until the run finishes. Ctrl-C interrupts the run (a
-    /// second one gives up waiting).
+    /// Writes events until the run finishes, through the drive loop.
+    /// Ctrl-C interrupts the run (a second one gives up waiting).
     pub async fn run(mut self, agent: &mut AgentHandle) -> ExecOutcome {
-        let mut interrupted = false;
-        loop {
-            tokio::select! {
-                ev = agent.events.recv() => {
-                    let Some(ev) = ev else {
-                        return ExecOutcome::Failed("the agent stopped unexpectedly".into());
-                    };
-                    self.event(&ev);
-                    self.diagnose(&ev.kind);
-                    match ev.kind {
-                        EventKind::RunFinished { outcome } => return outcome_of(outcome),
-                        EventKind::ApprovalRequested { call_id, actor, command, detail, always, .. } => {
-                            let decision = super::exec::ask(self.style, &actor, &command, detail.as_deref(), always).await;
-                            let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
-                        }
-                        _ => {}
-                    }
-                }
-                _ = tokio::signal::ctrl_c() => {
-                    if interrupted {
-                        return ExecOutcome::Interrupted;
-                    }
-                    interrupted = true;
-                    eprintln!("{}", self.style.warning("interrupted: cancelling (Ctrl-C again to quit now)"));
-                    let _ = agent.ops.send(Op::Interrupt).await;
-                }
-            }
+        match drive(agent, &mut self).await {
+            End::Stopped => self.outcome.take().unwrap_or(ExecOutcome::Interrupted),
+            End::Abandoned => ExecOutcome::Interrupted,
+            End::AgentGone => ExecOutcome::Failed("the agent stopped unexpectedly".into()),
         }
     }
 
@@ -134,6 +116,43 @@ impl JsonFrontEnd {
                 preview(command, 60)
             ),
             _ => {}
+        }
+    }
+}
+
+impl Renderer for JsonFrontEnd {
+    type Input = ();
+    const CTRL_C: bool = true;
+
+    fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        self.event(&ev);
+        self.diagnose(&ev.kind);
+        match ev.kind {
+            EventKind::RunFinished { outcome } => {
+                self.outcome = Some(outcome_of(outcome));
+                Flow::Stop
+            }
+            _ => Flow::Continue,
+        }
+    }
+
+    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+        Approval::Ask(Box::pin(super::exec::ask(
+            self.style,
+            req.actor.to_string(),
+            req.command.to_string(),
+            req.detail.map(str::to_string),
+            req.always.map(str::to_string),
+        )))
+    }
+
+    fn on_ctrl_c(&mut self, again: bool) {
+        if !again {
+            eprintln!(
+                "{}",
+                self.style
+                    .warning("interrupted: cancelling (Ctrl-C again to quit now)")
+            );
         }
     }
 }

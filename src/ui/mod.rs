@@ -1,12 +1,16 @@
-//! Front ends: renderers of the agent's event stream. `exec` is the one-shot
-//! front end, `repl` the interactive one; `style` decides colour and formats
-//! previews; `markdown` renders streamed answers for a terminal; `session_table`
-//! lays out the listings commands print.
+//! Front ends: renderers of the agent's event stream, each driven by the one
+//! loop in `crate::drive`. `exec` is the one-shot front end (`json` its
+//! `--json` form), `line` the plain line session, `repl` the interactive
+//! one, `resuming` what a resume before the conversation shows; `style`
+//! decides colour and formats previews; `markdown` renders streamed answers
+//! for a terminal; `session_table` lays out the listings commands print.
 
 pub mod exec;
 pub mod json;
+pub mod line;
 pub mod markdown;
 pub mod repl;
+pub mod resuming;
 pub mod session_picker;
 pub mod session_table;
 pub mod style;

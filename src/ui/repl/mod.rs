@@ -5,27 +5,34 @@
 //! queues a follow-up, Alt-Up takes queued messages back, Esc or Ctrl-C
 //! interrupts. Slash commands become ops (status, approvals, models,
 //! sessions, the session list, a task's timeout), and their replies are
-//! matched to them by op id (`replies`). What the REPL needs beyond the agent
-//! (model profiles, the login) it asks of a `ReplHost`, so it knows no
-//! config, files or credentials.
+//! matched to them by op id (`replies`). The REPL is a renderer on the
+//! drive loop (`crate::drive`): its keys, timers and signals are its input
+//! there. What it needs beyond the agent (the login, saved approval rules,
+//! MCP servers) it asks of `ReplServices` as typed values it words itself,
+//! so it knows no config, files or credentials.
 
 pub mod approval;
 pub mod bang;
+mod banner;
 pub mod buffer;
 pub mod commands;
 pub mod editor;
 pub mod history;
+mod mcp_report;
 pub mod mentions;
 pub mod menu;
 pub mod replay;
 pub mod replies;
 pub mod rewind;
 
+use crate::agent::allowlist::{AllowRule, SharedAllowList};
 use crate::agent::protocol::{
     ApprovalPolicy, DecidedBy, Decision, Event as AgentEvent, EventKind, Op, OpId, QueueKind,
     RunOutcome, StatusReport,
 };
+use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
+use crate::drive::{drive, End, Flow, Renderer};
 use crate::text::visible;
 use crate::ui::markdown::MarkdownRenderer;
 use crate::ui::style::{preview, Style, SPINNER};
@@ -39,37 +46,35 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// What the REPL asks of the application around it.
-pub trait ReplHost {
-    /// The enabled tools, for `/status`.
-    fn tools(&self) -> Vec<String>;
-    /// Profile names, in config order (for `/model` and its index form).
-    fn profiles(&self) -> Vec<String>;
+pub use banner::Banner;
+
+/// What the REPL needs of the application around it that is not the
+/// agent's: the login, the servers' model lists, the user's saved approval
+/// rules and the MCP servers. Every answer is a typed value (or an error
+/// line); how it is worded on the screen is the REPL's.
+pub trait ReplServices {
     /// Whether `profile` authenticates with a `buddy login`.
     fn uses_login(&self, profile: &str) -> bool;
     /// `/login [provider|profile]`: the login, as `buddy login` runs it;
-    /// the issuer's instructions go to `say` as they come. Ends with the
-    /// line to show, or an error line.
+    /// the issuer's instructions go to `say` as they come.
     fn login(&self, target: Option<&str>, say: LoginLines) -> LoginRunning;
     /// The model ids `profile`'s server offers, for the `/model` picker; an
     /// error is one line.
     fn server_models(&self, profile: &str) -> ModelList;
-    /// The "always" rules in force, remembered ones first, for `/approve`.
-    fn approval_rules(&self) -> Vec<crate::agent::allowlist::AllowRule> {
-        Vec::new()
-    }
     /// "Remember": saves the rule `prefix` (already allowed for this run) in
-    /// the user's own config; the line to show, or an error line.
-    fn remember(&self, _prefix: &str) -> Result<String, String> {
+    /// the user's own rules file; the file.
+    fn remember(&self, _prefix: &str) -> Result<PathBuf, String> {
         Err("rules cannot be remembered here".into())
     }
-    /// `/approve remove N`: drops rule `n` as `/approve` numbers them.
-    fn forget(&self, _n: usize) -> Result<String, String> {
+    /// `/approve remove N`: drops rule `n` as `/approve` numbers them; the
+    /// rule dropped.
+    fn forget(&self, _n: usize) -> Result<AllowRule, String> {
         Err("no rules to drop".into())
     }
-    /// `/mcp`: each MCP server's state, tools and last error.
-    fn mcp(&self) -> String {
-        "no MCP servers configured".into()
+    /// `/mcp`: each MCP server's state, tools and last error; `None` when
+    /// none is configured.
+    fn mcp(&self) -> Option<Vec<crate::mcp::ServerReport>> {
+        None
     }
     /// `@SERVER:uri`: the resource's text (bounded), an error line, or
     /// `None` when `mention` does not name a configured MCP server.
@@ -83,6 +88,24 @@ pub trait ReplHost {
     }
 }
 
+/// A login that succeeded: the provider and where its tokens are kept.
+#[derive(Debug, Clone)]
+pub struct LoggedIn {
+    pub provider: String,
+    pub file: PathBuf,
+}
+
+impl LoggedIn {
+    /// The line that ends a login, in the REPL and for `buddy login`.
+    pub fn line(&self) -> String {
+        format!(
+            "logged in to {}; tokens saved in {}",
+            visible(&self.provider),
+            self.file.display()
+        )
+    }
+}
+
 /// The server's model list, on its way.
 pub type ModelList =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, String>> + Send>>;
@@ -90,23 +113,30 @@ pub type ModelList =
 /// Where a login's lines for the user go.
 pub type LoginLines = Box<dyn Fn(&str) + Send + Sync>;
 
-/// A login on its way: the line that says how it ended, or an error line.
+/// A login on its way: who it logged in to, or an error line.
 pub type LoginRunning =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<LoggedIn, String>> + Send>>;
 
-enum LoginEvent {
+/// A `/login` in progress reports a line for the user, or its end.
+pub enum LoginEvent {
     Line(String),
-    Done(Result<Result<String, String>, tokio::task::JoinError>),
+    Done(Result<Result<LoggedIn, String>, tokio::task::JoinError>),
 }
 
 /// A `/login` in progress: the issuer's instructions as they come, then the end.
 struct LoginRun {
     lines: mpsc::UnboundedReceiver<String>,
-    handle: tokio::task::JoinHandle<Result<String, String>>,
+    handle: tokio::task::JoinHandle<Result<LoggedIn, String>>,
 }
 
 pub struct ReplOptions {
     pub style: Style,
+    /// The enabled tools, for `/status`.
+    pub tools: Vec<String>,
+    /// Profile names, in config order (for `/model` and its index form).
+    pub profiles: Vec<String>,
+    /// The agent's allow list ("always" rules), for `/approve`.
+    pub allowed: SharedAllowList,
     pub prompt: String,
     pub show_tool_calls: bool,
     pub show_tokens: bool,
@@ -264,11 +294,34 @@ fn terminal_events() -> mpsc::UnboundedReceiver<std::io::Result<Event>> {
     rx
 }
 
+/// What the REPL waits for besides the agent (`Renderer::input`).
+pub enum Input {
+    /// A key, a paste, a resize; `None` when the terminal can no longer be read.
+    Terminal(Option<std::io::Result<Event>>),
+    /// SIGTERM or SIGHUP: leave with this exit code.
+    Signal(i32),
+    Login(LoginEvent),
+    ModelList(Result<Result<Vec<String>, String>, tokio::task::JoinError>),
+    Tick,
+}
+
+/// The REPL's own sources of input, opened when it starts.
+struct Sources {
+    terminal: mpsc::UnboundedReceiver<std::io::Result<Event>>,
+    tick: tokio::time::Interval,
+    term: Option<tokio::signal::unix::Signal>,
+    hangup: Option<tokio::signal::unix::Signal>,
+}
+
 pub struct Repl<'h> {
     opts: ReplOptions,
-    host: &'h mut dyn ReplHost,
+    services: &'h dyn ReplServices,
     editor: Editor,
-    agent: AgentHandle,
+    /// Where the REPL's ops go; the drive loop holds the events.
+    ops: OpSender,
+    sources: Option<Sources>,
+    /// The exit code once the REPL decided to leave.
+    code: i32,
     task: Option<Task>,
     /// A mirror of the agent's approval policy, for `/approve`.
     policy: ApprovalPolicy,
@@ -325,7 +378,7 @@ pub struct Repl<'h> {
 }
 
 impl<'h> Repl<'h> {
-    pub fn new(agent: AgentHandle, host: &'h mut dyn ReplHost, opts: ReplOptions) -> Repl<'h> {
+    pub fn new(ops: OpSender, services: &'h dyn ReplServices, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
@@ -348,8 +401,10 @@ impl<'h> Repl<'h> {
             profile: opts.profile.clone(),
             model: opts.model.clone(),
             opts,
-            host,
-            agent,
+            services,
+            ops,
+            sources: None,
+            code: 0,
             task: None,
             policy: ApprovalPolicy::Ask,
             always: Vec::new(),
@@ -423,7 +478,7 @@ impl<'h> Repl<'h> {
     /// ops at once, so a full queue means something is badly stuck; say so
     /// rather than wait.
     fn send(&mut self, op: Op) -> Option<OpId> {
-        match self.agent.ops.try_send(op) {
+        match self.ops.try_send(op) {
             Ok(id) => Some(id),
             Err(e) => {
                 let why = match e {
@@ -443,8 +498,9 @@ impl<'h> Repl<'h> {
         }
     }
 
-    /// Runs until the user quits; returns the exit code.
-    pub async fn run(mut self) -> i32 {
+    /// Runs on the drive loop until the user quits, then shuts `agent`
+    /// down (saving the session); returns the exit code.
+    pub async fn run(mut self, mut agent: AgentHandle) -> i32 {
         let _raw = match RawMode::enable() {
             Ok(r) => r,
             Err(e) => {
@@ -452,7 +508,6 @@ impl<'h> Repl<'h> {
                 return 1;
             }
         };
-        let mut input = terminal_events();
         self.sync_size();
         if !self.opts.banner.is_empty() {
             let banner = self.opts.banner.clone();
@@ -467,58 +522,15 @@ impl<'h> Repl<'h> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         // A closed terminal or a `kill` must still leave the terminal usable.
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).ok();
-        let mut hangup = signal(SignalKind::hangup()).ok();
-        let mut code = 0;
-        loop {
-            tokio::select! {
-                Some(()) = async { term.as_mut()?.recv().await } => {
-                    code = 128 + 15;
-                    break;
-                }
-                Some(()) = async { hangup.as_mut()?.recv().await } => {
-                    code = 128 + 1;
-                    break;
-                }
-                ev = input.recv() => match ev {
-                    Some(Ok(ev)) => {
-                        if self.on_input(ev).await {
-                            break;
-                        }
-                    }
-                    _ => break,
-                },
-                ev = self.agent.events.recv() => match ev {
-                    Some(ev) => self.on_agent_event(ev),
-                    None => {
-                        self.say_error("the agent stopped unexpectedly");
-                        code = 1;
-                        break;
-                    }
-                },
-                ev = async {
-                    let Some(run) = self.login.as_mut() else {
-                        return std::future::pending().await;
-                    };
-                    tokio::select! {
-                        Some(line) = run.lines.recv() => LoginEvent::Line(line),
-                        done = &mut run.handle => LoginEvent::Done(done),
-                    }
-                }, if self.login.is_some() => match ev {
-                    LoginEvent::Line(line) => self.say(&line),
-                    LoginEvent::Done(done) => self.on_login_done(done),
-                },
-                listed = async {
-                    match self.model_list.as_mut() {
-                        Some(fetch) => fetch.await,
-                        None => std::future::pending().await,
-                    }
-                }, if self.model_list.is_some() => {
-                    self.model_list = None;
-                    self.on_model_list(listed);
-                }
-                _ = tick.tick() => self.on_tick(),
-            }
+        self.sources = Some(Sources {
+            terminal: terminal_events(),
+            tick,
+            term: signal(SignalKind::terminate()).ok(),
+            hangup: signal(SignalKind::hangup()).ok(),
+        });
+        if drive(&mut agent, &mut self).await == End::AgentGone {
+            self.say_error("the agent stopped unexpectedly");
+            self.code = 1;
         }
         if let Some(fetch) = self.model_list.take() {
             fetch.abort();
@@ -528,7 +540,7 @@ impl<'h> Repl<'h> {
         }
         let _ = self.editor.finish(&mut self.out);
         // The run in progress is interrupted and everything saved before we go.
-        self.agent.shutdown().await;
+        agent.shutdown().await;
         if let Some(id) = &self.session_id {
             use std::io::Write;
             let _ = write!(
@@ -539,11 +551,11 @@ impl<'h> Repl<'h> {
                     .dim(&format!("resume this session with: buddy resume {id}"))
             );
         }
-        code
+        self.code
     }
 
     /// Handles one terminal event; true to quit.
-    async fn on_input(&mut self, ev: Event) -> bool {
+    fn on_terminal(&mut self, ev: Event) -> bool {
         use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
         if let Event::Resize(w, h) = ev {
             // What is printed already stays as the terminal re-wrapped it;
@@ -702,8 +714,12 @@ impl<'h> Repl<'h> {
             Choice::Remember if p.always.is_some() => {
                 let prefix = p.always.clone().unwrap_or_default();
                 self.answer(p, Decision::ApproveAlways);
-                match self.host.remember(&prefix) {
-                    Ok(line) => self.say(&self.opts.style.dim(&line)),
+                match self.services.remember(&prefix) {
+                    Ok(file) => self.say(&self.opts.style.dim(&format!(
+                        "remembered always `{}` in {}",
+                        visible(&prefix),
+                        file.display()
+                    ))),
                     Err(e) => self.say_error(&visible(&e)),
                 }
             }
@@ -992,7 +1008,7 @@ impl<'h> Repl<'h> {
             .map(|r| r.split_once(char::is_whitespace).unwrap_or((r, "")))
             .filter(|(n, _)| n.contains(':') && custom.is_none())
         {
-            match self.host.mcp_prompt(name, args.trim()) {
+            match self.services.mcp_prompt(name, args.trim()) {
                 Some(Ok(text)) => custom = Some(text),
                 Some(Err(e)) => {
                     self.say_error(&format!("/{}: {}", visible(name), visible(&e)));
@@ -1029,7 +1045,7 @@ impl<'h> Repl<'h> {
                 let mut resources = String::new();
                 let mut taken = Vec::new();
                 for m in mentions::find(&line) {
-                    match self.host.mcp_resource(&m) {
+                    match self.services.mcp_resource(&m) {
                         Some(Ok(text)) => {
                             resources.push_str(&format!(
                                 "<resource mention=\"{m}\">\n{text}\n</resource>\n"
@@ -1177,11 +1193,11 @@ impl<'h> Repl<'h> {
         let say: LoginLines = Box::new(move |line: &str| {
             let _ = tx.send(line.to_string());
         });
-        let handle = tokio::spawn(self.host.login(target, say));
+        let handle = tokio::spawn(self.services.login(target, say));
         self.login = Some(LoginRun { lines: rx, handle });
     }
 
-    fn on_login_done(&mut self, done: Result<Result<String, String>, tokio::task::JoinError>) {
+    fn on_login_done(&mut self, done: Result<Result<LoggedIn, String>, tokio::task::JoinError>) {
         // Lines sent just before the end are still queued.
         if let Some(mut run) = self.login.take() {
             while let Ok(line) = run.lines.try_recv() {
@@ -1189,10 +1205,10 @@ impl<'h> Repl<'h> {
             }
         }
         match done {
-            Ok(Ok(text)) => {
-                self.say(&text);
+            Ok(Ok(done)) => {
+                self.say(&done.line());
                 // The active profile picks up the new tokens.
-                if self.host.uses_login(&self.profile) && self.task.is_none() {
+                if self.services.uses_login(&self.profile) && self.task.is_none() {
                     let choice = self.profile.clone();
                     self.ask(Op::SwitchModel { choice }, Want::LoginSwitch);
                 }
@@ -1211,7 +1227,10 @@ impl<'h> Repl<'h> {
             Slash::Quit => return true,
             Slash::Help => self.say(commands::HELP),
             Slash::Mcp => {
-                let text = self.host.mcp();
+                let text = match self.services.mcp() {
+                    Some(report) => mcp_report::text(&report),
+                    None => "no MCP servers configured ([mcp_servers] in buddy.toml, or `buddy mcp add`)".into(),
+                };
                 self.say(&text);
             }
             Slash::Skills => {
@@ -1265,11 +1284,19 @@ impl<'h> Repl<'h> {
                 }),
             },
             Slash::Approve(arg) => match arg {
-                Some(ApproveArg::Remove(n)) => match self.host.forget(n) {
-                    Ok(line) => {
-                        let left = self.host.approval_rules();
+                Some(ApproveArg::Remove(n)) => match self.services.forget(n) {
+                    Ok(rule) => {
+                        let left = self.opts.allowed.rules();
                         self.always.retain(|a| left.iter().any(|r| r.shown == *a));
-                        self.say(&line);
+                        self.say(&format!(
+                            "dropped always `{}`{}",
+                            visible(&rule.shown),
+                            if rule.remembered {
+                                " (also from the saved rules)"
+                            } else {
+                                ""
+                            }
+                        ));
                     }
                     Err(e) => self.say_error(&visible(&e)),
                 },
@@ -1282,7 +1309,7 @@ impl<'h> Repl<'h> {
                     let text = format!(
                         "approval: {}{}",
                         describe(&self.policy),
-                        rules_listing(&self.host.approval_rules(), &self.always)
+                        rules_listing(&self.opts.allowed.rules(), &self.always)
                     );
                     self.say(&text);
                 }
@@ -1312,7 +1339,7 @@ impl<'h> Repl<'h> {
             Slash::Login(target) => self.start_login(target.as_deref()),
             Slash::Model(choice) => match choice {
                 None => {
-                    let profiles = self.host.profiles();
+                    let profiles = self.opts.profiles.clone();
                     if profiles.is_empty() {
                         self.say("no model profiles are configured");
                     } else {
@@ -1329,7 +1356,7 @@ impl<'h> Repl<'h> {
                             selected,
                         };
                         // The list comes in the background; the picker works meanwhile.
-                        let fetch = self.host.server_models(&self.profile);
+                        let fetch = self.services.server_models(&self.profile);
                         self.model_list = Some(tokio::spawn(fetch));
                         self.editor.set_live(Some(picker.render()));
                         self.picker = Some(picker);
@@ -1513,7 +1540,7 @@ impl<'h> Repl<'h> {
     }
 
     fn status_text(&self, r: &StatusReport) -> String {
-        let tools = self.host.tools();
+        let tools = &self.opts.tools;
         let cache = crate::agent::tokens::cache_note(r.cache_read_tokens, r.cache_write_tokens);
         format!(
             "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}",
@@ -1934,5 +1961,66 @@ impl<'h> Repl<'h> {
             }
             EventKind::ShutdownComplete => {}
         }
+    }
+}
+
+impl Renderer for Repl<'_> {
+    type Input = Input;
+
+    fn on_event(&mut self, ev: AgentEvent, _ops: &OpSender) -> Flow {
+        self.on_agent_event(ev);
+        Flow::Continue
+    }
+
+    async fn input(&mut self) -> Input {
+        let Some(src) = self.sources.as_mut() else {
+            return std::future::pending().await;
+        };
+        let login = &mut self.login;
+        let model_list = &mut self.model_list;
+        tokio::select! {
+            Some(()) = async { src.term.as_mut()?.recv().await } => Input::Signal(128 + 15),
+            Some(()) = async { src.hangup.as_mut()?.recv().await } => Input::Signal(128 + 1),
+            ev = src.terminal.recv() => Input::Terminal(ev),
+            ev = async {
+                let Some(run) = login.as_mut() else {
+                    return std::future::pending().await;
+                };
+                tokio::select! {
+                    Some(line) = run.lines.recv() => LoginEvent::Line(line),
+                    done = &mut run.handle => LoginEvent::Done(done),
+                }
+            }, if login.is_some() => Input::Login(ev),
+            listed = async {
+                match model_list.as_mut() {
+                    Some(fetch) => fetch.await,
+                    None => std::future::pending().await,
+                }
+            }, if model_list.is_some() => Input::ModelList(listed),
+            _ = src.tick.tick() => Input::Tick,
+        }
+    }
+
+    async fn on_input(&mut self, input: Input, _ops: &OpSender) -> Flow {
+        match input {
+            Input::Signal(code) => {
+                self.code = code;
+                return Flow::Stop;
+            }
+            Input::Terminal(Some(Ok(ev))) => {
+                if self.on_terminal(ev) {
+                    return Flow::Stop;
+                }
+            }
+            Input::Terminal(_) => return Flow::Stop,
+            Input::Login(LoginEvent::Line(line)) => self.say(&line),
+            Input::Login(LoginEvent::Done(done)) => self.on_login_done(done),
+            Input::ModelList(listed) => {
+                self.model_list = None;
+                self.on_model_list(listed);
+            }
+            Input::Tick => self.on_tick(),
+        }
+        Flow::Continue
     }
 }

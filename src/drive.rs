@@ -1,0 +1,202 @@
+//! The one loop that drives the agent for a front end: it receives the
+//! agent's events and hands each to a `Renderer`, answers approval requests
+//! through it, waits for the front end's own input (keys, lines, timers)
+//! beside the events, and turns Ctrl-C into `Op::Interrupt`. Every front end
+//! (exec, exec `--json`, the line session, the REPL, serve's runs) is a
+//! renderer of this loop; a new one (an ACP agent on stdio, an MCP server
+//! mode) is another. What a front end shows, and when it has seen enough, is
+//! the renderer's business; this module knows no terminal and no format.
+//! It does not own the agent: the caller spawns it, and shuts it down after.
+
+use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::service::OpSender;
+use crate::agent::AgentHandle;
+use std::future::Future;
+use std::pin::Pin;
+
+/// Whether the loop goes on after the renderer has seen something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The front end has what it wanted (a run ended, the user quit).
+    Stop,
+}
+
+/// Why `drive` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The renderer said `Flow::Stop`.
+    Stopped,
+    /// The agent's events ended: it stopped (after `Shutdown`, or it failed).
+    AgentGone,
+    /// Ctrl-C a second time while the first interrupt was under way: the
+    /// user stopped waiting for the run to end (it may still be ending).
+    Abandoned,
+}
+
+/// A tool's request for consent (`EventKind::ApprovalRequested`), for the
+/// renderer to answer.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRequest<'a> {
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub actor: &'a str,
+    pub command: &'a str,
+    /// What the change is (a diff for a file write).
+    pub detail: Option<&'a str>,
+    /// The prefix an "always" answer would allow; `None` when not offered.
+    pub always: Option<&'a str>,
+}
+
+/// A decision on its way (asked on a terminal, say).
+pub type Deciding = Pin<Box<dyn Future<Output = Decision> + Send>>;
+
+/// How a renderer answers an approval request.
+pub enum Approval {
+    /// This decision, awaited before the next event is read (the question
+    /// has the user's attention; events wait in the channel meanwhile).
+    Ask(Deciding),
+    /// The renderer answers later itself, with `Op::Approve` (from its
+    /// input, say: the REPL's keys, a client's POST), or lets it time out.
+    Later,
+}
+
+/// A front end as the drive loop sees it. Only `on_event` is required.
+pub trait Renderer {
+    /// What the front end waits for besides the agent: a key, a line, a
+    /// timer's tick. `()` for a front end with nothing of its own.
+    type Input;
+
+    /// Whether the loop takes Ctrl-C (SIGINT): the first sends
+    /// `Op::Interrupt` and calls `on_ctrl_c(false)`, a second while the run
+    /// is still ending calls `on_ctrl_c(true)` and returns `End::Abandoned`.
+    /// A front end that reads keys in raw mode sees Ctrl-C as a key instead
+    /// and leaves this off (listening would replace SIGINT's default action
+    /// for the whole process).
+    const CTRL_C: bool = false;
+
+    /// One event from the agent, in order. Ops in answer go through `ops`.
+    fn on_event(&mut self, ev: Event, ops: &OpSender) -> Flow;
+
+    /// An `ApprovalRequested` event, after `on_event` has seen it. The
+    /// default answers later, through the renderer's own means.
+    fn on_approval(&mut self, _req: ApprovalRequest<'_>) -> Approval {
+        Approval::Later
+    }
+
+    /// The next input of the front end's own. The future is dropped when an
+    /// event comes first, so it must lose nothing when dropped (a channel's
+    /// `recv`, a timer's `tick`). The default never yields.
+    fn input(&mut self) -> impl Future<Output = Self::Input> {
+        std::future::pending()
+    }
+
+    /// Handles an input from `input`; may send ops.
+    fn on_input(&mut self, _input: Self::Input, _ops: &OpSender) -> impl Future<Output = Flow> {
+        std::future::ready(Flow::Continue)
+    }
+
+    /// Ctrl-C came (with `CTRL_C`): `again` when it is the second.
+    fn on_ctrl_c(&mut self, _again: bool) {}
+}
+
+/// Drives `agent` through `renderer` until the renderer stops, the agent
+/// goes away or the user gives up waiting. Ops the caller wants sent first
+/// (the prompt) are sent before this is called.
+pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> End {
+    let mut interrupted = false;
+    loop {
+        let ev = tokio::select! {
+            ev = agent.events.recv() => ev,
+            input = renderer.input() => {
+                if renderer.on_input(input, &agent.ops).await == Flow::Stop {
+                    return End::Stopped;
+                }
+                continue;
+            }
+            _ = ctrl_c(), if R::CTRL_C => {
+                renderer.on_ctrl_c(interrupted);
+                if interrupted {
+                    return End::Abandoned;
+                }
+                interrupted = true;
+                let _ = agent.ops.send(Op::Interrupt).await;
+                continue;
+            }
+        };
+        let Some(ev) = ev else {
+            return End::AgentGone;
+        };
+        // The question is put after the renderer has shown the event, so
+        // what it asks about is on the screen (or in the stream) first.
+        let asked = match &ev.kind {
+            EventKind::ApprovalRequested {
+                call_id,
+                tool,
+                actor,
+                command,
+                detail,
+                always,
+            } => Some((
+                call_id.clone(),
+                ApprovalRequestOwned {
+                    tool: tool.clone(),
+                    actor: actor.clone(),
+                    command: command.clone(),
+                    detail: detail.clone(),
+                    always: always.clone(),
+                },
+            )),
+            EventKind::RunFinished { .. } => {
+                // A later Ctrl-C is about the next run, not this one.
+                interrupted = false;
+                None
+            }
+            _ => None,
+        };
+        let flow = renderer.on_event(ev, &agent.ops);
+        if let Some((call_id, req)) = asked {
+            let approval = renderer.on_approval(ApprovalRequest {
+                call_id: &call_id,
+                tool: &req.tool,
+                actor: &req.actor,
+                command: &req.command,
+                detail: req.detail.as_deref(),
+                always: req.always.as_deref(),
+            });
+            if let Approval::Ask(deciding) = approval {
+                let decision = deciding.await;
+                let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
+            }
+        }
+        if flow == Flow::Stop {
+            return End::Stopped;
+        }
+    }
+}
+
+/// The request's text kept while the event itself goes to the renderer.
+struct ApprovalRequestOwned {
+    tool: String,
+    actor: String,
+    command: String,
+    detail: Option<String>,
+    always: Option<String>,
+}
+
+/// SIGINT; a runtime that cannot listen for it never reports one.
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Reads events until the run in progress has finished (after the user
+/// abandoned it), so the next prompt does not see its tail.
+pub async fn until_run_end(agent: &mut AgentHandle) {
+    while let Some(ev) = agent.events.recv().await {
+        if matches!(ev.kind, EventKind::RunFinished { .. }) {
+            return;
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! A saved session loaded before a conversation starts (`buddy resume`,
+//! `exec --resume`): the renderer that waits on the drive loop for the
+//! agent's answer to `Op::Resume` or `Op::Fork` and tells the user what
+//! came of it. Sending the op, and what to do on failure, is the caller's.
+
+use super::json::JsonFrontEnd;
+use super::style::Style;
+use crate::agent::protocol::{Event, EventKind};
+use crate::agent::service::OpSender;
+use crate::drive::{Flow, Renderer};
+
+/// What is shown of the resumed session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// Nothing: the front end shows the event itself (the REPL replays it).
+    Quiet,
+    /// Warnings and the model note.
+    Notes,
+    /// Those and the last exchange.
+    LastExchange,
+}
+
+pub struct Resuming<'a> {
+    style: Style,
+    notice: Notice,
+    /// `exec --json`: every event is a line on stdout too.
+    json: Option<&'a mut JsonFrontEnd>,
+    /// The `SessionResumed` event, or the error that refused the resume.
+    answer: Option<Result<Event, String>>,
+}
+
+impl<'a> Resuming<'a> {
+    pub fn new(style: Style, notice: Notice, json: Option<&'a mut JsonFrontEnd>) -> Self {
+        Resuming {
+            style,
+            notice,
+            json,
+            answer: None,
+        }
+    }
+
+    /// The `SessionResumed` event, the agent's error line, or `None` when
+    /// the agent stopped before answering.
+    pub fn answer(self) -> Option<Result<Event, String>> {
+        self.answer
+    }
+}
+
+impl Renderer for Resuming<'_> {
+    type Input = ();
+
+    fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        if let Some(j) = self.json.as_mut() {
+            j.event(&ev);
+        }
+        let style = self.style;
+        match &ev.kind {
+            EventKind::SessionForked { id, from, .. } => eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "forked session {from}: this conversation goes on as session {id}; {from} stays as it was"
+                ))
+            ),
+            EventKind::SessionResumed { warnings, note, .. } => {
+                match self.notice {
+                    Notice::LastExchange => {
+                        let text = super::resumed_text(&ev.kind, style).unwrap_or_default();
+                        eprintln!("{text}");
+                    }
+                    Notice::Notes => {
+                        for w in warnings {
+                            eprintln!("{} {w}", style.warning("warning:"));
+                        }
+                        if let Some(n) = note {
+                            eprintln!("{}", style.dim(n));
+                        }
+                    }
+                    Notice::Quiet => {}
+                }
+                self.answer = Some(Ok(ev));
+                return Flow::Stop;
+            }
+            EventKind::Error { message, .. } => {
+                self.answer = Some(Err(message.clone()));
+                return Flow::Stop;
+            }
+            _ => {}
+        }
+        Flow::Continue
+    }
+}
