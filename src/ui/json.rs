@@ -140,7 +140,7 @@ impl JsonFrontEnd {
 
 fn outcome_of(outcome: RunOutcome) -> ExecOutcome {
     match outcome {
-        RunOutcome::Answered { .. } => ExecOutcome::Answered,
+        RunOutcome::Answered { text } => ExecOutcome::Answered(text),
         RunOutcome::Interrupted => ExecOutcome::Interrupted,
         RunOutcome::Failed { message } => ExecOutcome::Failed(message),
         RunOutcome::LimitReached { message } => ExecOutcome::LimitReached(message),
