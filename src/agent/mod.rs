@@ -975,6 +975,7 @@ impl Agent {
             estimated,
             cost_usd: cost,
             session_cost_usd: self.tracker.session_cost_usd(),
+            local: self.model.pricing == tokens::Pricing::Local,
         })
         .await;
         (prompt + completion, cost)

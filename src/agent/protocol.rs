@@ -269,6 +269,10 @@ pub enum EventKind {
         /// unknown.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_cost_usd: Option<f64>,
+        /// The model runs on this machine (a loopback server without a
+        /// price): its cost is 0 because it is free, not unknown.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        local: bool,
     },
     Retrying {
         attempt: u32,

@@ -106,9 +106,11 @@ pub fn cache_note(read: u64, write: u64) -> String {
 }
 
 /// ", cost $0.0012 (session $0.0340)" for the token line after a reply;
-/// ", cost unknown" when the model's price is not known.
-pub fn cost_note(reply: Option<f64>, session: Option<f64>) -> String {
+/// ", cost unknown" when the model's price is not known; ", cost: free
+/// (local)" for a server on this machine.
+pub fn cost_note(reply: Option<f64>, session: Option<f64>, local: bool) -> String {
     match (reply, session) {
+        _ if local => ", cost: free (local)".into(),
         (None, _) => ", cost unknown".into(),
         (Some(r), Some(s)) => format!(", cost {} (session {})", format_usd(r), format_usd(s)),
         (Some(r), None) => format!(", cost {} (session unknown)", format_usd(r)),

@@ -54,3 +54,22 @@ pub fn check_max_cost(model: &ModelInfo, max: f64) -> Result<(), AppError> {
         Pricing::Priced(_) | Pricing::Local => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_cost_needs_a_known_price_or_a_free_server() {
+        let mut model = ModelInfo {
+            model: "mystery-1".into(),
+            profile: "work".into(),
+            ..ModelInfo::default()
+        };
+        let e = check_max_cost(&model, 0.5).unwrap_err();
+        assert!(matches!(e, AppError::Usage(_)));
+        assert!(e.to_string().contains("[models.work] price"), "{e}");
+        model.pricing = Pricing::Local;
+        assert!(check_max_cost(&model, 0.5).is_ok());
+    }
+}

@@ -168,7 +168,8 @@ pub(crate) fn model_info(settings: &Settings) -> ModelInfo {
 }
 
 /// What the profile's tokens cost: its own `price`, else nothing on a
-/// server on this machine, else the price table's figure, else unknown.
+/// server on this machine, else (not for a login, billed by its plan) the
+/// price table's figure, else unknown.
 fn pricing(api: &config::ApiSettings) -> tokens::Pricing {
     if let Some(p) = api.price {
         return tokens::Pricing::Priced(tokens::Price {
@@ -179,6 +180,10 @@ fn pricing(api: &config::ApiSettings) -> tokens::Pricing {
     }
     if on_this_machine(&api.base_url) {
         return tokens::Pricing::Local;
+    }
+    if api.login.is_some() {
+        // A subscription login is billed by its plan, not per token.
+        return tokens::Pricing::Unknown;
     }
     tokens::catalog_price(&api.model).map_or(tokens::Pricing::Unknown, tokens::Pricing::Priced)
 }
@@ -570,4 +575,48 @@ pub(crate) fn auth_store() -> Result<AuthStore, AuthError> {
     AuthStore::default_path()
         .map(AuthStore::new)
         .ok_or(AuthError::NoConfigDir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokens::Pricing;
+
+    fn api(base_url: &str, model: &str) -> config::ApiSettings {
+        let text = format!(
+            "[agent]\nmodel = \"p\"\n[models.p]\napi_base_url = \"{base_url}\"\nmodel = \"{model}\"\n"
+        );
+        let file = config::parse(&text, None).unwrap();
+        config::resolve(file, None, &|_| None, &config::CliOverrides::default())
+            .unwrap()
+            .api
+    }
+
+    #[test]
+    fn price_comes_from_the_profile_then_loopback_then_the_table() {
+        assert_eq!(
+            pricing(&api("http://127.0.0.1:8080/v1", "gpt-4o")),
+            Pricing::Local
+        );
+        assert_eq!(
+            pricing(&api("http://localhost:11434/v1", "llama3.1")),
+            Pricing::Local
+        );
+        assert_eq!(pricing(&api("http://[::1]:8080/v1", "x")), Pricing::Local);
+        assert!(matches!(
+            pricing(&api("https://api.openai.com/v1", "gpt-4o")),
+            Pricing::Priced(p) if p.input == 2.50
+        ));
+        assert_eq!(
+            pricing(&api("https://llm.example/v1", "mystery-1")),
+            Pricing::Unknown
+        );
+        let mut own = api("http://127.0.0.1:8080/v1", "gpt-4o");
+        own.price = Some(config::PriceConfig {
+            input: 1.0,
+            output: 2.0,
+            cached_input: None,
+        });
+        assert!(matches!(pricing(&own), Pricing::Priced(p) if p.output == 2.0));
+    }
 }

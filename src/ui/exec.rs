@@ -240,12 +240,13 @@ impl ExecFrontEnd {
                 estimated,
                 cost_usd,
                 session_cost_usd,
+                local,
             } if self.opts.show_tokens => {
                 self.clear_spinner();
                 self.end_stream_line();
                 let approx = if estimated { "~" } else { "" };
                 let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd);
+                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
                 eprintln!(
                     "{}",
                     st.dim(&format!(

@@ -1657,13 +1657,14 @@ impl<'h> Repl<'h> {
                 estimated,
                 cost_usd,
                 session_cost_usd,
+                local,
             } => {
                 if self.opts.show_tokens {
                     self.flush_partial();
                     let approx = if estimated { "~" } else { "" };
                     let cache =
                         crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                    let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd);
+                    let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
                     self.say(&st.dim(&format!(
                         "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total}{cache}){cost}"
                     )));
