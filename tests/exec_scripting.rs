@@ -195,7 +195,9 @@ fn output_last_message_writes_the_answer_to_a_private_file() {
     let p = FakeProvider::start(vec![Reply::text("The answer is 42.")]);
     let cmd = BuddyCmd::new().config_for(&p);
     let file = cmd.work_dir().join("out/answer.txt");
-    let out = cmd.args(["exec", "-o", "out/answer.txt", "think"]).run();
+    // The command keeps its working directory until it is dropped.
+    let cmd = cmd.args(["exec", "-o", "out/answer.txt", "think"]);
+    let out = cmd.run();
     out.assert_success();
     assert_eq!(out.stdout, "The answer is 42.\n");
     assert_eq!(
