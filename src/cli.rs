@@ -305,4 +305,26 @@ pub struct ExecArgs {
     /// Attach an image (PNG, JPEG, GIF or WebP, at most 20 MiB) to the prompt; repeatable
     #[arg(long = "image", value_name = "FILE")]
     pub images: Vec<std::path::PathBuf>,
+    /// The answer must be JSON matching this JSON Schema: sent to the model
+    /// as its structured output, checked (one retry), and printed alone
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+    /// Write the final answer to this file as well (replaced atomically, 0600)
+    #[arg(short = 'o', long = "output-last-message", value_name = "FILE")]
+    pub output_last_message: Option<PathBuf>,
+    /// Stop once the run has cost this many US dollars (price table or the
+    /// profile's `price`)
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub max_cost: Option<f64>,
+}
+
+/// A dollar amount: a finite number above zero (`0.50`, `2`).
+fn parse_usd(text: &str) -> Result<f64, String> {
+    let t = text.trim().trim_start_matches('$');
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not an amount of dollars above zero (e.g. 0.50)"
+        )),
+    }
 }

@@ -31,7 +31,7 @@ pub use tokens::TokenTracker;
 
 use crate::provider::{ModelClient, ModelRequest, StreamEvent};
 use crate::tools::{CallResult, ToolContext, ToolRegistry};
-use crate::wire::{Image, Message, Role, ToolCall, Usage};
+use crate::wire::{Image, Message, OutputSchema, Role, ToolCall, Usage};
 use control::{Control, SKIPPED_FOR_STEER};
 use emitter::Emitter;
 use hooks::{About, HookEvent, HookRunner, Verdict};
@@ -73,11 +73,13 @@ pub enum ToolStrategy {
 }
 
 /// What may end a run early. `max_turns` counts model requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     pub max_turns: u32,
     pub max_total_tokens: Option<u64>,
     pub max_duration: Option<Duration>,
+    /// US dollars per run, checked after each model reply (`exec --max-cost`).
+    pub max_cost_usd: Option<f64>,
 }
 
 /// When and how the history is compacted.
@@ -110,13 +112,15 @@ pub struct AgentOptions {
 }
 
 /// The model in use, as the user knows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelInfo {
     pub model: String,
     pub profile: String,
     pub base_url: String,
     /// The profile says the model takes no images (`images = false`).
     pub no_images: bool,
+    /// What its tokens cost.
+    pub pricing: tokens::Pricing,
 }
 
 impl ModelInfo {
@@ -202,6 +206,16 @@ enum Stop {
     Timeout,
 }
 
+/// What became of a final answer under an output schema.
+enum Structured {
+    /// The answer to give (the JSON, with a schema).
+    Answer(String),
+    /// It did not match; the model was told why and asked again.
+    Retry,
+    /// It did not match again: why.
+    Invalid(String),
+}
+
 /// How a batch of tool calls ended.
 enum ToolsEnd {
     Done,
@@ -235,6 +249,8 @@ pub struct Agent {
     hooks: Option<Arc<HookRunner>>,
     /// Context hooks gave outside a prompt (`SessionStart`), sent with the next one.
     hook_context: Vec<String>,
+    /// The schema a final answer must match; the answer is then its JSON.
+    pub(crate) output: Option<Arc<OutputSchema>>,
 }
 
 impl Agent {
@@ -274,6 +290,7 @@ impl Agent {
             turn_seq: 0,
             hooks: None,
             hook_context: Vec::new(),
+            output: None,
         }
     }
 
@@ -402,6 +419,8 @@ impl Agent {
             last_completion_tokens: t.last_completion_tokens,
             cache_read_tokens: t.total_cache_read_tokens,
             cache_write_tokens: t.total_cache_write_tokens,
+            cost_usd: t.session_cost_usd(),
+            local: self.model.pricing == tokens::Pricing::Local,
             policy: self.control.policy(),
             running,
             steering,
@@ -581,7 +600,9 @@ impl Agent {
         self.persist(false).await;
         let mut turns = 0u32;
         let mut stop_hook_active = false;
+        let mut schema_retried = false;
         let mut tokens_used = 0u64;
+        let mut cost_nanos = 0u64;
         loop {
             let steering = self.control.take_steering();
             if !steering.is_empty() {
@@ -609,6 +630,18 @@ impl Agent {
                     };
                 }
             }
+            if let Some(max) = limits.max_cost_usd {
+                let spent = tokens::nanos_to_usd(cost_nanos);
+                if cost_nanos >= tokens::usd_to_nanos(max) {
+                    return RunOutcome::LimitReached {
+                        message: format!(
+                            "stopped after spending {} (the limit is --max-cost {})",
+                            tokens::format_usd(spent),
+                            tokens::format_usd(max)
+                        ),
+                    };
+                }
+            }
             if let Some(stop) = self.compact_if_full(&mut cancel, deadline).await {
                 return self.stopped(stop, started);
             }
@@ -630,6 +663,7 @@ impl Agent {
                 let request = ModelRequest {
                     messages: &self.messages,
                     tools: &definitions,
+                    output: self.output.as_deref(),
                 };
                 let look_again = !self.client.reads_in_place();
                 let reply = self.client.complete(request, &on_event);
@@ -657,9 +691,11 @@ impl Agent {
                 }
                 Ok(Ok(r)) => r,
             };
-            tokens_used += self
+            let (tokens, cost) = self
                 .record_usage(response.usage.as_ref(), &response.message)
                 .await;
+            tokens_used += tokens;
+            cost_nanos += cost.map_or(0, tokens::usd_to_nanos);
             if let Some(reason) = &response.cut_off {
                 self.warn(format!(
                     "the model stopped at its output limit ({reason}); the answer may be cut short (raise max_tokens in the profile)"
@@ -698,6 +734,11 @@ impl Agent {
                             continue;
                         }
                     }
+                    let text = match self.structured(&text, &mut schema_retried).await {
+                        Structured::Answer(text) => text,
+                        Structured::Retry => continue,
+                        Structured::Invalid(message) => return RunOutcome::Failed { message },
+                    };
                     // Saved by the turn-end save in `run`, before the run is
                     // reported finished, on a blocking thread: a long answer's
                     // encoding stays off the runtime worker.
@@ -715,6 +756,30 @@ impl Agent {
             if let ToolsEnd::Stopped(stop) = self.run_tools(&calls, &mut cancel, deadline).await {
                 return self.stopped(stop, started);
             }
+        }
+    }
+
+    /// A final answer checked against the output schema, if there is one:
+    /// the first answer that does not match is sent back once with the
+    /// reason; a second ends the run with that reason.
+    async fn structured(&mut self, text: &str, retried: &mut bool) -> Structured {
+        let Some(schema) = self.output.clone() else {
+            return Structured::Answer(text.to_string());
+        };
+        match schema.check(text) {
+            // The JSON alone, on one line, whatever the model wrapped it in.
+            Ok(value) => Structured::Answer(value.to_string()),
+            Err(why) if !*retried => {
+                *retried = true;
+                self.warn(format!("{why}; asking the model once more"))
+                    .await;
+                self.messages.push(Message::user(format!(
+                    "{why}. Answer again with only the JSON value that matches the output schema."
+                )));
+                self.persist(false).await;
+                Structured::Retry
+            }
+            Err(why) => Structured::Invalid(why),
         }
     }
 
@@ -856,7 +921,7 @@ impl Agent {
         let result = tokio::select! {
             biased;
             stop = stop_signal(cancel, deadline) => Err(stop),
-            r = self.client.complete(ModelRequest { messages: request, tools: &NO_TOOLS }, &quiet) => Ok(r),
+            r = self.client.complete(ModelRequest { messages: request, tools: &NO_TOOLS, output: None }, &quiet) => Ok(r),
         };
         match result? {
             Ok(response) => {
@@ -881,8 +946,9 @@ impl Agent {
         }
     }
 
-    /// Records a reply's usage; returns the tokens it cost.
-    async fn record_usage(&mut self, usage: Option<&Usage>, reply: &Message) -> u64 {
+    /// Records a reply's usage; returns the tokens it took and what it
+    /// cost in US dollars (`None`: the price is unknown).
+    async fn record_usage(&mut self, usage: Option<&Usage>, reply: &Message) -> (u64, Option<f64>) {
         let (prompt, completion, estimated) = match usage {
             Some(u) => (u.prompt_tokens, u.completion_tokens, false),
             None => {
@@ -894,6 +960,8 @@ impl Agent {
         let (read, write) = usage.map_or((0, 0), |u| (u.cache_read_tokens, u.cache_write_tokens));
         self.tracker.record(prompt, completion);
         self.tracker.record_cache(read, write);
+        let cost = self.model.pricing.cost(prompt, completion, read);
+        self.tracker.record_cost(cost);
         // Status asked for mid-run is answered from this snapshot; once per
         // model reply is often enough, and keeps the history walk off the
         // per-message save path.
@@ -905,9 +973,12 @@ impl Agent {
             cache_write_tokens: write,
             session_total: self.tracker.session_total(),
             estimated,
+            cost_usd: cost,
+            session_cost_usd: self.tracker.session_cost_usd(),
+            local: self.model.pricing == tokens::Pricing::Local,
         })
         .await;
-        prompt + completion
+        (prompt + completion, cost)
     }
 
     /// Runs one reply's tool calls and pushes one result per call, in request

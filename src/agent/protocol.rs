@@ -261,6 +261,18 @@ pub enum EventKind {
         session_total: u64,
         /// True when the server sent no counts and these are estimates.
         estimated: bool,
+        /// What this reply cost in US dollars (0 on a local server); absent
+        /// when the model's price is unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// The session's spend so far; absent when any reply's price was
+        /// unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_cost_usd: Option<f64>,
+        /// The model runs on this machine (a loopback server without a
+        /// price): its cost is 0 because it is free, not unknown.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        local: bool,
     },
     Retrying {
         attempt: u32,
@@ -724,6 +736,12 @@ pub struct StatusReport {
     pub last_completion_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// The session's spend in US dollars; null when a price was unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// The model runs on this machine and costs nothing.
+    #[serde(default)]
+    pub local: bool,
     pub policy: ApprovalPolicy,
     /// The run in progress, if any.
     pub running: Option<u64>,

@@ -25,6 +25,7 @@ use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTrack
 use crate::host::{Target, TmuxTarget};
 use crate::provider::ModelClient;
 use crate::tools::{ToolContext, ToolRegistry};
+use crate::wire::OutputSchema;
 use crate::wire::{Image, Message, Role};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -169,6 +170,8 @@ pub struct AgentSetup {
     pub models: Option<Box<dyn ModelSwitcher>>,
     /// The user's hook commands (none: `Hooks::default()`).
     pub hooks: Hooks,
+    /// The schema every final answer must match (`exec --output-schema`).
+    pub output: Option<Arc<OutputSchema>>,
 }
 
 /// The sending end of an agent's ops. Each op goes with a fresh id (the
@@ -279,6 +282,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         control.clone(),
     );
     agent.set_hooks(hooks.clone());
+    agent.output = setup.output;
     let core = Core {
         hooks,
         session_start: Some("startup"),

@@ -75,6 +75,7 @@ fn options(strategy: ToolStrategy) -> AgentOptions {
             max_turns: 5,
             max_total_tokens: None,
             max_duration: None,
+            max_cost_usd: None,
         },
         strategy,
         context_limit: 8192,
@@ -959,6 +960,7 @@ fn service(replies: Vec<Message>) -> AgentHandle {
         sessions: None,
         models: None,
         hooks: super::hooks::Hooks::default(),
+        output: None,
     })
 }
 

@@ -31,6 +31,7 @@ mod mcp;
 mod mcp_cmd;
 mod mcp_server;
 mod models;
+mod output;
 mod pick;
 mod project;
 mod prompt;
@@ -101,11 +102,19 @@ async fn exec(
     crate::background::run_inline();
     let prompt = prompt::read(&args.prompt)?;
     let images = prompt::images(&args.images)?;
+    // Read only when asked for; a bad file is a usage error before any request.
+    let output = match &args.output_schema {
+        Some(path) => Some(std::sync::Arc::new(output::load_schema(path)?)),
+        None => None,
+    };
     let Resolved {
         settings, style, ..
     } = load_settings(overrides).await?;
     if !images.is_empty() && !settings.api.images {
         return Err(AppError::Usage(model_info(&settings).images_refused()));
+    }
+    if let Some(max) = args.max_cost {
+        output::check_max_cost(&model_info(&settings), max)?;
     }
     let choice = SandboxChoice::new(&settings.tools, args.dangerously_auto_approve);
     let mut execution =
@@ -130,6 +139,7 @@ async fn exec(
     if let Some(d) = args.timeout {
         options.limits.max_duration = Some(d);
     }
+    options.limits.max_cost_usd = args.max_cost;
     let found = custom_files(&settings, &workdir());
     for note in &found.notes {
         eprintln!("{} {note}", style.dim("note:"));
@@ -137,9 +147,9 @@ async fn exec(
     // `buddy exec "/name args"` runs a custom command as the REPL would.
     let prompt =
         crate::ui::repl::commands::expand_custom(&prompt, &found.commands).unwrap_or(prompt);
-    let mut agent = agent::spawn(agent_setup(
-        &settings, &execution, rules, options, None, None,
-    )?);
+    let mut setup = agent_setup(&settings, &execution, rules, options, None, None)?;
+    setup.output = output.clone();
+    let mut agent = agent::spawn(setup);
     // exec has one chance to offer the tools: the servers' start (each
     // bounded by its startup_timeout_secs) is awaited before the request.
     if let Some(servers) = mcp::running() {
@@ -171,14 +181,19 @@ async fn exec(
     let outcome = match json {
         Some(j) => j.run(&mut agent).await,
         None => {
-            ExecFrontEnd::new(exec_options(&settings, style))
-                .run(&mut agent)
-                .await
+            let mut opts = exec_options(&settings, style);
+            opts.plain_answer = output.is_some();
+            ExecFrontEnd::new(opts).run(&mut agent).await
         }
     };
     finish(agent, &outcome).await;
     match outcome {
-        ExecOutcome::Answered => Ok(Exit::Ok),
+        ExecOutcome::Answered(answer) => match &args.output_last_message {
+            // The answer is on stdout already; a file that cannot be
+            // written is still a failure of the run.
+            Some(path) => output::write_last_message(path, &answer).map(|()| Exit::Ok),
+            None => Ok(Exit::Ok),
+        },
         ExecOutcome::Interrupted => Ok(Exit::Interrupted),
         ExecOutcome::Failed(m) | ExecOutcome::LimitReached(m) => Err(AppError::Failed(m)),
     }

@@ -145,6 +145,7 @@ pub(crate) fn agent_options(settings: &Settings) -> AgentOptions {
             max_turns: a.turn_limit(),
             max_total_tokens: a.max_total_tokens,
             max_duration: a.duration_limit(),
+            max_cost_usd: None,
         },
         strategy,
         context_limit: tokens::context_limit(settings.api.context_limit, &settings.api.model),
@@ -162,7 +163,43 @@ pub(crate) fn model_info(settings: &Settings) -> ModelInfo {
         profile: settings.api.profile.clone(),
         base_url: settings.api.base_url.clone(),
         no_images: !settings.api.images,
+        pricing: pricing(&settings.api),
     }
+}
+
+/// What the profile's tokens cost: its own `price`, else nothing on a
+/// server on this machine, else (not for a login, billed by its plan) the
+/// price table's figure, else unknown.
+fn pricing(api: &config::ApiSettings) -> tokens::Pricing {
+    if let Some(p) = api.price {
+        return tokens::Pricing::Priced(tokens::Price {
+            input: p.input,
+            output: p.output,
+            cached_input: p.cached_input,
+        });
+    }
+    if on_this_machine(&api.base_url) {
+        return tokens::Pricing::Local;
+    }
+    if api.login.is_some() {
+        // A subscription login is billed by its plan, not per token.
+        return tokens::Pricing::Unknown;
+    }
+    tokens::catalog_price(&api.model).map_or(tokens::Pricing::Unknown, tokens::Pricing::Priced)
+}
+
+/// Whether `base_url` names a loopback address (where ollama, llama.cpp and
+/// the servers discovery finds listen).
+fn on_this_machine(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let host = url.host_str().unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Everything the agent needs, for the active profile and target.
@@ -232,6 +269,7 @@ pub(crate) fn agent_setup(
         ))),
         models,
         hooks: hooks(&settings.hooks)?,
+        output: None,
     })
 }
 
@@ -281,6 +319,7 @@ pub(crate) fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
         style,
         show_tool_calls: settings.display.show_tool_calls,
         show_tokens: settings.display.show_tokens,
+        plain_answer: false,
     }
 }
 
@@ -536,4 +575,48 @@ pub(crate) fn auth_store() -> Result<AuthStore, AuthError> {
     AuthStore::default_path()
         .map(AuthStore::new)
         .ok_or(AuthError::NoConfigDir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokens::Pricing;
+
+    fn api(base_url: &str, model: &str) -> config::ApiSettings {
+        let text = format!(
+            "[agent]\nmodel = \"p\"\n[models.p]\napi_base_url = \"{base_url}\"\nmodel = \"{model}\"\n"
+        );
+        let file = config::parse(&text, None).unwrap();
+        config::resolve(file, None, &|_| None, &config::CliOverrides::default())
+            .unwrap()
+            .api
+    }
+
+    #[test]
+    fn price_comes_from_the_profile_then_loopback_then_the_table() {
+        assert_eq!(
+            pricing(&api("http://127.0.0.1:8080/v1", "gpt-4o")),
+            Pricing::Local
+        );
+        assert_eq!(
+            pricing(&api("http://localhost:11434/v1", "llama3.1")),
+            Pricing::Local
+        );
+        assert_eq!(pricing(&api("http://[::1]:8080/v1", "x")), Pricing::Local);
+        assert!(matches!(
+            pricing(&api("https://api.openai.com/v1", "gpt-4o")),
+            Pricing::Priced(p) if p.input == 2.50
+        ));
+        assert_eq!(
+            pricing(&api("https://llm.example/v1", "mystery-1")),
+            Pricing::Unknown
+        );
+        let mut own = api("http://127.0.0.1:8080/v1", "gpt-4o");
+        own.price = Some(config::PriceConfig {
+            input: 1.0,
+            output: 2.0,
+            cached_input: None,
+        });
+        assert!(matches!(pricing(&own), Pricing::Priced(p) if p.output == 2.0));
+    }
 }

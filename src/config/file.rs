@@ -108,6 +108,20 @@ pub struct ModelProfile {
     /// attachment before anything is sent.
     #[serde(default = "yes")]
     pub images: bool,
+    /// What the model costs, in US dollars per million tokens; replaces
+    /// buddy's price table for this profile.
+    pub price: Option<PriceConfig>,
+}
+
+/// `price = { input = …, output = …, cached_input = … }`: US dollars per
+/// million tokens; `cached_input` (prompt tokens read from the provider's
+/// cache) defaults to `input`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    pub input: f64,
+    pub output: f64,
+    pub cached_input: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

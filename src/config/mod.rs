@@ -62,6 +62,8 @@ pub struct ApiSettings {
     pub ca_file: Option<PathBuf>,
     /// The model takes images (`images`, default true).
     pub images: bool,
+    /// The profile's own `price`, checked (finite, not negative).
+    pub price: Option<PriceConfig>,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -79,6 +81,7 @@ impl std::fmt::Debug for ApiSettings {
             .field("login", &self.login)
             .field("ca_file", &self.ca_file)
             .field("images", &self.images)
+            .field("price", &self.price)
             .finish()
     }
 }
@@ -373,6 +376,7 @@ pub fn resolve(
                 context_limit: None,
                 stream: true,
                 max_tokens: None,
+                price: None,
                 prompt_cache: None,
                 ca_file: None,
                 images: true,
@@ -475,6 +479,18 @@ pub fn resolve(
         .or(profile.model.clone())
         .unwrap_or_else(|| profile_name.clone());
 
+    let price = profile.price;
+    if let Some(p) = price {
+        let fine = |v: f64| v.is_finite() && v >= 0.0;
+        if !(fine(p.input) && fine(p.output) && p.cached_input.is_none_or(fine)) {
+            return Err(ConfigError::Invalid {
+                path: file_src,
+                message: format!(
+                    "models.{profile_name}.price: prices are US dollars per million tokens, not negative"
+                ),
+            });
+        }
+    }
     if file.agent.max_iterations == 0 || file.agent.max_turns == Some(0) {
         return Err(ConfigError::Invalid {
             path: file_src,
@@ -553,6 +569,7 @@ pub fn resolve(
             login,
             ca_file,
             images: profile.images,
+            price,
         },
         agent: file.agent,
         tools: file.tools,

@@ -440,3 +440,33 @@ fn a_base_url_elsewhere_gets_no_profile_key() {
     ));
     assert!(!same_server("https://a/v1", Some("http://a/v1")));
 }
+
+#[test]
+fn a_profiles_price_is_read_and_a_negative_one_refused() {
+    let priced = TWO_PROFILES.replace(
+        "model = \"model-a\"",
+        "model = \"model-a\"\nprice = { input = 2.0, output = 8.0, cached_input = 0.5 }",
+    );
+    let s = resolve_text(&priced, &[], CliOverrides::default()).unwrap();
+    assert_eq!(
+        s.api.price,
+        Some(PriceConfig {
+            input: 2.0,
+            output: 8.0,
+            cached_input: Some(0.5)
+        })
+    );
+    let plain = resolve_text(TWO_PROFILES, &[], CliOverrides::default()).unwrap();
+    assert_eq!(plain.api.price, None);
+    let negative = TWO_PROFILES.replace(
+        "model = \"model-a\"",
+        "model = \"model-a\"\nprice = { input = -1.0, output = 8.0 }",
+    );
+    let e = resolve_text(&negative, &[], CliOverrides::default()).unwrap_err();
+    assert!(e.to_string().contains("models.a.price"), "{e}");
+    let typo = TWO_PROFILES.replace(
+        "model = \"model-a\"",
+        "model = \"model-a\"\nprice = { input = 1.0, output = 8.0, cache = 0.1 }",
+    );
+    assert!(resolve_text(&typo, &[], CliOverrides::default()).is_err());
+}

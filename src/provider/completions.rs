@@ -65,6 +65,13 @@ impl Protocol for Completions {
         let stream_options = s.stream.then_some(StreamOptions {
             include_usage: true,
         });
+        let response_format = request.output.map(|o| {
+            json!({"type": "json_schema", "json_schema": {
+                "name": o.name(),
+                "schema": o.schema(),
+                "strict": true,
+            }})
+        });
         if images {
             // Only a request with images is rebuilt as JSON; every other
             // one is encoded exactly as before.
@@ -80,6 +87,7 @@ impl Protocol for Completions {
                 top_p: s.top_p,
                 stream: s.stream,
                 stream_options,
+                response_format,
             });
         }
         let body = ChatRequest {
@@ -90,6 +98,7 @@ impl Protocol for Completions {
             top_p: s.top_p,
             stream: s.stream,
             stream_options,
+            response_format,
         };
         encode_body(&body)
     }

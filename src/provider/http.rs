@@ -669,7 +669,12 @@ impl ModelClient for HttpClient {
         let mut refreshed = false;
         loop {
             match self.attempt(&body, token.as_deref(), on_event).await {
-                Ok(r) => return Ok(r),
+                Ok(mut r) => {
+                    if let Some(output) = request.output {
+                        output.adopt_answer_call(&mut r.message);
+                    }
+                    return Ok(r);
+                }
                 // A rejected login token is refreshed once, then tried again.
                 Err((ApiError::Status { status: 401, .. }, _, false))
                     if !refreshed && self.login.is_some() =>

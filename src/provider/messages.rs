@@ -156,18 +156,36 @@ fn request_body(request: ModelRequest<'_>, s: &ClientSettings) -> Value {
         body.insert("system".into(), json!([block]));
     }
 
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.function.name,
-                    "description": t.function.description,
-                    "input_schema": t.function.parameters,
-                })
+    let answer_tool = request.output.map(|o| o.name());
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        // A tool of the answer's name could not be called anyway (the
+        // answer tool is forced) and two of one name are refused.
+        .filter(|t| Some(t.function.name.as_str()) != answer_tool)
+        .map(|t| {
+            json!({
+                "name": t.function.name,
+                "description": t.function.description,
+                "input_schema": t.function.parameters,
             })
-            .collect();
+        })
+        .collect();
+    if let Some(output) = request.output {
+        // The Messages API has no response format: the schema is the input
+        // of a tool the model must call, and that call's input is the
+        // answer (`OutputSchema::adopt_answer_call`).
+        tools.push(json!({
+            "name": output.name(),
+            "description": "Give your final answer by calling this tool; its input is the answer.",
+            "input_schema": output.schema(),
+        }));
+        body.insert(
+            "tool_choice".into(),
+            json!({"type": "tool", "name": output.name()}),
+        );
+    }
+    if !tools.is_empty() {
         body.insert("tools".into(), Value::from(tools));
     }
 
@@ -608,6 +626,7 @@ mod tests {
                 ModelRequest {
                     messages,
                     tools: &ToolList::from(tools.to_vec()),
+                    output: None,
                 },
                 &settings(true, cache),
             )
@@ -705,6 +724,7 @@ mod tests {
                 ModelRequest {
                     messages: &[Message::user("x")],
                     tools: &ToolList::new(),
+                    output: None,
                 },
                 &s,
             )

@@ -14,7 +14,7 @@ pub mod retry;
 
 pub use error::ApiError;
 
-use crate::wire::{Message, ToolList, Usage};
+use crate::wire::{Message, OutputSchema, ToolList, Usage};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -23,6 +23,9 @@ use std::time::Duration;
 pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     pub tools: &'a ToolList,
+    /// The schema the answer must match (`exec --output-schema`); each
+    /// protocol sends it its own way.
+    pub output: Option<&'a OutputSchema>,
 }
 
 /// One finished model turn.

@@ -134,6 +134,17 @@ fn request_body(request: ModelRequest<'_>, s: &ClientSettings) -> Value {
     if let Some(max) = s.max_tokens {
         body.insert("max_output_tokens".into(), Value::from(max));
     }
+    if let Some(output) = request.output {
+        body.insert(
+            "text".into(),
+            json!({"format": {
+                "type": "json_schema",
+                "name": output.name(),
+                "schema": output.schema(),
+                "strict": true,
+            }}),
+        );
+    }
     Value::Object(body)
 }
 
@@ -546,6 +557,7 @@ mod tests {
                 ModelRequest {
                     messages,
                     tools: &ToolList::from(tools.to_vec()),
+                    output: None,
                 },
                 s,
             )

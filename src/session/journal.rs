@@ -86,6 +86,16 @@ pub struct SavedTokens {
     pub cache_read_total: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_total: u64,
+    /// The spend in billionths of a dollar; absent in sessions saved
+    /// before costs were tracked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_nanos: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cost_unknown: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -101,6 +111,8 @@ impl SavedTokens {
             last_completion: t.last_completion_tokens,
             cache_read_total: t.total_cache_read_tokens,
             cache_write_total: t.total_cache_write_tokens,
+            cost_nanos: Some(t.cost_nanos),
+            cost_unknown: t.cost_unknown,
         }
     }
 
@@ -114,6 +126,10 @@ impl SavedTokens {
             last_completion_tokens: self.last_completion,
             total_cache_read_tokens: self.cache_read_total,
             total_cache_write_tokens: self.cache_write_total,
+            cost_nanos: self.cost_nanos.unwrap_or(0),
+            // Tokens spent before costs were kept had a price nobody noted.
+            cost_unknown: self.cost_unknown
+                || (self.cost_nanos.is_none() && self.prompt_total + self.completion_total > 0),
         }
     }
 }

@@ -22,12 +22,16 @@ pub struct ExecOptions {
     pub style: Style,
     pub show_tool_calls: bool,
     pub show_tokens: bool,
+    /// The answer is data for a program (`--output-schema`): written once,
+    /// exactly, never streamed or rendered as Markdown.
+    pub plain_answer: bool,
 }
 
 /// How the turn ended, for `main` to turn into an exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecOutcome {
-    Answered,
+    /// The final answer's text (also on stdout), for `-o FILE`.
+    Answered(String),
     Failed(String),
     Interrupted,
     /// An execution limit ended the run (exit 1, like a failure).
@@ -84,7 +88,7 @@ fn terminal_width() -> usize {
 
 impl ExecFrontEnd {
     pub fn new(opts: ExecOptions) -> Self {
-        let stream_stdout = std::io::stdout().is_terminal();
+        let stream_stdout = std::io::stdout().is_terminal() && !opts.plain_answer;
         ExecFrontEnd {
             opts,
             stream_stdout,
@@ -228,15 +232,19 @@ impl ExecFrontEnd {
                 cache_write_tokens,
                 session_total,
                 estimated,
+                cost_usd,
+                session_cost_usd,
+                local,
             } if self.opts.show_tokens => {
                 self.clear_spinner();
                 self.end_stream_line();
                 let approx = if estimated { "~" } else { "" };
                 let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
+                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
                 eprintln!(
                     "{}",
                     st.dim(&format!(
-                        "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}"
+                        "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}{cost}"
                     ))
                 );
             }
@@ -357,7 +365,7 @@ impl ExecFrontEnd {
                     };
                     rest.push_str(&md.finish());
                     self.write_answer(&rest);
-                    return ExecOutcome::Answered;
+                    return ExecOutcome::Answered(answer);
                 }
                 let mut out = std::io::stdout().lock();
                 let written = {
@@ -373,7 +381,7 @@ impl ExecFrontEnd {
                 };
                 // A reader that went away (`| head`) is not a failure of ours.
                 let _ = written.and_then(|_| out.flush());
-                ExecOutcome::Answered
+                ExecOutcome::Answered(answer)
             }
             RunOutcome::Interrupted => {
                 self.end_stream_line();

@@ -74,7 +74,7 @@ pub async fn run(agent: &mut AgentHandle, opts: LineOptions) -> LineEnd {
         }
         last = LineEnd::Ok;
         match shown.outcome(end) {
-            ExecOutcome::Answered | ExecOutcome::Interrupted => {}
+            ExecOutcome::Answered(_) | ExecOutcome::Interrupted => {}
             ExecOutcome::Failed(m) | ExecOutcome::LimitReached(m) => {
                 eprintln!("{} {}", style.error("error:"), crate::text::visible(&m));
                 last = LineEnd::LastFailed;

@@ -312,6 +312,9 @@ pub struct ChatRequest<'a, M = Message> {
     pub stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// `{"type":"json_schema","json_schema":{…}}` for a structured answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -4,10 +4,12 @@
 
 pub mod chat;
 pub mod image;
+pub mod schema;
 pub mod sse;
 pub mod stream;
 pub mod tools;
 
 pub use chat::*;
 pub use image::Image;
+pub use schema::OutputSchema;
 pub use tools::ToolList;

@@ -162,6 +162,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "images",
         "the model takes images: @shot.png, exec --image (default true; false refuses them before sending)",
     ),
+    (
+        "models.NAME",
+        "price",
+        "{ input = …, output = …, cached_input = … } in US dollars per million tokens, instead of buddy's price table (a loopback server without one is free)",
+    ),
     ("tools", "shell_enabled", "offer run_shell (default true)"),
     (
         "tools",

@@ -1542,8 +1542,16 @@ impl<'h> Repl<'h> {
     fn status_text(&self, r: &StatusReport) -> String {
         let tools = &self.opts.tools;
         let cache = crate::agent::tokens::cache_note(r.cache_read_tokens, r.cache_write_tokens);
+        let cost = if r.local {
+            "local: free".to_string()
+        } else {
+            match r.cost_usd {
+                Some(usd) => format!("{} this session", crate::agent::tokens::format_usd(usd)),
+                None => "unknown (no price known for this model; set price in its profile)".into(),
+            }
+        };
         format!(
-            "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}",
+            "model      {} (profile {})\nendpoint   {}\ntools      {}\nsession    {}\ntokens     {} prompt + {} completion = {} this session; last request {} + {}{}\ncost       {}",
             r.model,
             r.profile,
             r.base_url,
@@ -1554,7 +1562,8 @@ impl<'h> Repl<'h> {
             r.total_prompt_tokens + r.total_completion_tokens,
             r.last_prompt_tokens,
             r.last_completion_tokens,
-            cache
+            cache,
+            cost
         )
     }
 
@@ -1673,14 +1682,18 @@ impl<'h> Repl<'h> {
                 cache_write_tokens,
                 session_total,
                 estimated,
+                cost_usd,
+                session_cost_usd,
+                local,
             } => {
                 if self.opts.show_tokens {
                     self.flush_partial();
                     let approx = if estimated { "~" } else { "" };
                     let cache =
                         crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
+                    let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
                     self.say(&st.dim(&format!(
-                        "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total}{cache})"
+                        "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total}{cache}){cost}"
                     )));
                 }
             }
