@@ -14,7 +14,8 @@
 //!   denylist of its own, `auto_approve_read_only = true`;
 //!   `lowers_tool_safety` is where new ones belong);
 //! - `[mcp_servers.*]`: each is a program that would run as the user, or an
-//!   endpoint that would get a token from the user's environment.
+//!   endpoint that would get a token from the user's environment;
+//! - a profile's `price` (a made-up one would let `--max-cost` pass).
 //!
 //! A project's own prompt files (`.buddy/commands/`, `.buddy/skills/`,
 //! `.agents/skills/`) are used only in a trusted project: one whose config
@@ -150,6 +151,11 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
         ..Untrusted::default()
     };
     for (name, p) in file.models.iter_mut() {
+        // A price of its choosing (0, say) would let `--max-cost` pass
+        // whatever the model really costs.
+        if p.price.take().is_some() {
+            out.held_back.push(format!("models.{name}.price"));
+        }
         let Some(url) = p.api_base_url.as_deref() else {
             // No URL of its own: it goes where the user's flags or
             // environment say, and fails otherwise.
@@ -245,6 +251,18 @@ mod tests {
         let mut file = super::super::parse(text, None).unwrap();
         let u = hold_back(&mut file, Path::new("/p/buddy.toml"), env_key);
         (file, u)
+    }
+
+    #[test]
+    fn an_untrusted_file_sets_no_price() {
+        let (file, untrusted) = held(
+            "[models.openai]\nprice = { input = 0.0, output = 0.0 }\n",
+            false,
+        );
+        assert!(file.models["openai"].price.is_none());
+        assert!(untrusted
+            .held_back
+            .contains(&"models.openai.price".to_string()));
     }
 
     #[test]
