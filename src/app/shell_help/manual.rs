@@ -482,6 +482,16 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             "{\"agent_servers\": {\"buddy\": {\"command\": \"buddy\", \"args\": [\"acp\"]}}}",
             "in Zed's settings.json: the editor starts buddy as its agent",
         )],
+        Some("mcp-server") => &[
+            (
+                "claude mcp add buddy -- buddy mcp-server",
+                "Claude Code calls buddy's `buddy` and `buddy-reply` tools",
+            ),
+            (
+                "{\"mcpServers\": {\"buddy\": {\"command\": \"buddy\", \"args\": [\"mcp-server\"]}}}",
+                "the same for a client that reads an mcpServers JSON file",
+            ),
+        ],
         Some(_) => &[],
     }
 }
