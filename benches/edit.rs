@@ -493,7 +493,7 @@ fn time_big_file(files: &[Source]) {
         };
         let (text, _) = engine::apply(&doc.text, &[edit]).expect("placed");
         let diff = buddy::tools::diff::unified_excerpt("big.rs", &doc.text, &text);
-        let out = doc.encode(&text);
+        let out = doc.encode_owned(text);
         memory.push(start.elapsed());
         assert!(!diff.is_empty() && out.len() > 1);
     }

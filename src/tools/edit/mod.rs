@@ -175,6 +175,9 @@ impl Tool for EditFileTool {
                 return Err(ToolError::Failed(format!("file edit refused: {reason}")))
             }
         }
+        let report = planned.report(&shown);
+        // Encoded before the check below: the plan borrows `before`.
+        let bytes = planned.doc.encode_owned(planned.text);
         // The user may have taken a while; an edit of text that changed
         // meanwhile could land in the wrong place.
         let (same, before) =
@@ -186,8 +189,6 @@ impl Tool for EditFileTool {
                 "{shown} changed while the edit waited for approval; nothing was written. Read it again and redo the edit"
             )));
         }
-        let report = planned.report(&shown);
-        let bytes = planned.doc.encode_owned(planned.text);
         // What was just compared is what the checkpoint keeps.
         let known = Known::from(before.as_deref());
         tokio::time::timeout(self.timeout, store(ctx, &path, bytes, known))
@@ -214,14 +215,14 @@ impl EditFileTool {
 }
 
 /// An edit worked out, not yet written.
-pub struct Planned {
-    pub doc: Doc,
+pub struct Planned<'a> {
+    pub doc: Doc<'a>,
     pub text: String,
     pub changes: Vec<Change>,
     pub created: bool,
 }
 
-impl Planned {
+impl Planned<'_> {
     /// What the approval question says about the change.
     fn summary(&self) -> String {
         let (added, removed) = line_counts(&self.doc.text, &self.text);
@@ -273,7 +274,11 @@ fn line_counts(old: &str, new: &str) -> (usize, usize) {
 }
 
 /// Works out an edit of `path`, whose bytes are `before` (`None`: no file).
-pub fn plan(path: &Path, before: Option<&[u8]>, edits: &[Edit]) -> Result<Planned, ToolError> {
+pub fn plan<'a>(
+    path: &Path,
+    before: Option<&'a [u8]>,
+    edits: &[Edit],
+) -> Result<Planned<'a>, ToolError> {
     let Some(bytes) = before else {
         return match edits {
             [e] if e.old.is_empty() => Ok(Planned {

@@ -154,7 +154,7 @@ struct File {
     path: PathBuf,
     /// The bytes read before (`None`: there was no file).
     before: Option<Vec<u8>>,
-    doc: Doc,
+    doc: Doc<'static>,
     /// The text now (`None`: deleted).
     text: Option<String>,
     /// What the patch did to it, in order, as phrases naming the file.
@@ -229,13 +229,15 @@ impl ApplyPatchTool {
             let (doc, text) = match &before {
                 None => (Doc::new_file(), None),
                 Some(bytes) => {
-                    let doc = Doc::decode(bytes).ok_or_else(|| {
-                        ToolError::Failed(format!(
-                            "{} is not UTF-8 text; apply_patch changes text files only",
-                            path.display()
-                        ))
-                    })?;
-                    let text = doc.text.clone();
+                    let doc = Doc::decode(bytes)
+                        .ok_or_else(|| {
+                            ToolError::Failed(format!(
+                                "{} is not UTF-8 text; apply_patch changes text files only",
+                                path.display()
+                            ))
+                        })?
+                        .into_owned();
+                    let text = doc.text.to_string();
                     (doc, Some(text))
                 }
             };
