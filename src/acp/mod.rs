@@ -10,9 +10,11 @@
 //! for people goes to stderr.
 //!
 //! The handlers the SDK calls only pass each request to one loop (`Conn`),
-//! which owns the sessions; nothing here holds the SDK's dispatch while it
-//! waits, and questions to the client (permissions, its files) are asked
-//! from tasks of their own.
+//! which owns the sessions. Each session's agent runs on the one drive loop
+//! (`crate::drive`) on a task of its own, with `Session` as its renderer:
+//! prompts reach it as input, a permission is its `Approval::Ask`. Nothing
+//! here holds the SDK's dispatch while it waits, and questions to the
+//! client (permissions, its files) are asked from those tasks.
 //!
 //! What this does not own: how an agent is built (settings, tools, targets:
 //! `app::acp`), the session files (`session`), and the MCP client the
