@@ -2,9 +2,9 @@
 //! agent's events and hands each to a `Renderer`, answers approval requests
 //! through it, waits for the front end's own input (keys, lines, timers)
 //! beside the events, and turns Ctrl-C into `Op::Interrupt`. Every front end
-//! (exec, exec `--json`, the line session, the REPL, serve's runs) is a
-//! renderer of this loop; a new one (an ACP agent on stdio, an MCP server
-//! mode) is another. What a front end shows, and when it has seen enough, is
+//! (exec, exec `--json`, the line session, the REPL, serve's runs, each ACP
+//! session, each `buddy mcp-server` call) is a renderer of this loop; a new
+//! one is another. What a front end shows, and when it has seen enough, is
 //! the renderer's business; this module knows no terminal and no format.
 //! It does not own the agent: the caller spawns it, and shuts it down after.
 

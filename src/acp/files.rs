@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::tools::editor::EditorError;
 pub use crate::tools::editor::EditorFiles as ClientFiles;
 
 /// How long the client may take to answer a read or a write.
@@ -38,16 +39,16 @@ pub fn offered(
 
 #[async_trait]
 impl ClientFiles for AcpFiles {
-    async fn read(&self, path: &Path) -> Result<String, String> {
+    async fn read(&self, path: &Path) -> Result<String, EditorError> {
         let request = ReadTextFileRequest::new(self.session.clone(), path.to_path_buf());
         match tokio::time::timeout(ANSWER_TIME, self.cx.send_request(request).block_task()).await {
             Ok(Ok(r)) => Ok(r.content),
-            Ok(Err(e)) => Err(format!("the editor could not read it: {}", e.message)),
-            Err(_) => Err("the editor did not answer the read in time".into()),
+            Ok(Err(e)) => Err(EditorError::Read(e.message)),
+            Err(_) => Err(EditorError::ReadTimeout),
         }
     }
 
-    async fn write(&self, path: &Path, content: &str) -> Result<(), String> {
+    async fn write(&self, path: &Path, content: &str) -> Result<(), EditorError> {
         let request = WriteTextFileRequest::new(
             self.session.clone(),
             path.to_path_buf(),
@@ -55,8 +56,8 @@ impl ClientFiles for AcpFiles {
         );
         match tokio::time::timeout(ANSWER_TIME, self.cx.send_request(request).block_task()).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("the editor could not write it: {}", e.message)),
-            Err(_) => Err("the editor did not answer the write in time".into()),
+            Ok(Err(e)) => Err(EditorError::Write(e.message)),
+            Err(_) => Err(EditorError::WriteTimeout),
         }
     }
 }

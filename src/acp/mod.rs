@@ -10,9 +10,11 @@
 //! for people goes to stderr.
 //!
 //! The handlers the SDK calls only pass each request to one loop (`Conn`),
-//! which owns the sessions; nothing here holds the SDK's dispatch while it
-//! waits, and questions to the client (permissions, its files) are asked
-//! from tasks of their own.
+//! which owns the sessions. Each session's agent runs on the one drive loop
+//! (`crate::drive`) on a task of its own, with `Session` as its renderer:
+//! prompts reach it as input, a permission is its `Approval::Ask`. Nothing
+//! here holds the SDK's dispatch while it waits, and questions to the
+//! client (permissions, its files) are asked from those tasks.
 //!
 //! What this does not own: how an agent is built (settings, tools, targets:
 //! `app::acp`), the session files (`session`), and the MCP client the
@@ -29,6 +31,7 @@ use crate::agent::protocol::{Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::config::McpServer;
+use crate::drive::{drive, Approval, ApprovalRequest, Flow, Renderer};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, ContentBlock, Implementation,
@@ -40,19 +43,45 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error as RpcError, ErrorCode, Lines};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use translate::{Step, Translator};
 
-/// Events from every session's agent wait here for the loop; each agent's
-/// own channel is bounded too, so a slow client slows the agents, never
-/// grows memory.
-const EVENT_QUEUE: usize = 256;
+/// How long a session's agent gets to save and stop when the client goes.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+
+/// Why `buddy acp` stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    #[error("the ACP connection failed: {0}")]
+    Connection(#[source] RpcError),
+}
+
+/// Why a session could not be opened: one line, for the client's error
+/// answer. The composition root says what went wrong in its own words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
+/// Why a prompt's content was refused (an invalid-params answer).
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("an image is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("an image is not PNG, JPEG, GIF or WebP")]
+    ImageFormat,
+    #[error("audio and other content is not supported")]
+    Unsupported,
+    #[error("the prompt is empty")]
+    Empty,
+}
 
 /// What `buddy acp` needs from the composition root.
 pub trait Backend: Send + Sync {
     /// A new saved session for `cwd`; its id (the ACP session id).
-    fn create(&self, cwd: &Path) -> Result<String, String>;
+    fn create(&self, cwd: &Path) -> Result<String, BackendError>;
     /// An agent working in `cwd` with the client's MCP servers as well as
     /// the configured ones, and file tools that go through `files` when
     /// the client offered its files.
@@ -61,7 +90,7 @@ pub trait Backend: Send + Sync {
         cwd: &Path,
         servers: BTreeMap<String, McpServer>,
         files: Option<Arc<dyn ClientFiles>>,
-    ) -> Result<Spawned, String>;
+    ) -> Result<Spawned, BackendError>;
 }
 
 /// A session's agent and what to stop with it.
@@ -83,7 +112,7 @@ enum Incoming {
 
 /// Serves ACP on stdin and stdout until the client closes the connection;
 /// every session is saved before it returns.
-pub async fn run(backend: Arc<dyn Backend>) -> Result<(), String> {
+pub async fn run(backend: Arc<dyn Backend>) -> Result<(), AcpError> {
     let (tx, rx) = mpsc::unbounded_channel::<Incoming>();
     let transport = Lines::new(transport::outgoing(), transport::incoming());
     // Each handler only forwards: the loop below answers.
@@ -126,7 +155,7 @@ pub async fn run(backend: Arc<dyn Backend>) -> Result<(), String> {
             Ok(())
         })
         .await
-        .map_err(|e| format!("the ACP connection failed: {e}"))
+        .map_err(AcpError::Connection)
 }
 
 fn forward(tx: &mpsc::UnboundedSender<Incoming>, msg: Incoming) -> Result<(), RpcError> {
@@ -143,37 +172,42 @@ struct Pending {
     started: bool,
 }
 
-/// One ACP session: its agent's op sender, the translation of its events,
-/// and the prompt turn in progress.
-struct Live {
-    ops: OpSender,
-    agent: tokio::task::JoinHandle<()>,
-    relay: tokio::task::JoinHandle<()>,
-    translator: Translator,
-    prompt: Option<Pending>,
-    servers: Option<Arc<crate::mcp::McpTools>>,
+/// What the connection hands a session's task.
+enum ToSession {
+    /// Boxed: a responder is large, and most messages are small.
+    Prompt(Box<(PromptRequest, Responder<PromptResponse>)>),
+    /// The client has gone: answer what waits, save and stop.
+    Close,
 }
 
-/// The loop that owns the sessions.
+/// One open ACP session as the connection sees it: its task (the drive
+/// loop over its agent) and what a cancel needs.
+struct Open {
+    inbox: mpsc::UnboundedSender<ToSession>,
+    /// The agent's ops: a cancel goes straight to the agent, even while the
+    /// session's task waits for the client's answer to a permission.
+    ops: OpSender,
+    /// A prompt turn is in progress.
+    prompting: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The loop that owns the sessions: it takes what the SDK hands over and
+/// passes prompts to each session's task.
 struct Conn {
     cx: ConnectionTo<Client>,
     backend: Arc<dyn Backend>,
     client: ClientCapabilities,
-    sessions: HashMap<String, Live>,
-    events_tx: mpsc::Sender<(String, Event)>,
-    events: mpsc::Receiver<(String, Event)>,
+    sessions: HashMap<String, Open>,
 }
 
 impl Conn {
     fn new(cx: ConnectionTo<Client>, backend: Arc<dyn Backend>) -> Conn {
-        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
         Conn {
             cx,
             backend,
             client: ClientCapabilities::default(),
             sessions: HashMap::new(),
-            events_tx,
-            events,
         }
     }
 
@@ -185,7 +219,6 @@ impl Conn {
                     Some(msg) => self.incoming(msg).await,
                     None => break,
                 },
-                Some((sid, ev)) = self.events.recv() => self.event(&sid, ev),
                 () = cx.incoming_closed() => break,
             }
         }
@@ -213,11 +246,25 @@ impl Conn {
                     .map(|_| LoadSessionResponse::new());
                 let _ = resp.respond_with_result(answer);
             }
-            Incoming::Prompt(req, resp) => self.prompt(req, resp).await,
+            Incoming::Prompt(req, resp) => {
+                let sid = req.session_id.0.to_string();
+                let Some(open) = self.sessions.get(&sid) else {
+                    let _ = resp.respond_with_error(RpcError::new(
+                        ErrorCode::RESOURCE_NOT_FOUND,
+                        format!("no session {sid} is open"),
+                    ));
+                    return;
+                };
+                if let Err(mpsc::error::SendError(ToSession::Prompt(p))) =
+                    open.inbox.send(ToSession::Prompt(Box::new((req, resp))))
+                {
+                    let _ = p.1.respond_with_error(internal("the agent stopped".into()));
+                }
+            }
             Incoming::Cancel(n) => {
-                if let Some(live) = self.sessions.get(n.session_id.0.as_ref()) {
-                    if live.prompt.is_some() {
-                        let _ = live.ops.send(Op::Interrupt).await;
+                if let Some(open) = self.sessions.get(n.session_id.0.as_ref()) {
+                    if open.prompting.load(Ordering::Acquire) {
+                        let _ = open.ops.send(Op::Interrupt).await;
                     }
                 }
             }
@@ -243,41 +290,40 @@ impl Conn {
         let servers = client_servers(servers)?;
         let id = match load {
             Some(id) => id.to_string(),
-            None => self.backend.create(cwd).map_err(internal)?,
+            None => self
+                .backend
+                .create(cwd)
+                .map_err(|e| internal(e.to_string()))?,
         };
         let files = files::offered(&self.client, &self.cx, &id);
-        let Spawned { mut agent, servers } =
-            self.backend.spawn(cwd, servers, files).map_err(internal)?;
+        let Spawned { mut agent, servers } = self
+            .backend
+            .spawn(cwd, servers, files)
+            .map_err(|e| internal(e.to_string()))?;
         let _ = agent.ops.send(Op::Resume { query: id.clone() }).await;
-        // The resume's answer, read here before the relay takes the events.
-        let mut translator = Translator::new();
-        let resumed = loop {
-            let Some(ev) = agent.events.recv().await else {
-                break Err(internal("the agent stopped unexpectedly".into()));
-            };
-            match &ev.kind {
-                EventKind::SessionResumed { .. } => {
-                    if load.is_some() {
-                        for step in translator.on_event(&ev) {
-                            if let Step::Update(u) = step {
-                                self.notify(&id, u);
-                            }
-                        }
-                    }
-                    break Ok(());
-                }
-                EventKind::Error { message, code } => {
-                    let msg = crate::text::one_line(message, 400);
-                    break Err(match code {
-                        Some(crate::agent::protocol::ErrorCode::SessionNotFound) => {
-                            RpcError::new(ErrorCode::RESOURCE_NOT_FOUND, msg)
-                        }
-                        _ => internal(msg),
-                    });
-                }
-                _ => {}
-            }
+        let (inbox, rx) = mpsc::unbounded_channel();
+        let prompting = Arc::new(AtomicBool::new(false));
+        let mut session = Session {
+            cx: self.cx.clone(),
+            sid: id.clone(),
+            translator: Translator::new(),
+            prompt: None,
+            prompting: prompting.clone(),
+            inbox: rx,
+            asking: None,
+            opening: Some(Opening {
+                replay: load.is_some(),
+                answer: None,
+            }),
         };
+        // The resume's answer, on the drive loop like the rest: the session
+        // opens only if it holds.
+        drive(&mut agent, &mut session).await;
+        let resumed = session
+            .opening
+            .take()
+            .and_then(|o| o.answer)
+            .unwrap_or_else(|| Err(internal("the agent stopped unexpectedly".into())));
         if let Err(e) = resumed {
             if let Some(s) = &servers {
                 s.stop();
@@ -285,44 +331,119 @@ impl Conn {
             agent.shutdown().await;
             return Err(e);
         }
-        let AgentHandle {
-            ops,
-            mut events,
-            task,
-        } = agent;
-        let tx = self.events_tx.clone();
-        let sid = id.clone();
-        let relay = tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                if tx.send((sid.clone(), ev)).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let ops = agent.ops.clone();
+        let task = tokio::spawn(session.run(agent, servers));
         self.sessions.insert(
             id.clone(),
-            Live {
+            Open {
+                inbox,
                 ops,
-                agent: task,
-                relay,
-                translator,
-                prompt: None,
-                servers,
+                prompting,
+                task,
             },
         );
         Ok(id)
     }
 
-    async fn prompt(&mut self, req: PromptRequest, resp: Responder<PromptResponse>) {
-        let sid = req.session_id.0.to_string();
-        let Some(live) = self.sessions.get_mut(&sid) else {
-            let _ = resp.respond_with_error(RpcError::new(
-                ErrorCode::RESOURCE_NOT_FOUND,
-                format!("no session {sid} is open"),
+    /// Every session saved and its agent stopped; prompts still waiting are
+    /// answered as cancelled.
+    async fn close(&mut self) {
+        let open: Vec<Open> = self.sessions.drain().map(|(_, o)| o).collect();
+        for o in &open {
+            let _ = o.inbox.send(ToSession::Close);
+        }
+        for o in open {
+            // Each task gives its agent `SHUTDOWN_WAIT`; a little more here
+            // for the rest of its stop.
+            let _ = tokio::time::timeout(SHUTDOWN_WAIT + Duration::from_secs(5), o.task).await;
+        }
+    }
+}
+
+/// The resume a session opens with, while it is waited for.
+struct Opening {
+    /// `session/load`: the saved conversation goes to the client.
+    replay: bool,
+    answer: Option<Result<(), RpcError>>,
+}
+
+/// One ACP session as a renderer of the drive loop: the agent's events go
+/// to the client as `session/update`s (`Translator`), approvals are asked
+/// through `session/request_permission`, and prompts come from the
+/// connection as input.
+struct Session {
+    cx: ConnectionTo<Client>,
+    sid: String,
+    translator: Translator,
+    prompt: Option<Pending>,
+    prompting: Arc<AtomicBool>,
+    inbox: mpsc::UnboundedReceiver<ToSession>,
+    /// The question the translator made of the approval request just seen,
+    /// for `on_approval` to put.
+    asking: Option<(
+        agent_client_protocol::v1::schema::ToolCallUpdate,
+        Option<String>,
+    )>,
+    /// Waiting for the answer to the first `Op::Resume`.
+    opening: Option<Opening>,
+}
+
+impl Session {
+    /// Drives the session until the client goes (or the agent stops), then
+    /// saves and stops its agent and the client's MCP servers.
+    async fn run(mut self, mut agent: AgentHandle, servers: Option<Arc<crate::mcp::McpTools>>) {
+        drive(&mut agent, &mut self).await;
+        if let Some(p) = self.prompt.take() {
+            // The turn cannot end now: the client has gone, or the agent.
+            let _ = p.responder.respond(PromptResponse::new(
+                agent_client_protocol::v1::schema::StopReason::Cancelled,
             ));
-            return;
+        }
+        self.prompting.store(false, Ordering::Release);
+        let _ = tokio::time::timeout(SHUTDOWN_WAIT, agent.shutdown()).await;
+        if let Some(s) = servers {
+            s.stop();
+        }
+    }
+
+    /// The answer to the opening resume, when `ev` is it.
+    fn opened(&mut self, ev: &Event) -> Flow {
+        let Some(opening) = &mut self.opening else {
+            return Flow::Continue;
         };
-        if live.prompt.is_some() {
+        match &ev.kind {
+            EventKind::SessionResumed { .. } => {
+                if opening.replay {
+                    for step in self.translator.on_event(ev) {
+                        if let Step::Update(u) = step {
+                            notify(&self.cx, &self.sid, u);
+                        }
+                    }
+                }
+                opening.answer = Some(Ok(()));
+                Flow::Stop
+            }
+            EventKind::Error { message, code } => {
+                let msg = crate::text::one_line(message, 400);
+                opening.answer = Some(Err(match code {
+                    Some(crate::agent::protocol::ErrorCode::SessionNotFound) => {
+                        RpcError::new(ErrorCode::RESOURCE_NOT_FOUND, msg)
+                    }
+                    _ => internal(msg),
+                }));
+                Flow::Stop
+            }
+            _ => Flow::Continue,
+        }
+    }
+
+    async fn prompt(
+        &mut self,
+        req: PromptRequest,
+        resp: Responder<PromptResponse>,
+        ops: &OpSender,
+    ) {
+        if self.prompt.is_some() {
             let _ = resp.respond_with_error(RpcError::new(
                 ErrorCode::INVALID_REQUEST,
                 "a prompt is already running in this session; cancel it first".to_string(),
@@ -332,17 +453,18 @@ impl Conn {
         let (text, images) = match prompt_content(&req.prompt) {
             Ok(p) => p,
             Err(e) => {
-                let _ = resp.respond_with_error(invalid_params(&e));
+                let _ = resp.respond_with_error(invalid_params(&e.to_string()));
                 return;
             }
         };
-        match live.ops.send(Op::Prompt { text, images }).await {
+        match ops.send(Op::Prompt { text, images }).await {
             Ok(op) => {
-                live.prompt = Some(Pending {
+                self.prompt = Some(Pending {
                     op,
                     responder: resp,
                     started: false,
-                })
+                });
+                self.prompting.store(true, Ordering::Release);
             }
             Err(_) => {
                 let _ = resp.respond_with_error(internal("the agent stopped".into()));
@@ -350,55 +472,58 @@ impl Conn {
         }
     }
 
+    /// The prompt turn is over (answered or refused).
+    fn turn_over(&mut self) -> Option<Pending> {
+        self.prompting.store(false, Ordering::Release);
+        self.prompt.take()
+    }
+}
+
+impl Renderer for Session {
+    type Input = Option<ToSession>;
+
     /// One agent event: its updates to the client, a question, or the end
     /// of the prompt turn.
-    fn event(&mut self, sid: &str, ev: Event) {
-        let Some(live) = self.sessions.get_mut(sid) else {
-            return;
-        };
+    fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        if self.opening.is_some() {
+            return self.opened(&ev);
+        }
         diagnose(&ev.kind);
-        if let Some(p) = &mut live.prompt {
+        if let Some(p) = &mut self.prompt {
             if ev.op_id == Some(p.op) {
                 match &ev.kind {
                     EventKind::RunStarted { .. } => p.started = true,
                     EventKind::Error { message, .. } if !p.started => {
                         let msg = message.clone();
-                        if let Some(p) = live.prompt.take() {
+                        if let Some(p) = self.turn_over() {
                             let _ = p.responder.respond_with_error(internal(msg));
                         }
-                        return;
+                        return Flow::Continue;
                     }
                     _ => {}
                 }
             }
         }
-        let steps = live.translator.on_event(&ev);
+        let steps = self.translator.on_event(&ev);
         let mut updates = Vec::new();
         for step in steps {
             match step {
                 Step::Update(u) => updates.push(u),
                 Step::Ask {
-                    call_id,
-                    tool_call,
-                    always,
-                } => permission::ask(
-                    self.cx.clone(),
-                    live.ops.clone(),
-                    sid.to_string(),
-                    call_id,
-                    tool_call,
-                    always,
-                ),
+                    tool_call, always, ..
+                } => self.asking = Some((tool_call, always)),
                 Step::Done(result) => {
                     // Only the run this prompt started ends its turn.
-                    let ours = live.prompt.as_ref().is_some_and(|p| ev.op_id == Some(p.op));
+                    let ours = self.prompt.as_ref().is_some_and(|p| ev.op_id == Some(p.op));
                     if ours {
                         for u in updates.drain(..) {
-                            notify(&self.cx, sid, u);
+                            notify(&self.cx, &self.sid, u);
                         }
-                        if let Some(p) = live.prompt.take() {
+                        if let Some(p) = self.turn_over() {
                             let _ = p.responder.respond_with_result(
-                                result.map(PromptResponse::new).map_err(internal),
+                                result
+                                    .map(PromptResponse::new)
+                                    .map_err(|e| internal(e.to_string())),
                             );
                         }
                     }
@@ -406,32 +531,47 @@ impl Conn {
             }
         }
         for u in updates {
-            notify(&self.cx, sid, u);
+            notify(&self.cx, &self.sid, u);
+        }
+        Flow::Continue
+    }
+
+    /// Asked of the client; the events wait meanwhile (the agent waits for
+    /// the answer anyway), and a cancel still reaches the agent directly.
+    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+        match self.asking.take() {
+            Some((tool_call, always)) => Approval::Ask(Box::pin(permission::ask(
+                self.cx.clone(),
+                self.sid.clone(),
+                tool_call,
+                always,
+            ))),
+            // The translator puts a question for every request; without one
+            // nothing could be shown, so nothing is allowed.
+            None => Approval::Ask(Box::pin(std::future::ready(
+                crate::agent::protocol::Decision::Deny {
+                    reason: Some(format!("no question was made for {}", req.call_id)),
+                },
+            ))),
         }
     }
 
-    fn notify(&self, sid: &str, update: agent_client_protocol::v1::schema::SessionUpdate) {
-        notify(&self.cx, sid, update);
+    async fn input(&mut self) -> Option<ToSession> {
+        if self.opening.is_some() {
+            return std::future::pending().await;
+        }
+        self.inbox.recv().await
     }
 
-    /// Every session saved and its agent stopped; prompts still waiting are
-    /// answered as cancelled.
-    async fn close(&mut self) {
-        for (_, live) in self.sessions.drain() {
-            if let Some(p) = live.prompt {
-                let _ = p.responder.respond(PromptResponse::new(
-                    agent_client_protocol::v1::schema::StopReason::Cancelled,
-                ));
+    async fn on_input(&mut self, input: Option<ToSession>, ops: &OpSender) -> Flow {
+        match input {
+            Some(ToSession::Prompt(p)) => {
+                let (req, resp) = *p;
+                self.prompt(req, resp, ops).await;
+                Flow::Continue
             }
-            let _ = live.ops.send(Op::Shutdown).await;
-            drop(live.ops);
-            // The relay ends when the agent's events do; the loop no longer
-            // reads them, so it is stopped rather than awaited.
-            live.relay.abort();
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(30), live.agent).await;
-            if let Some(s) = live.servers {
-                s.stop();
-            }
+            // The connection has gone: nothing more will come.
+            Some(ToSession::Close) | None => Flow::Stop,
         }
     }
 }
@@ -459,7 +599,9 @@ fn initialize_response() -> InitializeResponse {
 
 /// The prompt's text (resources the client embedded included, each in a
 /// delimited block) and its images.
-fn prompt_content(blocks: &[ContentBlock]) -> Result<(String, Vec<crate::wire::Image>), String> {
+fn prompt_content(
+    blocks: &[ContentBlock],
+) -> Result<(String, Vec<crate::wire::Image>), PromptError> {
     use base64::Engine;
     let mut text = String::new();
     let mut images = Vec::new();
@@ -472,12 +614,10 @@ fn prompt_content(blocks: &[ContentBlock]) -> Result<(String, Vec<crate::wire::I
                 text.push_str(&t.text);
             }
             ContentBlock::Image(i) => {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(i.data.as_bytes())
-                    .map_err(|e| format!("an image is not valid base64: {e}"))?;
+                let bytes = base64::engine::general_purpose::STANDARD.decode(i.data.as_bytes())?;
                 let n = images.len() + 1;
                 let image = crate::wire::Image::from_bytes(&format!("image-{n}"), bytes)
-                    .ok_or("an image is not PNG, JPEG, GIF or WebP")?;
+                    .ok_or(PromptError::ImageFormat)?;
                 images.push(image);
             }
             ContentBlock::ResourceLink(l) => {
@@ -490,11 +630,11 @@ fn prompt_content(blocks: &[ContentBlock]) -> Result<(String, Vec<crate::wire::I
                     text.push_str(&format!("\n<context uri=\"{uri}\">\n{body}\n</context>"));
                 }
             }
-            _ => return Err("audio and other content is not supported".into()),
+            _ => return Err(PromptError::Unsupported),
         }
     }
     if text.trim().is_empty() && images.is_empty() {
-        return Err("the prompt is empty".into());
+        return Err(PromptError::Empty);
     }
     Ok((text, images))
 }

@@ -4,14 +4,13 @@
 //! nothing that needs consent runs without its answer: a cancelled
 //! question, an unknown option or a failed request all deny.
 
-use crate::agent::protocol::{Decision, Op};
-use crate::agent::service::OpSender;
+use crate::agent::protocol::Decision;
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     ToolCallUpdate,
 };
 use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::Client;
+use agent_client_protocol::{Client, Error as RpcError};
 
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_ALWAYS: &str = "allow_always";
@@ -41,7 +40,7 @@ pub fn options(always: Option<&str>) -> Vec<PermissionOption> {
 }
 
 /// The agent's decision for the client's answer.
-pub fn decision(outcome: Result<RequestPermissionOutcome, String>) -> Decision {
+pub fn decision(outcome: Result<RequestPermissionOutcome, RpcError>) -> Decision {
     let deny = |reason: &str| Decision::Deny {
         reason: Some(reason.to_string()),
     };
@@ -58,31 +57,21 @@ pub fn decision(outcome: Result<RequestPermissionOutcome, String>) -> Decision {
     }
 }
 
-/// Asks on a task of its own (the answer may take as long as the user
-/// does) and hands the decision to the agent.
-pub fn ask(
+/// Asks the client; the decision is its answer (the session's drive loop
+/// waits for it and hands it to the agent).
+pub async fn ask(
     cx: ConnectionTo<Client>,
-    ops: OpSender,
     session: String,
-    call_id: String,
     tool_call: ToolCallUpdate,
     always: Option<String>,
-) {
+) -> Decision {
     let request = RequestPermissionRequest::new(session, tool_call, options(always.as_deref()));
-    tokio::spawn(async move {
-        let answer = cx
-            .send_request(request)
-            .block_task()
-            .await
-            .map(|r| r.outcome)
-            .map_err(|e| e.to_string());
-        let _ = ops
-            .send(Op::Approve {
-                call_id,
-                decision: decision(answer),
-            })
-            .await;
-    });
+    let answer = cx
+        .send_request(request)
+        .block_task()
+        .await
+        .map(|r| r.outcome);
+    decision(answer)
 }
 
 #[cfg(test)]
@@ -90,7 +79,7 @@ mod tests {
     use super::*;
     use agent_client_protocol::v1::schema::SelectedPermissionOutcome;
 
-    fn picked(id: &str) -> Result<RequestPermissionOutcome, String> {
+    fn picked(id: &str) -> Result<RequestPermissionOutcome, RpcError> {
         Ok(RequestPermissionOutcome::Selected(
             SelectedPermissionOutcome::new(id.to_string()),
         ))
@@ -113,7 +102,7 @@ mod tests {
             Decision::Deny { .. }
         ));
         assert!(matches!(
-            decision(Err("gone".into())),
+            decision(Err(RpcError::internal_error())),
             Decision::Deny { .. }
         ));
     }

@@ -32,8 +32,13 @@ pub enum Step {
     },
     /// The prompt turn is over: its stop reason, or the error to answer
     /// the `session/prompt` request with.
-    Done(Result<StopReason, String>),
+    Done(Result<StopReason, TurnFailed>),
 }
+
+/// A prompt turn whose run failed: the run's message, for the error answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TurnFailed(pub String);
 
 /// What the translator remembers of a call between its events.
 struct Call {
@@ -183,7 +188,7 @@ impl Translator {
 
 /// How a run's outcome ends the prompt turn. A run that fails for any
 /// reason but a refusal is an error answer, not a stop reason.
-fn stop_reason(outcome: &RunOutcome, refused: bool) -> Result<StopReason, String> {
+fn stop_reason(outcome: &RunOutcome, refused: bool) -> Result<StopReason, TurnFailed> {
     match outcome {
         RunOutcome::Answered { .. } => Ok(StopReason::EndTurn),
         RunOutcome::Interrupted => Ok(StopReason::Cancelled),
@@ -191,7 +196,7 @@ fn stop_reason(outcome: &RunOutcome, refused: bool) -> Result<StopReason, String
         // requests to the model; ACP has one reason for that.
         RunOutcome::LimitReached { .. } => Ok(StopReason::MaxTurnRequests),
         RunOutcome::Failed { .. } if refused => Ok(StopReason::Refusal),
-        RunOutcome::Failed { message } => Err(message.clone()),
+        RunOutcome::Failed { message } => Err(TurnFailed(message.clone())),
     }
 }
 
@@ -330,15 +335,6 @@ mod tests {
     use super::*;
     use crate::agent::protocol::ReplayedCall;
 
-    fn ev(kind: EventKind) -> Event {
-        Event {
-            run: 1,
-            seq: 0,
-            op_id: Some(1),
-            kind,
-        }
-    }
-
     fn json(step: &Step) -> Value {
         match step {
             Step::Update(u) => serde_json::to_value(u).unwrap(),
@@ -350,11 +346,11 @@ mod tests {
     #[test]
     fn text_and_reasoning_become_message_and_thought_chunks() {
         let mut t = Translator::new();
-        let steps = t.on_event(&ev(EventKind::TextDelta { text: "hi".into() }));
+        let steps = t.on_event(&Event::fixture(EventKind::TextDelta { text: "hi".into() }));
         let v = json(&steps[0]);
         assert_eq!(v["sessionUpdate"], "agent_message_chunk");
         assert_eq!(v["content"]["text"], "hi");
-        let steps = t.on_event(&ev(EventKind::Reasoning {
+        let steps = t.on_event(&Event::fixture(EventKind::Reasoning {
             field: "reasoning_content".into(),
             text: "hmm".into(),
         }));
@@ -364,7 +360,7 @@ mod tests {
     #[test]
     fn a_shell_call_goes_pending_then_completed_with_its_output_fenced() {
         let mut t = Translator::new();
-        let s = t.on_event(&ev(EventKind::ToolCall {
+        let s = t.on_event(&Event::fixture(EventKind::ToolCall {
             call_id: "c1".into(),
             name: "run_shell".into(),
             arguments: r#"{"command":"ls -l"}"#.into(),
@@ -379,7 +375,7 @@ mod tests {
             v["status"]
         );
         assert_eq!(v["title"], "ls -l");
-        let s = t.on_event(&ev(EventKind::ToolResult {
+        let s = t.on_event(&Event::fixture(EventKind::ToolResult {
             call_id: "c1".into(),
             name: "run_shell".into(),
             text: "a ``` b".into(),
@@ -395,12 +391,12 @@ mod tests {
     #[test]
     fn an_edit_shows_its_diff_and_asks_with_it() {
         let mut t = Translator::new();
-        t.on_event(&ev(EventKind::ToolCall {
+        t.on_event(&Event::fixture(EventKind::ToolCall {
             call_id: "e".into(),
             name: "edit_file".into(),
             arguments: r#"{"path":"a.txt","old_string":"x","new_string":"y"}"#.into(),
         }));
-        let s = t.on_event(&ev(EventKind::ApprovalRequested {
+        let s = t.on_event(&Event::fixture(EventKind::ApprovalRequested {
             call_id: "e".into(),
             tool: "edit_file".into(),
             actor: "me@here".into(),
@@ -420,7 +416,7 @@ mod tests {
     #[test]
     fn outcomes_map_to_stop_reasons() {
         let done = |t: &mut Translator, outcome| match t
-            .on_event(&ev(EventKind::RunFinished { outcome }))
+            .on_event(&Event::fixture(EventKind::RunFinished { outcome }))
             .pop()
         {
             Some(Step::Done(r)) => r,
@@ -451,9 +447,9 @@ mod tests {
                     message: "boom".into()
                 }
             ),
-            Err("boom".into())
+            Err(TurnFailed("boom".into()))
         );
-        t.on_event(&ev(EventKind::HookBlocked {
+        t.on_event(&Event::fixture(EventKind::HookBlocked {
             hook_event: "UserPromptSubmit".into(),
             call_id: None,
             tool: None,

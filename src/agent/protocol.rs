@@ -212,6 +212,20 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+#[cfg(test)]
+impl Event {
+    /// An event of run 1 answering op 1: what the front ends' tests feed
+    /// their renderers.
+    pub fn fixture(kind: EventKind) -> Event {
+        Event {
+            run: 1,
+            seq: 0,
+            op_id: Some(1),
+            kind,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {

@@ -4,12 +4,11 @@
 //! the client's MCP servers start beside the configured ones, and the file
 //! tools go through the client's buffers when it offers them.
 
-use super::{agent_options, agent_setup, approval_rules, execution, load_settings, Resolved};
+use super::hosted::Hosted;
 use super::{AppError, Exit};
-use crate::acp::{Backend, ClientFiles, Spawned};
+use crate::acp::{Backend, BackendError, ClientFiles, Spawned};
 use crate::cli::TargetArgs;
-use crate::config::{CliOverrides, McpServer, Settings};
-use crate::provider::http::Transports;
+use crate::config::{CliOverrides, McpServer};
 use crate::session::{SessionInfo, Store};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -19,62 +18,56 @@ pub(crate) async fn acp(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let Resolved {
-        settings, style, ..
-    } = load_settings(overrides).await?;
-    let choice = execution::SandboxChoice::new(&settings.tools, false);
-    let mut execution =
-        execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
-    execution::confine(&mut execution, choice, style)?;
-    super::remember_secrets(&settings);
+    let (hosted, _style) = Hosted::load(overrides, target_args).await?;
+    super::remember_secrets(&hosted.settings);
     eprintln!(
         "buddy {} speaking ACP on stdin/stdout ({} via {})",
         env!("CARGO_PKG_VERSION"),
-        settings.api.model,
-        settings.api.base_url
+        hosted.settings.api.model,
+        hosted.settings.api.base_url
     );
     let backend = Arc::new(AcpBackend {
         secrets: crate::redact::known().all().to_vec(),
-        settings,
-        execution,
-        transports: Transports::default(),
+        hosted,
     });
-    crate::acp::run(backend).await.map_err(AppError::Failed)?;
+    crate::acp::run(backend)
+        .await
+        .map_err(|e| AppError::Failed(e.to_string()))?;
     Ok(Exit::Ok)
 }
 
 struct AcpBackend {
-    settings: Settings,
+    hosted: Hosted,
     secrets: Vec<String>,
-    execution: execution::Execution,
-    /// One HTTP client for every session's model requests.
-    transports: Transports,
 }
 
 /// Works in `cwd` from now on: the session store, the project files and
 /// the tools' relative paths all follow the process's directory, and an
 /// editor starts one `buddy acp` per project.
-fn enter(cwd: &Path) -> Result<(), String> {
+fn enter(cwd: &Path) -> Result<(), BackendError> {
     if std::env::current_dir().ok().as_deref() != Some(cwd) {
         std::env::set_current_dir(cwd)
-            .map_err(|e| format!("cannot work in {}: {e}", cwd.display()))?;
+            .map_err(|e| BackendError(format!("cannot work in {}: {e}", cwd.display())))?;
     }
     Ok(())
 }
 
+fn failed(e: impl std::fmt::Display) -> BackendError {
+    BackendError(e.to_string())
+}
+
 impl Backend for AcpBackend {
-    fn create(&self, cwd: &Path) -> Result<String, String> {
+    fn create(&self, cwd: &Path) -> Result<String, BackendError> {
         enter(cwd)?;
+        let settings = &self.hosted.settings;
         let info = SessionInfo {
-            model: self.settings.api.model.clone(),
-            profile: self.settings.api.profile.clone(),
+            model: settings.api.model.clone(),
+            profile: settings.api.profile.clone(),
             cwd: cwd.display().to_string(),
             secrets: self.secrets.clone(),
         };
         // Created and released at once: the agent takes it with its resume.
-        let (session, _warnings) = Store::for_workdir(cwd)
-            .create(info)
-            .map_err(|e| e.to_string())?;
+        let (session, _warnings) = Store::for_workdir(cwd).create(info).map_err(failed)?;
         Ok(session.id().to_string())
     }
 
@@ -83,24 +76,17 @@ impl Backend for AcpBackend {
         cwd: &Path,
         servers: BTreeMap<String, McpServer>,
         files: Option<Arc<dyn ClientFiles>>,
-    ) -> Result<Spawned, String> {
+    ) -> Result<Spawned, BackendError> {
         enter(cwd)?;
-        let mut setup = agent_setup(
-            &self.settings,
-            &self.execution,
-            approval_rules(&self.settings),
-            agent_options(&self.settings),
-            None,
-            Some(&self.transports),
-        )
-        .map_err(|e| e.to_string())?;
+        let settings = &self.hosted.settings;
+        let mut setup = self.hosted.setup().map_err(failed)?;
         if let Some(files) = files {
             setup.tools.use_editor_files(files);
         }
         let servers: BTreeMap<String, McpServer> = servers
             .into_iter()
             .filter(|(name, _)| {
-                let clash = self.settings.mcp_servers.contains_key(name);
+                let clash = settings.mcp_servers.contains_key(name);
                 if clash {
                     eprintln!("buddy: the client's MCP server `{name}` has the name of a configured one; the configured one is used");
                 }
@@ -116,14 +102,13 @@ impl Backend for AcpBackend {
             );
             let taken: HashSet<String> =
                 setup.tools.names().iter().map(|s| s.to_string()).collect();
-            let max = self
-                .settings
+            let max = settings
                 .tools
                 .max_output_chars
                 .unwrap_or(crate::mcp::DEFAULT_MAX_OUTPUT_CHARS)
                 .max(100);
             let tools = crate::mcp::McpTools::start(&servers, taken, cwd.to_path_buf(), max)
-                .map_err(|e| e.to_string())?;
+                .map_err(failed)?;
             setup.tools.add_source(tools.clone());
             started = Some(tools);
         }

@@ -3,15 +3,15 @@
 //! call's directory and model, the caller's approval turned into rules
 //! (nobody is ever asked), one HTTP client shared by every call.
 
-use super::execution::{self, SandboxChoice};
-use super::{agent_options, agent_setup, approval_rules, load_settings, workdir, Resolved};
+use super::hosted::{confined, setup_for};
+use super::{approval_rules, load_settings, workdir, Resolved};
 use super::{AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::ApprovalPolicy;
 use crate::agent::{self, AgentHandle};
 use crate::cli::TargetArgs;
 use crate::config::CliOverrides;
-use crate::mcp_server::{AgentFactory, Approval, CallSpec, READ_ONLY_REASON};
+use crate::mcp_server::{AgentFactory, Approval, CallError, CallSpec, READ_ONLY_REASON};
 use crate::provider::http::Transports;
 use std::future::Future;
 use std::pin::Pin;
@@ -24,7 +24,7 @@ pub(crate) async fn run(overrides: &CliOverrides, target: &TargetArgs) -> Result
     };
     crate::mcp_server::serve(factory, workdir())
         .await
-        .map_err(AppError::Failed)?;
+        .map_err(|e| AppError::Failed(e.to_string()))?;
     Ok(Exit::Ok)
 }
 
@@ -39,8 +39,12 @@ impl AgentFactory for Factory {
     fn start<'a>(
         &'a mut self,
         spec: &'a CallSpec,
-    ) -> Pin<Box<dyn Future<Output = Result<AgentHandle, String>> + 'a>> {
-        Box::pin(async move { self.build(spec).await.map_err(|e| e.to_string()) })
+    ) -> Pin<Box<dyn Future<Output = Result<AgentHandle, CallError>> + 'a>> {
+        Box::pin(async move {
+            self.build(spec)
+                .await
+                .map_err(|e| CallError::Setup(e.to_string()))
+        })
     }
 }
 
@@ -59,10 +63,7 @@ impl Factory {
         } = load_settings(&overrides).await?;
         let full = spec.approval == Approval::Full;
         // `full` is --dangerously-auto-approve: confined by default.
-        let choice = SandboxChoice::new(&settings.tools, full);
-        let mut execution =
-            execution::open(&self.target, &settings, false, choice.mode.is_some()).await?;
-        execution::confine(&mut execution, choice, style)?;
+        let execution = confined(&self.target, &settings, style, full).await?;
         let mut rules = approval_rules(&settings);
         match spec.approval {
             Approval::Full => rules.policy = ApprovalPolicy::All,
@@ -73,14 +74,7 @@ impl Factory {
                 rules.no_approver_reason = Some(READ_ONLY_REASON.into());
             }
         }
-        let mut setup = agent_setup(
-            &settings,
-            &execution,
-            rules,
-            agent_options(&settings),
-            None,
-            Some(&self.transports),
-        )?;
+        let mut setup = setup_for(&settings, &execution, rules, &self.transports)?;
         if spec.approval == Approval::ReadOnly {
             // Nor do the user's remembered "always" rules widen it.
             setup.allowed = SharedAllowList::default();

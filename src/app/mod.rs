@@ -26,6 +26,7 @@ mod custom;
 mod discovery;
 mod error;
 mod execution;
+mod hosted;
 mod login;
 mod mcp;
 mod mcp_cmd;

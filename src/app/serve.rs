@@ -1,16 +1,13 @@
 //! `buddy serve`: the HTTP front end (`crate::serve`) wired to this
 //! directory's session store and an agent built like exec's.
 
-use super::{
-    agent_options, agent_setup, approval_rules, execution, load_settings, workdir, Resolved,
-};
-use super::{AppError, Exit};
+use super::hosted::Hosted;
+use super::{workdir, AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::SessionSummary;
 use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, TargetArgs};
-use crate::config::{CliOverrides, ServeSection, Settings};
-use crate::provider::http::Transports;
+use crate::config::{CliOverrides, ServeSection};
 use crate::serve::{Backend, Limits, ServeOptions};
 use crate::session::{self, Store};
 use crate::wire::Message;
@@ -22,13 +19,8 @@ pub(crate) async fn serve(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let Resolved {
-        settings, style, ..
-    } = load_settings(overrides).await?;
-    let choice = execution::SandboxChoice::new(&settings.tools, false);
-    let mut execution =
-        execution::open(target_args, &settings, false, choice.mode.is_some()).await?;
-    execution::confine(&mut execution, choice, style)?;
+    let (hosted, style) = Hosted::load(overrides, target_args).await?;
+    let settings = &hosted.settings;
     let limits = limits(&args, &settings.serve)?;
     let token = args
         .token
@@ -46,7 +38,7 @@ pub(crate) async fn serve(
             }),
         limits,
     };
-    super::remember_secrets(&settings);
+    super::remember_secrets(settings);
     crate::redact::remember(token.iter());
     // Many sessions share this process: agent builds and turn-end saves give
     // way to the streams being relayed.
@@ -54,9 +46,7 @@ pub(crate) async fn serve(
     let backend = Arc::new(ServeBackend {
         store: Store::for_workdir(&workdir()),
         secrets: crate::redact::known().all().to_vec(),
-        settings,
-        execution,
-        transports: Transports::default(),
+        hosted,
     });
     let ready = |addr: std::net::SocketAddr| {
         // The URL alone on stdout, for scripts; the rest for people.
@@ -130,18 +120,15 @@ fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
 
 struct ServeBackend {
     store: Store,
-    settings: Settings,
+    hosted: Hosted,
     secrets: Vec<String>,
-    execution: execution::Execution,
-    /// One HTTP client for every session's model requests.
-    transports: Transports,
 }
 
 impl ServeBackend {
     fn info(&self) -> session::SessionInfo {
         session::SessionInfo {
-            model: self.settings.api.model.clone(),
-            profile: self.settings.api.profile.clone(),
+            model: self.hosted.settings.api.model.clone(),
+            profile: self.hosted.settings.api.profile.clone(),
             cwd: workdir().display().to_string(),
             secrets: self.secrets.clone(),
         }
@@ -170,14 +157,7 @@ impl Backend for ServeBackend {
     fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError> {
         // Approvals go to the HTTP client; nobody answering is the server's
         // timeout to decide, so the core always asks.
-        let mut setup = agent_setup(
-            &self.settings,
-            &self.execution,
-            approval_rules(&self.settings),
-            agent_options(&self.settings),
-            None,
-            Some(&self.transports),
-        )?;
+        let mut setup = self.hosted.setup()?;
         // The user's remembered rules hold in every served session too.
         super::approvals::load_into(&allowed);
         setup.allowed = allowed;

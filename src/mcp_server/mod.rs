@@ -3,7 +3,8 @@
 //! new session and returns the answer and the session's id; `buddy-reply`
 //! continues a session. Each call gets an agent of its own, built by the
 //! composition root (`AgentFactory`), and is driven here by ops and events
-//! like any front end; `render.rs` turns its events into progress
+//! like any front end, as a renderer of the one drive loop
+//! (`crate::drive`); `render.rs` turns its events into progress
 //! notifications and the tool result.
 //!
 //! Calls run one at a time, in the order they arrive: a call may name its
@@ -18,8 +19,10 @@
 
 pub mod render;
 
-use crate::agent::protocol::{Decision, EventKind, Op};
+use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
+use crate::drive::{drive, Approval as Answer, ApprovalRequest, Flow, Renderer};
 use render::{error_result, CallRenderer, Update};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
@@ -88,6 +91,23 @@ pub struct CallSpec {
     pub approval: Approval,
 }
 
+/// Why `buddy mcp-server` could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("the MCP client did not start a session: {0}")]
+    Handshake(#[source] rmcp::service::ServerInitializeError),
+}
+
+/// Why a call could not run: one line, for the caller's error result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("cwd `{0}` is not a directory")]
+    NotADirectory(String),
+    /// The agent could not be built: the composition root's words.
+    #[error("{0}")]
+    Setup(String),
+}
+
 /// Builds the agent a call runs on: settings for `spec.cwd` and
 /// `spec.model`, tools, approval rules from `spec.approval`. The error is
 /// one line for the caller. The composition root implements it.
@@ -96,7 +116,7 @@ pub trait AgentFactory {
     fn start<'a>(
         &'a mut self,
         spec: &'a CallSpec,
-    ) -> Pin<Box<dyn Future<Output = Result<AgentHandle, String>> + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<AgentHandle, CallError>> + 'a>>;
 }
 
 /// A call as the handler hands it to the worker.
@@ -121,12 +141,12 @@ struct Handler {
 /// Serves MCP on stdin/stdout until the client goes away, running calls on
 /// agents from `factory`. `home` is the directory calls work in when they
 /// name none.
-pub async fn serve<F: AgentFactory>(factory: F, home: PathBuf) -> Result<(), String> {
+pub async fn serve<F: AgentFactory>(factory: F, home: PathBuf) -> Result<(), ServeError> {
     let (jobs, queue) = mpsc::channel(QUEUE);
     let running = Handler { jobs }
         .serve((tokio::io::stdin(), tokio::io::stdout()))
         .await
-        .map_err(|e| format!("the MCP client did not start a session: {e}"))?;
+        .map_err(ServeError::Handshake)?;
     let mut worker = Worker {
         factory,
         home,
@@ -421,7 +441,7 @@ impl<F: AgentFactory> Worker<F> {
         }
     }
 
-    fn spec(&self, job: &Job) -> Result<CallSpec, String> {
+    fn spec(&self, job: &Job) -> Result<CallSpec, CallError> {
         let known = job
             .session
             .as_ref()
@@ -435,10 +455,7 @@ impl<F: AgentFactory> Worker<F> {
             .ok()
             .filter(|p| p.is_dir())
             .ok_or_else(|| {
-                format!(
-                    "cwd `{}` is not a directory",
-                    crate::text::one_line(&cwd.display().to_string(), 200)
-                )
+                CallError::NotADirectory(crate::text::one_line(&cwd.display().to_string(), 200))
             })?;
         let model = job
             .model
@@ -455,18 +472,40 @@ impl<F: AgentFactory> Worker<F> {
     async fn call(&mut self, job: &mut Job) -> (CallToolResult, Option<AgentHandle>) {
         let spec = match self.spec(job) {
             Ok(s) => s,
-            Err(e) => return (error_result(&e), None),
+            Err(e) => return (error_result(&e.to_string()), None),
         };
         let mut agent = match self.factory.start(&spec).await {
             Ok(a) => a,
-            Err(e) => return (error_result(&crate::text::one_line(&e, 400)), None),
+            Err(e) => {
+                return (
+                    error_result(&crate::text::one_line(&e.to_string(), 400)),
+                    None,
+                )
+            }
         };
-        let mut view = CallRenderer::new();
-        let ok = match &job.session {
-            Some(id) => resume(&mut agent, &mut view, id).await,
-            None => true,
+        let (progress, sending) = match job.progress.take() {
+            Some((peer, token)) => {
+                let (tx, task) = progress_task(peer, token);
+                (Some(tx), Some(task))
+            }
+            None => (None, None),
         };
-        if ok {
+        let mut call = CallFrontEnd {
+            view: CallRenderer::new(),
+            progress,
+            cancel: &mut job.cancel,
+            interrupted: false,
+            resuming: job.session.is_some(),
+            resumed: false,
+        };
+        if let Some(id) = &job.session {
+            // The session must open before the prompt goes; the reason it
+            // did not is in the view.
+            let _ = agent.ops.send(Op::Resume { query: id.clone() }).await;
+            drive(&mut agent, &mut call).await;
+            call.resuming = false;
+        }
+        if call.resumed || job.session.is_none() {
             let prompt = std::mem::take(&mut job.prompt);
             let _ = agent
                 .ops
@@ -475,7 +514,13 @@ impl<F: AgentFactory> Worker<F> {
                     images: Vec::new(),
                 })
                 .await;
-            drive(&mut agent, &mut view, job).await;
+            drive(&mut agent, &mut call).await;
+        }
+        let CallFrontEnd { view, progress, .. } = call;
+        // Every progress notification goes before the result.
+        drop(progress);
+        if let Some(task) = sending {
+            let _ = task.await;
         }
         if let Some(id) = view.session() {
             self.known.remember(id, &spec.cwd, spec.model.clone());
@@ -484,57 +529,90 @@ impl<F: AgentFactory> Worker<F> {
     }
 }
 
-/// Opens session `id` in the agent; false (with the reason in `view`) when
-/// it cannot.
-async fn resume(agent: &mut AgentHandle, view: &mut CallRenderer, id: &str) -> bool {
-    let _ = agent.ops.send(Op::Resume { query: id.into() }).await;
-    while let Some(ev) = agent.events.recv().await {
-        warn(&ev.kind);
-        if view.on_event(&ev) == Update::Finished {
-            return false;
-        }
-        if matches!(ev.kind, EventKind::SessionResumed { .. }) {
-            return true;
-        }
-    }
-    false
+/// One call as a renderer of the drive loop: its events go to
+/// `CallRenderer`, progress to the caller, and the caller's cancel becomes
+/// an interrupt. While `resuming`, it only waits for the session to open.
+struct CallFrontEnd<'j> {
+    view: CallRenderer,
+    /// Progress messages, sent in order by a task of their own: `on_event`
+    /// cannot wait for the client.
+    progress: Option<mpsc::UnboundedSender<String>>,
+    /// Fires (or is dropped) when the caller cancels the call.
+    cancel: &'j mut oneshot::Receiver<()>,
+    interrupted: bool,
+    resuming: bool,
+    resumed: bool,
 }
 
-/// Feeds the run's events to `view` until it finishes, sending progress
-/// when the caller asked for it, interrupting when the caller cancels.
-async fn drive(agent: &mut AgentHandle, view: &mut CallRenderer, job: &mut Job) {
-    let mut step = 0u32;
-    let mut interrupted = false;
-    loop {
-        tokio::select! {
-            ev = agent.events.recv() => {
-                let Some(ev) = ev else { return };
-                warn(&ev.kind);
-                if let EventKind::ApprovalRequested { call_id, .. } = &ev.kind {
-                    // Not expected (the rules decide every request), but
-                    // nobody here could say yes.
-                    let decision = Decision::Deny { reason: Some(READ_ONLY_REASON.into()) };
-                    let _ = agent.ops.send(Op::Approve { call_id: call_id.clone(), decision }).await;
-                }
-                match view.on_event(&ev) {
-                    Update::Finished => return,
-                    Update::Progress(message) => {
-                        step += 1;
-                        if let Some((peer, token)) = &job.progress {
-                            let note = ProgressNotificationParam::new(token.clone(), f64::from(step))
-                                .with_message(message);
-                            let _ = peer.notify_progress(note).await;
-                        }
-                    }
-                    Update::None => {}
-                }
+impl Renderer for CallFrontEnd<'_> {
+    type Input = ();
+
+    fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        warn(&ev.kind);
+        let update = self.view.on_event(&ev);
+        if self.resuming {
+            if matches!(ev.kind, EventKind::SessionResumed { .. }) {
+                self.resumed = true;
+                return Flow::Stop;
             }
-            _ = &mut job.cancel, if !interrupted => {
-                interrupted = true;
-                let _ = agent.ops.send(Op::Interrupt).await;
+            return match update {
+                Update::Finished => Flow::Stop,
+                _ => Flow::Continue,
+            };
+        }
+        match update {
+            Update::Finished => Flow::Stop,
+            Update::Progress(message) => {
+                if let Some(tx) = &self.progress {
+                    let _ = tx.send(message);
+                }
+                Flow::Continue
             }
+            Update::None => Flow::Continue,
         }
     }
+
+    /// Not expected (the rules decide every request), but nobody here could
+    /// say yes.
+    fn on_approval(&mut self, _req: ApprovalRequest<'_>) -> Answer {
+        Answer::Ask(Box::pin(std::future::ready(Decision::Deny {
+            reason: Some(READ_ONLY_REASON.into()),
+        })))
+    }
+
+    async fn input(&mut self) {
+        // A cancel is taken once, and only once the run's prompt has gone
+        // (a resume has nothing to interrupt).
+        if self.resuming || self.interrupted {
+            std::future::pending::<()>().await;
+        }
+        let _ = (&mut *self.cancel).await;
+    }
+
+    async fn on_input(&mut self, _input: (), ops: &OpSender) -> Flow {
+        self.interrupted = true;
+        let _ = ops.send(Op::Interrupt).await;
+        Flow::Continue
+    }
+}
+
+/// A task that sends a call's progress notifications in order, numbered
+/// from 1; it ends when the sender is dropped, after the last one.
+fn progress_task(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+) -> (mpsc::UnboundedSender<String>, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let task = tokio::spawn(async move {
+        let mut step = 0u32;
+        while let Some(message) = rx.recv().await {
+            step += 1;
+            let note = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                .with_message(message);
+            let _ = peer.notify_progress(note).await;
+        }
+    });
+    (tx, task)
 }
 
 /// What the person running the server should see in its log (stderr).

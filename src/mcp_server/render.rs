@@ -1,8 +1,8 @@
 //! One `buddy` tool call's events as MCP: what to say in a progress
 //! notification, the session the call ran in, and the tool result it ends
 //! with. Pure: it reads `Event`s and returns what to send; it sends nothing
-//! and drives no agent (`super::drive` does), so it can move onto a shared
-//! renderer trait unchanged.
+//! and drives no agent: the call's renderer of the drive loop (`super`'s
+//! `CallFrontEnd`) feeds it and does the sending.
 
 use crate::agent::protocol::{Event, EventKind, RunOutcome};
 use crate::text::one_line;
@@ -166,15 +166,6 @@ mod tests {
     use super::*;
     use crate::agent::protocol::DecidedBy;
 
-    fn ev(kind: EventKind) -> Event {
-        Event {
-            run: 1,
-            seq: 0,
-            op_id: Some(1),
-            kind,
-        }
-    }
-
     fn texts(r: &CallToolResult) -> Vec<String> {
         r.content
             .iter()
@@ -186,22 +177,24 @@ mod tests {
     fn an_answered_run_gives_the_answer_then_its_session() {
         let mut r = CallRenderer::new();
         assert_eq!(
-            r.on_event(&ev(EventKind::SessionStarted { id: "s1".into() })),
+            r.on_event(&Event::fixture(EventKind::SessionStarted {
+                id: "s1".into()
+            })),
             Update::None
         );
         assert_eq!(
-            r.on_event(&ev(EventKind::ModelRequest { turn: 1 })),
+            r.on_event(&Event::fixture(EventKind::ModelRequest { turn: 1 })),
             Update::Progress("model turn 1".into())
         );
         assert_eq!(
-            r.on_event(&ev(EventKind::ToolCall {
+            r.on_event(&Event::fixture(EventKind::ToolCall {
                 call_id: "c".into(),
                 name: "run_shell".into(),
                 arguments: "{\"command\":\"ls\"}".into(),
             })),
             Update::Progress("run_shell {\"command\":\"ls\"}".into())
         );
-        let done = ev(EventKind::RunFinished {
+        let done = Event::fixture(EventKind::RunFinished {
             outcome: RunOutcome::Answered { text: "42".into() },
         });
         assert_eq!(r.on_event(&done), Update::Finished);
@@ -218,7 +211,7 @@ mod tests {
     #[test]
     fn denials_are_listed_and_failures_are_one_error_line() {
         let mut r = CallRenderer::new();
-        r.on_event(&ev(EventKind::ApprovalDecided {
+        r.on_event(&Event::fixture(EventKind::ApprovalDecided {
             call_id: "c".into(),
             tool: "run_shell".into(),
             command: "touch x".into(),
@@ -227,12 +220,12 @@ mod tests {
             reason: None,
             always: None,
         }));
-        r.on_event(&ev(EventKind::RunFinished {
+        r.on_event(&Event::fixture(EventKind::RunFinished {
             outcome: RunOutcome::Answered { text: "no".into() },
         }));
         assert!(texts(&r.result())[2].contains("touch x"));
         let mut r = CallRenderer::new();
-        r.on_event(&ev(EventKind::RunFinished {
+        r.on_event(&Event::fixture(EventKind::RunFinished {
             outcome: RunOutcome::Failed {
                 message: "HTTP 500\nbody".into(),
             },

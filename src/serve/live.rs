@@ -11,9 +11,10 @@
 //! project instructions), not the conversation.
 
 use crate::agent::allowlist::SharedAllowList;
-use crate::agent::protocol::{Decision, ErrorCode, Event, EventKind, Op};
+use crate::agent::protocol::{Decision, ErrorCode, Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
+use crate::drive::{drive, Approval, ApprovalRequest, End, Flow, Renderer};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -403,8 +404,9 @@ impl Live {
         self.changed.notify_waiters();
     }
 
-    /// Publishes the agent's events through its run, denies the approvals
-    /// nobody answers in time, and keeps the agent once the run is over. A
+    /// Drives the run's agent through a `Publisher`: publishes the agent's
+    /// events through its run, denies the approvals nobody answers in time,
+    /// and keeps the agent once the run is over. A
     /// run's end (`done`) is held back until the agent has released the
     /// session (or the next run starts), so a client that sees it can
     /// continue the session anywhere at once.
@@ -416,52 +418,19 @@ impl Live {
     /// is free to keep; still running, clients' ops go to it again. Both
     /// replies are the server's own and not published.
     async fn pump(self: Arc<Self>, mut pooled: Pooled, approval_timeout: Duration) {
-        let mut held: Option<Event> = None;
-        // The server's own ops, by id: their replies are not published.
-        let mut asked = None;
-        let mut releasing = None;
-        let ops = pooled.agent.ops.clone();
-        let idle = loop {
-            let Some(ev) = pooled.agent.events.recv().await else {
-                break false;
-            };
-            match &ev.kind {
-                EventKind::ApprovalRequested { call_id, .. } => {
-                    self.lock().waiting.insert(call_id.clone());
-                    self.deny_later(call_id.clone(), approval_timeout);
-                }
-                EventKind::ApprovalDecided { call_id, .. } => {
-                    self.lock().waiting.remove(call_id);
-                }
-                EventKind::RunFinished { .. } => {
-                    if let Some(done) = held.replace(ev) {
-                        self.publish(&done);
-                    }
-                    self.lock().ops = None;
-                    asked = ops.send(Op::Status).await.ok();
-                    continue;
-                }
-                EventKind::Status(report) if asked.is_some() && ev.op_id == asked => {
-                    asked = None;
-                    if report.running.is_none() {
-                        releasing = ops.send(Op::NewSession).await.ok();
-                    } else {
-                        self.lock().ops = Some(ops.clone());
-                        self.changed.notify_waiters();
-                    }
-                    continue;
-                }
-                EventKind::SessionCleared if releasing.is_some() && ev.op_id == releasing => {
-                    break true
-                }
-                _ => {}
-            }
-            if let Some(done) = held.take() {
-                self.publish(&done);
-            }
-            self.publish(&ev);
+        let mut run = Publisher {
+            live: self.clone(),
+            ops: pooled.agent.ops.clone(),
+            approval_timeout,
+            held: None,
+            asked: None,
+            releasing: None,
+            todo: None,
         };
-        if idle {
+        let end = drive(&mut pooled.agent, &mut run).await;
+        let held = run.held.take();
+        if end == End::Stopped {
+            // The agent released the session and is idle: kept.
             self.end_run(Some(pooled));
         } else {
             let _ = (&mut pooled.agent.task).await;
@@ -505,6 +474,96 @@ impl Live {
         if let Some((p, _)) = kept {
             p.close().await;
         }
+    }
+}
+
+/// One served run as a renderer of the drive loop (`crate::drive`): each
+/// event goes to the session's log and subscribers, approvals wait for a
+/// client's POST (`Op::Approve`) or the timeout, and the loop stops once
+/// the agent is idle and has released the session ([`Live::pump`]).
+struct Publisher {
+    live: Arc<Live>,
+    ops: OpSender,
+    approval_timeout: Duration,
+    /// The run's end (`done`), held back until the session is released or
+    /// another event comes.
+    held: Option<Event>,
+    /// The server's own ops, by id: their replies are not published.
+    asked: Option<OpId>,
+    releasing: Option<OpId>,
+    /// The server's own op still to send (`on_event` cannot wait for room
+    /// in the agent's queue; `input` hands it over at once).
+    todo: Option<Op>,
+}
+
+impl Renderer for Publisher {
+    type Input = Op;
+
+    fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        let live = &self.live;
+        match &ev.kind {
+            EventKind::ApprovalRequested { call_id, .. } => {
+                // Waiting before it is published: a client may answer as
+                // soon as it sees the request.
+                live.lock().waiting.insert(call_id.clone());
+            }
+            EventKind::ApprovalDecided { call_id, .. } => {
+                live.lock().waiting.remove(call_id);
+            }
+            EventKind::RunFinished { .. } => {
+                if let Some(done) = self.held.replace(ev) {
+                    live.publish(&done);
+                }
+                live.lock().ops = None;
+                self.todo = Some(Op::Status);
+                return Flow::Continue;
+            }
+            EventKind::Status(report) if self.asked.is_some() && ev.op_id == self.asked => {
+                self.asked = None;
+                if report.running.is_none() {
+                    self.todo = Some(Op::NewSession);
+                } else {
+                    live.lock().ops = Some(self.ops.clone());
+                    live.changed.notify_waiters();
+                }
+                return Flow::Continue;
+            }
+            EventKind::SessionCleared if self.releasing.is_some() && ev.op_id == self.releasing => {
+                return Flow::Stop;
+            }
+            _ => {}
+        }
+        if let Some(done) = self.held.take() {
+            live.publish(&done);
+        }
+        live.publish(&ev);
+        Flow::Continue
+    }
+
+    /// A client answers with a POST; nobody answering in time denies.
+    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+        self.live
+            .deny_later(req.call_id.to_string(), self.approval_timeout);
+        Approval::Later
+    }
+
+    async fn input(&mut self) -> Op {
+        // Taken and returned in one poll, so a dropped future loses nothing.
+        match self.todo.take() {
+            Some(op) => op,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn on_input(&mut self, op: Op, ops: &OpSender) -> Flow {
+        let status = matches!(op, Op::Status);
+        let id = ops.send(op).await.ok();
+        if status {
+            self.asked = id;
+        } else {
+            self.releasing = id;
+        }
+        Flow::Continue
     }
 }
 

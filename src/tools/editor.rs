@@ -12,7 +12,22 @@ use std::path::Path;
 pub trait EditorFiles: Send + Sync {
     /// The whole text of `path` as the editor has it (a buffer, or the
     /// file on disk when none is open).
-    async fn read(&self, path: &Path) -> Result<String, String>;
+    async fn read(&self, path: &Path) -> Result<String, EditorError>;
     /// Replaces the text of `path` (creating the file when it is missing).
-    async fn write(&self, path: &Path, content: &str) -> Result<(), String>;
+    async fn write(&self, path: &Path, content: &str) -> Result<(), EditorError>;
+}
+
+/// Why the editor did not read or write a file: one line, for the tool's
+/// error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditorError {
+    /// The editor's own words.
+    #[error("the editor could not read it: {0}")]
+    Read(String),
+    #[error("the editor could not write it: {0}")]
+    Write(String),
+    #[error("the editor did not answer the read in time")]
+    ReadTimeout,
+    #[error("the editor did not answer the write in time")]
+    WriteTimeout,
 }
