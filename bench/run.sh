@@ -39,8 +39,12 @@ REAL_HOME=$HOME
 # Separately, as a user builds it: together with an example, buddy would get
 # the dev-dependencies' features, other symbol hashes, and so less of the
 # start-up layout of build/startup.ld (scripts/startup-order).
-cargo build --release --quiet --bin buddy
-cargo build --release --quiet --example fake_provider
+# BENCH_NO_BUILD=1 with CARGO_TARGET_DIR=DIR times DIR/release/buddy and
+# DIR/release/examples/fake_provider as they are (no cargo run while timing).
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+    cargo build --release --quiet --bin buddy
+    cargo build --release --quiet --example fake_provider
+fi
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 BUDDY="$TARGET_DIR/release/buddy"
 FAKE="$TARGET_DIR/release/examples/fake_provider"
