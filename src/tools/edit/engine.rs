@@ -313,7 +313,7 @@ fn anchored_windows(text: &str, needle: &[&str], level: Level) -> Option<Vec<Vec
 
 /// The `n` lines around the line starting at byte `line_start`, which is
 /// line `at` of them (from 0); `None` when the text has too few lines
-/// before or after it. Lines as `lines::index` makes them.
+/// before or after it. Lines as `lines::index` makes them (`lines::line_at`).
 fn window_around(text: &str, line_start: usize, at: usize, n: usize) -> Option<Vec<Line>> {
     let bytes = text.as_bytes();
     let mut first = line_start;
@@ -329,18 +329,9 @@ fn window_around(text: &str, line_start: usize, at: usize, n: usize) -> Option<V
         if start >= text.len() {
             return None;
         }
-        let nl = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
-        let (content_end, end) = match nl {
-            Some(i) if i > start && bytes[i - 1] == b'\r' => (i - 1, i + 1),
-            Some(i) => (i, i + 1),
-            None => (text.len(), text.len()),
-        };
-        window.push(Line {
-            start,
-            content_end,
-            end,
-        });
-        start = end;
+        let line = lines::line_at(text, start);
+        start = line.end;
+        window.push(line);
     }
     Some(window)
 }
