@@ -318,13 +318,16 @@ pub struct ExecArgs {
     pub max_cost: Option<f64>,
 }
 
+/// A `--max-cost` that is not a dollar amount above zero, as typed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an amount of dollars above zero (e.g. 0.50)")]
+pub struct NotDollars(String);
+
 /// A dollar amount: a finite number above zero (`0.50`, `2`).
-fn parse_usd(text: &str) -> Result<f64, String> {
+fn parse_usd(text: &str) -> Result<f64, NotDollars> {
     let t = text.trim().trim_start_matches('$');
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "`{text}` is not an amount of dollars above zero (e.g. 0.50)"
-        )),
+        _ => Err(NotDollars(text.to_string())),
     }
 }

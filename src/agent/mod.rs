@@ -779,7 +779,7 @@ impl Agent {
                 self.persist(false).await;
                 Structured::Retry
             }
-            Err(why) => Structured::Invalid(why),
+            Err(why) => Structured::Invalid(why.to_string()),
         }
     }
 

@@ -50,9 +50,16 @@ pub trait SessionHost: Send + Sync {
         })
     }
     /// The saved sessions (`Op::ListSessions`); an error is one line.
-    fn list(&self) -> Result<SessionListing, String> {
-        Err("listing sessions is not available here".into())
+    fn list(&self) -> Result<SessionListing, HostedError> {
+        Err(Box::new(NotHere::Listing))
     }
+}
+
+/// What a `SessionHost` does not offer where it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotHere {
+    #[error("listing sessions is not available here")]
+    Listing,
 }
 
 /// The saved sessions of a directory, most recently used first.
@@ -80,7 +87,7 @@ impl SessionListing {
 fn sessions_reply(host: Option<&dyn SessionHost>) -> EventKind {
     match host.map(|h| h.list()) {
         Some(Ok(listing)) => listing.into_event(),
-        Some(Err(message)) => EventKind::error(message),
+        Some(Err(e)) => EventKind::error(e.to_string()),
         None => EventKind::error("sessions are not available here"),
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::agent::allowlist::{rule_words, AllowRule, SharedAllowList};
 use crate::config::approvals::Remembered;
+use crate::ui::repl::RuleError;
 use crate::ui::style::Style;
 use std::path::PathBuf;
 
@@ -50,26 +51,26 @@ pub(crate) fn remembered() -> SharedAllowList {
 }
 
 /// Saves `prefix` (as shown at the prompt) in the user's rules file and
-/// marks it remembered in `list`; the file, or the error line.
-pub(crate) fn remember(list: &SharedAllowList, prefix: &str) -> Result<PathBuf, String> {
-    let words = rule_words(prefix).ok_or_else(|| format!("`{prefix}` cannot be remembered"))?;
-    let store = store().ok_or("there is no config directory to remember it in")?;
-    store.add(prefix).map_err(|e| e.to_string())?;
+/// marks it remembered in `list`; the file.
+pub(crate) fn remember(list: &SharedAllowList, prefix: &str) -> Result<PathBuf, RuleError> {
+    let words = rule_words(prefix).ok_or_else(|| RuleError::NotAPrefix(prefix.to_string()))?;
+    let store = store().ok_or(RuleError::NowhereToRemember)?;
+    store.add(prefix)?;
     list.add_remembered(words);
     Ok(store.path().to_path_buf())
 }
 
 /// Drops rule `n` (1-based, as `/approve` lists them) from `list` and, if
 /// it was remembered, from the file; the rule dropped.
-pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<AllowRule, String> {
+pub(crate) fn forget(list: &SharedAllowList, n: usize) -> Result<AllowRule, RuleError> {
     let rules: Vec<AllowRule> = list.rules();
     let rule = n
         .checked_sub(1)
         .and_then(|i| rules.get(i))
-        .ok_or_else(|| format!("no rule {n} (see /approve)"))?;
+        .ok_or(RuleError::NoSuchRule(n))?;
     if rule.remembered {
-        let store = store().ok_or("there is no config directory")?;
-        store.remove(&rule.shown).map_err(|e| e.to_string())?;
+        let store = store().ok_or(RuleError::NoConfigDir)?;
+        store.remove(&rule.shown)?;
     }
     list.remove(&rule.shown);
     Ok(rule.clone())

@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn panes_and_remote_targets_are_not_confined_silently() {
-        let unreachable = || -> Result<(), String> { panic!("not checked") };
+        let unreachable = || -> Result<(), &'static str> { panic!("not checked") };
         assert!(matches!(
             plan_sandbox(choice(true), true, true, unreachable),
             SandboxPlan::Fail(_)

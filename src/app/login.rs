@@ -8,7 +8,7 @@ use super::setup::auth_store;
 use super::{env, AppError, Exit};
 use crate::auth::AuthError;
 use crate::config::{self, CliOverrides};
-use crate::ui::repl::LoggedIn;
+use crate::ui::repl::{LoggedIn, LoginError};
 use std::path::PathBuf;
 
 pub(super) async fn login(
@@ -19,7 +19,11 @@ pub(super) async fn login(
     let cancelled = tokio::signal::ctrl_c();
     tokio::select! {
         r = sign_in(target, overrides, &say) => {
-            eprintln!("{}", r?.line());
+            let done = r.map_err(|e| match e {
+                LoginError::Setup(e) => AppError::Auth(e),
+                LoginError::Failed(e) => AppError::Login(e),
+            })?;
+            eprintln!("{}", done.line());
             Ok(Exit::Ok)
         }
         _ = cancelled => {
@@ -31,18 +35,18 @@ pub(super) async fn login(
 
 /// Logs in to the provider `target` names (`login_issuer`), telling the
 /// user what to do through `say`; the provider and where its tokens are.
-/// No usable issuer or store is `AppError::Auth` (exit 2), a flow that fails
-/// `AppError::Login` (exit 1).
+/// No usable issuer or store is `LoginError::Setup` (`AppError::Auth`, exit
+/// 2), a flow that fails `LoginError::Failed` (`AppError::Login`, exit 1).
 pub(crate) async fn sign_in(
     target: Option<&str>,
     overrides: &CliOverrides,
     say: &(dyn Fn(&str) + Send + Sync),
-) -> Result<LoggedIn, AppError> {
-    let issuer = login_issuer(target, overrides)?;
-    let store = auth_store()?;
+) -> Result<LoggedIn, LoginError> {
+    let issuer = login_issuer(target, overrides).map_err(LoginError::Setup)?;
+    let store = auth_store().map_err(LoginError::Setup)?;
     crate::auth::login(&issuer, &store, say)
         .await
-        .map_err(AppError::Login)?;
+        .map_err(LoginError::Failed)?;
     Ok(LoggedIn {
         provider: issuer.provider.to_string(),
         file: store.path().to_path_buf(),

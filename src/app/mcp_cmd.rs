@@ -117,15 +117,10 @@ async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     }
     // Started once to ask for its tools, with the same scrubbed environment
     // a session's servers get.
-    let mut hidden: Vec<String> = [
-        "BUDDY_API_KEY",
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "BUDDY_SERVE_TOKEN",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut hidden: Vec<String> = crate::config::SECRET_ENV
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     hidden.extend(s.bearer_token_env.clone());
     crate::host::hide_env(hidden);
     crate::redact::remember(s.env.values().cloned());

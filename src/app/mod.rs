@@ -15,7 +15,7 @@ use crate::config::{self, CliOverrides};
 use crate::ui::exec::{ExecFrontEnd, ExecOutcome};
 use crate::ui::json::JsonFrontEnd;
 use crate::ui::line::{LineEnd, LineOptions};
-use crate::ui::resuming::{Notice, Resuming};
+use crate::ui::resuming::{Notice, ResumeError, Resuming};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -225,11 +225,11 @@ async fn resume_first(
     };
     let _ = agent.ops.send(op).await;
     crate::drive::drive(agent, &mut shown).await;
-    match shown.answer() {
-        Some(Ok(ev)) => Ok(ev),
-        Some(Err(message)) => Err(AppError::Usage(message)),
-        None => Err(AppError::Failed("the agent stopped unexpectedly".into())),
-    }
+    shown.answer().map_err(|e| match e {
+        // The session named cannot be loaded: a usage error (exit 2).
+        ResumeError::Refused(_) => AppError::Usage(e.to_string()),
+        ResumeError::Stopped => AppError::Failed(e.to_string()),
+    })
 }
 
 fn workdir() -> PathBuf {

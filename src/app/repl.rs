@@ -9,7 +9,8 @@ use crate::agent::allowlist::AllowRule;
 use crate::agent::service::{ModelSwitcher, Switched};
 use crate::agent::{tokens, HostedError};
 use crate::config::{self, CliOverrides, Settings};
-use crate::ui::repl::ReplServices;
+use crate::mcp::McpError;
+use crate::ui::repl::{ModelsError, ReplServices, RuleError};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,11 +27,11 @@ fn env(name: &str) -> Option<String> {
 }
 
 impl ReplServices for Services {
-    fn remember(&self, prefix: &str) -> Result<PathBuf, String> {
+    fn remember(&self, prefix: &str) -> Result<PathBuf, RuleError> {
         super::approvals::remember(&self.allowed, prefix)
     }
 
-    fn forget(&self, n: usize) -> Result<AllowRule, String> {
+    fn forget(&self, n: usize) -> Result<AllowRule, RuleError> {
         super::approvals::forget(&self.allowed, n)
     }
 
@@ -38,12 +39,12 @@ impl ReplServices for Services {
         super::mcp::running().map(|servers| servers.report())
     }
 
-    fn mcp_resource(&self, mention: &str) -> Option<Result<String, String>> {
-        super::mcp::resource(mention).map(|r| r.map_err(|e| e.to_string()))
+    fn mcp_resource(&self, mention: &str) -> Option<Result<String, McpError>> {
+        super::mcp::resource(mention)
     }
 
-    fn mcp_prompt(&self, name: &str, args: &str) -> Option<Result<String, String>> {
-        super::mcp::prompt(name, args).map(|r| r.map_err(|e| e.to_string()))
+    fn mcp_prompt(&self, name: &str, args: &str) -> Option<Result<String, McpError>> {
+        super::mcp::prompt(name, args)
     }
 
     fn uses_login(&self, profile: &str) -> bool {
@@ -62,10 +63,10 @@ impl ReplServices for Services {
             ..self.overrides.clone()
         };
         let client = config::load(&workdir(), &env, &overrides)
-            .map_err(|e| e.to_string())
-            .and_then(|s| client_for(&s, None).map_err(|e| e.to_string()));
+            .map_err(ModelsError::Config)
+            .and_then(|s| client_for(&s, None).map_err(|e| ModelsError::Client(e.to_string())));
         Box::pin(async move {
-            let models = client?.list_models().await.map_err(|e| e.to_string())?;
+            let models = client?.list_models().await?;
             Ok(models.into_iter().map(|m| m.id).collect())
         })
     }
@@ -77,14 +78,7 @@ impl ReplServices for Services {
     ) -> crate::ui::repl::LoginRunning {
         let target = target.map(String::from);
         let overrides = self.overrides.clone();
-        Box::pin(async move {
-            super::login::sign_in(target.as_deref(), &overrides, &*say)
-                .await
-                .map_err(|e| match e {
-                    super::AppError::Login(e) => format!("login failed: {e}"),
-                    other => other.to_string(),
-                })
-        })
+        Box::pin(async move { super::login::sign_in(target.as_deref(), &overrides, &*say).await })
     }
 }
 

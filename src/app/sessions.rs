@@ -127,8 +127,8 @@ impl SessionHost for Sessions {
         })
     }
 
-    fn list(&self) -> Result<SessionListing, String> {
-        list(&self.cwd).map_err(|e| e.to_string())
+    fn list(&self) -> Result<SessionListing, HostedError> {
+        Ok(list(&self.cwd)?)
     }
 }
 

@@ -255,6 +255,16 @@ pub fn load_file(
 /// The most a config file may hold: far more than any real one, small enough
 /// that a wrong path (a log, /dev/zero) is refused at once.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Variables holding buddy's own secrets: hidden from every command and MCP
+/// server buddy starts, whatever the config adds to them.
+pub const SECRET_ENV: [&str; 4] = [
+    "BUDDY_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "BUDDY_SERVE_TOKEN",
+];
+
 /// The most an `api_key_file` may hold.
 const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
 
@@ -527,22 +537,17 @@ pub fn resolve(
         })?;
     }
 
-    let mut hidden_env: Vec<String> = [
-        "BUDDY_API_KEY",
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "BUDDY_SERVE_TOKEN",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(file.models.values().filter_map(|p| p.api_key_env.clone()))
-    .chain(file.tools.hide_env.iter().cloned())
-    .chain(
-        file.mcp_servers
-            .values()
-            .filter_map(|s| s.bearer_token_env.clone()),
-    )
-    .collect();
+    let mut hidden_env: Vec<String> = SECRET_ENV
+        .iter()
+        .map(|s| s.to_string())
+        .chain(file.models.values().filter_map(|p| p.api_key_env.clone()))
+        .chain(file.tools.hide_env.iter().cloned())
+        .chain(
+            file.mcp_servers
+                .values()
+                .filter_map(|s| s.bearer_token_env.clone()),
+        )
+        .collect();
     hidden_env.sort();
     hidden_env.dedup();
     let profile_keys = file

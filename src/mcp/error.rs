@@ -22,11 +22,24 @@ pub enum McpError {
     #[error("{0}")]
     Server(String),
     /// `/SERVER:PROMPT` arguments that do not fit the prompt.
-    #[error("{0}")]
-    Arguments(String),
+    #[error(transparent)]
+    Arguments(#[from] ArgumentsError),
     /// The REPL stopped waiting for a resource or a prompt.
     #[error("no answer within {0} s")]
     Wait(u64),
     #[error("the MCP server's task ended without an answer")]
     Gone,
+}
+
+/// `/SERVER:PROMPT` arguments that do not fit the prompt; `takes` is what it
+/// takes ("NAME takes: city [state]").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentsError {
+    /// `key=value` with a key the prompt does not have (quoted on one line).
+    #[error("no argument `{name}`; {takes}")]
+    Unknown { name: String, takes: String },
+    #[error("too many arguments; {takes}")]
+    TooMany { takes: String },
+    #[error("`{name}` is required; {takes}")]
+    Missing { name: String, takes: String },
 }

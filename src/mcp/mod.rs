@@ -21,7 +21,7 @@ use crate::config::McpServer;
 use crate::tools::{Approval, ApprovalRequest, ToolContext, ToolError, ToolOutput, ToolSource};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
-pub use error::McpError;
+pub use error::{ArgumentsError, McpError};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -425,7 +425,7 @@ impl McpTools {
 fn prompt_arguments(
     info: &PromptInfo,
     args: &str,
-) -> Result<serde_json::Map<String, Value>, String> {
+) -> Result<serde_json::Map<String, Value>, ArgumentsError> {
     let takes = || {
         let names: Vec<String> = info
             .arguments
@@ -440,15 +440,14 @@ fn prompt_arguments(
         let (key, value) = match word.split_once('=') {
             Some((k, v)) if info.arguments.iter().any(|(n, _)| n == k) => (k.to_string(), v),
             Some((k, _)) if !k.is_empty() && !k.contains(':') => {
-                return Err(format!(
-                    "no argument `{}`; {}",
-                    crate::text::one_line(k, 40),
-                    takes()
-                ))
+                return Err(ArgumentsError::Unknown {
+                    name: crate::text::one_line(k, 40),
+                    takes: takes(),
+                })
             }
             _ => match positional.find(|n| !out.contains_key(n.as_str())) {
                 Some(n) => (n.clone(), word),
-                None => return Err(format!("too many arguments; {}", takes())),
+                None => return Err(ArgumentsError::TooMany { takes: takes() }),
             },
         };
         out.insert(key, Value::String(value.to_string()));
@@ -458,7 +457,10 @@ fn prompt_arguments(
         .iter()
         .find(|(n, req)| *req && !out.contains_key(n))
     {
-        return Err(format!("`{missing}` is required; {}", takes()));
+        return Err(ArgumentsError::Missing {
+            name: missing.clone(),
+            takes: takes(),
+        });
     }
     Ok(out)
 }
@@ -893,7 +895,7 @@ mod tests {
         let got = super::prompt_arguments(&info, "state=IDF Lyon").unwrap();
         assert_eq!(got["city"], "Lyon");
         let e = super::prompt_arguments(&info, "state=IDF").unwrap_err();
-        assert_eq!(e, "`city` is required; p takes: city [state]");
+        assert_eq!(e.to_string(), "`city` is required; p takes: city [state]");
         assert!(super::prompt_arguments(&info, "a b c").is_err());
         assert!(super::prompt_arguments(&info, "town=x").is_err());
     }

@@ -94,10 +94,10 @@ mod tests {
 
     /// A body fed from a channel: the test decides when each chunk exists.
     fn fed() -> (
-        mpsc::Sender<Result<String, String>>,
-        ReadAhead<String, String>,
+        mpsc::Sender<Result<String, &'static str>>,
+        ReadAhead<String, &'static str>,
     ) {
-        let (tx, rx) = mpsc::channel::<Result<String, String>>(1);
+        let (tx, rx) = mpsc::channel::<Result<String, &'static str>>(1);
         let body = futures_util::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         });
@@ -105,7 +105,7 @@ mod tests {
     }
 
     /// Takes one batch the way the parser does: wait for one, then all queued.
-    async fn batch(body: &mut ReadAhead<String, String>) -> Vec<Ahead<String, String>> {
+    async fn batch(body: &mut ReadAhead<String, &'static str>) -> Vec<Ahead<String, &'static str>> {
         let mut out = vec![body.next().await];
         while let Some(item) = body.ready() {
             out.push(item);
@@ -113,7 +113,7 @@ mod tests {
         out
     }
 
-    fn chunks(batch: &[Ahead<String, String>]) -> String {
+    fn chunks(batch: &[Ahead<String, &'static str>]) -> String {
         batch
             .iter()
             .map(|a| match a {
@@ -166,9 +166,9 @@ mod tests {
     async fn a_failure_is_passed_on_after_the_chunks_before_it() {
         let (tx, mut body) = fed();
         tx.send(Ok("a".into())).await.unwrap();
-        tx.send(Err("reset".into())).await.unwrap();
+        tx.send(Err("reset")).await.unwrap();
         assert!(matches!(body.next().await, Ahead::Chunk(c) if c == "a"));
-        assert!(matches!(body.next().await, Ahead::Failed(e) if e == "reset"));
+        assert!(matches!(body.next().await, Ahead::Failed("reset")));
         // The task is done: nothing more, and that is not an end.
         assert!(matches!(body.next().await, Ahead::Lost));
     }

@@ -782,15 +782,16 @@ enum Body {
 }
 
 impl Body {
-    /// The next chunk; `None` at the end.
-    async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, String> {
+    /// The next chunk; `None` at the end. A failure is the body breaking off.
+    async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, ApiError> {
+        let broke = ApiError::StreamInterrupted;
         match self {
-            Body::Reqwest(r) => r.chunk().await.map_err(|e| describe_reqwest(&e)),
+            Body::Reqwest(r) => r.chunk().await.map_err(|e| broke(describe_reqwest(&e))),
             Body::Direct(d) => match d.next().await {
                 Ahead::Chunk(c) => Ok(Some(c)),
                 Ahead::End => Ok(None),
-                Ahead::Failed(e) => Err(format!("error reading response ({e})")),
-                Ahead::Lost => Err("error reading response".into()),
+                Ahead::Failed(e) => Err(broke(format!("error reading response ({e})"))),
+                Ahead::Lost => Err(broke("error reading response".into())),
             },
         }
     }
@@ -874,7 +875,7 @@ async fn read_capped(
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(timeout.min(left), response.chunk()).await {
             Err(_) => return Err(ApiError::StreamInterrupted("response body stalled".into())),
-            Ok(Err(e)) => return Err(ApiError::StreamInterrupted(e)),
+            Ok(Err(e)) => return Err(e),
             Ok(Ok(None)) => return Ok(out),
             Ok(Ok(Some(bytes))) => {
                 if out.len() + bytes.len() > cap {

@@ -753,6 +753,7 @@ impl Checkpoints for CheckpointStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::checkpoint::TargetFileError;
 
     fn tempdir(label: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!(
@@ -986,12 +987,12 @@ mod tests {
         fn actor(&self) -> String {
             "me@box".into()
         }
-        async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+        async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), TargetFileError> {
             let mut done = self.done.lock().unwrap();
             done.push((path.display().to_string(), Some(bytes.to_vec())));
             Ok(())
         }
-        async fn remove(&self, path: &Path) -> Result<(), String> {
+        async fn remove(&self, path: &Path) -> Result<(), TargetFileError> {
             let mut done = self.done.lock().unwrap();
             done.push((path.display().to_string(), None));
             Ok(())

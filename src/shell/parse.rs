@@ -8,7 +8,6 @@
 
 use super::ast::{Cmd, Pipeline};
 use super::lex::{Lexer, Op, Tok};
-use std::fmt;
 
 /// Nesting of `( … )` and `{ …; }` groups the parser follows.
 const MAX_GROUPS: usize = 32;
@@ -30,21 +29,12 @@ enum Closer {
 
 /// Why a command line could not be read. Every reader treats it as the
 /// worst case (refused, or not read-only), never as "nothing to see".
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// Groups, loops or function bodies nested past `MAX_GROUPS`.
+    #[error("nested more than {MAX_GROUPS} deep")]
     TooDeep,
 }
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParseError::TooDeep => write!(f, "nested more than {MAX_GROUPS} deep"),
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 /// `text` as a list of pipelines: the one way every reader of command lines
 /// (the denylist, the read-only classifier) gets at their commands.

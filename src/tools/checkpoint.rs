@@ -67,8 +67,29 @@ pub struct Remote {
 pub trait TargetFiles: Send + Sync {
     /// The target's name, as `Remote::actor` gave it when the files were kept.
     fn actor(&self) -> String;
-    async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String>;
-    async fn remove(&self, path: &Path) -> Result<(), String>;
+    async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), TargetFileError>;
+    async fn remove(&self, path: &Path) -> Result<(), TargetFileError>;
+}
+
+/// Why a file on a remote target was not written or removed there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetFileError {
+    /// The target did not run the command (the connection, the container).
+    #[error("cannot reach {actor}: {reason}")]
+    Unreachable { actor: String, reason: String },
+    /// The command ran and failed; `stderr` is what it said.
+    #[error("cannot write {} on {actor}: {stderr}", .path.display())]
+    Write {
+        path: PathBuf,
+        actor: String,
+        stderr: String,
+    },
+    #[error("cannot delete {} on {actor}: {stderr}", .path.display())]
+    Delete {
+        path: PathBuf,
+        actor: String,
+        stderr: String,
+    },
 }
 
 /// What a rewind does, or did, to one file.

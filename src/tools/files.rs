@@ -6,7 +6,7 @@
 //! and never touches buddy's own files (`protect`).
 
 use super::approval::{Approval, ApprovalRequest};
-use super::checkpoint::{Known, Prior, TargetFiles};
+use super::checkpoint::{Known, Prior, TargetFileError, TargetFiles};
 use super::editor::EditorFiles;
 use super::{parse_args, window, Tool, ToolContext, ToolError, ToolOutput};
 use crate::host::{run_script, shell_quote, Target};
@@ -273,7 +273,7 @@ pub(crate) async fn store(
     if !ctx.target.is_local() {
         return write_remote(ctx.target.as_ref(), &ctx.cwd, path, &bytes)
             .await
-            .map_err(ToolError::Failed);
+            .map_err(|e| ToolError::Failed(e.to_string()));
     }
     // Moved, not copied: a 10 MB edit costs no extra copy here.
     let target = path.to_path_buf();
@@ -299,23 +299,33 @@ pub(crate) async fn remove(
     }
     remove_remote(ctx.target.as_ref(), &ctx.cwd, path)
         .await
-        .map_err(ToolError::Failed)
+        .map_err(|e| ToolError::Failed(e.to_string()))
 }
 
-async fn remove_remote(target: &dyn Target, cwd: &Path, path: &Path) -> Result<(), String> {
+async fn remove_remote(
+    target: &dyn Target,
+    cwd: &Path,
+    path: &Path,
+) -> Result<(), TargetFileError> {
     let script = format!("rm -f -- {}", shell_quote(&path.to_string_lossy()));
     let (code, _, err) = run_script(target, &script, cwd, None)
         .await
-        .map_err(|e| format!("cannot reach {}: {e}", target.actor()))?;
+        .map_err(|e| unreachable_target(target, e))?;
     if code != Some(0) {
-        return Err(format!(
-            "cannot delete {} on {}: {}",
-            path.display(),
-            target.actor(),
-            String::from_utf8_lossy(&err).trim()
-        ));
+        return Err(TargetFileError::Delete {
+            path: path.to_path_buf(),
+            actor: target.actor(),
+            stderr: String::from_utf8_lossy(&err).trim().to_string(),
+        });
     }
     Ok(())
+}
+
+fn unreachable_target(target: &dyn Target, reason: impl std::fmt::Display) -> TargetFileError {
+    TargetFileError::Unreachable {
+        actor: target.actor(),
+        reason: reason.to_string(),
+    }
 }
 
 /// What a file on a remote target holds before a change, for its
@@ -362,11 +372,11 @@ impl TargetFiles for RemoteFiles {
         self.target.actor()
     }
 
-    async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+    async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), TargetFileError> {
         write_remote(self.target.as_ref(), &self.cwd, path, bytes).await
     }
 
-    async fn remove(&self, path: &Path) -> Result<(), String> {
+    async fn remove(&self, path: &Path) -> Result<(), TargetFileError> {
         remove_remote(self.target.as_ref(), &self.cwd, path).await
     }
 }
@@ -671,7 +681,7 @@ async fn write_remote(
     cwd: &Path,
     path: &Path,
     bytes: &[u8],
-) -> Result<(), String> {
+) -> Result<(), TargetFileError> {
     let text = path.to_string_lossy();
     let dir = match text.rfind('/') {
         Some(0) => "/".to_string(),
@@ -689,14 +699,13 @@ async fn write_remote(
     );
     let (code, _, err) = run_script(target, &script, cwd, Some(bytes))
         .await
-        .map_err(|e| format!("cannot reach {}: {e}", target.actor()))?;
+        .map_err(|e| unreachable_target(target, e))?;
     if code != Some(0) {
-        return Err(format!(
-            "cannot write {} on {}: {}",
-            path.display(),
-            target.actor(),
-            String::from_utf8_lossy(&err).trim()
-        ));
+        return Err(TargetFileError::Write {
+            path: path.to_path_buf(),
+            actor: target.actor(),
+            stderr: String::from_utf8_lossy(&err).trim().to_string(),
+        });
     }
     Ok(())
 }

@@ -20,13 +20,23 @@ pub enum Notice {
     LastExchange,
 }
 
+/// Why no session was loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// The agent refused the resume or fork: its error line.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the agent stopped unexpectedly")]
+    Stopped,
+}
+
 pub struct Resuming<'a> {
     style: Style,
     notice: Notice,
     /// `exec --json`: every event is a line on stdout too.
     json: Option<&'a mut JsonFrontEnd>,
     /// The `SessionResumed` event, or the error that refused the resume.
-    answer: Option<Result<Event, String>>,
+    answer: Option<Result<Event, ResumeError>>,
 }
 
 impl<'a> Resuming<'a> {
@@ -39,10 +49,9 @@ impl<'a> Resuming<'a> {
         }
     }
 
-    /// The `SessionResumed` event, the agent's error line, or `None` when
-    /// the agent stopped before answering.
-    pub fn answer(self) -> Option<Result<Event, String>> {
-        self.answer
+    /// The `SessionResumed` event, or why there is none.
+    pub fn answer(self) -> Result<Event, ResumeError> {
+        self.answer.unwrap_or(Err(ResumeError::Stopped))
     }
 }
 
@@ -81,7 +90,7 @@ impl Renderer for Resuming<'_> {
                 return Flow::Stop;
             }
             EventKind::Error { message, .. } => {
-                self.answer = Some(Err(message.clone()));
+                self.answer = Some(Err(ResumeError::Refused(message.clone())));
                 return Flow::Stop;
             }
             _ => {}

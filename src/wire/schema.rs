@@ -23,6 +23,35 @@ const MAX_ERRORS: usize = 5;
 /// The most characters of the answer's JSON quoted in a parse error.
 const MAX_QUOTED: usize = 80;
 
+/// Why a schema file was refused (one line; the caller names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("not valid JSON ({0})")]
+    NotJson(#[source] serde_json::Error),
+    #[error("a JSON Schema must be an object")]
+    NotObject,
+    /// What the validator said, on one line.
+    #[error("not a valid JSON Schema ({0})")]
+    Invalid(String),
+}
+
+/// Why an answer is not what the schema asks for (one line, said to the
+/// model when it may try again and to the user when it may not).
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// `quoted` is the answer's start, on one line, marked when cut.
+    #[error("the answer is not JSON ({error}): {quoted}")]
+    NotJson {
+        #[source]
+        error: serde_json::Error,
+        quoted: String,
+    },
+    /// Each error where it is ("at /age: …"), at most [`MAX_ERRORS`];
+    /// `more` when there were others.
+    #[error("the answer does not match the output schema: {}{}", .errors.join("; "), if *.more { "; …" } else { "" })]
+    Mismatch { errors: Vec<String>, more: bool },
+}
+
 /// A compiled output schema.
 pub struct OutputSchema {
     name: String,
@@ -42,14 +71,13 @@ impl OutputSchema {
     /// Compiles `text` (a JSON Schema document). `stem` is the file's name
     /// without its extension, the name's fallback when the schema has no
     /// usable `title`. The error is one line saying what is wrong.
-    pub fn parse(text: &str, stem: &str) -> Result<OutputSchema, String> {
-        let schema: Value =
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+    pub fn parse(text: &str, stem: &str) -> Result<OutputSchema, SchemaError> {
+        let schema: Value = serde_json::from_str(text).map_err(SchemaError::NotJson)?;
         if !schema.is_object() {
-            return Err("a JSON Schema must be an object".into());
+            return Err(SchemaError::NotObject);
         }
         let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| format!("not a valid JSON Schema ({})", one_line(&e.to_string())))?;
+            .map_err(|e| SchemaError::Invalid(one_line(&e.to_string())))?;
         let title = schema.get("title").and_then(Value::as_str).unwrap_or("");
         let name = [title, stem]
             .into_iter()
@@ -77,16 +105,19 @@ impl OutputSchema {
     /// line, with at most [`MAX_ERRORS`] errors). One surrounding Markdown
     /// code fence is tolerated: models that ignore `response_format` often
     /// add one.
-    pub fn check(&self, answer: &str) -> Result<Value, String> {
+    pub fn check(&self, answer: &str) -> Result<Value, AnswerError> {
         let json = unfenced(answer);
-        let value: Value = serde_json::from_str(json).map_err(|e| {
+        let value: Value = serde_json::from_str(json).map_err(|error| {
             let quoted: String = json.chars().take(MAX_QUOTED).collect();
             let cut = if json.chars().count() > MAX_QUOTED {
                 "…"
             } else {
                 ""
             };
-            format!("the answer is not JSON ({e}): {}{cut}", one_line(&quoted))
+            AnswerError::NotJson {
+                error,
+                quoted: format!("{}{cut}", one_line(&quoted)),
+            }
         })?;
         let errors: Vec<String> = self
             .validator
@@ -101,16 +132,10 @@ impl OutputSchema {
         if errors.is_empty() {
             return Ok(value);
         }
-        let more = if errors.len() > MAX_ERRORS {
-            "; …"
-        } else {
-            ""
-        };
-        let shown = &errors[..errors.len().min(MAX_ERRORS)];
-        Err(format!(
-            "the answer does not match the output schema: {}{more}",
-            shown.join("; ")
-        ))
+        let more = errors.len() > MAX_ERRORS;
+        let mut errors = errors;
+        errors.truncate(MAX_ERRORS);
+        Err(AnswerError::Mismatch { errors, more })
     }
 
     /// With the Messages protocol the schema is a tool the model is made to
@@ -198,18 +223,24 @@ mod tests {
 
     #[test]
     fn bad_files_and_bad_schemas_are_one_line_errors() {
-        let e = OutputSchema::parse("{not json", "s").unwrap_err();
+        let e = OutputSchema::parse("{not json", "s")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("not valid JSON"), "{e}");
-        let e = OutputSchema::parse("[1]", "s").unwrap_err();
+        let e = OutputSchema::parse("[1]", "s").unwrap_err().to_string();
         assert!(e.contains("must be an object"), "{e}");
-        let e = OutputSchema::parse(r#"{"type": 5}"#, "s").unwrap_err();
+        let e = OutputSchema::parse(r#"{"type": 5}"#, "s")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("not a valid JSON Schema"), "{e}");
         assert!(!e.contains('\n'));
     }
 
     #[test]
     fn remote_references_are_not_fetched() {
-        let e = OutputSchema::parse(r#"{"$ref":"http://127.0.0.1:9/x.json"}"#, "s").unwrap_err();
+        let e = OutputSchema::parse(r#"{"$ref":"http://127.0.0.1:9/x.json"}"#, "s")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("not a valid JSON Schema"), "{e}");
     }
 
@@ -222,11 +253,14 @@ mod tests {
             .check("```json\n{\"name\":\"Ada\",\"age\":36}\n```")
             .unwrap();
         assert_eq!(v["name"], "Ada");
-        let e = s.check(r#"{"name":"Ada"}"#).unwrap_err();
+        let e = s.check(r#"{"name":"Ada"}"#).unwrap_err().to_string();
         assert!(e.contains("\"age\" is a required property"), "{e}");
-        let e = s.check(r#"{"name":"Ada","age":"old"}"#).unwrap_err();
+        let e = s
+            .check(r#"{"name":"Ada","age":"old"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at /age"), "{e}");
-        let e = s.check("Sure! Here it is").unwrap_err();
+        let e = s.check("Sure! Here it is").unwrap_err().to_string();
         assert!(e.starts_with("the answer is not JSON"), "{e}");
     }
 

@@ -7,7 +7,6 @@
 //! approving and writing the file are the tools' jobs.
 
 use super::lines::{self, Level, Line};
-use std::fmt;
 
 /// One replacement the model asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,67 +26,60 @@ pub struct Change {
     pub level: Level,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Failure {
+    #[error("old_string is empty; give the text to replace (write_file creates a file)")]
     EmptyOld,
+    #[error("old_string and new_string are the same; nothing to change")]
     Unchanged,
     /// More than one match at `level`, starting at these lines.
-    Ambiguous {
-        level: Level,
-        lines: Vec<usize>,
-    },
+    #[error("old_string matches {} places ({}) at lines {}; nothing was changed. Include more surrounding lines so it matches once, or set replace_all to change every one", .lines.len(), .level.describe(), line_list(.lines))]
+    Ambiguous { level: Level, lines: Vec<usize> },
     /// No match at any level; the closest region, numbered, if any line of
     /// the old text is in the file at all.
-    Missing {
-        closest: Option<String>,
-    },
+    #[error("{}", missing(.closest.as_deref()))]
+    Missing { closest: Option<String> },
     /// This edit's match touches text an earlier edit of the list wrote.
-    Overlap {
-        earlier: usize,
-    },
+    #[error("its old_string overlaps the text edit {} wrote; nothing was changed. Combine the two into one edit", .earlier + 1)]
+    Overlap { earlier: usize },
+}
+
+/// Why no match was found: with the closest region, or without one.
+fn missing(closest: Option<&str>) -> String {
+    match closest {
+        Some(region) => format!(
+            "old_string was not found (not even ignoring whitespace and Unicode punctuation); nothing was changed. The closest region of the file is:\n{region}\nCopy old_string exactly from the file (read it again if it may have changed)"
+        ),
+        None => "old_string was not found, and none of its lines are in the file; nothing was changed. Read the file again and copy old_string exactly".to_string(),
+    }
+}
+
+/// The first 20 line numbers, and how many more there are.
+fn line_list(lines: &[usize]) -> String {
+    let shown: Vec<String> = lines.iter().take(20).map(|l| l.to_string()).collect();
+    let more = if lines.len() > 20 {
+        format!(" and {} more", lines.len() - 20)
+    } else {
+        String::new()
+    };
+    format!("{}{more}", shown.join(", "))
 }
 
 /// A failure of edit `index` (from 0) of `of` edits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{failure}", which(*.index, *.of))]
 pub struct EditError {
     pub index: usize,
     pub of: usize,
     pub failure: Failure,
 }
 
-impl fmt::Display for EditError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.of > 1 {
-            write!(f, "edit {} of {}: ", self.index + 1, self.of)?;
-        }
-        match &self.failure {
-            Failure::EmptyOld => write!(f, "old_string is empty; give the text to replace (write_file creates a file)"),
-            Failure::Unchanged => write!(f, "old_string and new_string are the same; nothing to change"),
-            Failure::Ambiguous { level, lines } => {
-                let shown: Vec<String> = lines.iter().take(20).map(|l| l.to_string()).collect();
-                let more = if lines.len() > 20 { format!(" and {} more", lines.len() - 20) } else { String::new() };
-                write!(
-                    f,
-                    "old_string matches {} places ({}) at lines {}{more}; nothing was changed. Include more surrounding lines so it matches once, or set replace_all to change every one",
-                    lines.len(),
-                    level.describe(),
-                    shown.join(", ")
-                )
-            }
-            Failure::Missing { closest: Some(region) } => write!(
-                f,
-                "old_string was not found (not even ignoring whitespace and Unicode punctuation); nothing was changed. The closest region of the file is:\n{region}\nCopy old_string exactly from the file (read it again if it may have changed)"
-            ),
-            Failure::Missing { closest: None } => write!(
-                f,
-                "old_string was not found, and none of its lines are in the file; nothing was changed. Read the file again and copy old_string exactly"
-            ),
-            Failure::Overlap { earlier } => write!(
-                f,
-                "its old_string overlaps the text edit {} wrote; nothing was changed. Combine the two into one edit",
-                earlier + 1
-            ),
-        }
+/// "edit N of M: " when there are several edits.
+fn which(index: usize, of: usize) -> String {
+    if of > 1 {
+        format!("edit {} of {of}: ", index + 1)
+    } else {
+        String::new()
     }
 }
 
@@ -313,7 +305,7 @@ fn anchored_windows(text: &str, needle: &[&str], level: Level) -> Option<Vec<Vec
 
 /// The `n` lines around the line starting at byte `line_start`, which is
 /// line `at` of them (from 0); `None` when the text has too few lines
-/// before or after it. Lines as `lines::index` makes them.
+/// before or after it. Lines as `lines::index` makes them (`lines::line_at`).
 fn window_around(text: &str, line_start: usize, at: usize, n: usize) -> Option<Vec<Line>> {
     let bytes = text.as_bytes();
     let mut first = line_start;
@@ -329,18 +321,9 @@ fn window_around(text: &str, line_start: usize, at: usize, n: usize) -> Option<V
         if start >= text.len() {
             return None;
         }
-        let nl = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
-        let (content_end, end) = match nl {
-            Some(i) if i > start && bytes[i - 1] == b'\r' => (i - 1, i + 1),
-            Some(i) => (i, i + 1),
-            None => (text.len(), text.len()),
-        };
-        window.push(Line {
-            start,
-            content_end,
-            end,
-        });
-        start = end;
+        let line = lines::line_at(text, start);
+        start = line.end;
+        window.push(line);
     }
     Some(window)
 }

@@ -78,23 +78,30 @@ impl Line {
 /// Every line of `s`; a final line ending does not start an empty line.
 pub fn index(s: &str) -> Vec<Line> {
     let mut out = Vec::with_capacity(s.len() / 32 + 1);
-    let bytes = s.as_bytes();
     let mut start = 0;
     while start < s.len() {
-        let nl = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
-        let (content_end, end) = match nl {
-            Some(i) if i > start && bytes[i - 1] == b'\r' => (i - 1, i + 1),
-            Some(i) => (i, i + 1),
-            None => (s.len(), s.len()),
-        };
-        out.push(Line {
-            start,
-            content_end,
-            end,
-        });
-        start = end;
+        let line = line_at(s, start);
+        start = line.end;
+        out.push(line);
     }
     out
+}
+
+/// The line of `s` that starts at byte `start` (a line start, before the
+/// end of `s`): up to its `\n` or `\r\n`, or to the end of `s`.
+pub fn line_at(s: &str, start: usize) -> Line {
+    let bytes = s.as_bytes();
+    let nl = memchr::memchr(b'\n', &bytes[start..]).map(|i| start + i);
+    let (content_end, end) = match nl {
+        Some(i) if i > start && bytes[i - 1] == b'\r' => (i - 1, i + 1),
+        Some(i) => (i, i + 1),
+        None => (s.len(), s.len()),
+    };
+    Line {
+        start,
+        content_end,
+        end,
+    }
 }
 
 /// The line (from 1) holding byte `at`.

@@ -383,17 +383,67 @@ impl ApplyPatchTool {
     }
 }
 
+/// Which chunk of an update failed: named only when there are several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Which {
+    n: usize,
+    of: usize,
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.of > 1 {
+            write!(f, "chunk {} of {}: ", self.n, self.of)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Why an update's chunk did not apply (and so nothing was changed);
+/// `cursor` is the line the search started after (0: the top).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ChunkError {
+    #[error("{which}the @@ line {anchor:?} was not found{}; nothing was changed", after(*.cursor))]
+    NoAnchor {
+        which: Which,
+        anchor: String,
+        cursor: usize,
+    },
+    /// The old lines fit more than once; `lines` are the first places.
+    #[error("{which}its context and removed lines fit {count} places{} ({level}), at lines {}; nothing was changed. Add an @@ line naming a line just above the change, or more context", after(*.cursor), line_list(.lines))]
+    Ambiguous {
+        which: Which,
+        count: usize,
+        cursor: usize,
+        level: &'static str,
+        lines: Vec<usize>,
+    },
+    #[error("{which}its context and removed lines were not found{} (not even ignoring whitespace and Unicode punctuation); nothing was changed. The closest region of the file is:\n{closest}", after(*.cursor))]
+    NotFound {
+        which: Which,
+        cursor: usize,
+        closest: String,
+    },
+    #[error("{which}none of its context and removed lines are in the file{}; nothing was changed. Read the file again", after(*.cursor))]
+    Absent { which: Which, cursor: usize },
+}
+
+fn line_list(lines: &[usize]) -> String {
+    let shown: Vec<String> = lines.iter().map(usize::to_string).collect();
+    shown.join(", ")
+}
+
 /// `text` with every chunk applied, and the loosest level any chunk needed.
-fn update(text: &str, chunks: &[Chunk]) -> Result<(String, Level), String> {
+fn update(text: &str, chunks: &[Chunk]) -> Result<(String, Level), ChunkError> {
     let index = lines::index(text);
     let mut cursor = 0;
     let mut hits: Vec<Hit> = Vec::new();
     let mut loosest = Level::Exact;
     for (n, chunk) in chunks.iter().enumerate() {
-        let which = if chunks.len() > 1 {
-            format!("chunk {} of {}: ", n + 1, chunks.len())
-        } else {
-            String::new()
+        let which = Which {
+            n: n + 1,
+            of: chunks.len(),
         };
         if let Some(anchor) = &chunk.anchor {
             let at = Level::ALL
@@ -402,12 +452,10 @@ fn update(text: &str, chunks: &[Chunk]) -> Result<(String, Level), String> {
                     let want = level.normalise(anchor);
                     (cursor..index.len()).find(|&k| level.normalise(index[k].text(text)) == want)
                 })
-                .ok_or_else(|| {
-                    format!(
-                        "{which}the @@ line {:?} was not found{}; nothing was changed",
-                        crate::text::clip(anchor, 80),
-                        after(cursor)
-                    )
+                .ok_or_else(|| ChunkError::NoAnchor {
+                    which,
+                    anchor: crate::text::clip(anchor, 80).into_owned(),
+                    cursor,
                 })?;
             cursor = at + 1;
         }
@@ -457,28 +505,25 @@ fn update(text: &str, chunks: &[Chunk]) -> Result<(String, Level), String> {
                     break;
                 }
                 _ => {
-                    let at: Vec<String> =
-                        found.iter().take(20).map(|s| (s + 1).to_string()).collect();
-                    return Err(format!(
-                        "{which}its context and removed lines fit {} places{} ({}), at lines {}; nothing was changed. Add an @@ line naming a line just above the change, or more context",
-                        found.len(),
-                        after(cursor),
-                        level.describe(),
-                        at.join(", ")
-                    ));
+                    return Err(ChunkError::Ambiguous {
+                        which,
+                        count: found.len(),
+                        cursor,
+                        level: level.describe(),
+                        lines: found.iter().take(20).map(|s| s + 1).collect(),
+                    });
                 }
             }
         }
         let Some((level, s)) = placed else {
             let closest = engine::closest(text, &index, &old);
             return Err(match closest {
-                Some(region) => format!(
-                    "{which}its context and removed lines were not found{} (not even ignoring whitespace and Unicode punctuation); nothing was changed. The closest region of the file is:\n{region}"
-                , after(cursor)),
-                None => format!(
-                    "{which}none of its context and removed lines are in the file{}; nothing was changed. Read the file again",
-                    after(cursor)
-                ),
+                Some(closest) => ChunkError::NotFound {
+                    which,
+                    cursor,
+                    closest,
+                },
+                None => ChunkError::Absent { which, cursor },
             });
         };
         loosest = loosest.max(level);

@@ -22,7 +22,9 @@ fn chunk(anchor: Option<&str>, old: &[&str], new: &[&str]) -> Chunk {
 fn chunks_apply_in_order_with_context_and_anchors() {
     let text = "fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n";
     // Without an anchor the context fits twice: refused, with both lines.
-    let e = update(text, &[chunk(None, &["    x();"], &["    y();"])]).unwrap_err();
+    let e = update(text, &[chunk(None, &["    x();"], &["    y();"])])
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("fit 2 places") && e.contains("at lines 2, 5"),
         "{e}"
@@ -74,12 +76,15 @@ fn a_missing_chunk_shows_the_closest_region() {
         &text,
         &[chunk(None, &["item 4", "item five", "item 6"], &["x"])],
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("were not found") && e.contains("\n5| item 5\n"),
         "{e}"
     );
-    let e = update(&text, &[chunk(Some("nowhere"), &["item 4"], &["x"])]).unwrap_err();
+    let e = update(&text, &[chunk(Some("nowhere"), &["item 4"], &["x"])])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("the @@ line \"nowhere\" was not found"), "{e}");
 }
 

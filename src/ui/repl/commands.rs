@@ -2,7 +2,6 @@
 //! and which may run while a task is busy. Pure functions; acting on a
 //! command is the REPL's job.
 
-use std::fmt;
 use std::time::Duration;
 
 /// Every command the REPL knows, for completion and suggestions.
@@ -111,43 +110,35 @@ impl Slash {
 }
 
 /// Why a typed slash command is not one the REPL can run; shown as one line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommandError {
     /// A command that takes no arguments was given some.
+    #[error("{0} takes no arguments")]
     NoArguments(String),
     /// Wrong arguments; holds the usage line.
+    #[error("{0}")]
     Usage(&'static str),
     /// Not a task number.
+    #[error("\"{0}\" is not a task id (see /ps)")]
     BadTaskId(String),
     /// Not a duration; holds the parser's reason.
+    #[error("{0}")]
     BadDuration(String),
     /// No such command, with the nearest known one when it looks like a typo.
+    #[error("unknown command {name}; {}", unknown_hint(*.nearest))]
     Unknown {
         name: String,
         nearest: Option<&'static str>,
     },
 }
 
-impl fmt::Display for CommandError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CommandError::NoArguments(name) => write!(f, "{name} takes no arguments"),
-            CommandError::Usage(usage) => f.write_str(usage),
-            CommandError::BadTaskId(s) => write!(f, "\"{s}\" is not a task id (see /ps)"),
-            CommandError::BadDuration(reason) => f.write_str(reason),
-            CommandError::Unknown {
-                name,
-                nearest: Some(n),
-            } => write!(f, "unknown command {name}; did you mean {n}?"),
-            CommandError::Unknown {
-                name,
-                nearest: None,
-            } => write!(f, "unknown command {name}; /help lists the commands"),
-        }
+/// What follows "unknown command NAME": the likely typo, or where to look.
+fn unknown_hint(nearest: Option<&str>) -> String {
+    match nearest {
+        Some(n) => format!("did you mean {n}?"),
+        None => "/help lists the commands".to_string(),
     }
 }
-
-impl std::error::Error for CommandError {}
 
 const APPROVE_USAGE: &str =
     "usage: /approve ask|all|none|<duration such as 10m> | /approve remove <n>";

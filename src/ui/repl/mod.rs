@@ -8,8 +8,9 @@
 //! matched to them by op id (`replies`). The REPL is a renderer on the
 //! drive loop (`crate::drive`): its keys, timers and signals are its input
 //! there. What it needs beyond the agent (the login, saved approval rules,
-//! MCP servers) it asks of `ReplServices` as typed values it words itself,
-//! so it knows no config, files or credentials.
+//! MCP servers) it asks of `ReplServices` as typed values it words itself
+//! (their errors as typed as the layers below made them), so it reads no
+//! config, files or credentials.
 
 pub mod approval;
 pub mod bang;
@@ -17,6 +18,7 @@ mod banner;
 pub mod buffer;
 pub mod commands;
 pub mod editor;
+mod error;
 pub mod history;
 mod mcp_report;
 pub mod mentions;
@@ -33,6 +35,7 @@ use crate::agent::protocol::{
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::drive::{drive, End, Flow, Renderer};
+use crate::mcp::McpError;
 use crate::text::visible;
 use crate::ui::markdown::MarkdownRenderer;
 use crate::ui::style::{preview, Style, SPINNER};
@@ -47,6 +50,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 pub use banner::Banner;
+pub use error::{LoginError, ModelsError, RuleError};
 
 /// What the REPL needs of the application around it that is not the
 /// agent's: the login, the servers' model lists, the user's saved approval
@@ -63,13 +67,13 @@ pub trait ReplServices {
     fn server_models(&self, profile: &str) -> ModelList;
     /// "Remember": saves the rule `prefix` (already allowed for this run) in
     /// the user's own rules file; the file.
-    fn remember(&self, _prefix: &str) -> Result<PathBuf, String> {
-        Err("rules cannot be remembered here".into())
+    fn remember(&self, _prefix: &str) -> Result<PathBuf, RuleError> {
+        Err(RuleError::NotHere)
     }
     /// `/approve remove N`: drops rule `n` as `/approve` numbers them; the
     /// rule dropped.
-    fn forget(&self, _n: usize) -> Result<AllowRule, String> {
-        Err("no rules to drop".into())
+    fn forget(&self, _n: usize) -> Result<AllowRule, RuleError> {
+        Err(RuleError::NoRules)
     }
     /// `/mcp`: each MCP server's state, tools and last error; `None` when
     /// none is configured.
@@ -78,12 +82,12 @@ pub trait ReplServices {
     }
     /// `@SERVER:uri`: the resource's text (bounded), an error line, or
     /// `None` when `mention` does not name a configured MCP server.
-    fn mcp_resource(&self, _mention: &str) -> Option<Result<String, String>> {
+    fn mcp_resource(&self, _mention: &str) -> Option<Result<String, McpError>> {
         None
     }
     /// `/SERVER:PROMPT args`: the prompt's messages as the user's turn, an
     /// error line, or `None` when no server offers that prompt.
-    fn mcp_prompt(&self, _name: &str, _args: &str) -> Option<Result<String, String>> {
+    fn mcp_prompt(&self, _name: &str, _args: &str) -> Option<Result<String, McpError>> {
         None
     }
 }
@@ -108,25 +112,25 @@ impl LoggedIn {
 
 /// The server's model list, on its way.
 pub type ModelList =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, String>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<String>, ModelsError>> + Send>>;
 
 /// Where a login's lines for the user go.
 pub type LoginLines = Box<dyn Fn(&str) + Send + Sync>;
 
 /// A login on its way: who it logged in to, or an error line.
 pub type LoginRunning =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<LoggedIn, String>> + Send>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<LoggedIn, LoginError>> + Send>>;
 
 /// A `/login` in progress reports a line for the user, or its end.
 pub enum LoginEvent {
     Line(String),
-    Done(Result<Result<LoggedIn, String>, tokio::task::JoinError>),
+    Done(Result<Result<LoggedIn, LoginError>, tokio::task::JoinError>),
 }
 
 /// A `/login` in progress: the issuer's instructions as they come, then the end.
 struct LoginRun {
     lines: mpsc::UnboundedReceiver<String>,
-    handle: tokio::task::JoinHandle<Result<LoggedIn, String>>,
+    handle: tokio::task::JoinHandle<Result<LoggedIn, LoginError>>,
 }
 
 pub struct ReplOptions {
@@ -301,7 +305,7 @@ pub enum Input {
     /// SIGTERM or SIGHUP: leave with this exit code.
     Signal(i32),
     Login(LoginEvent),
-    ModelList(Result<Result<Vec<String>, String>, tokio::task::JoinError>),
+    ModelList(Result<Result<Vec<String>, ModelsError>, tokio::task::JoinError>),
     Tick,
 }
 
@@ -338,7 +342,7 @@ pub struct Repl<'h> {
     /// The saved session in use, to say how to resume it on the way out.
     session_id: Option<String>,
     /// The `/model` picker's server model list, while it is fetched.
-    model_list: Option<tokio::task::JoinHandle<Result<Vec<String>, String>>>,
+    model_list: Option<tokio::task::JoinHandle<Result<Vec<String>, ModelsError>>>,
     login: Option<LoginRun>,
     /// The profile in use, for the picker and after a login.
     profile: String,
@@ -720,7 +724,7 @@ impl<'h> Repl<'h> {
                         visible(&prefix),
                         file.display()
                     ))),
-                    Err(e) => self.say_error(&visible(&e)),
+                    Err(e) => self.say_error(&visible(&e.to_string())),
                 }
             }
             Choice::Always | Choice::Remember => {
@@ -918,7 +922,7 @@ impl<'h> Repl<'h> {
     /// The server's models arrived: show them in the picker, if still open.
     fn on_model_list(
         &mut self,
-        listed: Result<Result<Vec<String>, String>, tokio::task::JoinError>,
+        listed: Result<Result<Vec<String>, ModelsError>, tokio::task::JoinError>,
     ) {
         let Some(picker) = self.picker.as_mut() else {
             return;
@@ -1011,7 +1015,7 @@ impl<'h> Repl<'h> {
             match self.services.mcp_prompt(name, args.trim()) {
                 Some(Ok(text)) => custom = Some(text),
                 Some(Err(e)) => {
-                    self.say_error(&format!("/{}: {}", visible(name), visible(&e)));
+                    self.say_error(&format!("/{}: {}", visible(name), visible(&e.to_string())));
                     self.editor.buffer.set(&line);
                     self.redraw();
                     return false;
@@ -1056,7 +1060,7 @@ impl<'h> Repl<'h> {
                             self.say_error(&format!(
                                 "@{}: {}; nothing was sent",
                                 visible(&m),
-                                visible(&e)
+                                visible(&e.to_string())
                             ));
                             self.editor.buffer.set(&line);
                             self.redraw();
@@ -1197,7 +1201,10 @@ impl<'h> Repl<'h> {
         self.login = Some(LoginRun { lines: rx, handle });
     }
 
-    fn on_login_done(&mut self, done: Result<Result<LoggedIn, String>, tokio::task::JoinError>) {
+    fn on_login_done(
+        &mut self,
+        done: Result<Result<LoggedIn, LoginError>, tokio::task::JoinError>,
+    ) {
         // Lines sent just before the end are still queued.
         if let Some(mut run) = self.login.take() {
             while let Ok(line) = run.lines.try_recv() {
@@ -1213,7 +1220,7 @@ impl<'h> Repl<'h> {
                     self.ask(Op::SwitchModel { choice }, Want::LoginSwitch);
                 }
             }
-            Ok(Err(e)) => self.say_error(&visible(&e)),
+            Ok(Err(e)) => self.say_error(&visible(&e.to_string())),
             Err(_) => self.say("login stopped"),
         }
     }
@@ -1298,7 +1305,7 @@ impl<'h> Repl<'h> {
                             }
                         ));
                     }
-                    Err(e) => self.say_error(&visible(&e)),
+                    Err(e) => self.say_error(&visible(&e.to_string())),
                 },
                 Some(arg) => {
                     if let Some(policy) = policy_from_arg(&arg, crate::clock::now_unix_ms()) {
