@@ -479,7 +479,7 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy trust path/to/buddy.toml", "another project's file"),
         ],
         Some("acp") => &[(
-            "{\"agent_servers\": {\"buddy\": {\"command\": \"buddy\", \"args\": [\"acp\"]}}}",
+            "{\"agent_servers\": {\"buddy\": {\"type\": \"custom\", \"command\": \"buddy\", \"args\": [\"acp\"]}}}",
             "in Zed's settings.json: the editor starts buddy as its agent",
         )],
         Some("mcp-server") => &[
