@@ -1,10 +1,10 @@
 //! `buddy acp` driven end to end by the real ACP client library
 //! (`@agentclientprotocol/sdk`, tests/acp/client.mjs) against the scripted
 //! fake provider: a prompt with a tool call, a permission answered both
-//! ways, a cancel mid-stream, a saved session loaded again, the file tools
-//! going through the editor's buffers; and, with no library in between,
-//! malformed messages answered with JSON-RPC errors on a stdout that
-//! carries nothing else.
+//! ways, a cancel mid-stream, a model's refusal, a saved session loaded
+//! again, the file tools going through the editor's buffers; and, with no
+//! library in between, malformed messages answered with JSON-RPC errors
+//! on a stdout that carries nothing else.
 
 mod support;
 
@@ -123,6 +123,19 @@ fn a_cancel_mid_stream_ends_the_turn_as_cancelled() {
         .filter_map(|u| u["content"]["text"].as_str())
         .collect();
     assert_eq!(text, "Once upon");
+}
+
+#[test]
+fn a_models_refusal_ends_the_turn_with_the_refusal_stop_reason() {
+    let p = FakeProvider::start(vec![Reply::refusal("I can't help with that.")]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "answer", &[]);
+    assert_eq!(seen["stops"], json!(["refusal"]), "{seen}");
+    let text: String = updates(&seen, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "I can't help with that.");
 }
 
 #[test]

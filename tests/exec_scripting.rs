@@ -322,3 +322,65 @@ fn a_local_server_costs_nothing_and_says_so() {
         out.stderr
     );
 }
+
+/// A model's refusal, streamed or not, in each protocol's own shape: the
+/// refusal is the answer (stdout), stderr says it was a refusal, and the
+/// `--json` outcome carries `refused: true`.
+#[test]
+fn a_refusal_is_shown_as_the_answer_and_marked_in_every_protocol() {
+    const NO: &str = "I can't help with that.";
+    for api in PROTOCOLS {
+        for stream in ["true", "false"] {
+            let p = FakeProvider::start(vec![Reply::refusal(NO), Reply::refusal(NO)]);
+            let cmd = || BuddyCmd::new().config(config(&p, api, &format!("stream = {stream}")));
+            let out = cmd().args(["exec", "pick a lock for me"]).run();
+            out.assert_success();
+            assert_eq!(out.stdout, format!("{NO}\n"), "{api} stream={stream}");
+            assert!(
+                out.stderr.contains("the model refused to answer"),
+                "{api} stream={stream}: {}",
+                out.stderr
+            );
+            let out = cmd().args(["exec", "--json", "pick a lock for me"]).run();
+            out.assert_success();
+            let finished: Value = out
+                .stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| v["type"] == "run_finished")
+                .expect("run_finished line");
+            assert_eq!(
+                finished["outcome"],
+                json!({"status": "answered", "text": NO, "refused": true}),
+                "{api} stream={stream}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_ordinary_answer_is_not_marked_refused() {
+    let p = FakeProvider::start(vec![Reply::text("fine")]);
+    let out = BuddyCmd::new()
+        .config(config(&p, "completions", ""))
+        .args(["exec", "--json", "hi"])
+        .run();
+    out.assert_success();
+    assert!(!out.stdout.contains("refused"), "{}", out.stdout);
+}
+
+#[test]
+fn a_refusal_under_an_output_schema_fails_at_once_without_a_retry() {
+    for api in PROTOCOLS {
+        let (p, out) = run_with_schema(api, vec![Reply::refusal("No.")], &[]);
+        out.assert_code(1);
+        assert_eq!(out.stdout, "", "{api}");
+        let last = out.stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("error:") && last.contains("the model refused to answer: No."),
+            "{api}: {}",
+            out.stderr
+        );
+        assert_eq!(requests(&p, api).len(), 1, "{api}");
+    }
+}

@@ -190,6 +190,7 @@ impl Translator {
 /// reason but a refusal is an error answer, not a stop reason.
 fn stop_reason(outcome: &RunOutcome, refused: bool) -> Result<StopReason, TurnFailed> {
     match outcome {
+        RunOutcome::Answered { refused: true, .. } => Ok(StopReason::Refusal),
         RunOutcome::Answered { .. } => Ok(StopReason::EndTurn),
         RunOutcome::Interrupted => Ok(StopReason::Cancelled),
         // Every limit (model requests, tokens, time) bounds the turn's
@@ -424,8 +425,24 @@ mod tests {
         };
         let mut t = Translator::new();
         assert_eq!(
-            done(&mut t, RunOutcome::Answered { text: "a".into() }),
+            done(
+                &mut t,
+                RunOutcome::Answered {
+                    text: "a".into(),
+                    refused: false
+                }
+            ),
             Ok(StopReason::EndTurn)
+        );
+        assert_eq!(
+            done(
+                &mut t,
+                RunOutcome::Answered {
+                    text: "I can't help with that.".into(),
+                    refused: true
+                }
+            ),
+            Ok(StopReason::Refusal)
         );
         assert_eq!(
             done(&mut t, RunOutcome::Interrupted),

@@ -50,6 +50,8 @@ pub const TIME_LIMIT_RESULT: &str = "stopped: the run reached its time limit";
 /// Appended to an answer whose streaming was cut off (a stop, a failure, or
 /// a kill found on load), so the model and the user know it is incomplete.
 pub const INTERRUPTED_NOTE: &str = "[interrupted: the answer was cut off here]";
+/// The history's text for a refusal that came with no words.
+pub const REFUSED_WITHOUT_TEXT: &str = "[the model refused to answer]";
 
 /// The history entry for an answer streamed only as far as `text`.
 pub fn interrupted_answer(text: &str) -> Message {
@@ -702,8 +704,22 @@ impl Agent {
                 ))
                 .await;
             }
+            let refused = response.refusal.is_some();
             let mut message = response.message;
             message.role = Role::Assistant;
+            if let Some(reason) = &response.refusal {
+                // A refusal field says it all; other reasons are named.
+                let why = match reason.as_str() {
+                    "refusal" => String::new(),
+                    other => format!(" ({other})"),
+                };
+                self.warn(format!("the model refused to answer{why}")).await;
+                if message.text().trim().is_empty() && message.calls().is_empty() {
+                    // An empty assistant turn is refused by some servers on
+                    // the next request; the history says what happened.
+                    message.content = Some(REFUSED_WITHOUT_TEXT.to_string());
+                }
+            }
             let calls = message.calls().to_vec();
             let text = message.text().to_string();
             self.messages.push(message);
@@ -734,6 +750,13 @@ impl Agent {
                             continue;
                         }
                     }
+                    if refused && self.output.is_some() {
+                        // A refusal is no JSON, and asking again is unlikely
+                        // to change the model's mind.
+                        return RunOutcome::Failed {
+                            message: format!("the model refused to answer: {text}"),
+                        };
+                    }
                     let text = match self.structured(&text, &mut schema_retried).await {
                         Structured::Answer(text) => text,
                         Structured::Retry => continue,
@@ -742,7 +765,7 @@ impl Agent {
                     // Saved by the turn-end save in `run`, before the run is
                     // reported finished, on a blocking thread: a long answer's
                     // encoding stays off the runtime worker.
-                    return RunOutcome::Answered { text };
+                    return RunOutcome::Answered { text, refused };
                 }
                 self.persist(false).await;
                 self.announce_queues().await;

@@ -532,7 +532,7 @@ impl EventKind {
             } => steering.iter_mut().chain(follow_ups.iter_mut()).for_each(r),
             EventKind::Unqueued { texts } => texts.iter_mut().for_each(r),
             EventKind::RunFinished { outcome } => match outcome {
-                RunOutcome::Answered { text } => r(text),
+                RunOutcome::Answered { text, .. } => r(text),
                 RunOutcome::Failed { message } | RunOutcome::LimitReached { message } => r(message),
                 RunOutcome::Interrupted => {}
             },
@@ -630,6 +630,10 @@ pub enum UserVia {
 pub enum RunOutcome {
     Answered {
         text: String,
+        /// The model declined: `text` is its refusal, not an answer
+        /// (ACP's `refusal` stop reason).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        refused: bool,
     },
     Failed {
         message: String,

@@ -32,6 +32,7 @@ impl ModelClient for Scripted {
             message: replies.remove(0),
             usage: None,
             cut_off: None,
+            refusal: None,
         })
     }
     fn model(&self) -> &str {
@@ -537,7 +538,8 @@ async fn a_steer_lets_the_running_tool_finish_and_skips_the_rest() {
     assert_eq!(
         out,
         RunOutcome::Answered {
-            text: "turning left".into()
+            text: "turning left".into(),
+            refused: false
         }
     );
     let h = agent.messages();
@@ -611,7 +613,13 @@ async fn follow_ups_are_taken_when_the_agent_would_stop() {
         } else {
             "second answer"
         };
-        assert_eq!(out, RunOutcome::Answered { text: last.into() });
+        assert_eq!(
+            out,
+            RunOutcome::Answered {
+                text: last.into(),
+                refused: false
+            }
+        );
     }
 }
 
@@ -696,6 +704,7 @@ impl ModelClient for Summarizing {
             message,
             usage: None,
             cut_off: None,
+            refusal: None,
         })
     }
     fn model(&self) -> &str {
@@ -776,7 +785,8 @@ async fn compaction_keeps_requests_under_the_limit_and_resume_sees_the_same_hist
         assert_eq!(
             out,
             RunOutcome::Answered {
-                text: format!("answer {i}")
+                text: format!("answer {i}"),
+                refused: false
             }
         );
         assert_valid(agent.messages());

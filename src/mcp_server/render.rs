@@ -108,7 +108,7 @@ impl CallRenderer {
             return error_result(&one_line(e, 400));
         }
         let text = match &self.outcome {
-            Some(RunOutcome::Answered { text }) => text,
+            Some(RunOutcome::Answered { text, .. }) => text,
             Some(RunOutcome::Failed { message }) => {
                 return error_result(&format!("the turn failed: {}", one_line(message, 400)))
             }
@@ -195,7 +195,10 @@ mod tests {
             Update::Progress("run_shell {\"command\":\"ls\"}".into())
         );
         let done = Event::fixture(EventKind::RunFinished {
-            outcome: RunOutcome::Answered { text: "42".into() },
+            outcome: RunOutcome::Answered {
+                text: "42".into(),
+                refused: false,
+            },
         });
         assert_eq!(r.on_event(&done), Update::Finished);
         let result = r.result();
@@ -221,7 +224,10 @@ mod tests {
             always: None,
         }));
         r.on_event(&Event::fixture(EventKind::RunFinished {
-            outcome: RunOutcome::Answered { text: "no".into() },
+            outcome: RunOutcome::Answered {
+                text: "no".into(),
+                refused: false,
+            },
         }));
         assert!(texts(&r.result())[2].contains("touch x"));
         let mut r = CallRenderer::new();

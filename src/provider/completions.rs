@@ -125,7 +125,7 @@ impl Protocol for Completions {
                 "the response has no choices".into(),
             ));
         };
-        choice.message.adopt_refusal();
+        let refused = choice.message.adopt_refusal();
         if !thinking.is_empty() {
             on_event(StreamEvent::Reasoning {
                 field: "thinking".into(),
@@ -140,6 +140,7 @@ impl Protocol for Completions {
             usage: parsed.usage,
             cut_off: (choice.finish_reason.as_deref() == Some("length"))
                 .then(|| "finish_reason: length".to_string()),
+            refusal: crate::wire::stream::refusal_reason(refused, choice.finish_reason.as_deref()),
         })
     }
 }
@@ -415,10 +416,12 @@ impl StreamParser for ChunkParser {
         let usage = self.acc.usage();
         let cut_off = (self.acc.finish_reason() == Some("length"))
             .then(|| "finish_reason: length".to_string());
+        let refusal = self.acc.refusal();
         Ok(ModelResponse {
             message: self.acc.finish(),
             usage,
             cut_off,
+            refusal,
         })
     }
 

@@ -409,6 +409,7 @@ fn assemble(blocks: Vec<Block>, usage: Option<Usage>, stop_reason: Option<&str>)
         message,
         usage,
         cut_off: (stop_reason == Some("max_tokens")).then(|| "stop_reason: max_tokens".to_string()),
+        refusal: (stop_reason == Some("refusal")).then(|| "stop_reason: refusal".to_string()),
     }
 }
 

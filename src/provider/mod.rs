@@ -37,6 +37,10 @@ pub struct ModelResponse {
     /// (`finish_reason: length`, `stop_reason: max_tokens`, an incomplete
     /// response): the server's reason, for a warning.
     pub cut_off: Option<String>,
+    /// Set when the model declined to answer (a `refusal` field or part,
+    /// `stop_reason: refusal`, a content filter): the server's reason, so
+    /// front ends can tell a refusal from an answer.
+    pub refusal: Option<String>,
 }
 
 /// Things worth showing while a response is being produced.

@@ -67,8 +67,10 @@ impl Protocol for Responses {
                 }
             }
         }
-        let message = message_from_items(output, None);
-        if value["status"] == "incomplete" && is_empty_turn(&message) {
+        let (message, refused) = message_from_items(output, None);
+        let incomplete = (value["status"] == "incomplete").then(|| incomplete_reason(&value));
+        let refusal = refusal_reason(refused, incomplete.as_deref());
+        if incomplete.is_some() && refusal.is_none() && is_empty_turn(&message) {
             return Err(ApiError::InvalidResponse(format!(
                 "the response is incomplete ({}) and has no output",
                 incomplete_reason(&value)
@@ -77,8 +79,10 @@ impl Protocol for Responses {
         Ok(ModelResponse {
             message,
             usage: value.get("usage").and_then(usage_from),
-            cut_off: (value["status"] == "incomplete")
-                .then(|| format!("incomplete: {}", incomplete_reason(&value))),
+            cut_off: incomplete
+                .filter(|_| refusal.is_none())
+                .map(|r| format!("incomplete: {r}")),
+            refusal,
         })
     }
 }
@@ -211,8 +215,9 @@ fn user_content(m: &Message) -> Vec<Value> {
 
 /// The assistant message made of these output items. `streamed_text` stands in
 /// for the text when no message item carries any (a stream cut short).
-fn message_from_items(items: &[Value], streamed_text: Option<&str>) -> Message {
+fn message_from_items(items: &[Value], streamed_text: Option<&str>) -> (Message, bool) {
     let mut text = String::new();
+    let mut refused = false;
     let mut calls = Vec::new();
     let mut reasoning = Vec::new();
     for item in items {
@@ -221,7 +226,11 @@ fn message_from_items(items: &[Value], streamed_text: Option<&str>) -> Message {
                 for part in item["content"].as_array().into_iter().flatten() {
                     match part["type"].as_str() {
                         Some("output_text") => text.push_str(part["text"].as_str().unwrap_or("")),
-                        Some("refusal") => text.push_str(part["refusal"].as_str().unwrap_or("")),
+                        Some("refusal") => {
+                            let r = part["refusal"].as_str().unwrap_or("");
+                            refused |= !r.trim().is_empty();
+                            text.push_str(r);
+                        }
                         _ => {}
                     }
                 }
@@ -255,7 +264,19 @@ fn message_from_items(items: &[Value], streamed_text: Option<&str>) -> Message {
             .extra
             .insert(REASONING_KEY.into(), Value::Array(reasoning));
     }
-    message
+    (message, refused)
+}
+
+/// Why an answer counts as a refusal: a refusal part, or the content filter
+/// ending it (which is then no cut-off).
+fn refusal_reason(refused: bool, incomplete: Option<&str>) -> Option<String> {
+    if incomplete == Some("content_filter") {
+        Some("incomplete: content_filter".to_string())
+    } else if refused {
+        Some("refusal".to_string())
+    } else {
+        None
+    }
 }
 
 fn has_reasoning_content(item: &Value) -> bool {
@@ -358,8 +379,11 @@ fn incomplete_reason(response: &Value) -> String {
 
 #[derive(Default)]
 struct EventParser {
-    /// Text shown so far, from `response.output_text.delta`.
+    /// Text shown so far, from `response.output_text.delta` and
+    /// `response.refusal.delta`.
     text: String,
+    /// A refusal was streamed.
+    refused: bool,
     /// Output items by `output_index`, as added and then as done.
     items: BTreeMap<u64, Value>,
     /// The item list of the final response object, when it has one.
@@ -415,6 +439,14 @@ impl StreamParser for EventParser {
         match kind {
             "response.output_text.delta" => {
                 if let Some(d) = v["delta"].as_str().filter(|d| !d.is_empty()) {
+                    self.text.push_str(d);
+                    on_event(StreamEvent::Text(d.to_string()));
+                }
+            }
+            // A refusal is the answer: shown as it comes, like text.
+            "response.refusal.delta" => {
+                if let Some(d) = v["delta"].as_str().filter(|d| !d.is_empty()) {
+                    self.refused = true;
                     self.text.push_str(d);
                     on_event(StreamEvent::Text(d.to_string()));
                 }
@@ -518,9 +550,10 @@ impl StreamParser for EventParser {
             Some(items) => items,
             None => this.items.into_values().collect(),
         };
-        let message = message_from_items(&items, Some(&this.text));
+        let (message, refused) = message_from_items(&items, Some(&this.text));
+        let refusal = refusal_reason(refused || this.refused, this.incomplete.as_deref());
         if let Some(reason) = &this.incomplete {
-            if is_empty_turn(&message) {
+            if refusal.is_none() && is_empty_turn(&message) {
                 return Err(ApiError::StreamInterrupted(format!(
                     "the response is incomplete ({reason}) and has no output"
                 )));
@@ -529,7 +562,11 @@ impl StreamParser for EventParser {
         Ok(ModelResponse {
             message,
             usage: this.usage,
-            cut_off: this.incomplete.map(|r| format!("incomplete: {r}")),
+            cut_off: this
+                .incomplete
+                .filter(|_| refusal.is_none())
+                .map(|r| format!("incomplete: {r}")),
+            refusal,
         })
     }
 
@@ -866,6 +903,32 @@ mod tests {
             matches!(result, Err(ApiError::StreamInterrupted(ref m)) if m.contains("max_output_tokens")),
             "{result:?}"
         );
+    }
+
+    #[test]
+    fn a_content_filter_stop_is_a_refusal_not_a_cut_off() {
+        let (_, result) = run_stream(
+            &[
+                json!({"type": "response.output_text.delta", "delta": "Sure, first"}),
+                json!({"type": "response.incomplete", "response": {"status": "incomplete",
+                       "incomplete_details": {"reason": "content_filter"}}}),
+            ],
+            None,
+        );
+        let r = result.expect("response");
+        assert_eq!(r.refusal.as_deref(), Some("incomplete: content_filter"));
+        assert_eq!(r.cut_off, None);
+        let (_, result) = run_stream(
+            &[
+                json!({"type": "response.output_text.delta", "delta": "partial"}),
+                json!({"type": "response.incomplete", "response": {"status": "incomplete",
+                       "incomplete_details": {"reason": "max_output_tokens"}}}),
+            ],
+            None,
+        );
+        let r = result.expect("response");
+        assert_eq!(r.refusal, None);
+        assert!(r.cut_off.is_some());
     }
 
     #[test]

@@ -354,7 +354,7 @@ impl ExecFrontEnd {
     fn finish(&mut self, outcome: RunOutcome) -> ExecOutcome {
         self.close_reasoning();
         match outcome {
-            RunOutcome::Answered { text: answer } => {
+            RunOutcome::Answered { text: answer, .. } => {
                 if let Some(md) = self.md.as_mut() {
                     // Rendered for the terminal; an answer that did not
                     // stream (no deltas) is rendered whole here.

@@ -159,7 +159,7 @@ impl Renderer for JsonFrontEnd {
 
 fn outcome_of(outcome: RunOutcome) -> ExecOutcome {
     match outcome {
-        RunOutcome::Answered { text } => ExecOutcome::Answered(text),
+        RunOutcome::Answered { text, .. } => ExecOutcome::Answered(text),
         RunOutcome::Interrupted => ExecOutcome::Interrupted,
         RunOutcome::Failed { message } => ExecOutcome::Failed(message),
         RunOutcome::LimitReached { message } => ExecOutcome::LimitReached(message),

@@ -133,17 +133,16 @@ impl Message {
 
     /// Moves a refusal (OpenAI's `refusal` field) into the text when there is
     /// no other text: it is the answer the user gets, and the history's.
-    pub fn adopt_refusal(&mut self) {
-        if !self.text().trim().is_empty() {
-            return;
-        }
-        if let Some(Value::String(r)) = self.extra.get("refusal") {
-            if !r.trim().is_empty() {
-                let r = r.clone();
-                self.extra.remove("refusal");
+    /// Whether the message carried a refusal at all.
+    pub fn adopt_refusal(&mut self) -> bool {
+        let refused =
+            matches!(self.extra.get("refusal"), Some(Value::String(r)) if !r.trim().is_empty());
+        if refused && self.text().trim().is_empty() {
+            if let Some(Value::String(r)) = self.extra.remove("refusal") {
                 self.content = Some(r);
             }
         }
+        refused
     }
 }
 
@@ -461,7 +460,7 @@ mod tests {
         let mut m: Message =
             serde_json::from_value(json!({"role":"assistant","content":null,"refusal":"No."}))
                 .unwrap();
-        m.adopt_refusal();
+        assert!(m.adopt_refusal());
         assert_eq!(m.text(), "No.");
         assert!(!m.extra.contains_key("refusal"));
     }

@@ -18,6 +18,19 @@ pub struct TooManyToolCalls {
     pub limit: usize,
 }
 
+/// The reason a Chat Completions answer counts as a refusal: the model's
+/// `refusal` text, or `finish_reason: content_filter` (the provider withheld
+/// the answer).
+pub fn refusal_reason(refused: bool, finish_reason: Option<&str>) -> Option<String> {
+    if finish_reason == Some("content_filter") {
+        Some("finish_reason: content_filter".to_string())
+    } else if refused {
+        Some("refusal".to_string())
+    } else {
+        None
+    }
+}
+
 /// What one chunk contributed, for live rendering.
 #[derive(Debug, Default, PartialEq)]
 pub struct ChunkDelta {
@@ -47,6 +60,8 @@ pub struct StreamAccumulator {
     finish_reason: Option<String>,
     /// A plain text reasoning field was seen: structured twins are not shown.
     saw_text_reasoning: bool,
+    /// A non-empty `refusal` was part of the text.
+    refused: bool,
     /// Bytes of answer held: text, reasoning, tool names, ids and arguments.
     bytes: usize,
 }
@@ -78,6 +93,7 @@ impl StreamAccumulator {
             self.finish_reason = Some(r.to_string());
         }
         let refusal = first.refusal.unwrap_or("");
+        self.refused |= !refusal.is_empty();
         self.bytes += first.text.len() + refusal.len();
         if !first.text.is_empty() || !refusal.is_empty() {
             let text = [first.text, refusal].concat();
@@ -110,6 +126,7 @@ impl StreamAccumulator {
             .unwrap_or_default();
         // A refusal is the answer: shown and kept as the message's text.
         if let Some(Value::String(refusal)) = delta.extra.remove("refusal") {
+            self.refused |= !refusal.is_empty();
             text.push_str(&refusal);
         }
         self.bytes += text.len() + thinking.len();
@@ -194,6 +211,12 @@ impl StreamAccumulator {
     /// fields), for the caller's cap on the size of a reply.
     pub fn answer_bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Why the model declined, when it did: a refusal in the text, or the
+    /// content filter stopping the answer.
+    pub fn refusal(&self) -> Option<String> {
+        refusal_reason(self.refused, self.finish_reason.as_deref())
     }
 
     pub fn usage(&self) -> Option<Usage> {
@@ -432,6 +455,24 @@ mod tests {
     }
 
     #[test]
+    fn plain_text_is_no_refusal_and_a_content_filter_is_one() {
+        let mut acc = StreamAccumulator::new();
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{"content":"hi","refusal":null}}]})),
+        );
+        assert_eq!(acc.refusal(), None);
+        push(
+            &mut acc,
+            chunk(json!({"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]})),
+        );
+        assert_eq!(
+            acc.refusal().as_deref(),
+            Some("finish_reason: content_filter")
+        );
+    }
+
+    #[test]
     fn a_refusal_is_the_answer() {
         let mut acc = StreamAccumulator::new();
         let d = push(
@@ -445,6 +486,7 @@ mod tests {
             &mut acc,
             chunk(json!({"choices":[{"index":0,"delta":{"refusal":"help with that."}}]})),
         );
+        assert_eq!(acc.refusal().as_deref(), Some("refusal"));
         let m = acc.finish();
         assert_eq!(m.text(), "I can't help with that.");
         assert!(!m.extra.contains_key("refusal"));

@@ -458,6 +458,9 @@ struct Completion {
     send_usage: bool,
     send_done: bool,
     finish_reason: Option<String>,
+    /// The content is the model's refusal: Chat Completions' `refusal`
+    /// field, a Responses `refusal` part, Anthropic's `stop_reason: refusal`.
+    refusal: bool,
     chunk_delay: Duration,
     /// When above 0, the content is this many pieces stamped at write time (see
     /// [`Reply::stamped_text`]) instead of `content`.
@@ -521,6 +524,19 @@ impl Reply {
     pub fn text(text: impl Into<String>) -> Reply {
         Reply::new(ReplyKind::Completion(Completion {
             content: Some(text.into()),
+            ..Completion::empty()
+        }))
+    }
+
+    /// The model declining with `text`, in each protocol's own shape:
+    /// `refusal` deltas (or `message.refusal`, content null) for Chat
+    /// Completions, a `refusal` content part streamed as
+    /// `response.refusal.delta` for Responses, and text with `stop_reason:
+    /// refusal` for Anthropic Messages.
+    pub fn refusal(text: impl Into<String>) -> Reply {
+        Reply::new(ReplyKind::Completion(Completion {
+            content: Some(text.into()),
+            refusal: true,
             ..Completion::empty()
         }))
     }
@@ -796,6 +812,7 @@ impl Completion {
             send_usage: true,
             send_done: true,
             finish_reason: None,
+            refusal: false,
             chunk_delay: Duration::ZERO,
             stamped: 0,
         }
@@ -870,8 +887,9 @@ impl Completion {
                 .collect();
         }
         if let Some(content) = &self.content {
+            let field = if self.refusal { "refusal" } else { "content" };
             for piece in pieces(content) {
-                events.push(chunk(json!({"content": piece}), None));
+                events.push(chunk(json!({ field: piece }), None));
             }
         }
         for (index, call) in self.tool_calls.iter().enumerate() {
@@ -921,7 +939,12 @@ impl Completion {
         } else {
             self.content.clone()
         };
-        message.insert("content".into(), content.map_or(Value::Null, Value::from));
+        if self.refusal {
+            message.insert("content".into(), Value::Null);
+            message.insert("refusal".into(), content.map_or(Value::Null, Value::from));
+        } else {
+            message.insert("content".into(), content.map_or(Value::Null, Value::from));
+        }
         for (field, text) in &self.reasoning {
             message.insert(field.clone(), Value::from(text.as_str()));
         }
@@ -1041,6 +1064,7 @@ struct ScriptEntry {
     delay_ms: Option<u64>,
     chunk_delay_ms: Option<u64>,
     stamped_chunks: Option<usize>,
+    refusal: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -1066,6 +1090,8 @@ struct ScriptUsage {
 ///   with optional `"reasoning"`, `"reasoning_field"` (default
 ///   `reasoning_content`), `"usage": {"prompt_tokens": 1, "completion_tokens": 2}`,
 ///   `"chunk_delay_ms"`;
+/// - `{"refusal": "I can't help with that."}`: [`Reply::refusal`], with the
+///   same options as a completion (no `text` or `tool_calls` with it);
 /// - `{"stamped_chunks": 1000}`: [`Reply::stamped_text`], with the same options
 ///   as a completion (a `text` or `tool_calls` may not be given with it);
 /// - `{"status": 500, "body": "boom"}` (text/plain);
@@ -1087,7 +1113,15 @@ fn script_reply(e: ScriptEntry) -> Result<Reply, String> {
     if e.stamped_chunks.is_some() && (e.text.is_some() || e.tool_calls.is_some()) {
         return Err("stamped_chunks replaces text and tool_calls".into());
     }
-    let is_completion = e.text.is_some() || e.tool_calls.is_some() || e.stamped_chunks.is_some();
+    if e.refusal.is_some()
+        && (e.text.is_some() || e.tool_calls.is_some() || e.stamped_chunks.is_some())
+    {
+        return Err("refusal replaces text, tool_calls and stamped_chunks".into());
+    }
+    let is_completion = e.text.is_some()
+        || e.tool_calls.is_some()
+        || e.stamped_chunks.is_some()
+        || e.refusal.is_some();
     let kinds = [is_completion, e.json.is_some(), e.sse.is_some()];
     if kinds.iter().filter(|&&k| k).count() > 1 {
         return Err("give only one of text/tool_calls, json, sse".into());
@@ -1116,9 +1150,10 @@ fn script_reply(e: ScriptEntry) -> Result<Reply, String> {
                 ToolCallSpec::new(c.id, c.name, arguments)
             })
             .collect();
-        let mut reply = match e.stamped_chunks {
-            Some(n) => Reply::stamped_text(n),
-            None => Reply::tool_calls(calls),
+        let mut reply = match (e.stamped_chunks, e.refusal) {
+            (Some(n), _) => Reply::stamped_text(n),
+            (None, Some(text)) => Reply::refusal(text),
+            (None, None) => Reply::tool_calls(calls),
         }
         .chunk_delay(chunk_delay);
         if let Some(text) = e.text {

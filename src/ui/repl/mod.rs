@@ -1514,7 +1514,7 @@ impl<'h> Repl<'h> {
         let st = self.opts.style;
         let id = self.task.as_ref().map_or(0, |t| t.id);
         match outcome {
-            RunOutcome::Answered { text } => {
+            RunOutcome::Answered { text, .. } => {
                 if !self.answer_streamed && !text.is_empty() {
                     let done = self.md.push(&text);
                     if !done.is_empty() {

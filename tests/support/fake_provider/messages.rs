@@ -32,6 +32,9 @@ pub fn thinking_signature(text: &str) -> String {
 }
 
 fn stop_reason(c: &Completion) -> String {
+    if c.refusal {
+        return "refusal".to_string();
+    }
     match c.finish_reason() {
         "stop" => "end_turn".to_string(),
         "tool_calls" => "tool_use".to_string(),

@@ -25,13 +25,18 @@ fn reasoning_item(id: &str, index: usize, text: &str) -> Value {
     })
 }
 
-fn message_item(id: &str, text: &str) -> Value {
+fn message_item(id: &str, text: &str, refusal: bool) -> Value {
+    let part = if refusal {
+        json!({"type": "refusal", "refusal": text})
+    } else {
+        json!({"type": "output_text", "text": text, "annotations": []})
+    };
     json!({
         "id": format!("msg_{id}"),
         "type": "message",
         "status": "completed",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
+        "content": [part],
     })
 }
 
@@ -56,7 +61,7 @@ fn output_items(c: &Completion, id: &str) -> Vec<Value> {
         .map(|(i, (_, text))| reasoning_item(id, i, text))
         .collect();
     if let Some(text) = &c.content {
-        items.push(message_item(id, text));
+        items.push(message_item(id, text, c.refusal));
     }
     for (i, call) in c.tool_calls.iter().enumerate() {
         items.push(call_item(id, i, call, &call.arguments));
@@ -164,8 +169,21 @@ pub(super) fn stream_chunks(
         index += 1;
     }
     if let Some(text) = &c.content {
-        let done = message_item(id, text);
+        let done = message_item(id, text, c.refusal);
         let item_id = done["id"].clone();
+        let (delta_kind, done_kind, empty_part) = if c.refusal {
+            (
+                "response.refusal.delta",
+                "response.refusal.done",
+                json!({"type": "refusal", "refusal": ""}),
+            )
+        } else {
+            (
+                "response.output_text.delta",
+                "response.output_text.done",
+                json!({"type": "output_text", "text": "", "annotations": []}),
+            )
+        };
         events.push(json!({
             "type": "response.output_item.added",
             "output_index": index,
@@ -175,20 +193,21 @@ pub(super) fn stream_chunks(
         events.push(json!({
             "type": "response.content_part.added",
             "item_id": item_id, "output_index": index, "content_index": 0,
-            "part": {"type": "output_text", "text": "", "annotations": []},
+            "part": empty_part,
         }));
         for piece in pieces(text) {
             events.push(json!({
-                "type": "response.output_text.delta",
+                "type": delta_kind,
                 "item_id": item_id, "output_index": index, "content_index": 0,
                 "delta": piece,
             }));
         }
-        events.push(json!({
-            "type": "response.output_text.done",
+        let mut finished = json!({
+            "type": done_kind,
             "item_id": item_id, "output_index": index, "content_index": 0,
-            "text": text,
-        }));
+        });
+        finished[if c.refusal { "refusal" } else { "text" }] = Value::from(text.as_str());
+        events.push(finished);
         events.push(json!({
             "type": "response.content_part.done",
             "item_id": item_id, "output_index": index, "content_index": 0,
