@@ -276,7 +276,9 @@ pub fn format_usd(usd: f64) -> String {
 
 /// The date the price table below was taken from the providers' published
 /// list prices (standard tier, no batch discount, the lowest context tier).
-pub const PRICES_AS_OF: &str = "2025-11-20";
+/// Rechecked on 2026-11-27 against stored copies of the official pages
+/// (OpenAI's model pages, Anthropic's pricing page, xAI's model list).
+pub const PRICES_AS_OF: &str = "2025-11-25";
 
 /// Shorthand for the table: input, cached input, output, per million tokens.
 const fn usd(input: f64, cached_input: f64, output: f64) -> Price {
@@ -294,6 +296,8 @@ const fn usd(input: f64, cached_input: f64, output: f64) -> Price {
 /// needs one.
 const PRICES: &[(Match, &str, Price)] = &[
     // OpenAI
+    // The pro models have no cached price; they come before their families.
+    (Prefix, "gpt-5-pro", usd(15.00, 15.00, 120.00)),
     (Prefix, "gpt-5-nano", usd(0.05, 0.005, 0.40)),
     (Prefix, "gpt-5-mini", usd(0.25, 0.025, 2.00)),
     (Prefix, "gpt-5", usd(1.25, 0.125, 10.00)),
@@ -309,11 +313,16 @@ const PRICES: &[(Match, &str, Price)] = &[
     (Prefix, "o3-pro", usd(20.00, 20.00, 80.00)),
     (Prefix, "o3", usd(2.00, 0.50, 8.00)),
     (Prefix, "o1-mini", usd(1.10, 0.55, 4.40)),
+    (Prefix, "o1-pro", usd(150.00, 150.00, 600.00)),
     (Prefix, "o1", usd(15.00, 7.50, 60.00)),
     (Prefix, "codex-mini", usd(1.50, 0.375, 6.00)),
     // Anthropic (cache reads a tenth of the input price)
-    (Contains, "opus-4-5", usd(5.00, 0.50, 25.00)),
-    (Contains, "opus", usd(15.00, 1.50, 75.00)),
+    // Opus 4.5 and later cost a third of the first Opus models.
+    (Contains, "opus-4-1", usd(15.00, 1.50, 75.00)),
+    (Contains, "opus-4-0", usd(15.00, 1.50, 75.00)),
+    (Contains, "opus-4-2025", usd(15.00, 1.50, 75.00)),
+    (Contains, "3-opus", usd(15.00, 1.50, 75.00)),
+    (Contains, "opus", usd(5.00, 0.50, 25.00)),
     (Contains, "haiku-4", usd(1.00, 0.10, 5.00)),
     (Contains, "3-5-haiku", usd(0.80, 0.08, 4.00)),
     (Contains, "haiku", usd(0.25, 0.03, 1.25)),
@@ -331,6 +340,7 @@ const PRICES: &[(Match, &str, Price)] = &[
     // xAI
     (Prefix, "grok-code-fast", usd(0.20, 0.02, 1.50)),
     (Prefix, "grok-4-fast", usd(0.20, 0.05, 0.50)),
+    (Prefix, "grok-4-1-fast", usd(0.20, 0.05, 0.50)),
     (Prefix, "grok-4", usd(3.00, 0.75, 15.00)),
     // Mistral
     (Prefix, "mistral-large", usd(2.00, 2.00, 6.00)),
@@ -401,6 +411,24 @@ mod tests {
             3.00
         );
         assert_eq!(catalog_price("claude-opus-4-5").unwrap().output, 25.00);
+        assert_eq!(catalog_price("claude-opus-4-6").unwrap().output, 25.00);
+        assert_eq!(
+            catalog_price("claude-opus-4-1-20250805").unwrap().output,
+            75.00
+        );
+        assert_eq!(
+            catalog_price("claude-opus-4-20250514").unwrap().output,
+            75.00
+        );
+        assert_eq!(catalog_price("claude-3-opus-latest").unwrap().input, 15.00);
+        assert_eq!(catalog_price("gpt-5-pro").unwrap().output, 120.00);
+        assert_eq!(catalog_price("gpt-5.1").unwrap().output, 10.00);
+        assert_eq!(catalog_price("o1-pro").unwrap().input, 150.00);
+        assert_eq!(
+            catalog_price("grok-4-1-fast-reasoning").unwrap().output,
+            0.50
+        );
+        assert_eq!(catalog_price("grok-4-0709").unwrap().output, 15.00);
         assert_eq!(
             catalog_price("claude-3-5-haiku-latest").unwrap().input,
             0.80
