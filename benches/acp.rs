@@ -13,7 +13,14 @@
 //!
 //! ```text
 //! cargo bench --bench acp
+//! cargo bench --bench acp -- --buddy PATH   # another build, e.g. a copy of the user build
 //! ```
+//!
+//! The build cargo makes for the bench has the dev-dependencies' features
+//! and so other symbol hashes than a user's, which the start-up list
+//! (build/startup.ld) mostly misses: for the memory a user meets, give
+//! `--buddy` a fresh copy of `cargo build --release --bin buddy`'s binary
+//! (docs/PERFORMANCE.md says why a copy).
 
 #[allow(dead_code)]
 #[path = "../tests/support/fake_provider.rs"]
@@ -226,7 +233,14 @@ fn exec_json(buddy: &Path, dir: &Dir) -> Vec<f64> {
 }
 
 fn main() {
-    let buddy = PathBuf::from(env!("CARGO_BIN_EXE_buddy"));
+    // cargo passes `--bench`; only `--buddy PATH` is ours.
+    let mut buddy = PathBuf::from(env!("CARGO_BIN_EXE_buddy"));
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--buddy" {
+            buddy = PathBuf::from(args.next().expect("--buddy needs a path"));
+        }
+    }
     let provider = FakeProvider::start_repeating(vec![Reply::stamped_text(4)]);
     let dir = Dir::new(&provider);
     summary(
