@@ -14,8 +14,15 @@ pub(crate) const MAX_WORDS: usize = 1024;
 /// thousands of one-word sequences (`{1..1}{1..1}…`) reaches this.
 const MAX_STEPS: usize = 4 * MAX_WORDS;
 
+/// The most characters all steps of one word may look at and copy: each
+/// step reads and rebuilds the whole word, so a long word with many steps
+/// (nested pairs that are no expansion, or long text beside the lists)
+/// costs steps × length. 1 Mi characters keep a word under ~10 ms; a
+/// word past it is too large to check.
+const MAX_WORK: usize = 1 << 20;
+
 /// A word that would expand to more than `MAX_WORDS` words, or take more
-/// than `MAX_STEPS` to expand.
+/// than `MAX_STEPS` steps or `MAX_WORK` characters of work to expand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TooMany;
 
@@ -34,14 +41,22 @@ pub(crate) fn expand(word: &[Marked]) -> Result<Vec<String>, TooMany> {
         return Err(TooMany);
     }
     let mut out = Vec::new();
-    let mut steps = 0;
-    expand_into(word.to_vec(), &mut out, &mut steps)?;
+    let mut spent = Spent::default();
+    expand_into(word.to_vec(), &mut out, &mut spent)?;
     Ok(out)
 }
 
-fn expand_into(word: Vec<Marked>, out: &mut Vec<String>, steps: &mut usize) -> Result<(), TooMany> {
-    *steps += 1;
-    if *steps > MAX_STEPS {
+/// What expanding one word has cost so far.
+#[derive(Default)]
+struct Spent {
+    steps: usize,
+    chars: usize,
+}
+
+fn expand_into(word: Vec<Marked>, out: &mut Vec<String>, spent: &mut Spent) -> Result<(), TooMany> {
+    spent.steps += 1;
+    spent.chars = spent.chars.saturating_add(word.len());
+    if spent.steps > MAX_STEPS || spent.chars > MAX_WORK {
         return Err(TooMany);
     }
     let Some((open, close, alts)) = first_expansion(&word) else {
@@ -55,7 +70,7 @@ fn expand_into(word: Vec<Marked>, out: &mut Vec<String>, steps: &mut usize) -> R
         let mut next = word[..open].to_vec();
         next.extend(alt);
         next.extend_from_slice(&word[close + 1..]);
-        expand_into(next, out, steps)?;
+        expand_into(next, out, spent)?;
     }
     Ok(())
 }
@@ -373,6 +388,22 @@ mod tests {
         let mut out = Vec::new();
         reference_into(word.to_vec(), &mut out)?;
         Ok(out)
+    }
+
+    #[test]
+    fn a_long_word_with_many_steps_is_refused_before_a_long_wait() {
+        // 1,024 words of 2,010 characters: 2 MiB of text to build.
+        let long = format!("{}{}", "{a,b}".repeat(10), "x".repeat(2000));
+        let started = std::time::Instant::now();
+        assert_eq!(expand(&active(&long)), Err(TooMany));
+        // The same lists beside short text still expand.
+        let short = format!("{}{}", "{a,b}".repeat(10), "x".repeat(20));
+        assert_eq!(expand(&active(&short)).unwrap().len(), 1024);
+        // Nested pairs that are no expansion, beside lists: every step
+        // reads them all again.
+        let nested = format!("{}{}", "{a,b}".repeat(9), "{.{l..3}.}".repeat(200));
+        assert_eq!(expand(&active(&nested)), Err(TooMany));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]
