@@ -136,12 +136,16 @@ impl Checker<'_> {
                         e.text.push(UNKNOWN);
                     }
                 }
+                // Checked as the word grows: one word of many large
+                // variables would otherwise be built first.
+                self.within_budget(e.text.len())?;
                 let added = e.text[before..].chars().count();
                 active.extend(std::iter::repeat_n(literal, added));
             }
             // `/{etc,usr}` is two words; assignments are not brace-expanded.
             let braces = !e.assign && e.text.chars().zip(&active).any(|(c, a)| c == '{' && *a);
             if !braces {
+                self.spend(e.text.len())?;
                 out.push(e);
                 continue;
             }
@@ -152,9 +156,27 @@ impl Checker<'_> {
                     format!("{} expands to over {} words", e.text, brace::MAX_WORDS),
                 )
             })?;
+            self.spend(words.iter().map(String::len).sum())?;
             out.extend(words.into_iter().map(|text| EWord { text, ..e.clone() }));
         }
         Ok(out)
+    }
+
+    /// Counts `bytes` more of expanded words against the check's budget.
+    fn spend(&mut self, bytes: usize) -> Result<(), Hit> {
+        self.chars = self.chars.saturating_add(bytes);
+        self.within_budget(0)
+    }
+
+    /// Whether `more` bytes beside those built so far stay within budget.
+    fn within_budget(&self, more: usize) -> Result<(), Hit> {
+        if self.chars.saturating_add(more) > super::MAX_CHARS {
+            return Err(Hit::Rule(
+                TOO_BIG,
+                format!("over {} bytes of words to check", super::MAX_CHARS),
+            ));
+        }
+        Ok(())
     }
 
     /// A positional parameter's value (`@` and `*` joined), if known.

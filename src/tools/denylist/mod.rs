@@ -47,6 +47,10 @@ const MAX_DEPTH: usize = 8;
 /// command line may make the denylist check before it is refused as too
 /// large: loops over brace lists and nested calls multiply.
 const MAX_STEPS: usize = 20_000;
+/// The most bytes of expanded words one check may build: variables built
+/// from variables (`x=$x$x`), function calls and brace lists multiply
+/// text, and a 200-byte line the fuzzer found asked for over 4 GB.
+const MAX_CHARS: usize = 1 << 23;
 
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +124,7 @@ impl Denylist {
             defined: HashMap::new(),
             defining: 0,
             steps: 0,
+            chars: 0,
         };
         checker.script(command, 0).err().map(|hit| match hit {
             Hit::Rule(rule, detail) => Denial {
@@ -196,6 +201,8 @@ struct Checker<'a> {
     defining: usize,
     /// Commands checked so far, against `MAX_STEPS`.
     steps: usize,
+    /// Bytes of expanded words built so far, against `MAX_CHARS`.
+    chars: usize,
 }
 
 type Check = Result<Summary, Hit>;

@@ -827,3 +827,14 @@ fn check_time_is_linear_in_the_length_of_the_input() {
     }
     assert!(slow.is_empty(), "not linear: {slow:?}");
 }
+
+#[test]
+fn words_that_multiply_themselves_are_too_large_not_gigabytes() {
+    // Each assignment doubles the value: 2^30 bytes if nothing stopped it.
+    let doubling = format!("x=aaaaaaaa; {}echo $x", "x=$x$x; ".repeat(30));
+    let started = std::time::Instant::now();
+    assert_eq!(denied(&doubling).map(|d| d.rule), Some(TOO_BIG.to_string()));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // A few doublings are ordinary text.
+    assert_eq!(denied("x=ab; x=$x$x; x=$x$x; echo $x"), None);
+}
