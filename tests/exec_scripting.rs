@@ -161,12 +161,7 @@ fn an_answer_invalid_twice_exits_1_with_the_reason() {
 fn a_structured_answer_with_json_is_the_run_finished_text() {
     let (_p, out) = run_with_schema("completions", vec![Reply::text(VALID)], &["--json"]);
     out.assert_success();
-    let finished: Value = out
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["type"] == "run_finished")
-        .expect("run_finished line");
+    let finished = run_finished(&out.stdout);
     assert_eq!(finished["outcome"]["text"], VALID, "{finished}");
 }
 
@@ -227,13 +222,25 @@ fn an_unwritable_output_file_is_an_error_but_the_answer_still_goes_out() {
     );
 }
 
-/// The `usage` lines of an `exec --json` run.
-fn usage_events(stdout: &str) -> Vec<Value> {
+/// The events of one type among an `exec --json` run's lines.
+fn events_of(stdout: &str, kind: &str) -> Vec<Value> {
     stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "usage")
+        .filter(|v| v["type"] == kind)
         .collect()
+}
+
+/// The `usage` lines of an `exec --json` run.
+fn usage_events(stdout: &str) -> Vec<Value> {
+    events_of(stdout, "usage")
+}
+
+/// The `run_finished` line of an `exec --json` run.
+fn run_finished(stdout: &str) -> Value {
+    events_of(stdout, "run_finished")
+        .pop()
+        .expect("run_finished line")
 }
 
 /// $2 per million prompt tokens, $10 per million completion tokens, cache
@@ -343,12 +350,7 @@ fn a_refusal_is_shown_as_the_answer_and_marked_in_every_protocol() {
             );
             let out = cmd().args(["exec", "--json", "pick a lock for me"]).run();
             out.assert_success();
-            let finished: Value = out
-                .stdout
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .find(|v| v["type"] == "run_finished")
-                .expect("run_finished line");
+            let finished = run_finished(&out.stdout);
             assert_eq!(
                 finished["outcome"],
                 json!({"status": "answered", "text": NO, "refused": true}),
