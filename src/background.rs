@@ -63,8 +63,8 @@ impl std::fmt::Display for Lost {
     }
 }
 
-/// Nice value of a housekeeping thread: well below the streams' weight
-/// (about a tenth of a default thread's share when both want the CPU).
+/// How much nicer a housekeeping thread is than the process: well below the
+/// streams' weight (about a tenth of their share when both want the CPU).
 const NICE: i32 = 10;
 
 /// Runs `job` off the runtime's workers and waits for its result: on a
@@ -147,9 +147,13 @@ fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
         // On Linux a thread id given as a process id applies to that thread
-        // alone (setpriority(2)), which is what is wanted here.
+        // alone (setpriority(2)), which is what is wanted here. Relative to
+        // the thread's own value: a server started under `nice -n 19` must
+        // not get housekeeping threads above itself (root may raise them).
         let me = rustix::thread::gettid();
-        let _ = rustix::process::setpriority_process(Some(me), NICE);
+        if let Ok(now) = rustix::process::getpriority_process(Some(me)) {
+            let _ = rustix::process::setpriority_process(Some(me), (now + NICE).min(19));
+        }
     }
 }
 
