@@ -170,10 +170,10 @@ impl Checker<'_> {
 
     /// Whether `more` bytes beside those built so far stay within budget.
     fn within_budget(&self, more: usize) -> Result<(), Hit> {
-        if self.chars.saturating_add(more) > super::MAX_CHARS {
+        if self.chars.saturating_add(more) > self.max_chars {
             return Err(Hit::Rule(
                 TOO_BIG,
-                format!("over {} bytes of words to check", super::MAX_CHARS),
+                format!("over {} bytes of words to check", self.max_chars),
             ));
         }
         Ok(())

@@ -47,10 +47,13 @@ const MAX_DEPTH: usize = 8;
 /// command line may make the denylist check before it is refused as too
 /// large: loops over brace lists and nested calls multiply.
 const MAX_STEPS: usize = 20_000;
-/// The most bytes of expanded words one check may build: variables built
-/// from variables (`x=$x$x`), function calls and brace lists multiply
-/// text, and a 200-byte line the fuzzer found asked for over 4 GB.
-const MAX_CHARS: usize = 1 << 23;
+/// The most bytes of expanded words one check may build, per byte of the
+/// line, and at least `MIN_CHARS`: variables built from variables
+/// (`x=$x$x`), function calls and brace lists multiply text (a 200-byte line
+/// the fuzzer found asked for over 4 GB), and building words is most of a
+/// check's time, so the bound keeps that time in proportion to the line.
+const CHARS_PER_BYTE: usize = 8;
+const MIN_CHARS: usize = 1 << 20;
 
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +128,7 @@ impl Denylist {
             defining: 0,
             steps: 0,
             chars: 0,
+            max_chars: command.len().saturating_mul(CHARS_PER_BYTE).max(MIN_CHARS),
         };
         checker.script(command, 0).err().map(|hit| match hit {
             Hit::Rule(rule, detail) => Denial {
@@ -201,8 +205,10 @@ struct Checker<'a> {
     defining: usize,
     /// Commands checked so far, against `MAX_STEPS`.
     steps: usize,
-    /// Bytes of expanded words built so far, against `MAX_CHARS`.
+    /// Bytes of expanded words built so far, against `max_chars`.
     chars: usize,
+    /// This check's budget of expanded words (`CHARS_PER_BYTE`).
+    max_chars: usize,
 }
 
 type Check = Result<Summary, Hit>;

@@ -838,3 +838,14 @@ fn words_that_multiply_themselves_are_too_large_not_gigabytes() {
     // A few doublings are ordinary text.
     assert_eq!(denied("x=ab; x=$x$x; x=$x$x; echo $x"), None);
 }
+
+#[test]
+fn the_budget_of_words_follows_the_length_of_the_line() {
+    // 8 bytes doubled 18 times: 2 MiB of words out of a line of 160 bytes,
+    // over the 1 MiB any line may build.
+    let short = format!("x=aaaaaaaa; {}echo $x", "x=$x$x; ".repeat(18));
+    assert_eq!(denied(&short).map(|d| d.rule), Some(TOO_BIG.to_string()));
+    // As many bytes written out are a long line, within its own budget.
+    let long = format!("echo {}", "a".repeat(2 << 20));
+    assert_eq!(denied(&long).map(|d| d.rule), None);
+}
