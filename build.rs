@@ -14,6 +14,17 @@
 //! resident; packed, about 3 MB (docs/PERFORMANCE.md, "Start-up code
 //! layout"). The file only orders input sections by name patterns, which
 //! GNU ld and lld both read; names it does not find are skipped.
+//!
+//! The unwinder is linked in (libgcc_eh.a) instead of loaded as
+//! libgcc_s.so.1. The shared library costs every start its mapping, its
+//! symbol lookups and a constructor that asks the CPU for its features with
+//! a dozen `cpuid` instructions, which trap to the hypervisor in a virtual
+//! machine (4-5 µs each here): `--version` 1.29 -> 1.19 ms at the median
+//! (docs/PERFORMANCE.md). std names `gcc_s` itself, after every crate; a
+//! static `gcc_eh` named by this crate comes first on the link line, so it
+//! defines the `_Unwind_*` functions and `--as-needed` drops `gcc_s`. Only
+//! for a native glibc build whose compiler has the archive (any gcc
+//! install); elsewhere the binary links as before.
 
 use std::process::Command;
 
@@ -32,6 +43,29 @@ fn main() {
     if target == host && target.ends_with("-linux-gnu") && glibc_at_least(2, 36) {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+    let crt_static = std::env::var("CARGO_CFG_TARGET_FEATURE")
+        .unwrap_or_default()
+        .split(',')
+        .any(|f| f == "crt-static");
+    if target == host && target.ends_with("-linux-gnu") && !crt_static {
+        if let Some(dir) = compiler_file_dir("libgcc_eh.a") {
+            println!("cargo:rustc-link-search=native={}", dir.display());
+            // Not bundled into the rlib: named on the final link only.
+            println!("cargo:rustc-link-lib=static:-bundle=gcc_eh");
+        }
+    }
+}
+
+/// The directory of `name` among the C compiler's own libraries, from `cc
+/// -print-file-name` (the linker rustc runs on Linux), when it is there.
+fn compiler_file_dir(name: &str) -> Option<std::path::PathBuf> {
+    let out = Command::new("cc")
+        .arg(format!("-print-file-name={name}"))
+        .output()
+        .ok()?;
+    let path = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    // Not found, gcc prints the bare name back.
+    (path.is_absolute() && path.is_file()).then(|| path.parent().map(|p| p.to_path_buf()))?
 }
 
 /// The glibc this build runs on, from `getconf GNU_LIBC_VERSION` ("glibc 2.36").

@@ -80,5 +80,6 @@ pub(crate) fn setup_for(
         agent_options(settings),
         None,
         Some(transports),
+        None,
     )
 }

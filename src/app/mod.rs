@@ -148,7 +148,15 @@ async fn exec(
     // `buddy exec "/name args"` runs a custom command as the REPL would.
     let prompt =
         crate::ui::repl::commands::expand_custom(&prompt, &found.commands).unwrap_or(prompt);
-    let mut setup = agent_setup(&settings, &execution, rules, options, None, None)?;
+    let mut setup = agent_setup(
+        &settings,
+        &execution,
+        rules,
+        options,
+        None,
+        None,
+        Some(&found),
+    )?;
     setup.output = output.clone();
     let mut agent = agent::spawn(setup);
     // exec has one chance to offer the tools: the servers' start (each
@@ -317,6 +325,7 @@ async fn interactive(
         rules,
         agent_options(&settings),
         switcher,
+        None,
         None,
     )?;
     let allowed = setup.allowed.clone();

@@ -23,7 +23,6 @@ use crate::session;
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::ExecOptions;
 use crate::ui::style::Style;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,12 +209,18 @@ pub(crate) fn agent_setup(
     options: AgentOptions,
     models: Option<Box<dyn agent::service::ModelSwitcher>>,
     transports: Option<&Transports>,
+    found: Option<&custom::Found>,
 ) -> Result<AgentSetup, AppError> {
     let cwd = std::env::current_dir()
         .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
     let client = client_for(settings, transports)?;
     let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
-    let skills = custom_files(settings, &cwd).skills;
+    // The caller's own search when it made one (exec looks for custom
+    // commands first): the same directories, read once.
+    let skills = match found {
+        Some(f) => f.skills.clone(),
+        None => custom_files(settings, &cwd).skills,
+    };
     let skill_list = custom::skills_prompt(&skills);
     if !skills.is_empty() {
         let cap = settings
@@ -437,27 +442,9 @@ fn wants_patch(format: config::EditFormat, model: &str) -> bool {
 
 /// buddy's own files, which the file tools never write: every config file
 /// it loaded or would load, its config directory (auth.json, the trust list,
-/// the history), and this directory's sessions.
+/// the history), and this directory's sessions. Nothing is resolved here
+/// (see `Protected`), so building the list costs no system call.
 pub(crate) fn own_files(settings: &Settings) -> tools::protect::Protected {
-    // Resolving these paths is dozens of syscalls; `buddy serve` builds the
-    // tools for every session it starts, with the same directory and config,
-    // so the answer is kept for the process (as one REPL keeps its tools).
-    type Key = (PathBuf, Option<PathBuf>);
-    static KNOWN: std::sync::Mutex<Option<(Key, tools::protect::Protected)>> =
-        std::sync::Mutex::new(None);
-    let key: Key = (workdir(), settings.source.clone());
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((k, p)) = known.as_ref() {
-        if *k == key {
-            return p.clone();
-        }
-    }
-    let p = resolve_own_files(settings);
-    *known = Some((key, p.clone()));
-    p
-}
-
-fn resolve_own_files(settings: &Settings) -> tools::protect::Protected {
     let cwd = workdir();
     let mut p = tools::protect::Protected::new();
     for path in config::search_path(&cwd, &env)

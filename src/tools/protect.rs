@@ -11,11 +11,16 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// The list as given; each path is resolved when a write is checked, not
+/// when the list is made. That costs a plain `exec`, which writes nothing,
+/// none of the ~90 system calls resolution takes, and a check follows the
+/// file system as it is at the moment of the write (a directory swapped
+/// for a symlink since start-up is seen).
 #[derive(Debug, Clone, Default)]
 pub struct Protected {
-    /// (what it is, resolved path): single files.
+    /// (what it is, path): single files.
     files: Vec<(String, PathBuf)>,
-    /// (what it is, resolved path): everything inside, and the path itself.
+    /// (what it is, path): everything inside, and the path itself.
     dirs: Vec<(String, PathBuf)>,
 }
 
@@ -26,13 +31,13 @@ impl Protected {
 
     /// Protects one file; `what` names it in the refusal ("config file").
     pub fn file(mut self, what: &str, path: &Path) -> Protected {
-        self.files.push((what.to_string(), resolve(path)));
+        self.files.push((what.to_string(), path.to_path_buf()));
         self
     }
 
     /// Protects a directory and everything under it.
     pub fn dir(mut self, what: &str, path: &Path) -> Protected {
-        self.dirs.push((what.to_string(), resolve(path)));
+        self.dirs.push((what.to_string(), path.to_path_buf()));
         self
     }
 
@@ -44,13 +49,14 @@ impl Protected {
     pub fn check(&self, path: &Path) -> Option<&str> {
         let real = resolve(path);
         for (what, p) in &self.files {
-            if &real == p || same_inode(&real, p) {
+            let p = resolve(p);
+            if real == p || same_inode(&real, &p) {
                 return Some(what);
             }
         }
         self.dirs
             .iter()
-            .find(|(_, d)| real.starts_with(d))
+            .find(|(_, d)| real.starts_with(resolve(d)))
             .map(|(what, _)| what.as_str())
     }
 }
@@ -85,6 +91,10 @@ pub fn resolve(path: &Path) -> PathBuf {
         let prefix: PathBuf = parts[..k].iter().collect();
         let base = if prefix.as_os_str().is_empty() {
             Ok(PathBuf::from("/"))
+        } else if std::fs::metadata(&prefix).is_err() {
+            // One stat per missing level: canonicalising each shorter
+            // prefix in turn read every link of every level again.
+            continue;
         } else {
             std::fs::canonicalize(&prefix)
         };
@@ -157,6 +167,24 @@ mod tests {
         assert_eq!(p.check(&d.join("proj/link.toml")), Some("config file"));
         std::fs::hard_link(d.join("proj/buddy.toml"), d.join("proj/hard.toml")).unwrap();
         assert_eq!(p.check(&d.join("proj/hard.toml")), Some("config file"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_after_the_list_was_made_is_followed() {
+        let d = tempdir("swap");
+        std::fs::create_dir_all(d.join("home/.config/buddy")).unwrap();
+        std::fs::create_dir_all(d.join("elsewhere")).unwrap();
+        let p = Protected::new().dir("config directory", &d.join("home/.config/buddy"));
+        // buddy would now load its config from `elsewhere`: so that is what
+        // a write must not reach.
+        std::fs::remove_dir_all(d.join("home/.config/buddy")).unwrap();
+        std::os::unix::fs::symlink(d.join("elsewhere"), d.join("home/.config/buddy")).unwrap();
+        assert_eq!(
+            p.check(&d.join("elsewhere/buddy.toml")),
+            Some("config directory")
+        );
+        assert_eq!(p.check(&d.join("other/buddy.toml")), None);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
