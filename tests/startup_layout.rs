@@ -49,3 +49,31 @@ fn start_up_functions_are_packed_in_their_own_section() {
         "the packed part should be a small share of the code"
     );
 }
+
+/// build.rs links the unwinder in (libgcc_eh.a): libgcc_s.so.1 cost every
+/// start its mapping, its symbol lookups and a constructor that runs a
+/// dozen `cpuid` instructions, each a trap to the hypervisor in a VM. The
+/// loader lists what it would load without running the program
+/// (`LD_TRACE_LOADED_OBJECTS`, what `ldd` does).
+#[test]
+fn the_unwinder_is_linked_in_not_loaded() {
+    let archive = std::process::Command::new("cc")
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if !cfg!(target_env = "gnu") || !std::path::Path::new(&archive).is_absolute() {
+        eprintln!("skipped: no libgcc_eh.a beside this compiler, build.rs links as before");
+        return;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_buddy"))
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("libc.so"), "no loader listing: {listed}");
+    assert!(
+        !listed.contains("libgcc_s"),
+        "libgcc_s.so.1 is loaded at start-up again: {listed}"
+    );
+}
