@@ -20,6 +20,9 @@ pub fn asks_only_version(args: &[std::ffi::OsString]) -> bool {
 pub fn parse_args(args: Vec<std::ffi::OsString>) -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Cli::command();
+    if let Some(name) = named_subcommand(&command, &args) {
+        command = only_subcommand(command, &name);
+    }
     let parsed = command
         .try_get_matches_from_mut(args)
         .and_then(|mut matches| {
@@ -35,6 +38,78 @@ pub fn parse_args(args: Vec<std::ffi::OsString>) -> Cli {
         }
         Err(e) => e.exit(),
     }
+}
+
+/// The subcommand a command line names, when every word before it is a
+/// global option clap knows (with its value): `exec` in `buddy -m x exec
+/// hi`. `None` for anything else (no subcommand, `--help`, `-V`, `help`, an
+/// unknown or abbreviated option, clustered short flags, `--`): the whole
+/// tree parses those, with its own errors and suggestions.
+fn named_subcommand(command: &clap::Command, args: &[std::ffi::OsString]) -> Option<String> {
+    let global = |pick: &dyn Fn(&clap::Arg) -> bool| {
+        command
+            .get_arguments()
+            .find(|a| a.is_global_set() && pick(a))
+            .cloned()
+    };
+    // Whether the option's value is the next word (`--model x`), not only
+    // after `=` (`--tmux=NAME`).
+    let takes_next = |a: &clap::Arg| a.get_action().takes_values() && !a.is_require_equals_set();
+    let mut words = args.iter().skip(1);
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        if let Some(long) = word.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (long, false),
+            };
+            let arg = global(&|a| a.get_long() == Some(name))?;
+            if !inline && takes_next(&arg) {
+                words.next()?;
+            }
+        } else if let Some(short) = word.strip_prefix('-') {
+            let mut chars = short.chars();
+            let c = chars.next()?;
+            let arg = global(&|a| a.get_short() == Some(c))?;
+            match (takes_next(&arg), chars.as_str().is_empty()) {
+                (true, true) => {
+                    words.next()?;
+                }
+                (true, false) => {}
+                (false, true) => {}
+                (false, false) => return None,
+            }
+        } else {
+            return command
+                .find_subcommand(word)
+                .map(|s| s.get_name().to_string());
+        }
+    }
+    None
+}
+
+/// `full` with `name` as its only subcommand. When clap builds a tree it
+/// copies every global option into every subcommand: ten options into
+/// fourteen subcommands was 161 KB of heap written and a tenth of a plain
+/// `exec`'s instructions, for subcommands the line does not name. Parsing
+/// against this tree gives the same `Cli`, help and errors for that
+/// subcommand (`tests` below compares them with the whole tree's).
+fn only_subcommand(full: clap::Command, name: &str) -> clap::Command {
+    let Some(sub) = full.find_subcommand(name).cloned() else {
+        return full;
+    };
+    let mut top = GlobalArgs::augment_args(clap::Command::new(full.get_name().to_string()))
+        .version(env!("CARGO_PKG_VERSION"));
+    if let Some(text) = full.get_about() {
+        top = top.about(text.clone());
+    }
+    if let Some(text) = full.get_long_about() {
+        top = top.long_about(text.clone());
+    }
+    if let Some(text) = full.get_after_help() {
+        top = top.after_help(text.clone());
+    }
+    top.subcommand(sub)
 }
 
 #[derive(Debug, Parser)]
@@ -335,5 +410,123 @@ fn parse_usd(text: &str) -> Result<f64, NotDollars> {
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(NotDollars(text.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    fn words(line: &str) -> Vec<std::ffi::OsString> {
+        std::iter::once("buddy")
+            .chain(line.split(' ').filter(|w| !w.is_empty()))
+            .map(Into::into)
+            .collect()
+    }
+
+    /// What parsing `line` against `command` gives: the `Cli`, or the text
+    /// clap would print (an error, or help).
+    fn outcome(command: clap::Command, line: &str) -> String {
+        match command
+            .try_get_matches_from(words(line))
+            .and_then(|m| Cli::from_arg_matches(&m))
+        {
+            Ok(cli) => format!("{cli:?}"),
+            Err(e) => format!("{:?}: {}", e.kind(), e.render()),
+        }
+    }
+
+    #[test]
+    fn the_named_subcommand_is_the_first_word_after_known_global_options() {
+        let c = Cli::command();
+        let named = |line: &str| named_subcommand(&c, &words(line));
+        assert_eq!(named("exec hi").as_deref(), Some("exec"));
+        assert_eq!(named("-m x exec hi").as_deref(), Some("exec"));
+        assert_eq!(named("-mx exec hi").as_deref(), Some("exec"));
+        // `exec` is the model's name here.
+        assert_eq!(named("--model exec sessions").as_deref(), Some("sessions"));
+        assert_eq!(
+            named("--config=a.toml --no-color serve").as_deref(),
+            Some("serve")
+        );
+        // --tmux takes a value only after `=`.
+        assert_eq!(named("--tmux serve").as_deref(), Some("serve"));
+        assert_eq!(named("--tmux=work serve").as_deref(), Some("serve"));
+        assert_eq!(
+            named("--ssh h --ssh-option A=b mcp list").as_deref(),
+            Some("mcp")
+        );
+        for line in [
+            "",
+            "-m x",
+            "--help exec",
+            "-h exec",
+            "-V exec",
+            "--version exec",
+            "help exec",
+            "--bogus exec",
+            "--mod x exec",
+            "-- exec",
+            "nosuch hi",
+            "-z exec",
+            "--model",
+        ] {
+            assert_eq!(named(line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn the_tree_with_one_subcommand_parses_and_fails_as_the_whole_tree() {
+        for line in [
+            "exec hi",
+            "-m x exec --max-turns 3 hi",
+            "exec --max-turn 3 hi",
+            "exec -- --weird prompt",
+            "--ssh a exec --container b hi",
+            "exec --ssh-option x hi",
+            "exec --container-engine podman hi",
+            "exec --help",
+            "exec -h",
+            "--model m serve --help",
+            "exec --model a --model b hi",
+            "exec --max-cost -1 hi",
+            "exec --json --resume last -o out.txt hi",
+            "--no-color exec --tmux hi",
+            "exec --tmux=w --no-tmux hi",
+            "--base-url http://127.0.0.1:1/v1 exec hi",
+            "resume last",
+            "resume --help",
+            "sessions",
+            "sessions extra",
+            "models",
+            "login --help",
+            "logout",
+            "serve --port 0",
+            "completions bash",
+            "completions nosuch",
+            "man exec",
+            "trust buddy.toml",
+            "mcp",
+            "mcp bogus",
+            "mcp list",
+            "mcp add --help",
+            "mcp add name -- prog arg",
+            "mcp get name",
+            "mcp remove name",
+            "mcp-server",
+            "acp",
+            "acp extra",
+        ] {
+            let c = Cli::command();
+            let Some(name) = named_subcommand(&c, &words(line)) else {
+                panic!("{line:?} names no subcommand");
+            };
+            assert_eq!(
+                outcome(only_subcommand(Cli::command(), &name), line),
+                outcome(Cli::command(), line),
+                "{line:?}"
+            );
+        }
     }
 }
