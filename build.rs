@@ -19,7 +19,7 @@
 //! libgcc_s.so.1. The shared library costs every start its mapping, its
 //! symbol lookups and a constructor that asks the CPU for its features with
 //! a dozen `cpuid` instructions, which trap to the hypervisor in a virtual
-//! machine (4-5 µs each here): `--version` 1.29 -> 1.19 ms at the median
+//! machine (4-5 µs each here): `--version` 1.32 -> 1.22 ms at the median
 //! (docs/PERFORMANCE.md). std names `gcc_s` itself, after every crate; a
 //! static `gcc_eh` named by this crate comes first on the link line, so it
 //! defines the `_Unwind_*` functions and `--as-needed` drops `gcc_s`. Only

@@ -50,7 +50,6 @@ fn named_subcommand(command: &clap::Command, args: &[std::ffi::OsString]) -> Opt
         command
             .get_arguments()
             .find(|a| a.is_global_set() && pick(a))
-            .cloned()
     };
     // Whether the option's value is the next word (`--model x`), not only
     // after `=` (`--tmux=NAME`).
@@ -64,20 +63,22 @@ fn named_subcommand(command: &clap::Command, args: &[std::ffi::OsString]) -> Opt
                 None => (long, false),
             };
             let arg = global(&|a| a.get_long() == Some(name))?;
-            if !inline && takes_next(&arg) {
+            if !inline && takes_next(arg) {
                 words.next()?;
             }
         } else if let Some(short) = word.strip_prefix('-') {
             let mut chars = short.chars();
             let c = chars.next()?;
             let arg = global(&|a| a.get_short() == Some(c))?;
-            match (takes_next(&arg), chars.as_str().is_empty()) {
+            // `-m x`, `-mx`, `-m`'s value in the word itself, or a flag
+            // alone; flags clustered with others are left to the whole tree.
+            let rest = chars.as_str();
+            match (takes_next(arg), rest.is_empty()) {
                 (true, true) => {
                     words.next()?;
                 }
-                (true, false) => {}
-                (false, true) => {}
                 (false, false) => return None,
+                _ => {}
             }
         } else {
             return command
@@ -182,9 +183,8 @@ pub struct TargetArgs {
 }
 
 /// Each subcommand's own arguments are built only when it is the one
-/// parsed (`defer`): building all of them, and copying the global options
-/// into each, was a fifth of a plain `exec`'s instructions and 160 KB of
-/// heap touched at every start.
+/// parsed (`defer`), also when the whole tree parses (`--help`, a typo):
+/// building all of them was ~100K instructions at every start.
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum Command {
@@ -495,6 +495,9 @@ mod tests {
             "--no-color exec --tmux hi",
             "exec --tmux=w --no-tmux hi",
             "--base-url http://127.0.0.1:1/v1 exec hi",
+            "--model -x exec hi",
+            "-m -x exec hi",
+            "-m=x exec hi",
             "resume last",
             "resume --help",
             "sessions",
