@@ -788,3 +788,34 @@ fn escape_sequences_are_shown_not_obeyed_and_approvals_show_what_runs() {
     t.wait_text("finished");
     assert!(!cmd.work_dir().join("evil").exists());
 }
+
+/// The write system calls `pid` has made so far, all threads together.
+fn writes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/PID/io");
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscw: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("syscw in /proc/PID/io")
+}
+
+/// Each redraw of the input area goes to the terminal in one write. Drawn
+/// unbuffered, every character of the line is a write of its own, so typing
+/// a line of n characters costs about n²/2 writes (some 2,000 here) and a
+/// terminal can show a frame half drawn.
+#[test]
+fn a_keystroke_redraws_the_input_in_one_write() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let t = repl(&cmd, &[]);
+    let pid = t.program_pid();
+    let text = "abcdefghij".repeat(6);
+    let before = writes(pid);
+    t.type_text(&text);
+    t.wait_for("the typed line", |_| t.cursor_line() == format!("> {text}"));
+    let spent = writes(pid) - before;
+    // One frame a key, and slack for the odd extra redraw (a tick, a resize).
+    assert!(
+        spent <= 2 * text.len() as u64,
+        "{spent} writes for {} keys",
+        text.len()
+    );
+}

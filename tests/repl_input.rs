@@ -35,9 +35,7 @@ fn slash_opens_a_menu_that_filters_and_runs_the_picked_command() {
     let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
     let t = repl(&cmd);
     t.type_text("/");
-    let menu = t.wait_text("› /help");
-    assert!(menu.contains("/status"), "{menu}");
-    assert!(menu.contains("estimated context use"), "{menu}");
+    t.wait_texts(&["› /help", "/status", "estimated context use"]);
     t.type_text("s");
     t.wait_for("the filtered menu", |s| {
         s.contains("› /status") && s.contains("/session") && !s.contains("list the commands")

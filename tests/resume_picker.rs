@@ -89,8 +89,13 @@ fn the_picker_lists_sessions_newest_first_and_enter_resumes_the_chosen_one() {
         &[3 * 86_400 + 60, 2 * 3_600 + 60, 5 * 60 + 10],
     );
     let t = Tmux::start(&cmd, &["resume"]);
-    let screen = t.wait_text("gamma: bake bread");
-    assert!(screen.contains("3 saved, newest first"), "{screen}");
+    let screen = t.wait_texts(&[
+        "3 saved, newest first",
+        "gamma: bake bread",
+        "beta: fix the bike",
+        "alpha: plan the trip",
+        "3 days ago",
+    ]);
     let (gamma, beta, alpha) = (
         position(&screen, "gamma: bake bread"),
         position(&screen, "beta: fix the bike"),

@@ -275,7 +275,8 @@ pub fn restore() {
 pub fn pick(rows: Vec<Row>, now: u64, heading: &str, st: Style) -> io::Result<Picked> {
     let mut picker = Picker::new(rows, now);
     let _screen = Screen::enter()?;
-    let mut err = io::stderr();
+    // Buffered, so a screen is one write rather than one a line.
+    let mut err = io::BufWriter::with_capacity(64 * 1024, io::stderr());
     loop {
         let (cols, lines) = terminal::size().unwrap_or((80, 24));
         let screen = picker.render(heading, cols as usize, lines as usize, st);

@@ -150,15 +150,39 @@ impl Tmux {
         self.wait_for(&format!("{text:?}"), |s| s.contains(text))
     }
 
+    /// Waits until every one of `texts` is on the screen at once. A frame is
+    /// drawn in several writes, so a capture can hold its first lines only:
+    /// wait for each line a test reads rather than for the first.
+    pub fn wait_texts(&self, texts: &[&str]) -> String {
+        self.wait_for(&format!("{texts:?}"), |s| {
+            texts.iter().all(|t| s.contains(t))
+        })
+    }
+
     /// In buddy's REPL: opens `/rewind`, checks the newest turn is `prompt`,
     /// picks it and returns the screen that says what a rewind to before it
     /// does; leaves the choice list (code, conversation, both) open.
     pub fn open_newest_turn(&self, prompt: &str) -> String {
         self.line("/rewind");
-        let screen = self.wait_text("rewind to before which turn?");
-        assert!(screen.contains(prompt), "{screen}");
+        self.wait_texts(&["rewind to before which turn?", prompt]);
         self.keys(&["Enter"]);
-        self.wait_text("restore code and conversation")
+        self.wait_texts(&["restore code and conversation", "Esc to go back)"])
+    }
+
+    /// The process id of the program the pane runs (the pane's shell
+    /// starts it as its one child).
+    pub fn program_pid(&self) -> u32 {
+        let shell = self
+            .tmux(&["display-message", "-p", "-t", &self.session, "#{pane_pid}"])
+            .trim()
+            .to_string();
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+            .expect("the pane shell's children");
+        children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the pane shell {shell} runs no program"))
     }
 
     /// The line the cursor is on.

@@ -45,9 +45,14 @@ use commands::ApproveArg;
 use commands::Slash;
 use crossterm::event::Event;
 use editor::{Editor, Outcome};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+/// Room for one frame of the input area: the largest live area (a picker,
+/// a long input) fits, so a frame is one write.
+const FRAME_BUFFER: usize = 64 * 1024;
 
 pub use banner::Banner;
 pub use error::{LoginError, ModelsError, RuleError};
@@ -378,7 +383,11 @@ pub struct Repl<'h> {
     pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
-    out: std::io::Stderr,
+    /// The terminal, buffered: stderr is unbuffered, and each piece of a
+    /// frame (a row, a character of the input) would otherwise be a write of
+    /// its own, O(length) system calls a keystroke and half-drawn frames on
+    /// screen. Every editor call flushes once at its end.
+    out: std::io::BufWriter<std::io::Stderr>,
 }
 
 impl<'h> Repl<'h> {
@@ -432,7 +441,7 @@ impl<'h> Repl<'h> {
             bang: None,
             pending_images: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-            out: std::io::stderr(),
+            out: std::io::BufWriter::with_capacity(FRAME_BUFFER, std::io::stderr()),
         }
     }
 
@@ -546,7 +555,6 @@ impl<'h> Repl<'h> {
         // The run in progress is interrupted and everything saved before we go.
         agent.shutdown().await;
         if let Some(id) = &self.session_id {
-            use std::io::Write;
             let _ = write!(
                 self.out,
                 "{}\r\n",
@@ -555,6 +563,7 @@ impl<'h> Repl<'h> {
                     .dim(&format!("resume this session with: buddy resume {id}"))
             );
         }
+        let _ = self.out.flush();
         self.code
     }
 
