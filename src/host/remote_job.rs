@@ -3,6 +3,13 @@
 //! remote command runs in a session of its own (`setsid`, where there is one)
 //! with its process id in a file there; stopping it signals that process group
 //! through a second, short command.
+//!
+//! A stop can reach the far side before the command has started (a timeout
+//! or Ctrl-C while `ssh` still connects), when there is no process id to
+//! signal yet. So the stopper first leaves a stop mark beside the pid file,
+//! then reads the pid; the wrapper writes the pid, then looks for the mark.
+//! Whatever the order, one of them sees the other and the command is ended
+//! (or never started) rather than left running unsupervised.
 
 use super::{shell_quote, Target};
 use std::os::unix::process::CommandExt;
@@ -13,6 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// `sig NAME` signals the command's process group (`$p`). `kill -SIG -PGID`
+/// is a builtin in bash and ash; dash needs the external kill for a group;
+/// without a group, the process alone.
+const SIG: &str = "sig() { kill -$1 -$p 2>/dev/null || env kill -$1 -- -$p 2>/dev/null || kill -$1 $p 2>/dev/null; }";
 
 pub struct RemoteJob {
     target: Arc<dyn Target>,
@@ -44,8 +56,12 @@ impl RemoteJob {
         let f = &self.pid_file;
         let q = shell_quote(command);
         format!(
-            "if command -v setsid >/dev/null 2>&1; then setsid sh -c {q} & else sh -c {q} & fi\n\
-             p=$!; echo $p >{f} 2>/dev/null; wait $p; s=$?; rm -f {f}; exit $s"
+            "[ -e {f}.stop ] && {{ rm -f {f}.stop; exit 143; }}\n\
+             if command -v setsid >/dev/null 2>&1; then setsid sh -c {q} & else sh -c {q} & fi\n\
+             p=$!; echo $p >{f} 2>/dev/null\n\
+             {SIG}\n\
+             [ -e {f}.stop ] && {{ sig TERM; (sleep 1; sig KILL) </dev/null >/dev/null 2>&1 & }}\n\
+             wait $p; s=$?; rm -f {f} {f}.stop; exit $s"
         )
     }
 
@@ -56,11 +72,12 @@ impl RemoteJob {
 
     fn stop_script(&self) -> String {
         let f = &self.pid_file;
-        // `kill -SIG -PGID` is a builtin in bash and ash; dash needs the
-        // external kill for a group; without a group, the process alone.
+        // The mark first: a wrapper that writes its pid after this read
+        // finds the mark and stops its command itself.
         format!(
-            "p=$(cat {f} 2>/dev/null) || exit 0; rm -f {f}\n\
-             sig() {{ kill -$1 -$p 2>/dev/null || env kill -$1 -- -$p 2>/dev/null || kill -$1 $p 2>/dev/null; }}\n\
+            ": >{f}.stop 2>/dev/null\n\
+             p=$(cat {f} 2>/dev/null) || exit 0; rm -f {f}\n\
+             {SIG}\n\
              sig TERM || exit 0\n\
              i=0; while [ $i -lt 10 ] && kill -0 $p 2>/dev/null; do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done\n\
              sig KILL; exit 0"
@@ -160,6 +177,71 @@ mod tests {
         assert_eq!(out.status.code(), Some(7));
         assert_eq!(out.stdout, b"its\n");
         assert_eq!(out.stderr, b"err\n");
+    }
+
+    /// Files this job left in the temporary directory.
+    fn leftovers(job: &RemoteJob) -> Vec<String> {
+        let name = job.pid_file.rsplit('/').next().unwrap().to_string();
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&name))
+            .collect()
+    }
+
+    /// A stop that reaches the far side before the command (a timeout while
+    /// the connection is still made): the command never starts, and the
+    /// mark the stop left is gone with the wrapper.
+    #[tokio::test]
+    async fn a_stop_before_the_start_keeps_the_command_from_running() {
+        let dir = std::env::temp_dir().join(format!("buddy-early-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join("ran");
+        let mut job = RemoteJob::new(local());
+        job.stop(Duration::from_secs(5)).await;
+        let status = job
+            .target
+            .command(
+                &job.wrap(&format!("touch {}", marker.display())),
+                Path::new("/"),
+            )
+            .status()
+            .await
+            .unwrap();
+        assert_eq!(status.code(), Some(143));
+        assert!(!marker.exists(), "the stopped command ran");
+        assert_eq!(leftovers(&job), Vec::<String>::new());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The stop lands after the wrapper looked for a mark but before it
+    /// wrote the pid: the wrapper finds the mark once its command started
+    /// and ends it. (The wrapper is run in two halves around the stop.)
+    #[tokio::test]
+    async fn a_stop_between_the_check_and_the_pid_ends_the_command() {
+        let mut job = RemoteJob::new(local());
+        let script = job.wrap("sleep 30");
+        let (check, rest) = script.split_once('\n').unwrap();
+        let first = job
+            .target
+            .command(check, Path::new("/"))
+            .status()
+            .await
+            .unwrap();
+        assert_eq!(first.code(), Some(1), "no mark yet: {check}");
+        job.stop(Duration::from_secs(5)).await;
+        let started = std::time::Instant::now();
+        let status = tokio::time::timeout(
+            Duration::from_secs(10),
+            job.target.command(rest, Path::new("/")).status(),
+        )
+        .await
+        .expect("the command was ended")
+        .unwrap();
+        assert_eq!(status.code(), Some(143));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(leftovers(&job), Vec::<String>::new());
     }
 
     #[tokio::test]
