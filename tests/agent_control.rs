@@ -142,13 +142,15 @@ fn max_duration_in_config_is_checked_when_loading() {
 }
 
 /// Three calls that each mark themselves running and report whether another
-/// call was running at their midpoint.
+/// call ran at the same time: each looks for another's mark for up to 1.5 s
+/// (however late the shells start) and, having found one, keeps its own a
+/// second longer so the other finds it too.
 fn overlap_calls() -> Reply {
     let call = |id: &str| {
         shell(
             id,
             &format!(
-                "touch {id}.run; sleep 0.3; o=$(ls *.run | grep -v {id}); sleep 0.3; rm -f {id}.run; [ -n \"$o\" ] && echo overlap || echo alone"
+                "touch {id}.run; o=; for i in $(seq 75); do o=$(ls *.run 2>/dev/null | grep -v {id}); [ -n \"$o\" ] && break; sleep 0.02; done; [ -n \"$o\" ] && sleep 1; rm -f {id}.run; [ -n \"$o\" ] && echo overlap || echo alone"
             ),
         )
     };

@@ -85,8 +85,7 @@ fn exec_on_a_terminal_shows_the_latest_line_by_the_spinner_and_clears_it() {
     });
     assert!(!running.contains("done-2"), "finished already:\n{running}");
     assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
-    let screen = t.screen();
-    assert!(screen.contains("counted to three"), "{screen}");
+    let screen = t.wait_text("counted to three");
     assert!(
         !screen.contains("running run_shell") && !screen.contains("· step"),
         "the spinner line was left behind:\n{screen}"

@@ -254,12 +254,16 @@ fn resume_opens_the_repl_on_the_saved_history() {
 
 #[test]
 fn an_unfinished_line_shows_while_it_streams() {
-    use std::time::Duration;
-    use support::fake_provider::SseChunk;
+    use support::fake_provider::{Gate, SseChunk};
+    let rest = Gate::new();
     let p = FakeProvider::start(vec![Reply::sse(vec![
-        SseChunk::data(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "first half"}}]})),
-        SseChunk::data(json!({"choices": [{"index": 0, "delta": {"content": " and the rest"}, "finish_reason": "stop"}]}))
-            .delay(Duration::from_millis(1500)),
+        SseChunk::data(
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "first half"}}]}),
+        ),
+        SseChunk::gate(&rest),
+        SseChunk::data(
+            json!({"choices": [{"index": 0, "delta": {"content": " and the rest"}, "finish_reason": "stop"}]}),
+        ),
         SseChunk::done(),
     ])]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -267,6 +271,7 @@ fn an_unfinished_line_shows_while_it_streams() {
     t.line("stream please");
     let early = t.wait_text("first half");
     assert!(!early.contains("and the rest"), "{early}");
+    rest.open();
     let done = t.wait_text("first half and the rest");
     assert_eq!(done.matches("first half").count(), 1, "{done}");
 }
@@ -322,6 +327,7 @@ fn model_picker_offers_the_servers_models_and_keeps_the_profile() {
     t.wait_text("now using fake-big (profile fake)");
     t.line("hi");
     t.wait_text("from big");
+    t.wait_idle();
     // A name that is no profile is a model id for the profile in use.
     t.line("/model typed-id");
     t.wait_text("now using typed-id (profile fake)");
@@ -355,6 +361,7 @@ fn model_picker_and_index_switch_the_profile_mid_session() {
     t.wait_text("now using fake-model-2 (profile second)");
     t.line("hi");
     t.wait_text("from two");
+    t.wait_idle();
     t.line("/model 1");
     t.wait_text("now using fake-model (profile fake)");
     t.line("and you?");
@@ -375,12 +382,14 @@ fn session_commands_list_start_and_resume() {
     let t = repl(&cmd, &[]);
     t.line("remember the blue door");
     t.wait_text("noted");
+    t.wait_idle();
     t.line("/session");
     t.wait_text("remember the blue door");
     t.line("/session new");
     t.wait_text("new session");
     t.line("a fresh start");
     t.wait_for("the second answer", |s| s.matches("noted").count() >= 2);
+    t.wait_idle();
     assert_eq!(
         messages(&p.chat_requests()[1]).len(),
         2,
@@ -552,6 +561,7 @@ fn model_switch_from_completions_to_messages_keeps_the_tool_history() {
     let t = repl(&cmd, &["--no-tmux"]);
     t.line("run the tool");
     t.wait_text("first answer done");
+    t.wait_idle();
     t.line("/model claude");
     t.wait_text("now using fake-claude (profile claude)");
     t.line("and now?");
@@ -623,17 +633,22 @@ fn agent_config(p: &FakeProvider, agent: &str) -> String {
 
 #[test]
 fn enter_while_a_slow_tool_runs_steers_and_skips_the_remaining_calls() {
+    // The first call runs until the test has seen the steer queued.
+    let cmd = BuddyCmd::new();
+    let go = cmd.work_dir().join("go");
+    let nap = format!("until [ -e '{}' ]; do sleep 0.02; done", go.display());
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("nap", "sleep 3"), shell("two", "echo second")]),
+        Reply::tool_calls(vec![shell("nap", &nap), shell("two", "echo second")]),
         Reply::text("steered answer"),
     ]);
-    let cmd = BuddyCmd::new().config(agent_config(&p, "tool_execution = \"sequential\""));
+    let cmd = cmd.config(agent_config(&p, "tool_execution = \"sequential\""));
     let t = repl(&cmd, &[]);
     t.line("take a nap then echo");
     t.wait_text("[task 1] running run_shell");
     t.line("turn left instead");
     // Shown as pending until the running command finishes.
     t.wait_text("↳ steering: turn left instead");
+    std::fs::write(&go, "").unwrap();
     t.wait_text("steered answer");
     let req = &p.chat_requests()[1];
     assert!(tool_result(req, "nap").contains("exit code: 0"));
@@ -650,8 +665,9 @@ fn enter_while_a_slow_tool_runs_steers_and_skips_the_remaining_calls() {
 
 #[test]
 fn tab_during_a_slow_reply_queues_a_follow_up_for_when_it_is_done() {
+    let slow = support::fake_provider::Gate::new();
     let p = FakeProvider::start(vec![
-        Reply::text("first answer").delay(std::time::Duration::from_secs(2)),
+        Reply::text("first answer").gated(&slow),
         Reply::text("follow-up answer"),
     ]);
     let cmd = BuddyCmd::new().config_for(&p);
@@ -661,6 +677,7 @@ fn tab_during_a_slow_reply_queues_a_follow_up_for_when_it_is_done() {
     t.type_text("and then this");
     t.keys(&["Tab"]);
     t.wait_text("↳ queued: and then this");
+    slow.open();
     t.wait_text("follow-up answer");
     let reqs = p.chat_requests();
     assert_eq!(reqs.len(), 2);
@@ -734,8 +751,9 @@ fn a_limit_ends_the_task_with_one_line_and_the_repl_goes_on() {
 
 #[test]
 fn follow_up_mode_all_hands_every_queued_message_over_at_once() {
+    let slow = support::fake_provider::Gate::new();
     let p = FakeProvider::start(vec![
-        Reply::text("first answer").delay(std::time::Duration::from_secs(2)),
+        Reply::text("first answer").gated(&slow),
         Reply::text("both handled"),
     ]);
     let cmd = BuddyCmd::new()
@@ -749,6 +767,7 @@ fn follow_up_mode_all_hands_every_queued_message_over_at_once() {
     t.type_text("and another");
     t.keys(&["Tab"]);
     t.wait_text("↳ queued: and another");
+    slow.open();
     t.wait_text("both handled");
     let reqs = p.chat_requests();
     assert_eq!(reqs.len(), 2, "one request for both follow-ups");

@@ -200,6 +200,7 @@ fn ctrl_l_clears_the_screen_and_clear_also_starts_afresh() {
     // Only the screen: the conversation goes on.
     t.keys(&["Enter"]);
     t.wait_text("second answer");
+    t.wait_idle();
     assert_eq!(
         user_messages(&p.chat_requests()[1]),
         ["hello", "kept input"]

@@ -334,7 +334,7 @@ fn exec_renders_markdown_on_a_terminal_and_a_pipe_gets_the_exact_text() {
     let cmd = BuddyCmd::new().config_for(&p);
     let t = Tmux::start(&cmd, &["exec", "notes please"]);
     assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
-    let screen = t.screen();
+    let screen = t.wait_texts(SHOWN);
     let lines: Vec<&str> = screen.lines().collect();
     let from = lines
         .iter()
@@ -356,7 +356,7 @@ fn exec_on_a_terminal_prints_the_token_line_after_the_answer() {
     ));
     let t = Tmux::start(&cmd, &["exec", "count"]);
     assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
-    let screen = t.screen();
+    let screen = t.wait_text("tokens: ");
     let lines: Vec<&str> = screen.lines().collect();
     let from = lines
         .iter()

@@ -110,7 +110,11 @@ fn the_picker_lists_sessions_newest_first_and_enter_resumes_the_chosen_one() {
     assert!(first_row.contains("2 msgs"), "{screen}");
 
     t.keys(&["Down", "Enter"]);
-    let screen = t.wait_text(&format!("resumed session {}", ids[1]));
+    let screen = t.wait_texts(&[
+        &format!("resumed session {}", ids[1]),
+        "> beta: fix the bike",
+        "the beta answer",
+    ]);
     // The chosen conversation, replayed as the REPL showed it.
     let lines: Vec<&str> = screen.lines().collect();
     let asked = lines
@@ -161,7 +165,7 @@ fn escape_cancels_and_gives_the_terminal_back() {
     );
     t.keys(&["Escape"]);
     assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
-    assert_eq!(alternate(&t), "0");
+    t.wait_main_screen();
     let screen = t.wait_text("no session resumed");
     assert!(!screen.contains("the only session"), "{screen}");
     let before = fs::read_to_string(cmd.work_dir().join("tty-before")).unwrap();
@@ -278,14 +282,7 @@ fn sigterm_in_the_picker_gives_the_terminal_back() {
     let before = fs::read_to_string(cmd.work_dir().join("tty-before")).unwrap();
     let after = fs::read_to_string(cmd.work_dir().join("tty-after")).unwrap();
     assert_eq!(before, after, "raw mode is left");
-    let alternate = t.tmux_cmd(&[
-        "display-message",
-        "-p",
-        "-t",
-        "buddy-test",
-        "#{alternate_on}",
-    ]);
-    assert_eq!(alternate.trim(), "0");
+    t.wait_main_screen();
 }
 
 #[test]

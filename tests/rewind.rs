@@ -83,6 +83,7 @@ fn two_turns() -> (FakeProvider, BuddyCmd, Tmux) {
     t.wait_text("noted");
     t.line("rewrite the notes");
     t.wait_text("all rewritten");
+    t.wait_idle();
     assert_eq!(read(&cmd.work_dir().join("notes.txt")), CHANGED);
     (p, cmd, t)
 }
@@ -123,6 +124,8 @@ fn rewind_of_code_and_conversation_restores_the_file_and_the_history() {
     );
     t.wait_text("second answer");
     t.line("/quit");
+    // The REPL holds the session until it has exited.
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
     // The journal says so too: a resume continues from the rewound history.
     cmd.rerun(["exec", "--resume", "last", "and now?"])
         .assert_success();
@@ -185,6 +188,7 @@ fn fork_from_the_repl_goes_on_in_a_new_session_and_leaves_the_original() {
     let t = repl(&cmd, &[]);
     t.line("the shared question");
     t.wait_text("first answer");
+    t.wait_idle();
     t.line("/fork");
     t.wait_text("now goes on as session");
     t.line("only in the fork");
@@ -413,6 +417,7 @@ fn the_rewind_picker_lists_the_shell_commands_run_since_a_turn_and_leaves_their_
     let t = repl(&cmd, &[]);
     t.line("run it and rewrite the notes");
     t.wait_text("both done");
+    t.wait_idle();
     assert_eq!(read(&dir.join("shell.txt")), "made-by-the-shell\n");
 
     t.line("/rewind");

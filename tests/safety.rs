@@ -422,9 +422,15 @@ fn short_keys_corrupt_neither_output_nor_json_nor_sessions() {
 
 // ------------------------------------------- buddy's own environment in /proc
 
-/// Every buddy process's environment entries for the two keys and a plain
-/// marker variable, base64-encoded (which redaction cannot recognise).
-const BUDDY_ENVIRONS: &str = "for p in $(pgrep -x buddy); do tr '\\0' '\\n' < /proc/$p/environ; done 2>/dev/null | grep -E '^(OPENAI_API_KEY|LLM_CRED|PROBE_MARK)=' | base64 -w0";
+/// The environment entries for the two keys and a plain marker variable of
+/// every buddy process carrying `mark`, base64-encoded (which redaction
+/// cannot recognise). Only this test's processes: another test's buddy, just
+/// started, may not have hidden its keys yet.
+fn buddy_environs(mark: &str) -> String {
+    format!(
+        "for p in $(pgrep -x buddy); do grep -qxz 'PROBE_MARK={mark}' /proc/$p/environ && tr '\\0' '\\n' < /proc/$p/environ; done 2>/dev/null | grep -E '^(OPENAI_API_KEY|LLM_CRED|PROBE_MARK)=' | base64 -w0"
+    )
+}
 
 fn decode_base64(text: &str) -> Vec<u8> {
     let out = std::process::Command::new("base64")
@@ -448,7 +454,10 @@ fn buddys_environ_hides_keys_from_a_tool(extra_args: &[&str]) {
     const USUAL: &str = "sk-proc-usual-0123456789abcdef";
     const CUSTOM: &str = "sk-proc-custom-0123456789abcdef";
     let mark = format!("seen-{}-{}", std::process::id(), extra_args.len());
-    let p = FakeProvider::start(vec![shell("e1", BUDDY_ENVIRONS), Reply::text("done")]);
+    let p = FakeProvider::start(vec![
+        shell("e1", &buddy_environs(&mark)),
+        Reply::text("done"),
+    ]);
     let cfg = format!(
         "{}\n[tools]\nshell_confirm = false\n",
         fake_config(&p).replace("api_key = \"sk-fake\"", "api_key_env = \"LLM_CRED\"")

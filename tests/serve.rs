@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::fake_provider::{FakeProvider, Reply, ToolCallSpec};
+use support::fake_provider::{FakeProvider, Gate, Reply, ToolCallSpec};
 use support::http::{Client, SseEvent};
 use support::serve::Server;
 use support::{fake_config, BuddyCmd};
@@ -111,11 +111,15 @@ fn a_tool_loop_with_an_approval_answered_over_http() {
 
 #[test]
 fn one_run_per_session_a_second_prompt_is_409_and_a_steer_joins_the_run() {
+    // The first call runs until the test has posted the steer.
+    let cmd = BuddyCmd::new();
+    let go = cmd.work_dir().join("go");
+    let nap = format!("until [ -e '{}' ]; do sleep 0.02; done", go.display());
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![shell("nap", "sleep 1"), shell("two", "echo two")]),
+        Reply::tool_calls(vec![shell("nap", &nap), shell("two", "echo two")]),
         Reply::text("steered"),
     ]);
-    let cmd = BuddyCmd::new()
+    let cmd = cmd
         .config(no_confirm(&p).replace("[agent]\n", "[agent]\ntool_execution = \"sequential\"\n"));
     let server = Server::start(&cmd, &[]);
     let c = server.client();
@@ -127,6 +131,7 @@ fn one_run_per_session_a_second_prompt_is_409_and_a_steer_joins_the_run() {
     assert_eq!(r.status, 409, "{}", r.body);
     let r = c.post(&path, r#"{"text":"go left","mode":"steer"}"#);
     assert_eq!(r.status, 202, "{}", r.body);
+    std::fs::write(&go, "").unwrap();
     let rest = stream.until("done");
     assert_eq!(rest.last().unwrap().data["outcome"]["text"], "steered");
     let reqs = p.chat_requests();
@@ -194,9 +199,8 @@ fn a_dropped_client_does_not_stop_the_run_and_a_reconnect_gets_what_it_missed() 
 
 #[test]
 fn sessions_run_concurrently() {
-    let p = FakeProvider::start_repeating(vec![
-        Reply::text("slow answer").delay(Duration::from_millis(1500))
-    ]);
+    let held = Gate::new();
+    let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
     let cmd = BuddyCmd::new().config_for(&p);
     let server = Server::start(&cmd, &[]);
     let c = server.client();
@@ -215,6 +219,7 @@ fn sessions_run_concurrently() {
         .filter(|s| s["running"] == true)
         .collect();
     assert_eq!(running.len(), 2, "{list}");
+    held.open();
     for s in [&mut sa, &mut sb] {
         let rest = s.until("done");
         assert_eq!(rest.last().unwrap().data["outcome"]["text"], "slow answer");
@@ -864,9 +869,9 @@ fn the_agent_is_kept_between_prompts_and_closed_when_idle() {
 /// for the other.
 #[test]
 fn two_prompts_at_once_on_one_session_run_once() {
-    let p = FakeProvider::start_repeating(vec![
-        Reply::text("slow answer").delay(Duration::from_millis(1500))
-    ]);
+    // The answer waits until both POSTs are answered: the run is in flight.
+    let held = Gate::new();
+    let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
     let cmd = BuddyCmd::new().config_for(&p);
     let server = Server::start(&cmd, &[]);
     let c = server.client();
@@ -884,15 +889,16 @@ fn two_prompts_at_once_on_one_session_run_once() {
                     &[],
                     Some(&body),
                 );
-                let done = s.map(|mut s| s.until("done"));
-                (r.status, done)
+                (r.status, s)
             })
         })
         .collect();
     let mut got: Vec<_> = posts.into_iter().map(|t| t.join().unwrap()).collect();
     got.sort_by_key(|(status, _)| *status);
     assert_eq!((got[0].0, got[1].0), (200, 409));
-    let done = got[0].1.as_ref().unwrap();
+    held.open();
+    let done = got[0].1.as_mut().unwrap().until("done");
+    let done = &done;
     assert_eq!(find(done, "done").data["outcome"]["text"], "slow answer");
     assert_eq!(messages(&c, &id).len(), 2, "one prompt and one answer");
 }

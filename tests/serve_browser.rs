@@ -475,10 +475,15 @@ fn a_prompt_an_approval_and_a_streamed_answer_in_chromium() {
     assert_eq!(b.texts(".tool .call"), vec![call.clone()]);
     assert_eq!(b.texts(".tool .out"), vec![created.clone()]);
     assert!(b.url().ends_with(&format!("#s={id}")), "{}", b.url());
-    // Listed by its title (the first prompt) and when it was used.
-    let listed = b.texts(".sess.on");
-    assert_eq!(listed, vec![format!("{PROMPT}\njust now")], "{listed:?}");
-    assert_eq!(b.texts("#title"), vec![PROMPT.to_string()]);
+    // Listed by its title (the first prompt) and when it was used; the list
+    // and the title are fetched beside the conversation, so wait for them.
+    let listed = vec![format!("{PROMPT}\njust now")];
+    b.wait_for("the session listed by its title", |b| {
+        (b.try_texts(".sess.on")? == listed).then_some(())
+    });
+    b.wait_for("the title", |b| {
+        (b.try_texts("#title")? == [PROMPT]).then_some(())
+    });
 
     // A fresh page starts empty; picking the session opens it.
     b.goto(&server.url());
@@ -591,7 +596,10 @@ fn markdown_is_rendered_and_html_from_the_model_or_a_tool_is_only_text() {
     b.click(&b.wait_element(".approval .approve"));
     let stop = b.wait_element("#stop");
     b.wait_for("the run to end", |b| (!b.enabled(&stop)).then_some(()));
-    b.wait_element(".msg.answer table");
+    // The answer's last render: the code block after the table is coloured.
+    b.wait_for("the whole answer rendered", |b| {
+        (b.try_texts(".msg.answer pre code .hl-35")? == ["fn"]).then_some(())
+    });
 
     let head = b.texts(".msg.answer th");
     assert_eq!(head, vec!["file", "lines"]);

@@ -297,11 +297,7 @@ fn starting_inside_the_managed_pane_is_refused() {
         Some("buddy-shared"),
     );
     assert_eq!(t.wait_exit(&cmd.work_dir()), 2);
-    let screen = t.screen();
-    assert!(
-        screen.contains("inside its own managed tmux pane"),
-        "{screen}"
-    );
+    t.wait_text("inside its own managed tmux pane");
     assert_eq!(p.chat_requests().len(), 0);
 }
 

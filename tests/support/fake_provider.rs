@@ -572,6 +572,14 @@ impl Reply {
         self
     }
 
+    /// This completion streamed, held before its first chunk until `gate`
+    /// opens: the run stays in flight for as long as the test needs.
+    pub fn gated(&self, gate: &Gate) -> Reply {
+        let mut chunks = self.stream_chunks();
+        chunks.insert(0, SseChunk::gate(gate));
+        Reply::sse(chunks)
+    }
+
     /// Waits this long before sending the response head.
     pub fn delay(mut self, delay: Duration) -> Reply {
         self.delay = delay;

@@ -150,6 +150,15 @@ impl Tmux {
         self.wait_for(&format!("{text:?}"), |s| s.contains(text))
     }
 
+    /// Waits until buddy's REPL has no task running (its status line, which
+    /// begins `[task N]`, is gone). The answer is on screen before the run
+    /// ends (its journal is synced first), and the commands that need an
+    /// idle agent (`/rewind`, `/fork`, `/model`, `/session`, `/clear`) are
+    /// refused until then.
+    pub fn wait_idle(&self) {
+        self.wait_for("no task running", |s| !s.contains("[task "));
+    }
+
     /// Waits until every one of `texts` is on the screen at once. A frame is
     /// drawn in several writes, so a capture can hold its first lines only:
     /// wait for each line a test reads rather than for the first.
@@ -163,6 +172,7 @@ impl Tmux {
     /// picks it and returns the screen that says what a rewind to before it
     /// does; leaves the choice list (code, conversation, both) open.
     pub fn open_newest_turn(&self, prompt: &str) -> String {
+        self.wait_idle();
         self.line("/rewind");
         self.wait_texts(&["rewind to before which turn?", prompt]);
         self.keys(&["Enter"]);
@@ -183,6 +193,27 @@ impl Tmux {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("the pane shell {shell} runs no program"))
+    }
+
+    /// Waits until the pane has left the alternate screen. tmux reads the
+    /// program's last output on its own schedule, possibly after the
+    /// program has exited.
+    pub fn wait_main_screen(&self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let on = self.tmux(&[
+                "display-message",
+                "-p",
+                "-t",
+                &self.session,
+                "#{alternate_on}",
+            ]);
+            if on.trim() == "0" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still on the alternate screen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The line the cursor is on.
