@@ -210,9 +210,11 @@ fn a_hook_past_its_timeout_is_killed_with_its_children_and_blocks_nothing() {
         Reply::tool_calls(vec![shell("c1", "touch ran")]),
         Reply::text("done"),
     ]);
+    // 2 s: room for the hook's shell to start its child and note its pid
+    // before the kill, on a loaded machine.
     let cfg = config_with_hooks(
         &p,
-        "[[hooks.PreToolUse]]\ntimeout_secs = 1\n\
+        "[[hooks.PreToolUse]]\ntimeout_secs = 2\n\
          command = 'sleep 300 & echo $! > \"$BUDDY_PROJECT_DIR/child.pid\"; wait'\n",
     );
     let started = Instant::now();
@@ -225,7 +227,7 @@ fn a_hook_past_its_timeout_is_killed_with_its_children_and_blocks_nothing() {
         "a timed-out hook blocked"
     );
     assert!(
-        out.stderr.contains("timed out after 1 s and was stopped"),
+        out.stderr.contains("timed out after 2 s and was stopped"),
         "{}",
         out.stderr
     );
