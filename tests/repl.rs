@@ -633,10 +633,14 @@ fn agent_config(p: &FakeProvider, agent: &str) -> String {
 
 #[test]
 fn enter_while_a_slow_tool_runs_steers_and_skips_the_remaining_calls() {
-    // The first call runs until the test has seen the steer queued.
+    // The first call runs until the test has seen the steer queued (30 s at
+    // most, should the test fail first).
     let cmd = BuddyCmd::new();
     let go = cmd.work_dir().join("go");
-    let nap = format!("until [ -e '{}' ]; do sleep 0.02; done", go.display());
+    let nap = format!(
+        "i=0; until [ -e '{}' ] || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done",
+        go.display()
+    );
     let p = FakeProvider::start(vec![
         Reply::tool_calls(vec![shell("nap", &nap), shell("two", "echo second")]),
         Reply::text("steered answer"),

@@ -111,10 +111,14 @@ fn a_tool_loop_with_an_approval_answered_over_http() {
 
 #[test]
 fn one_run_per_session_a_second_prompt_is_409_and_a_steer_joins_the_run() {
-    // The first call runs until the test has posted the steer.
+    // The first call runs until the test has posted the steer (30 s at most,
+    // should the test fail first).
     let cmd = BuddyCmd::new();
     let go = cmd.work_dir().join("go");
-    let nap = format!("until [ -e '{}' ]; do sleep 0.02; done", go.display());
+    let nap = format!(
+        "i=0; until [ -e '{}' ] || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done",
+        go.display()
+    );
     let p = FakeProvider::start(vec![
         Reply::tool_calls(vec![shell("nap", &nap), shell("two", "echo two")]),
         Reply::text("steered"),

@@ -58,7 +58,7 @@ impl RemoteJob {
         format!(
             "[ -e {f}.stop ] && {{ rm -f {f}.stop; exit 143; }}\n\
              if command -v setsid >/dev/null 2>&1; then setsid sh -c {q} & else sh -c {q} & fi\n\
-             p=$!; echo $p >{f} 2>/dev/null\n\
+             p=$!; echo $p 2>/dev/null >{f}\n\
              {SIG}\n\
              [ -e {f}.stop ] && {{ sig TERM; (sleep 1; sig KILL) </dev/null >/dev/null 2>&1 & }}\n\
              wait $p; s=$?; rm -f {f} {f}.stop; exit $s"
@@ -73,9 +73,10 @@ impl RemoteJob {
     fn stop_script(&self) -> String {
         let f = &self.pid_file;
         // The mark first: a wrapper that writes its pid after this read
-        // finds the mark and stops its command itself.
+        // finds the mark and stops its command itself. `true`, not `:`: a
+        // failed redirection on a special built-in would end the script.
         format!(
-            ": >{f}.stop 2>/dev/null\n\
+            "true 2>/dev/null >{f}.stop\n\
              p=$(cat {f} 2>/dev/null) || exit 0; rm -f {f}\n\
              {SIG}\n\
              sig TERM || exit 0\n\

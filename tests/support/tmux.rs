@@ -159,9 +159,9 @@ impl Tmux {
         self.wait_for("no task running", |s| !s.contains("[task "));
     }
 
-    /// Waits until every one of `texts` is on the screen at once. A frame is
-    /// drawn in several writes, so a capture can hold its first lines only:
-    /// wait for each line a test reads rather than for the first.
+    /// Waits until every one of `texts` is on the screen at once. A large
+    /// frame reaches tmux in more than one read, so a capture can hold its
+    /// first lines only: wait for each line a test reads, not the first.
     pub fn wait_texts(&self, texts: &[&str]) -> String {
         self.wait_for(&format!("{texts:?}"), |s| {
             texts.iter().all(|t| s.contains(t))

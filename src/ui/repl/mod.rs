@@ -383,11 +383,51 @@ pub struct Repl<'h> {
     pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
-    /// The terminal, buffered: stderr is unbuffered, and each piece of a
-    /// frame (a row, a character of the input) would otherwise be a write of
-    /// its own, O(length) system calls a keystroke and half-drawn frames on
-    /// screen. Every editor call flushes once at its end.
-    out: std::io::BufWriter<std::io::Stderr>,
+    out: Terminal,
+}
+
+/// The terminal, buffered: stderr is unbuffered, and each piece of a frame
+/// (a row, a character of the input) would otherwise be a write of its own,
+/// O(length) system calls a keystroke and half-drawn frames on screen. Every
+/// editor call flushes once at its end.
+struct Terminal<W: Write = std::io::Stderr>(Option<std::io::BufWriter<W>>);
+
+impl Terminal {
+    fn new() -> Terminal {
+        Terminal::on(std::io::stderr())
+    }
+}
+
+impl<W: Write> Terminal<W> {
+    fn on(w: W) -> Terminal<W> {
+        Terminal(Some(std::io::BufWriter::with_capacity(FRAME_BUFFER, w)))
+    }
+}
+
+impl<W: Write> Write for Terminal<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.0 {
+            Some(w) => w.write(buf),
+            None => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.as_mut().map_or(Ok(()), |w| w.flush())
+    }
+}
+
+impl<W: Write> Drop for Terminal<W> {
+    /// A panic mid-frame leaves half a frame here, which begins by erasing
+    /// the screen below the cursor: written during the unwind, it would wipe
+    /// the panic message the hook has just printed. It is dropped unwritten.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(w) = self.0.take() {
+                drop(w.into_parts());
+            }
+        }
+    }
 }
 
 impl<'h> Repl<'h> {
@@ -441,7 +481,7 @@ impl<'h> Repl<'h> {
             bang: None,
             pending_images: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-            out: std::io::BufWriter::with_capacity(FRAME_BUFFER, std::io::stderr()),
+            out: Terminal::new(),
         }
     }
 
@@ -2051,5 +2091,59 @@ impl Renderer for Repl<'_> {
             Input::Tick => self.on_tick(),
         }
         Flow::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Terminal;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// A terminal stand-in that records what reaches it.
+    #[derive(Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Screen {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_frame_reaches_the_terminal_at_its_flush_and_not_before() {
+        let screen = Screen::default();
+        let mut t = Terminal::on(screen.clone());
+        t.write_all(b"\x1b[J row one\r\n").unwrap();
+        t.write_all(b"row two").unwrap();
+        assert!(screen.0.lock().unwrap().is_empty());
+        t.flush().unwrap();
+        assert_eq!(
+            screen.0.lock().unwrap().as_slice(),
+            b"\x1b[J row one\r\nrow two"
+        );
+        // What is left at an ordinary drop still goes out.
+        t.write_all(b" and more").unwrap();
+        drop(t);
+        assert!(screen.0.lock().unwrap().ends_with(b" and more"));
+    }
+
+    #[test]
+    fn half_a_frame_is_dropped_unwritten_when_drawing_panics() {
+        let screen = Screen::default();
+        let mut t = Terminal::on(screen.clone());
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            t.write_all(b"\x1b[J half a fr").unwrap();
+            panic!("a bug while drawing");
+        }));
+        assert!(unwound.is_err());
+        assert!(
+            screen.0.lock().unwrap().is_empty(),
+            "the erase would wipe the panic message"
+        );
     }
 }
