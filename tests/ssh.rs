@@ -342,6 +342,16 @@ fn remote_running(pattern: &str) -> bool {
         .success()
 }
 
+/// Waits (at most 5 s, the stop's own bound) until no process on the server
+/// matches `pattern`; fails with `what` past that.
+fn wait_remote_gone(pattern: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while remote_running(pattern) {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
     let sshd = Sshd::start();
@@ -367,14 +377,7 @@ fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
         "{a}"
     );
     // The stop waits for the command, with a bound; allow that bound.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while remote_running("sleep 33.125") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the timed-out command still runs"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_remote_gone("sleep 33.125", "the timed-out command still runs");
 
     // Ctrl-C while the command runs: buddy exits 130 and the command stops.
     let dir = RemoteDir::new("ctrl-c");
@@ -419,14 +422,10 @@ fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(130));
     // The stop is a separate short command; give it a moment to land.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while remote_running("sleep 34.375") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the cancelled command still runs on the server"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_remote_gone(
+        "sleep 34.375",
+        "the cancelled command still runs on the server",
+    );
 }
 
 /// The tails of the `tool_progress` events of an `exec --json` run's stdout,
