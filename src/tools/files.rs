@@ -192,6 +192,9 @@ impl Tool for WriteFileTool {
         let args: WriteArgs = parse_args(args)?;
         let path = ctx.resolve(&args.path);
         refuse_own(&self.protected, ctx, &path)?;
+        // Refused before asking: an approval line for /dev/null would read
+        // "0 bytes, content unchanged" for a write that replaces a device.
+        refuse_not_regular(ctx, &path).await?;
         let request = write_request(ctx, &path, &args.content).await;
         match ctx.approver.approve(request).await {
             Approval::Approved => {}
@@ -257,6 +260,9 @@ pub(crate) async fn store(
     bytes: Vec<u8>,
     known: Known<'_>,
 ) -> Result<(), ToolError> {
+    // Checked here for every tool (and again at the write itself, on the
+    // resolved target): the file may have been swapped since it was read.
+    refuse_not_regular(ctx, path).await?;
     ctx.checkpoint_before_change(path, known).await?;
     if let Some(editor) = editor_for(ctx) {
         let text = String::from_utf8(bytes).map_err(|_| {
@@ -291,6 +297,16 @@ pub(crate) async fn remove(
     path: &Path,
     known: Known<'_>,
 ) -> Result<(), ToolError> {
+    if ctx.target.is_local() {
+        // A symlink is removed itself; anything else but a regular file
+        // (a device, a FIFO) is not the file tools' to delete.
+        match tokio::fs::symlink_metadata(path).await {
+            Ok(m) if !m.is_file() && !m.file_type().is_symlink() => {
+                return Err(not_regular(path, m.file_type()))
+            }
+            _ => {}
+        }
+    }
     ctx.checkpoint_before_change(path, known).await?;
     if ctx.target.is_local() {
         return tokio::fs::remove_file(path)
@@ -307,7 +323,12 @@ async fn remove_remote(
     cwd: &Path,
     path: &Path,
 ) -> Result<(), TargetFileError> {
-    let script = format!("rm -f -- {}", shell_quote(&path.to_string_lossy()));
+    let p = shell_quote(&path.to_string_lossy());
+    // Only a regular file or a symlink (itself) is removed.
+    let script = format!(
+        "if [ -e {p} ] && [ ! -L {p} ] && [ ! -f {p} ]; then \
+         echo \"it is not a regular file ($(stat -c %F -- {p}))\" >&2; exit 25; fi; rm -f -- {p}"
+    );
     let (code, _, err) = run_script(target, &script, cwd, None)
         .await
         .map_err(|e| unreachable_target(target, e))?;
@@ -399,6 +420,41 @@ pub(crate) fn refuse_own(
             path.display()
         ))),
         None => Ok(()),
+    }
+}
+
+/// The refusal of a write to something that is not a regular file.
+fn not_regular(path: &Path, kind: std::fs::FileType) -> ToolError {
+    ToolError::Failed(format!(
+        "refused: {} is {}, not a regular file; the file tools write regular files only",
+        path.display(),
+        crate::localfile::kind_of(kind)
+    ))
+}
+
+/// Refuses a path whose target (symlinks followed) exists and is not a
+/// regular file: a device, a FIFO, a socket, a directory. Writing one
+/// would replace the node with a file (for every program on the host,
+/// as root) or block on a pipe. A missing file is fine: it is created.
+pub(crate) async fn refuse_not_regular(ctx: &ToolContext, path: &Path) -> Result<(), ToolError> {
+    if ctx.target.is_local() {
+        return match tokio::fs::metadata(path).await {
+            Ok(m) if !m.is_file() => Err(not_regular(path, m.file_type())),
+            _ => Ok(()),
+        };
+    }
+    let p = shell_quote(&path.to_string_lossy());
+    let script =
+        format!("if [ -e {p} ] && [ ! -f {p} ]; then stat -L -c %F -- {p}; exit 25; fi; exit 0");
+    match run_script(ctx.target.as_ref(), &script, &ctx.cwd, None).await {
+        Ok((Some(25), out, _)) => Err(ToolError::Failed(format!(
+            "refused: {} on {} is not a regular file ({}); the file tools write regular files only",
+            path.display(),
+            ctx.target.actor(),
+            String::from_utf8_lossy(&out).trim()
+        ))),
+        // The write says what else went wrong, and checks the type again.
+        _ => Ok(()),
     }
 }
 
@@ -693,8 +749,12 @@ async fn write_remote(
         .map_or(0, |d| d.subsec_nanos());
     let tmp = format!("{dir}/.buddy-write-{}-{nanos:x}", std::process::id());
     let (p, d, t) = (shell_quote(&text), shell_quote(&dir), shell_quote(&tmp));
+    // The type is checked where the write happens: `mv` over a device
+    // replaces it, and into a directory moves the file inside it.
     let script = format!(
-        "trap 'rm -f -- {t}' EXIT; mkdir -p -- {d} && cat > {t} && \
+        "trap 'rm -f -- {t}' EXIT; if [ -e {p} ] && [ ! -f {p} ]; then \
+         echo \"it is not a regular file ($(stat -L -c %F -- {p}))\" >&2; exit 25; fi; \
+         mkdir -p -- {d} && cat > {t} && \
          {{ [ ! -e {p} ] || chmod \"$(stat -c %a -- {p})\" {t} 2>/dev/null || true; }} && mv -f -- {t} {p}"
     );
     let (code, _, err) = run_script(target, &script, cwd, Some(bytes))
@@ -724,11 +784,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
         }
         _ => path,
     };
-    if path.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "{} is a directory",
-            path.display()
-        )));
+    // On the resolved target, at the moment of the write: the rename would
+    // replace a device or a FIFO with a regular file.
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            return Err(not_regular(path, m.file_type()));
+        }
     }
     let dir = path
         .parent()
@@ -976,6 +1037,73 @@ mod tests {
         );
         let err = read("/dev/zero").await.unwrap_err().to_string();
         assert!(err.contains("is a character device"), "{err}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn writes_to_devices_fifos_and_directories_are_refused_without_asking() {
+        use std::os::unix::fs::FileTypeExt;
+        let d = tempdir("dev");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(d.join("pipe"))
+            .status()
+            .unwrap()
+            .success());
+        std::os::unix::fs::symlink("/dev/null", d.join("null-link")).unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let approver = recording(Approval::Approved);
+        let c = ToolContext::local(d.clone(), approver.clone());
+        let cases = [
+            ("/dev/null", "a character device"),
+            ("null-link", "a character device"),
+            ("pipe", "a FIFO (named pipe)"),
+            ("sub", "a directory"),
+        ];
+        for (path, kind) in cases {
+            let e = WriteFileTool::new(100)
+                .execute(json!({"path": path, "content": ""}), &c)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("refused: ") && e.contains(&format!("is {kind}, not a regular file")),
+                "{path}: {e}"
+            );
+        }
+        // Nobody was asked a question whose answer could not matter.
+        assert!(approver.asked.lock().unwrap().is_empty());
+        let null = std::fs::symlink_metadata("/dev/null").unwrap();
+        assert!(null.file_type().is_char_device());
+        assert!(std::fs::symlink_metadata(d.join("pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert!(std::fs::symlink_metadata(d.join("null-link"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // The write itself checks the resolved target, whatever was asked
+        // before: a link swapped in after the approval is still refused.
+        let e = write_atomic(&d.join("null-link"), b"x").unwrap_err();
+        assert!(
+            e.to_string().contains("/dev/null is a character device"),
+            "{e}"
+        );
+        let e = write_atomic(&d.join("pipe"), b"x").unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        // Nor is a device or a FIFO deleted (a patch's delete goes here).
+        let e = remove(&c, &d.join("pipe"), Known::Unread)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        assert!(d.join("pipe").exists());
+        remove(&c, &d.join("null-link"), Known::Unread)
+            .await
+            .unwrap();
+        assert!(std::fs::symlink_metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
         std::fs::remove_dir_all(&d).unwrap();
     }
 
