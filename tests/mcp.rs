@@ -392,3 +392,33 @@ fn resources_are_mentions_prompts_are_slash_commands_and_list_changed_refreshes(
     t.wait_text("zipped");
     wait_mcp_report(&t, "@everything:demo://resource/session/note.gz");
 }
+
+/// `mcp add` on a config made from buddy.toml.example appends its table after
+/// the whole file, so a commented key of an earlier table, uncommented later,
+/// still lands in that table (it used to land in the new server's table).
+#[test]
+fn mcp_add_appends_after_the_example_configs_comments() {
+    let cmd = BuddyCmd::new();
+    let dir = cmd.config_home().join("buddy");
+    std::fs::create_dir_all(&dir).expect("create the config dir");
+    let path = dir.join("buddy.toml");
+    let example = include_str!("../buddy.toml.example");
+    std::fs::write(&path, example).expect("write the config");
+    cmd.rerun(["mcp", "add", "echo", "--", "echo", "hi"])
+        .assert_success();
+    let text = std::fs::read_to_string(&path).expect("read the config");
+    // The new table comes after everything that was there, comments included.
+    let at = text.find("[mcp_servers.echo]").expect("the new table");
+    assert!(
+        text[..at].trim_end().ends_with(example.trim_end()),
+        "the new table is not at the end:\n{text}"
+    );
+    // `tmux_session` is documented, commented out, under `[execution]`.
+    let commented = "# tmux_session = \"buddy-work\"";
+    assert!(text.contains(commented), "{text}");
+    std::fs::write(&path, text.replacen(commented, "tmux_session = \"buddy-work\"", 1))
+        .expect("write the config");
+    let out = cmd.rerun(["mcp", "list"]);
+    out.assert_success();
+    assert!(out.stdout.contains("echo"), "{}", out.stdout);
+}

@@ -270,6 +270,23 @@ fn add(a: McpAddArgs, overrides: &CliOverrides) -> Result<Exit, AppError> {
             t[key] = toml_edit::value(it);
         }
     }
+    // The new table goes after everything in the file, comments included:
+    // placed by toml_edit's default it lands before the trailing comments of
+    // the last table (buddy.toml.example's commented `[execution]` keys), and
+    // uncommenting one of those later puts it in the wrong table.
+    t.set_position(usize::MAX);
+    let trailing = doc.trailing().as_str().unwrap_or_default().to_string();
+    if !trailing.trim().is_empty() {
+        let sep = if trailing.ends_with('\n') { "\n" } else { "\n\n" };
+        t.decor_mut().set_prefix(format!("{trailing}{sep}"));
+    }
+    doc.set_trailing("");
+    let servers = doc
+        .get_mut("mcp_servers")
+        .and_then(|s| s.as_table_mut())
+        .ok_or_else(|| {
+            AppError::Usage(format!("{}: mcp_servers is not a table", path.display()))
+        })?;
     servers.insert(&a.name, toml_edit::Item::Table(t));
     write_doc(&path, &doc)?;
     eprintln!(
