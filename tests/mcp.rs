@@ -416,8 +416,11 @@ fn mcp_add_appends_after_the_example_configs_comments() {
     // `tmux_session` is documented, commented out, under `[execution]`.
     let commented = "# tmux_session = \"buddy-work\"";
     assert!(text.contains(commented), "{text}");
-    std::fs::write(&path, text.replacen(commented, "tmux_session = \"buddy-work\"", 1))
-        .expect("write the config");
+    std::fs::write(
+        &path,
+        text.replacen(commented, "tmux_session = \"buddy-work\"", 1),
+    )
+    .expect("write the config");
     let out = cmd.rerun(["mcp", "list"]);
     out.assert_success();
     assert!(out.stdout.contains("echo"), "{}", out.stdout);

@@ -277,7 +277,11 @@ fn add(a: McpAddArgs, overrides: &CliOverrides) -> Result<Exit, AppError> {
     t.set_position(usize::MAX);
     let trailing = doc.trailing().as_str().unwrap_or_default().to_string();
     if !trailing.trim().is_empty() {
-        let sep = if trailing.ends_with('\n') { "\n" } else { "\n\n" };
+        let sep = if trailing.ends_with('\n') {
+            "\n"
+        } else {
+            "\n\n"
+        };
         t.decor_mut().set_prefix(format!("{trailing}{sep}"));
     }
     doc.set_trailing("");
