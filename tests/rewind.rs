@@ -575,3 +575,91 @@ fn a_fork_carries_the_sessions_images_in_its_own_copy() {
     let reqs = p.wait_for_requests(3, Duration::from_secs(15));
     assert!(reqs[2].body_text().contains(data_url));
 }
+
+#[test]
+fn a_rewind_keeps_the_users_later_work_flags_it_and_can_itself_be_undone() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            write_call("w1", "a.txt", "a by buddy\n"),
+            write_call("w2", "notes.md", "notes by buddy\n"),
+        ]),
+        Reply::text("both written"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let dir = cmd.work_dir();
+    std::fs::write(dir.join("a.txt"), ORIGINAL).unwrap();
+    let t = repl(&cmd, &[]);
+    t.line("write a and the notes");
+    t.wait_text("both written");
+    t.wait_idle();
+    // The user goes on with both files outside buddy.
+    std::fs::write(dir.join("a.txt"), "the user's a\n").unwrap();
+    std::fs::write(dir.join("notes.md"), "the user's notes\n").unwrap();
+
+    t.line("/rewind");
+    t.wait_texts(&["rewind to before which turn?", "2 files; 2 changed since"]);
+    t.keys(&["Enter"]);
+    t.wait_texts(&[
+        "restore a.txt (19 bytes) — changed since buddy wrote it",
+        "delete  notes.md (it did not exist before) — changed since buddy wrote it",
+        "/rewind can undo this",
+    ]);
+    t.keys(&["c"]);
+    t.wait_texts(&["code: 2 file(s) rewound", "undo the last rewind"]);
+    assert_eq!(read(&dir.join("a.txt")), ORIGINAL);
+    assert!(!dir.join("notes.md").exists());
+
+    // The newest entry takes the rewind back: the user's work returns.
+    t.line("/rewind");
+    t.wait_texts(&["rewind to before which turn?", "undo the last rewind"]);
+    t.keys(&["Enter"]);
+    t.wait_texts(&[
+        "restore the code as it was just before the last rewind",
+        "restore notes.md (17 bytes)",
+    ]);
+    t.keys(&["c"]);
+    t.wait_text("code: 2 file(s) rewound");
+    assert_eq!(read(&dir.join("a.txt")), "the user's a\n");
+    assert_eq!(read(&dir.join("notes.md")), "the user's notes\n");
+}
+
+#[test]
+fn a_rewind_does_not_follow_a_directory_symlink_put_in_place_since() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            write_call("w1", "sub/x.txt", "made by buddy\n"),
+            write_call("w2", "cfg/trusted.json", "{}\n"),
+        ]),
+        Reply::text("both written"),
+    ]);
+    let cmd = BuddyCmd::new().config(no_confirm(&p));
+    let dir = cmd.work_dir();
+    let t = repl(&cmd, &[]);
+    t.line("make the two files");
+    t.wait_text("both written");
+    t.wait_idle();
+    // Later, the directories become symlinks: one to a directory outside
+    // the workspace holding a file buddy never wrote, one to buddy's own
+    // config directory.
+    let outside = cmd.home_dir().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("x.txt"), "not buddy's\n").unwrap();
+    let own = cmd.config_home().join("buddy");
+    std::fs::create_dir_all(&own).unwrap();
+    let trusted = own.join("trusted.json");
+    std::fs::write(&trusted, "{\"the\": \"user's trust list\"}\n").unwrap();
+    std::fs::remove_dir_all(dir.join("sub")).unwrap();
+    std::fs::remove_dir_all(dir.join("cfg")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&own, dir.join("cfg")).unwrap();
+
+    t.open_newest_turn("make the two files");
+    t.keys(&["c"]);
+    t.wait_texts(&[
+        "FAILED  sub/x.txt",
+        "FAILED  cfg/trusted.json",
+        "now leads to",
+    ]);
+    assert_eq!(read(&outside.join("x.txt")), "not buddy's\n");
+    assert_eq!(read(&trusted), "{\"the\": \"user's trust list\"}\n");
+}

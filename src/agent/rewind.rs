@@ -4,7 +4,9 @@
 //! turns began), and the file checkpoints made while the tools served it are
 //! kept under that id. A rewind takes the files (through the session's
 //! `Checkpoints`), the conversation (through the `HistorySink`, which
-//! journals it), or both back to before a turn.
+//! journals it), or both back to before a turn. A rewind of the files
+//! leaves an undo point (what they held just before it), listed after the
+//! turns, which takes the files back to that state.
 //!
 //! This module does not keep file contents (that is `session::checkpoint`)
 //! or draw a picker (that is the REPL's); it answers `Op::Turns` and
@@ -12,7 +14,7 @@
 
 use super::protocol::{EventKind, TurnSummary, MAX_LISTED_TURNS};
 use super::Agent;
-use crate::tools::checkpoint::{CheckpointError, Checkpoints, TargetFiles};
+use crate::tools::checkpoint::{is_undo, CheckpointError, Checkpoints, FileAction, TargetFiles};
 use crate::wire::{Message, Role};
 use serde_json::Value;
 use std::sync::Arc;
@@ -127,20 +129,29 @@ impl Agent {
         let found = &found[found.len().saturating_sub(MAX_LISTED_TURNS)..];
         let ids: Vec<String> = found.iter().map(|(_, t)| t.to_string()).collect();
         let here = (!self.tool_ctx.target.is_local()).then(|| self.tool_ctx.target.actor());
-        let (plans, note) = match self.tool_ctx.checkpoints.clone() {
-            Some(store) => match blocking(store, move |s| s.plan(&ids, here.as_deref())).await {
-                Ok(plans) => (plans, None),
+        let (plans, undo, note) = match self.tool_ctx.checkpoints.clone() {
+            Some(store) => match blocking(store, move |s| {
+                Ok((
+                    s.plan(&ids, here.as_deref())?,
+                    s.undo_point(here.as_deref())?,
+                ))
+            })
+            .await
+            {
+                Ok((plans, undo)) => (plans, undo, None),
                 Err(e) => (
                     Vec::new(),
+                    None,
                     Some(format!("the file checkpoints cannot be read: {e}")),
                 ),
             },
             None => (
                 Vec::new(),
+                None,
                 Some("files are not checkpointed: this conversation is not saved".to_string()),
             ),
         };
-        let turns = found
+        let mut turns: Vec<TurnSummary> = found
             .iter()
             .enumerate()
             .map(|(n, (i, turn))| {
@@ -157,6 +168,18 @@ impl Agent {
                 }
             })
             .collect();
+        // The last rewind can be taken back: listed after the turns (the
+        // newest entry), while it would still change something.
+        if let Some(u) = undo.filter(|u| u.files.iter().any(|f| f.action != FileAction::Unchanged))
+        {
+            turns.push(TurnSummary {
+                turn: u.id,
+                text: "undo the last rewind: the files as they were just before it".into(),
+                at: u.at,
+                files: u.files,
+                commands: Vec::new(),
+            });
+        }
         EventKind::Turns { turns, note }
     }
 
@@ -168,10 +191,21 @@ impl Agent {
                 "nothing to rewind: ask for the code, the conversation or both",
             );
         }
-        let Some(at) = self.messages.iter().position(|m| turn_of(m) == Some(turn)) else {
-            return EventKind::error(format!(
-                "no turn {turn} in this conversation (/rewind lists them)"
-            ));
+        let undo = is_undo(turn);
+        if undo && conversation {
+            return EventKind::error("an undo point takes back files only: ask for the code alone");
+        }
+        let at = if undo {
+            self.messages.len()
+        } else {
+            match self.messages.iter().position(|m| turn_of(m) == Some(turn)) {
+                Some(at) => at,
+                None => {
+                    return EventKind::error(format!(
+                        "no turn {turn} in this conversation (/rewind lists them)"
+                    ))
+                }
+            }
         };
         // Everything must be in the journal before part of it is taken back.
         self.persist(false).await;
@@ -183,7 +217,8 @@ impl Agent {
                     // through it.
                     let remote = crate::tools::files::RemoteFiles::of(&self.tool_ctx);
                     let remote = remote.as_ref().map(|r| r as &dyn TargetFiles);
-                    match store.restore(turn, remote).await {
+                    let own = self.tool_ctx.protected.clone();
+                    match store.restore(turn, remote, own).await {
                         Ok(files) => Some(files),
                         Err(e) => {
                             return EventKind::error(format!(

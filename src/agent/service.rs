@@ -278,6 +278,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     ctx.target = setup.target;
     ctx.pane = setup.pane;
     ctx.editor = setup.tools.editor_files();
+    ctx.protected = setup.tools.own_files();
     let mut agent = Agent::new(
         setup.client,
         setup.tools,

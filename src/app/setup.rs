@@ -419,6 +419,8 @@ pub(crate) fn build_tools(
     if t.time_enabled {
         reg.register(Arc::new(tools::time::TimeTool));
     }
+    // A rewind writes files too, and refuses the same ones.
+    reg.protect_own_files(own_files(settings));
     reg
 }
 

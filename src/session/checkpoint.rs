@@ -32,8 +32,10 @@
 //! under the turn ids it is given and puts them back on request.
 
 use crate::tools::checkpoint::{
-    too_large, CheckpointError, Checkpoints, FileAction, FileRestore, Prior, Remote, TargetFiles,
+    is_undo, too_large, After, CheckpointError, Checkpoints, FileAction, FileRestore, Prior,
+    Remote, TargetFiles, UndoPoint, UNDO_PREFIX,
 };
+use crate::tools::protect::Protected;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -73,6 +75,11 @@ pub struct FileRecord {
     /// Unix seconds.
     pub at: u64,
     pub before: Before,
+    /// What the change left there. A later change of the same file in the
+    /// same turn adds a record with the turn's `before` again and its own
+    /// `wrote`; readers take `before` from a file's first record of a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrote: Option<After>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -160,15 +167,7 @@ pub fn read_index(mut r: impl BufRead, file_len: u64) -> io::Result<(Index, Opti
     }
 }
 
-/// Hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest.as_ref() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
+pub use crate::tools::checkpoint::sha256_hex;
 
 /// What the store holds in memory once loaded: its index, and the file
 /// open for appending once anything was written.
@@ -280,14 +279,37 @@ impl CheckpointStore {
             .ok_or_else(|| io::Error::other("checkpoint store not open"))
     }
 
-    /// The blocking body of `before_change`.
-    pub fn keep(&self, turn: &str, paths: &[PathBuf], remote: Option<&Remote>) -> io::Result<()> {
+    /// The blocking body of `before_change`: `after[i]` is what the change
+    /// leaves at `paths[i]`.
+    pub fn keep(
+        &self,
+        turn: &str,
+        paths: &[PathBuf],
+        after: &[After],
+        remote: Option<&Remote>,
+    ) -> io::Result<()> {
         let mut st = self.lock();
         self.load(&mut st)?;
+        self.keep_in(&mut st, turn, paths, after, remote)
+    }
+
+    fn keep_in(
+        &self,
+        st: &mut State,
+        turn: &str,
+        paths: &[PathBuf],
+        after: &[After],
+        remote: Option<&Remote>,
+    ) -> io::Result<()> {
         let at = crate::clock::now_unix();
         let mut buf = Vec::new();
         let mut new_blobs: Vec<(String, u64, u64)> = Vec::new();
-        let mut new_records = Vec::new();
+        let mut new_records: Vec<FileRecord> = Vec::new();
+        // Only a record of a file's state before a change must be on disk
+        // before the change; one that only says what a later change of the
+        // same turn wrote may be lost in a crash (the file then shows as
+        // changed since, which is the safe side).
+        let mut must_sync = false;
         let target = remote.map(|r| r.actor.clone());
         for (i, path) in paths.iter().enumerate() {
             // A remote path means nothing on this host's file system.
@@ -296,11 +318,27 @@ impl CheckpointStore {
                 None => resolved(path),
             };
             let shown = path.to_string_lossy().into_owned();
-            // Only the state before the turn's first change to a file matters.
-            let seen = |r: &FileRecord| r.turn == turn && r.path == shown && r.target == target;
-            if st.index.records.iter().any(seen) || new_records.iter().any(seen) {
+            let wrote = after.get(i).cloned();
+            // Only the state before the turn's first change to a file
+            // matters; a later change notes only what it wrote.
+            let same = |r: &&FileRecord| r.turn == turn && r.path == shown && r.target == target;
+            let first = st.index.records.iter().find(same).cloned();
+            let first = first.or_else(|| new_records.iter().find(same).cloned());
+            if let Some(first) = first {
+                let last = new_records
+                    .iter()
+                    .rev()
+                    .find(same)
+                    .or_else(|| st.index.records.iter().rev().find(same));
+                if last.is_some_and(|l| l.wrote == wrote) {
+                    continue;
+                }
+                let record = FileRecord { at, wrote, ..first };
+                encode(&Record::File(record.clone()), &mut buf)?;
+                new_records.push(record);
                 continue;
             }
+            must_sync = true;
             let now = match remote {
                 Some(r) => match r.now.get(i) {
                     Some(Prior::Missing) => Current::Missing,
@@ -355,6 +393,7 @@ impl CheckpointStore {
                 target: target.clone(),
                 at,
                 before,
+                wrote,
             };
             encode(&Record::File(record.clone()), &mut buf)?;
             new_records.push(record);
@@ -363,10 +402,12 @@ impl CheckpointStore {
             return Ok(());
         }
         let good_len = st.index.good_len;
-        let f = self.writer(&mut st)?;
+        let f = self.writer(st)?;
         // `writer` may have written the header: offsets move with it.
         let shift = f.stream_position()? - good_len;
-        let written = f.write_all(&buf).and_then(|()| f.sync_data());
+        let written = f
+            .write_all(&buf)
+            .and_then(|()| if must_sync { f.sync_data() } else { Ok(()) });
         if let Err(e) = written {
             // Cut back to the last whole record, so no half of this batch
             // is ever read as a checkpoint.
@@ -384,12 +425,21 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// The earliest record, at or after `turn`, of each file, in the order
-    /// the files were first changed.
+    /// The earliest record of each file, in the order the files were first
+    /// changed: for a turn, of its changes and later turns' (never an undo
+    /// point's); for an undo point, its own.
     fn since<'a>(index: &'a Index, turn: &str) -> Vec<&'a FileRecord> {
+        let undo = is_undo(turn);
         let mut out: Vec<&FileRecord> = Vec::new();
-        for r in index.records.iter().filter(|r| r.turn.as_str() >= turn) {
-            if !out.iter().any(|o| o.path == r.path) {
+        let wanted = |r: &&FileRecord| {
+            if undo {
+                r.turn == turn
+            } else {
+                !is_undo(&r.turn) && r.turn.as_str() >= turn
+            }
+        };
+        for r in index.records.iter().filter(wanted) {
+            if !out.iter().any(|o| o.path == r.path && o.target == r.target) {
                 out.push(r);
             }
         }
@@ -408,79 +458,148 @@ impl CheckpointStore {
         let mut hashes: HashMap<String, Option<String>> = HashMap::new();
         let mut out = Vec::with_capacity(turns.len());
         for turn in turns {
-            let plan = Self::since(&st.index, turn)
-                .into_iter()
-                .map(|r| FileRestore {
-                    path: r.path.clone(),
-                    action: action_for(&st.index, r, here, &mut hashes),
-                })
-                .collect();
-            out.push(plan);
+            out.push(plan_of(&st.index, turn, here, &mut hashes));
         }
         Ok(out)
     }
 
-    /// Restores every file on this host changed in `turn` or later; a
-    /// session that works on no remote target has nothing else to restore.
-    pub fn restore_turn(&self, turn: &str) -> io::Result<Vec<FileRestore>> {
-        Ok(self.restore_here(turn, None)?.0)
+    /// The blocking body of `undo_point`.
+    pub fn last_undo(&self, here: Option<&str>) -> io::Result<Option<UndoPoint>> {
+        let mut st = self.lock();
+        self.load(&mut st)?;
+        // Undo ids sort in the order they were made.
+        let Some(last) = st
+            .index
+            .records
+            .iter()
+            .filter(|r| is_undo(&r.turn))
+            .max_by(|a, b| a.turn.cmp(&b.turn))
+        else {
+            return Ok(None);
+        };
+        let (id, at) = (last.turn.clone(), last.at);
+        let files = plan_of(&st.index, &id, here, &mut HashMap::new());
+        Ok(Some(UndoPoint { id, at, files }))
     }
 
-    /// The blocking part of `restore`: the files on this host put back, and
-    /// those on the remote target `here` left to the caller (their place in
-    /// the list and their content, `None` to remove them).
+    /// Restores every file on this host changed in `turn` or later; a
+    /// session that works on no remote target has nothing else to restore.
+    /// Nothing is protected but what the rewind checks for itself.
+    pub fn restore_turn(&self, turn: &str) -> io::Result<Vec<FileRestore>> {
+        Ok(self.restore_here(turn, None, &Protected::new())?.0)
+    }
+
+    /// A new undo point's id, later than every one in `index`.
+    fn next_undo_id(index: &Index) -> String {
+        let last = index
+            .records
+            .iter()
+            .filter_map(|r| r.turn.strip_prefix(UNDO_PREFIX))
+            .filter_map(|t| t.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        let id = crate::clock::now_unix_ms().max(last + 1);
+        format!("{UNDO_PREFIX}{id:016}")
+    }
+
+    /// The blocking part of `restore`: the files on this host put back
+    /// (what each held first kept under a new undo point, whose id is
+    /// returned), and those on the remote target `here` left to the caller
+    /// (their place in the list and their content, `None` to remove them).
     #[allow(clippy::type_complexity)]
     fn restore_here(
         &self,
         turn: &str,
         here: Option<&str>,
-    ) -> io::Result<(Vec<FileRestore>, Vec<(usize, Option<Vec<u8>>)>)> {
+        own: &Protected,
+    ) -> io::Result<(Vec<FileRestore>, Vec<(usize, Option<Vec<u8>>)>, String)> {
         let mut st = self.lock();
         self.load(&mut st)?;
+        let undo_id = Self::next_undo_id(&st.index);
         let records: Vec<FileRecord> = Self::since(&st.index, turn).into_iter().cloned().collect();
         let mut hashes = HashMap::new();
         let mut out = Vec::with_capacity(records.len());
         let mut remote = Vec::new();
+        // Files on this host to change: (place in `out`, path, new content).
+        let mut local: Vec<(usize, PathBuf, Option<Vec<u8>>)> = Vec::new();
         for r in records {
             let planned = action_for(&st.index, &r, here, &mut hashes);
-            let path = Path::new(&r.path);
-            let action = match (&planned, &r.before) {
-                (FileAction::Delete, _) if r.target.is_some() => {
-                    remote.push((out.len(), None));
+            let changed_since = r.target.is_none()
+                && matches!(planned, FileAction::Restore { .. } | FileAction::Delete)
+                && changed_since(&st.index, &r, &mut hashes);
+            let path = PathBuf::from(&r.path);
+            let content = match (&planned, &r.before) {
+                (FileAction::Delete, _) => Ok(None),
+                (FileAction::Restore { .. }, Before::Kept { sha256, .. }) => {
+                    self.blob(&st.index, sha256).map(Some)
+                }
+                _ => Err(io::Error::other("nothing to do")),
+            };
+            let action = match content {
+                Err(_) if !matches!(planned, FileAction::Restore { .. }) => planned,
+                Err(e) => FileAction::Failed {
+                    reason: format!("its checkpoint cannot be read: {e}"),
+                },
+                Ok(content) if r.target.is_some() => {
+                    remote.push((out.len(), content));
                     planned
                 }
-                (FileAction::Delete, _) => match fs::remove_file(path) {
-                    Ok(()) => FileAction::Delete,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => FileAction::Delete,
-                    Err(e) => FileAction::Failed {
-                        reason: format!("cannot remove it: {e}"),
-                    },
-                },
-                (FileAction::Restore { bytes }, Before::Kept { sha256, .. }) => {
-                    match self.blob(&st.index, sha256) {
-                        Ok(content) if r.target.is_some() => {
-                            remote.push((out.len(), Some(content)));
-                            planned
-                        }
-                        Ok(content) => match write_back(path, &content) {
-                            Ok(()) => FileAction::Restore { bytes: *bytes },
-                            Err(e) => FileAction::Failed {
-                                reason: format!("cannot write it: {e}"),
-                            },
-                        },
-                        Err(e) => FileAction::Failed {
-                            reason: format!("its checkpoint cannot be read: {e}"),
-                        },
+                Ok(content) => match refusal(&path, own) {
+                    Some(reason) => FileAction::Failed { reason },
+                    None => {
+                        local.push((out.len(), path, content));
+                        planned
                     }
-                }
-                _ => planned,
+                },
             };
             out.push(FileRestore {
                 path: r.path.clone(),
                 action,
+                changed_since,
             });
         }
-        Ok((out, remote))
+        // What is there now is kept before anything changes, in one
+        // durable write: the rewind can be taken back as a whole.
+        let paths: Vec<PathBuf> = local.iter().map(|(_, p, _)| p.clone()).collect();
+        let after: Vec<After> = local
+            .iter()
+            .map(|(_, _, c)| After::of(c.as_deref()))
+            .collect();
+        self.keep_in(&mut st, &undo_id, &paths, &after, None)?;
+        for (i, path, content) in local {
+            let shown = path.to_string_lossy();
+            let kept = st
+                .index
+                .records
+                .iter()
+                .find(|r| r.turn == undo_id && r.path == shown && r.target.is_none());
+            if let Some(FileRecord {
+                before: Before::NotKept { reason },
+                ..
+            }) = kept
+            {
+                out[i].action = FileAction::Failed {
+                    reason: format!(
+                        "not touched: what is there now could not be kept first ({reason})"
+                    ),
+                };
+                continue;
+            }
+            let done = match &content {
+                None => match fs::remove_file(&path) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(format!("cannot remove it: {e}")),
+                },
+                Some(bytes) => {
+                    write_back(&path, bytes).map_err(|e| format!("cannot write it: {e}"))
+                }
+            };
+            if let Err(reason) = done {
+                out[i].action = FileAction::Failed { reason };
+            }
+        }
+        Ok((out, remote, undo_id))
     }
 
     /// A blob's bytes, checked against their name.
@@ -537,15 +656,105 @@ fn encode(record: &Record, buf: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
-/// A path as the write will change it: a symlink's target, since the write
-/// goes through the link.
+/// A path as the write will change it, resolved the way the file system
+/// does: a symlink's target (the write goes through the link), and the
+/// real directory it is in. A rewind checks the directory still resolves
+/// to itself, so a symlink put in the path since cannot redirect it.
 fn resolved(path: &Path) -> PathBuf {
+    crate::tools::protect::resolve(path)
+}
+
+/// Why a rewind must not change `path` on this host, if it must not: the
+/// checks the file tools make. Not one of buddy's own files; not through a
+/// directory that leads elsewhere now (the record holds the real directory
+/// the file was written in, so any symlink in its path came since); and
+/// only a regular file or none (never a device, a FIFO, a directory or a
+/// symlink put in its place).
+fn refusal(path: &Path, own: &Protected) -> Option<String> {
+    if let Some(what) = own.check(path) {
+        return Some(format!("not touched: it is buddy's own {what}"));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let now = crate::tools::protect::resolve(dir);
+        if now != dir {
+            return Some(format!(
+                "not touched: {} now leads to {} (a symlink put in its path since buddy wrote it)",
+                dir.display(),
+                now.display()
+            ));
+        }
+    }
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => {
-            fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+            Some("not touched: it is now a symbolic link, not the file buddy wrote".into())
         }
-        _ => path.to_path_buf(),
+        Ok(m) if !m.is_file() => Some(format!(
+            "not touched: it is now {}, not a regular file",
+            crate::localfile::kind_of(m.file_type())
+        )),
+        _ => None,
     }
+}
+
+/// Whether regular file `path` holds `len` bytes hashing to `sha256`.
+/// `hashes` caches each file's hash (none when unreadable): it is read
+/// only when its length matches, so the hash is of the whole file.
+fn holds(path: &str, sha256: &str, len: u64, hashes: &mut HashMap<String, Option<String>>) -> bool {
+    let same_len = fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == len);
+    same_len
+        && hashes
+            .entry(path.to_string())
+            .or_insert_with(|| {
+                crate::localfile::read_regular(Path::new(path), len)
+                    .ok()
+                    .map(|b| sha256_hex(&b))
+            })
+            .as_deref()
+            == Some(sha256)
+}
+
+/// Whether the file of record `r` (on this host) no longer holds what
+/// buddy last wrote there (a tool or a rewind). A store from before these
+/// notes says nothing, so nothing is flagged.
+fn changed_since(
+    index: &Index,
+    r: &FileRecord,
+    hashes: &mut HashMap<String, Option<String>>,
+) -> bool {
+    let last = index
+        .records
+        .iter()
+        .rev()
+        .filter(|o| o.path == r.path && o.target == r.target)
+        .find_map(|o| o.wrote.as_ref());
+    match last {
+        None => false,
+        Some(After::Missing) => fs::symlink_metadata(&r.path).is_ok(),
+        Some(After::Content { sha256, len }) => !holds(&r.path, sha256, *len, hashes),
+    }
+}
+
+/// What restoring to before `turn` (or undo point `turn`) would do.
+fn plan_of(
+    index: &Index,
+    turn: &str,
+    here: Option<&str>,
+    hashes: &mut HashMap<String, Option<String>>,
+) -> Vec<FileRestore> {
+    CheckpointStore::since(index, turn)
+        .into_iter()
+        .map(|r| {
+            let action = action_for(index, r, here, hashes);
+            let changed = r.target.is_none()
+                && matches!(action, FileAction::Restore { .. } | FileAction::Delete)
+                && changed_since(index, r, hashes);
+            FileRestore {
+                path: r.path.clone(),
+                action,
+                changed_since: changed,
+            }
+        })
+        .collect()
 }
 
 enum Current<'a> {
@@ -575,7 +784,7 @@ fn current(path: &Path, max_file: u64) -> io::Result<Current<'static>> {
     };
     if !meta.is_file() {
         return Ok(Current::Other(format!(
-            "it was a {}, not a regular file",
+            "it was {}, not a regular file",
             crate::localfile::kind_of(meta.file_type())
         )));
     }
@@ -626,17 +835,7 @@ fn action_for(
         Before::Kept { sha256, len } => {
             // Only a file of the same length can be the same: nothing else
             // is read, however large it grew.
-            let same_len = fs::metadata(&r.path).is_ok_and(|m| m.is_file() && m.len() == *len);
-            let same = same_len
-                && hashes
-                    .entry(r.path.clone())
-                    .or_insert_with(|| {
-                        crate::localfile::read_regular(Path::new(&r.path), *len)
-                            .ok()
-                            .map(|b| sha256_hex(&b))
-                    })
-                    .as_deref()
-                    == Some(sha256.as_str());
+            let same = holds(&r.path, sha256, *len, hashes);
             if same {
                 FileAction::Unchanged
             } else if !index.blobs.contains_key(sha256) {
@@ -692,12 +891,13 @@ impl Checkpoints for CheckpointStore {
         &self,
         turn: &str,
         paths: &[PathBuf],
+        after: &[After],
         remote: Option<Remote>,
     ) -> Result<(), CheckpointError> {
         // The sync waits on the disk: off the runtime's workers.
         let store = self.clone();
-        let (turn, paths) = (turn.to_string(), paths.to_vec());
-        tokio::task::spawn_blocking(move || store.keep(&turn, &paths, remote.as_ref()))
+        let (turn, paths, after) = (turn.to_string(), paths.to_vec(), after.to_vec());
+        tokio::task::spawn_blocking(move || store.keep(&turn, &paths, &after, remote.as_ref()))
             .await
             .map_err(|e| CheckpointError::Task(e.to_string()))??;
         Ok(())
@@ -711,23 +911,70 @@ impl Checkpoints for CheckpointStore {
         Ok(self.plan_turns(turns, here)?)
     }
 
+    fn undo_point(&self, here: Option<&str>) -> Result<Option<UndoPoint>, CheckpointError> {
+        Ok(self.last_undo(here)?)
+    }
+
     async fn restore(
         &self,
         turn: &str,
         remote: Option<&dyn TargetFiles>,
+        own: Arc<Protected>,
     ) -> Result<Vec<FileRestore>, CheckpointError> {
         let store = self.clone();
         let (turn, here) = (turn.to_string(), remote.map(|r| r.actor()));
-        let (mut out, pending) =
-            tokio::task::spawn_blocking(move || store.restore_here(&turn, here.as_deref()))
+        let (mut out, pending, undo_id) =
+            tokio::task::spawn_blocking(move || store.restore_here(&turn, here.as_deref(), &own))
                 .await
                 .map_err(|e| CheckpointError::Task(e.to_string()))??;
         // Only files on `remote` are pending, so it is there.
         let Some(remote) = remote else {
             return Ok(out);
         };
-        for (i, content) in pending {
+        if pending.is_empty() {
+            return Ok(out);
+        }
+        // What the remote files hold now is kept first, under the same
+        // undo point, read through the target as the tools read them.
+        let mut paths = Vec::with_capacity(pending.len());
+        let mut now = Vec::with_capacity(pending.len());
+        let mut after = Vec::with_capacity(pending.len());
+        for (i, content) in &pending {
+            let Some(file) = out.get(*i) else { continue };
+            let path = PathBuf::from(&file.path);
+            now.push(remote.read(&path, self.max_file).await);
+            after.push(After::of(content.as_deref()));
+            paths.push(path);
+        }
+        let kept = Remote {
+            actor: remote.actor(),
+            now,
+        };
+        let store = self.clone();
+        let not_kept: Vec<Option<String>> = kept
+            .now
+            .iter()
+            .map(|p| match p {
+                Prior::NotKept(reason) => Some(reason.clone()),
+                Prior::Content(b) if b.len() as u64 > self.max_file => {
+                    Some(too_large(b.len() as u64, self.max_file))
+                }
+                _ => None,
+            })
+            .collect();
+        tokio::task::spawn_blocking(move || store.keep(&undo_id, &paths, &after, Some(&kept)))
+            .await
+            .map_err(|e| CheckpointError::Task(e.to_string()))??;
+        for ((i, content), not_kept) in pending.into_iter().zip(not_kept) {
             let Some(file) = out.get_mut(i) else { continue };
+            if let Some(reason) = not_kept {
+                file.action = FileAction::Failed {
+                    reason: format!(
+                        "not touched: what is there now could not be kept first ({reason})"
+                    ),
+                };
+                continue;
+            }
             let path = PathBuf::from(&file.path);
             file.action = match content {
                 None => match remote.remove(&path).await {
@@ -783,11 +1030,15 @@ mod tests {
         fs::write(&a, "one\n").unwrap();
         fs::set_permissions(&a, fs::Permissions::from_mode(0o751)).unwrap();
         let store = CheckpointStore::new(d.join("s.checkpoints"));
-        store.keep("t1", &[a.clone(), new.clone()], None).unwrap();
+        store
+            .keep("t1", &[a.clone(), new.clone()], &[], None)
+            .unwrap();
         fs::write(&a, "two\n").unwrap();
         fs::write(&new, "made\n").unwrap();
         // A later turn: restoring to before it leaves the first turn's work.
-        store.keep("t2", std::slice::from_ref(&a), None).unwrap();
+        store
+            .keep("t2", std::slice::from_ref(&a), &[], None)
+            .unwrap();
         fs::write(&a, "three\n").unwrap();
         // Read back by a store that never saw the writes (a restart).
         let store = CheckpointStore::new(d.join("s.checkpoints"));
@@ -835,7 +1086,7 @@ mod tests {
         }
         let log = d.join("s.checkpoints");
         let store = CheckpointStore::new(log.clone());
-        store.keep("t1", &paths, None).unwrap();
+        store.keep("t1", &paths, &[], None).unwrap();
         let text = fs::read(&log).unwrap();
         let blobs = memchr::memmem::find_iter(&text, b"{\"blob\":").count();
         assert_eq!(blobs, 1, "{}", String::from_utf8_lossy(&text));
@@ -844,7 +1095,7 @@ mod tests {
         // is the content before the turn's first change.
         let len = fs::metadata(&log).unwrap().len();
         fs::write(&paths[0], "changed").unwrap();
-        store.keep("t1", &paths[..1], None).unwrap();
+        store.keep("t1", &paths[..1], &[], None).unwrap();
         assert_eq!(fs::metadata(&log).unwrap().len(), len);
         assert_eq!(
             sha256_hex(b"abc"),
@@ -868,11 +1119,11 @@ mod tests {
         // long paths), not for 500 bytes more.
         let store = CheckpointStore::with_limits(d.join("s.checkpoints"), 600, 1_000);
         store
-            .keep("t1", &[big.clone(), small.clone()], None)
+            .keep("t1", &[big.clone(), small.clone()], &[], None)
             .unwrap();
         // The store holds about 600 bytes now: 500 more do not fit.
         store
-            .keep("t2", std::slice::from_ref(&other), None)
+            .keep("t2", std::slice::from_ref(&other), &[], None)
             .unwrap();
         for p in [&big, &small, &other] {
             fs::write(p, "new").unwrap();
@@ -900,6 +1151,7 @@ mod tests {
             .keep(
                 "t1",
                 std::slice::from_ref(&big),
+                &[],
                 Some(&on(Prior::Content(vec![b'x'; 700]))),
             )
             .unwrap();
@@ -918,7 +1170,7 @@ mod tests {
         fs::write(&a, "kept before the crash").unwrap();
         let log = d.join("s.checkpoints");
         CheckpointStore::new(log.clone())
-            .keep("t1", std::slice::from_ref(&a), None)
+            .keep("t1", std::slice::from_ref(&a), &[], None)
             .unwrap();
         let good = fs::metadata(&log).unwrap().len();
         // A crash mid-append: a blob header and part of its bytes.
@@ -932,7 +1184,9 @@ mod tests {
         // The next checkpoint cuts the tail off before appending.
         let b = d.join("b.txt");
         fs::write(&b, "bee").unwrap();
-        store.keep("t2", std::slice::from_ref(&b), None).unwrap();
+        store
+            .keep("t2", std::slice::from_ref(&b), &[], None)
+            .unwrap();
         let text = fs::read(&log).unwrap();
         assert!(memchr::memmem::find(&text, b"only part").is_none());
         assert!(text.len() as u64 > good);
@@ -954,7 +1208,9 @@ mod tests {
         fs::write(&a, "old").unwrap();
         let log = d.join("s.checkpoints");
         let store = CheckpointStore::new(log.clone());
-        store.keep("t1", std::slice::from_ref(&a), None).unwrap();
+        store
+            .keep("t1", std::slice::from_ref(&a), &[], None)
+            .unwrap();
         let bytes = fs::read(&log).unwrap();
         let (index, damage) = read_index(&bytes[..], bytes.len() as u64).unwrap();
         assert_eq!(damage, None);
@@ -973,6 +1229,131 @@ mod tests {
         let (index, damage) = read_index(&bad[..], bad.len() as u64).unwrap();
         assert!(damage.is_some());
         assert!(index.records.is_empty());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A tool's change as the file tools make it: checkpoint (with what it
+    /// writes), then the write.
+    fn tool_writes(store: &CheckpointStore, turn: &str, path: &Path, text: &str) {
+        let after = [After::of(Some(text.as_bytes()))];
+        store
+            .keep(turn, &[path.to_path_buf()], &after, None)
+            .unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_rewind_keeps_the_users_later_work_flags_it_and_can_be_undone() {
+        let d = tempdir("undo");
+        let (a, notes) = (d.join("a.txt"), d.join("notes.md"));
+        fs::write(&a, "before\n").unwrap();
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        tool_writes(&store, "t1", &a, "by buddy\n");
+        tool_writes(&store, "t1", &notes, "notes by buddy\n");
+        // Unflagged while the files are as buddy left them.
+        let plan = store.plan_turns(&["t1".into()], None).unwrap();
+        assert!(plan[0].iter().all(|f| !f.changed_since), "{plan:?}");
+        // The user works on both outside buddy.
+        fs::write(&a, "the user's edit\n").unwrap();
+        fs::write(&notes, "the user's notes\n").unwrap();
+        let plan = store.plan_turns(&["t1".into()], None).unwrap();
+        assert!(plan[0].iter().all(|f| f.changed_since), "{plan:?}");
+        let done = store.restore_turn("t1").unwrap();
+        assert_eq!(
+            actions(&done),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 7 }),
+                ("notes.md".into(), FileAction::Delete)
+            ]
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "before\n");
+        assert!(!notes.exists());
+        // Read back after a restart: the undo point puts the user's work back.
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        let undo = store.last_undo(None).unwrap().expect("an undo point");
+        assert!(is_undo(&undo.id));
+        assert_eq!(
+            actions(&undo.files),
+            [
+                ("a.txt".into(), FileAction::Restore { bytes: 16 }),
+                ("notes.md".into(), FileAction::Restore { bytes: 17 })
+            ]
+        );
+        // The rewind's own writes count as buddy's: nothing changed since.
+        assert!(undo.files.iter().all(|f| !f.changed_since), "{undo:?}");
+        // A normal rewind never takes in the undo point.
+        let plan = store.plan_turns(&["t1".into()], None).unwrap();
+        assert!(plan[0].iter().all(|f| f.action == FileAction::Unchanged));
+        store.restore_turn(&undo.id).unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "the user's edit\n");
+        assert_eq!(fs::read_to_string(&notes).unwrap(), "the user's notes\n");
+        // And undoing the undo goes back again.
+        let again = store.last_undo(None).unwrap().expect("a second undo point");
+        assert!(again.id > undo.id, "{} {}", again.id, undo.id);
+        store.restore_turn(&again.id).unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "before\n");
+        assert!(!notes.exists());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_rewind_changes_only_what_a_file_tool_could() {
+        let d = tempdir("guard");
+        let (work, outside) = (d.join("work"), d.join("outside"));
+        fs::create_dir_all(work.join("sub")).unwrap();
+        fs::create_dir_all(work.join("cfg")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        let store = CheckpointStore::new(d.join("s.checkpoints"));
+        // buddy creates sub/x.txt and cfg/trusted.json, and rewrites fifo.txt.
+        tool_writes(&store, "t1", &work.join("sub/x.txt"), "made\n");
+        tool_writes(&store, "t1", &work.join("cfg/trusted.json"), "{}\n");
+        fs::write(work.join("fifo.txt"), "old\n").unwrap();
+        tool_writes(&store, "t1", &work.join("fifo.txt"), "new\n");
+        tool_writes(&store, "t1", &work.join("own.toml"), "[x]\n");
+        // Later commands put symlinks to a directory outside in their place,
+        // where files of the same names live, and a FIFO for fifo.txt.
+        for dir in ["sub", "cfg"] {
+            fs::remove_dir_all(work.join(dir)).unwrap();
+            std::os::unix::fs::symlink(&outside, work.join(dir)).unwrap();
+        }
+        fs::write(outside.join("x.txt"), "not buddy's\n").unwrap();
+        fs::write(outside.join("trusted.json"), "{\"trusted\": []}\n").unwrap();
+        fs::remove_file(work.join("fifo.txt")).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(work.join("fifo.txt"))
+            .status()
+            .unwrap()
+            .success());
+        let own = Protected::new().file("config file", &work.join("own.toml"));
+        let (done, _, _) = store.restore_here("t1", None, &own).unwrap();
+        let reasons: Vec<String> = done
+            .iter()
+            .map(|f| match &f.action {
+                FileAction::Failed { reason } => reason.clone(),
+                other => panic!("{}: {other:?}", f.path),
+            })
+            .collect();
+        assert!(reasons[0].contains("now leads to"), "{reasons:?}");
+        assert!(reasons[1].contains("now leads to"), "{reasons:?}");
+        assert!(reasons[2].contains("a FIFO"), "{reasons:?}");
+        assert!(
+            reasons[3].contains("buddy's own config file"),
+            "{reasons:?}"
+        );
+        assert_eq!(
+            fs::read_to_string(outside.join("x.txt")).unwrap(),
+            "not buddy's\n"
+        );
+        assert_eq!(
+            fs::read_to_string(outside.join("trusted.json")).unwrap(),
+            "{\"trusted\": []}\n"
+        );
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::symlink_metadata(work.join("fifo.txt"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert_eq!(fs::read_to_string(work.join("own.toml")).unwrap(), "[x]\n");
         fs::remove_dir_all(&d).unwrap();
     }
 
@@ -997,6 +1378,9 @@ mod tests {
             done.push((path.display().to_string(), None));
             Ok(())
         }
+        async fn read(&self, _: &Path, _: u64) -> Prior {
+            Prior::Content(b"as it is now".to_vec())
+        }
     }
 
     #[tokio::test]
@@ -1009,7 +1393,7 @@ mod tests {
             now: vec![Prior::Content(b"old\r\nbytes".to_vec()), Prior::Missing],
         };
         store
-            .before_change("t1", &paths, Some(remote))
+            .before_change("t1", &paths, &[], Some(remote))
             .await
             .unwrap();
         // Restarted: the records say where the files are.
@@ -1035,7 +1419,10 @@ mod tests {
             .iter()
             .all(|f| matches!(f.action, FileAction::NotKept { .. })));
         let target = FakeTarget::default();
-        let done = store.restore("t1", Some(&target)).await.unwrap();
+        let done = store
+            .restore("t1", Some(&target), Default::default())
+            .await
+            .unwrap();
         assert_eq!(actions(&done), actions(&plan[0]));
         assert_eq!(
             *target.done.lock().unwrap(),

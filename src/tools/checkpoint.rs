@@ -18,6 +18,54 @@ use std::path::{Path, PathBuf};
 /// recorded as not kept, and a rewind says so rather than restore it.
 pub const MAX_KEPT_BYTES: u64 = 8 * 1024 * 1024;
 
+/// Turn ids of undo points start with this: the state of the files just
+/// before a rewind changed them, kept so the rewind can itself be taken
+/// back. It sorts before every turn id (digits), so "turn T or later"
+/// never takes in an undo point, even for a reader that does not know them.
+pub const UNDO_PREFIX: &str = "!undo-";
+
+/// Whether `turn` names an undo point rather than a turn.
+pub fn is_undo(turn: &str) -> bool {
+    turn.starts_with(UNDO_PREFIX)
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest.as_ref() {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// What a change leaves at a path (recorded with its checkpoint, so a
+/// rewind can tell a file someone changed since from one as buddy left it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum After {
+    /// The change removes the file.
+    Missing,
+    Content {
+        sha256: String,
+        len: u64,
+    },
+}
+
+impl After {
+    /// `None`: the file is removed.
+    pub fn of(bytes: Option<&[u8]>) -> After {
+        match bytes {
+            None => After::Missing,
+            Some(b) => After::Content {
+                sha256: sha256_hex(b),
+                len: b.len() as u64,
+            },
+        }
+    }
+}
+
 /// Why a file of `len` bytes was not kept, over a limit of `max`.
 pub fn too_large(len: u64, max: u64) -> String {
     format!(
@@ -69,6 +117,9 @@ pub trait TargetFiles: Send + Sync {
     fn actor(&self) -> String;
     async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), TargetFileError>;
     async fn remove(&self, path: &Path) -> Result<(), TargetFileError>;
+    /// What `path` holds now, at most `max` bytes of it (kept before a
+    /// rewind changes it).
+    async fn read(&self, path: &Path, max: u64) -> Prior;
 }
 
 /// Why a file on a remote target was not written or removed there.
@@ -115,6 +166,32 @@ pub struct FileRestore {
     pub path: String,
     #[serde(flatten)]
     pub action: FileAction,
+    /// Its content now is not what buddy last wrote there: someone changed
+    /// it since (a rewind keeps what is there first, as an undo point).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub changed_since: bool,
+}
+
+impl FileRestore {
+    pub fn new(path: String, action: FileAction) -> FileRestore {
+        FileRestore {
+            path,
+            action,
+            changed_since: false,
+        }
+    }
+}
+
+/// The latest undo point: the files as they were just before the last
+/// rewind changed them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndoPoint {
+    /// Its id (starts with `UNDO_PREFIX`), for `restore`.
+    pub id: String,
+    /// When the rewind ran (Unix seconds).
+    pub at: u64,
+    /// What restoring it would do.
+    pub files: Vec<FileRestore>,
 }
 
 /// Why a checkpoint could not be kept, planned or restored.
@@ -135,12 +212,14 @@ pub enum CheckpointError {
 pub trait Checkpoints: Send + Sync {
     /// Keeps what is at each of `paths` now as its state before `turn`
     /// changed it, and returns once that is durable: the caller changes the
-    /// files only after this succeeds. `remote` is set when the files live
-    /// on another machine: it names the target and carries their content.
+    /// files only after this succeeds. `after` says what each change will
+    /// leave there. `remote` is set when the files live on another machine:
+    /// it names the target and carries their content.
     async fn before_change(
         &self,
         turn: &str,
         paths: &[PathBuf],
+        after: &[After],
         remote: Option<Remote>,
     ) -> Result<(), CheckpointError>;
 
@@ -155,11 +234,21 @@ pub trait Checkpoints: Send + Sync {
     ) -> Result<Vec<Vec<FileRestore>>, CheckpointError>;
 
     /// Restores every file changed in `turn` or later to its state before
-    /// `turn`; what happened to each. Files kept on the remote target the
-    /// session works on now go back through `remote`.
+    /// `turn` (or, for an undo point, to the state it kept); what happened
+    /// to each. What each file holds first is kept as a new undo point, and
+    /// a file whose present content cannot be kept is left alone. A file on
+    /// this host is changed only where a file tool could change it: not
+    /// one of buddy's own (`own`), only a regular file or none, and only in
+    /// the directory it was written in (no symlink put in its path since).
+    /// Files kept on the remote target the session works on now go back
+    /// through `remote`.
     async fn restore(
         &self,
         turn: &str,
         remote: Option<&dyn TargetFiles>,
+        own: std::sync::Arc<crate::tools::protect::Protected>,
     ) -> Result<Vec<FileRestore>, CheckpointError>;
+
+    /// The latest undo point, if a rewind left one.
+    fn undo_point(&self, here: Option<&str>) -> Result<Option<UndoPoint>, CheckpointError>;
 }

@@ -263,7 +263,8 @@ pub(crate) async fn store(
     // Checked here for every tool (and again at the write itself, on the
     // resolved target): the file may have been swapped since it was read.
     refuse_not_regular(ctx, path).await?;
-    ctx.checkpoint_before_change(path, known).await?;
+    let after = super::checkpoint::After::of(Some(&bytes));
+    ctx.checkpoint_before_change(path, known, after).await?;
     if let Some(editor) = editor_for(ctx) {
         let text = String::from_utf8(bytes).map_err(|_| {
             ToolError::Failed(format!(
@@ -307,7 +308,8 @@ pub(crate) async fn remove(
             _ => {}
         }
     }
-    ctx.checkpoint_before_change(path, known).await?;
+    ctx.checkpoint_before_change(path, known, super::checkpoint::After::Missing)
+        .await?;
     if ctx.target.is_local() {
         return tokio::fs::remove_file(path)
             .await
@@ -399,6 +401,15 @@ impl TargetFiles for RemoteFiles {
 
     async fn remove(&self, path: &Path) -> Result<(), TargetFileError> {
         remove_remote(self.target.as_ref(), &self.cwd, path).await
+    }
+
+    async fn read(&self, path: &Path, max: u64) -> Prior {
+        match read_remote_capped(self.target.as_ref(), &self.cwd, path, max).await {
+            Ok(Capped::Missing) => Prior::Missing,
+            Ok(Capped::Bytes(b)) => Prior::Content(b),
+            Ok(Capped::TooBig(size)) => Prior::NotKept(super::checkpoint::too_large(size, max)),
+            Err(e) => Prior::NotKept(format!("it could not be read ({e})")),
+        }
     }
 }
 
@@ -557,15 +568,25 @@ async fn read_capped(ctx: &ToolContext, path: &Path, cap: u64) -> Result<Capped,
             .await
             .map_err(|e| ToolError::Failed(format!("read task failed: {e}")))?;
     }
+    read_remote_capped(ctx.target.as_ref(), &ctx.cwd, path, cap).await
+}
+
+/// A remote target's file read whole but bounded.
+async fn read_remote_capped(
+    target: &dyn Target,
+    cwd: &Path,
+    path: &Path,
+    cap: u64,
+) -> Result<Capped, ToolError> {
     let p = shell_quote(&path.to_string_lossy());
     let script = format!(
         "if [ ! -e {p} ]; then exit 23; fi; if [ -d {p} ]; then exit 21; fi; \
          if [ ! -f {p} ]; then exit 24; fi; wc -c < {p} && exec head -c {} -- {p}",
         cap + 1
     );
-    let (code, out, err) = run_script(ctx.target.as_ref(), &script, &ctx.cwd, None)
+    let (code, out, err) = run_script(target, &script, cwd, None)
         .await
-        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", ctx.target.actor())))?;
+        .map_err(|e| ToolError::Failed(format!("cannot reach {}: {e}", target.actor())))?;
     match code {
         Some(0) => {}
         Some(23) => return Ok(Capped::Missing),
@@ -585,7 +606,7 @@ async fn read_capped(ctx: &ToolContext, path: &Path, cap: u64) -> Result<Capped,
             return Err(ToolError::Failed(format!(
                 "cannot read {} on {}: {}",
                 path.display(),
-                ctx.target.actor(),
+                target.actor(),
                 String::from_utf8_lossy(&err).trim()
             )))
         }

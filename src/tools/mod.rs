@@ -92,6 +92,9 @@ pub struct ToolContext {
     /// (`buddy acp`): the file tools read and write this host's files
     /// through it (`files::editor_for`).
     pub editor: Option<Arc<dyn editor::EditorFiles>>,
+    /// buddy's own files on this host, which a rewind does not write
+    /// either (the file tools hold their own copy of the list).
+    pub protected: Arc<protect::Protected>,
 }
 
 impl ToolContext {
@@ -107,6 +110,7 @@ impl ToolContext {
             checkpoints: None,
             turn: String::new(),
             editor: None,
+            protected: Default::default(),
         }
     }
 
@@ -114,13 +118,15 @@ impl ToolContext {
     /// a tool changes it; an error (the store cannot be written) means the
     /// change must not happen, since it could not be taken back. `known` is
     /// what the tool just read there, if it did (a remote target's file is
-    /// kept from it; one on this host is read by the store).
+    /// kept from it; one on this host is read by the store). `after` is
+    /// what the change leaves there.
     pub async fn checkpoint_before_change(
         &self,
         path: &std::path::Path,
         known: checkpoint::Known<'_>,
+        after: checkpoint::After,
     ) -> Result<(), ToolError> {
-        self.checkpoint_before_changes(&[(path.to_path_buf(), known)])
+        self.checkpoint_before_changes(&[(path.to_path_buf(), known, after)])
             .await
     }
 
@@ -128,7 +134,7 @@ impl ToolContext {
     /// (a patch's files); a file already kept for this turn costs nothing.
     pub async fn checkpoint_before_changes(
         &self,
-        files: &[(PathBuf, checkpoint::Known<'_>)],
+        files: &[(PathBuf, checkpoint::Known<'_>, checkpoint::After)],
     ) -> Result<(), ToolError> {
         let Some(store) = &self.checkpoints else {
             return Ok(());
@@ -136,12 +142,13 @@ impl ToolContext {
         if files.is_empty() {
             return Ok(());
         }
-        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let paths: Vec<PathBuf> = files.iter().map(|(p, ..)| p.clone()).collect();
+        let after: Vec<checkpoint::After> = files.iter().map(|(.., a)| a.clone()).collect();
         let remote = if self.target.is_local() {
             None
         } else {
             let mut now = Vec::with_capacity(files.len());
-            for (path, known) in files {
+            for (path, known, _) in files {
                 now.push(files::prior(self, path, *known).await);
             }
             Some(checkpoint::Remote {
@@ -150,7 +157,7 @@ impl ToolContext {
             })
         };
         store
-            .before_change(&self.turn, &paths, remote)
+            .before_change(&self.turn, &paths, &after, remote)
             .await
             .map_err(|e| {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -211,6 +218,7 @@ pub struct ToolRegistry {
     definitions: ToolList,
     sources: Vec<Arc<dyn ToolSource>>,
     editor: Option<Arc<dyn editor::EditorFiles>>,
+    own: Arc<protect::Protected>,
 }
 
 /// The outcome of one tool call, ready to become a `tool` message.
@@ -247,6 +255,15 @@ impl ToolRegistry {
 
     pub fn editor_files(&self) -> Option<Arc<dyn editor::EditorFiles>> {
         self.editor.clone()
+    }
+
+    /// buddy's own files, for the agent's `ToolContext::protected`.
+    pub fn protect_own_files(&mut self, own: protect::Protected) {
+        self.own = Arc::new(own);
+    }
+
+    pub fn own_files(&self) -> Arc<protect::Protected> {
+        self.own.clone()
     }
 
     pub fn names(&self) -> Vec<&'static str> {

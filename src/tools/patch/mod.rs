@@ -11,7 +11,7 @@
 pub mod parse;
 
 use super::approval::{Approval, ApprovalRequest};
-use super::checkpoint::Known;
+use super::checkpoint::{After, Known};
 use super::edit::doc::Doc;
 use super::edit::engine::{self, Hit};
 use super::edit::lines::{self, Level};
@@ -342,9 +342,12 @@ impl ApplyPatchTool {
         // Every file of the patch checkpointed at once: one sync for the
         // lot instead of one per file (store and remove find them kept).
         // Each as read before the approval and checked since.
-        let kept: Vec<(PathBuf, Known)> = changes
+        let kept: Vec<(PathBuf, Known, After)> = changes
             .iter()
-            .map(|(f, _)| (f.path.clone(), Known::from(f.before.as_deref())))
+            .map(|(f, bytes)| {
+                let after = After::of(bytes.as_deref());
+                (f.path.clone(), Known::from(f.before.as_deref()), after)
+            })
             .collect();
         tokio::time::timeout(self.timeout, ctx.checkpoint_before_changes(&kept))
             .await

@@ -932,12 +932,21 @@ impl<'h> Repl<'h> {
                 lines.push("code: no files needed restoring".to_string());
             } else {
                 lines.push(format!("code: {} file(s) rewound", changed.len()));
+                let took_back = changed
+                    .iter()
+                    .any(|f| matches!(f.action, FileAction::Restore { .. } | FileAction::Delete));
                 for f in changed {
                     let line = format!("  {}", rewind::file_line(f, &self.cwd));
                     lines.push(match f.action {
                         FileAction::NotKept { .. } | FileAction::Failed { .. } => st.warning(&line),
                         _ => line,
                     });
+                }
+                if took_back {
+                    lines.push(
+                        "  (what they held before is kept: /rewind lists \"undo the last rewind\")"
+                            .to_string(),
+                    );
                 }
             }
         }

@@ -6,7 +6,7 @@
 
 use crate::agent::protocol::TurnSummary;
 use crate::text::visible;
-use crate::tools::checkpoint::{FileAction, FileRestore};
+use crate::tools::checkpoint::{is_undo, FileAction, FileRestore};
 use crate::ui::session_picker::long_age;
 use std::path::Path;
 
@@ -16,6 +16,14 @@ const CHOICES: [(char, &str, bool, bool); 3] = [
     ('v', "restore conversation only", false, true),
     ('c', "restore code only", true, false),
 ];
+/// An undo point (the files just before the last rewind) takes back files
+/// only: the conversation it would go back to is the one in use.
+const UNDO_CHOICES: [(char, &str, bool, bool); 1] = [(
+    'c',
+    "restore the code as it was just before the last rewind",
+    true,
+    false,
+)];
 /// Files and commands listed before "… and N more".
 const LISTED: usize = 12;
 
@@ -67,19 +75,29 @@ impl RewindPicker {
         })
     }
 
+    /// What the selected entry offers.
+    fn choices(&self) -> &'static [(char, &'static str, bool, bool)] {
+        if is_undo(&self.turns[self.selected].turn) {
+            &UNDO_CHOICES
+        } else {
+            &CHOICES
+        }
+    }
+
     pub fn key(&mut self, key: Key) -> Outcome {
         let n = self.turns.len();
+        let choices = self.choices();
         match (self.choice, key) {
             (_, Key::Cancel) | (None, Key::Back) => return Outcome::Cancelled,
             (Some(_), Key::Back) => self.choice = None,
             (None, Key::Up) => self.selected = (self.selected + n - 1) % n,
             (None, Key::Down) => self.selected = (self.selected + 1) % n,
             (None, Key::Enter) => self.choice = Some(0),
-            (Some(c), Key::Up) => self.choice = Some((c + CHOICES.len() - 1) % CHOICES.len()),
-            (Some(c), Key::Down) => self.choice = Some((c + 1) % CHOICES.len()),
+            (Some(c), Key::Up) => self.choice = Some((c + choices.len() - 1) % choices.len()),
+            (Some(c), Key::Down) => self.choice = Some((c + 1) % choices.len()),
             (Some(c), Key::Enter) => return self.chosen(c),
             (Some(_), Key::Char(k)) => {
-                if let Some(c) = CHOICES.iter().position(|(key, ..)| *key == k) {
+                if let Some(c) = choices.iter().position(|(key, ..)| *key == k) {
                     return self.chosen(c);
                 }
             }
@@ -89,7 +107,7 @@ impl RewindPicker {
     }
 
     fn chosen(&self, c: usize) -> Outcome {
-        let (_, _, code, conversation) = CHOICES[c];
+        let (_, _, code, conversation) = self.choices()[c];
         Outcome::Rewind {
             turn: self.turns[self.selected].turn.clone(),
             code,
@@ -132,12 +150,17 @@ impl RewindPicker {
             .filter(|f| f.action != FileAction::Unchanged)
             .count();
         let commands = t.commands.len();
+        let changed = t.files.iter().filter(|f| f.changed_since).count();
         let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-        match (files, commands) {
+        let text = match (files, commands) {
             (0, 0) => "no file changes".into(),
             (f, 0) => plural(f, "file"),
             (0, c) => format!("no file changes, {}", plural(c, "command")),
             (f, c) => format!("{}, {}", plural(f, "file"), plural(c, "command")),
+        };
+        match changed {
+            0 => text,
+            n => format!("{text}; {n} changed since"),
         }
     }
 
@@ -175,7 +198,12 @@ impl RewindPicker {
                 out.push_str(&format!("\n    $ {}", visible(c)));
             }
         }
-        for (i, (key, label, ..)) in CHOICES.iter().enumerate() {
+        if changing.iter().any(|f| f.changed_since) {
+            out.push_str(
+                "\n  (changed since: not what buddy last wrote there; what it holds now is kept, and /rewind can undo this)",
+            );
+        }
+        for (i, (key, label, ..)) in self.choices().iter().enumerate() {
             let mark = if i == choice { "›" } else { " " };
             out.push_str(&format!("\n  {mark} {key}  {label}"));
         }
@@ -189,7 +217,7 @@ pub fn file_line(f: &FileRestore, cwd: &Path) -> String {
     let path = Path::new(&f.path);
     let shown = path.strip_prefix(cwd).unwrap_or(path).display().to_string();
     let shown = visible(&shown);
-    match &f.action {
+    let line = match &f.action {
         FileAction::Restore { bytes } => format!("restore {shown} ({bytes} bytes)"),
         FileAction::Delete => format!("delete  {shown} (it did not exist before)"),
         FileAction::Unchanged => format!("same    {shown}"),
@@ -197,6 +225,11 @@ pub fn file_line(f: &FileRestore, cwd: &Path) -> String {
             format!("cannot restore {shown}: {}", visible(reason))
         }
         FileAction::Failed { reason } => format!("FAILED  {shown}: {}", visible(reason)),
+    };
+    if f.changed_since {
+        format!("{line} — changed since buddy wrote it")
+    } else {
+        line
     }
 }
 
@@ -225,10 +258,10 @@ mod tests {
 
     #[test]
     fn picks_a_turn_then_what_to_restore() {
-        let files = vec![FileRestore {
-            path: "/p/a.txt".into(),
-            action: FileAction::Restore { bytes: 3 },
-        }];
+        let files = vec![FileRestore::new(
+            "/p/a.txt".into(),
+            FileAction::Restore { bytes: 3 },
+        )];
         let mut p = RewindPicker::new(
             vec![turn("t1", "first", vec![]), turn("t2", "second", files)],
             None,
