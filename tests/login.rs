@@ -240,3 +240,147 @@ fn a_login_backed_responses_request_streams_and_stores_nothing() {
     assert_eq!(req.json()["store"], false);
     assert_eq!(req.json()["stream"], true);
 }
+
+// ------------------------------------------------ a credential's one host
+
+/// A listener on loopback that keeps every byte any client sends it and
+/// answers each connection with a 401: where a key must never arrive.
+struct Catcher {
+    addr: std::net::SocketAddr,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Catcher {
+    fn start() -> Catcher {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                let keep = keep.clone();
+                std::thread::spawn(move || {
+                    let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(500)));
+                    let mut buf = [0u8; 65536];
+                    // The head and whatever body came with it.
+                    while let Ok(n @ 1..) = s.read(&mut buf) {
+                        keep.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                            break;
+                        }
+                    }
+                    let _ = s.write_all(
+                        b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                });
+            }
+        });
+        Catcher { addr, seen }
+    }
+
+    fn seen(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+}
+
+/// Every spelling the third attack campaign tried (issue 44) of "the
+/// catcher's address in front of the profile's own host", by flag, by
+/// environment and through a proxy, for each kind of credential a profile
+/// holds: none reaches the catcher, and each refused spelling is one line.
+#[test]
+fn no_spelling_of_a_base_url_sends_a_profiles_credential_to_another_host() {
+    const OPENAI: &str = "sk-openai-must-stay-home-1234";
+    const ANTHROPIC: &str = "sk-ant-must-stay-home-5678";
+    const LITERAL: &str = "sk-literal-must-stay-home-9012";
+    const TOKEN: &str = "at-login-must-stay-home-3456";
+    let own = FakeProvider::start_repeating(vec![Reply::text("home")]);
+    let own_host = own.addr().to_string();
+    let catcher = Catcher::start();
+    let evil = catcher.addr.to_string();
+    let spellings: Vec<String> = [
+        "http://{evil}\\@{own}/v1",
+        "HTTP://{evil}\\@{own}/v1",
+        "http:\\\\{evil}\\@{own}/v1",
+        "\\http://{evil}\\@{own}/v1",
+        "http://{evil}\\\\@{own}/v1",
+        "http://{evil}\t@{own}/v1",
+        "http://{evil}\n@{own}/v1",
+        "http://{evil}/\r\n@{own}/v1",
+        "http://x:y@{own}/v1",
+        "http://{evil}/@{own}/v1",
+        "http://{evil}%40{own}/v1",
+        "http://{evil}#@{own}/v1",
+        "http://{evil}?@{own}/v1",
+    ]
+    .iter()
+    .map(|s| s.replace("{evil}", &evil).replace("{own}", &own_host))
+    .collect();
+    let profiles = [
+        format!("api_key_env = \"OPENAI_API_KEY\""),
+        format!("api_key_env = \"ANTHROPIC_API_KEY\"\napi = \"messages\""),
+        format!("api_key = \"{LITERAL}\""),
+        format!("auth = \"login\""),
+    ];
+    let mut runs = 0;
+    for profile in &profiles {
+        let cfg = format!(
+            "[agent]\nmodel = \"p\"\n[models.p]\napi_base_url = \"{}\"\nmodel = \"m\"\nstream = false\n{profile}\n",
+            own.base_url()
+        );
+        let cmd = BuddyCmd::new()
+            .config(cfg)
+            .env("OPENAI_API_KEY", OPENAI)
+            .env("ANTHROPIC_API_KEY", ANTHROPIC);
+        write_auth(
+            &cmd,
+            &format!(
+                r#"{{"providers":{{"openai":{{"access_token":"{TOKEN}","refresh_token":"rt-x","expires_at":{}}}}}}}"#,
+                now() + 3600
+            ),
+        );
+        for url in &spellings {
+            for by in ["flag", "env", "proxy"] {
+                runs += 1;
+                let (url, extra): (String, Vec<(&str, String)>) = match by {
+                    "flag" => (url.clone(), vec![]),
+                    "env" => (String::new(), vec![("BUDDY_BASE_URL", url.clone())]),
+                    // Through a proxy, the catcher is the proxy: a request
+                    // for a host that does not exist reaches it all the same.
+                    _ => (
+                        url.replace(&evil, "evil.invalid"),
+                        vec![
+                            ("HTTP_PROXY", format!("http://{evil}")),
+                            ("NO_PROXY", String::new()),
+                        ],
+                    ),
+                };
+                let mut args: Vec<std::ffi::OsString> = vec!["exec".into()];
+                if !url.is_empty() {
+                    args.extend(["--base-url".into(), url.clone().into()]);
+                }
+                args.push("hi".into());
+                let mut c = cmd.command_with(&args);
+                c.envs(extra).stdin(std::process::Stdio::null());
+                let out = c.output().unwrap();
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                if stderr.contains("--base-url `") || stderr.contains("BUDDY_BASE_URL `") {
+                    assert_eq!(out.status.code(), Some(2), "{by} {url:?}: {stderr}");
+                    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+                }
+            }
+        }
+    }
+    assert_eq!(runs, profiles.len() * spellings.len() * 3);
+    let seen = catcher.seen();
+    for secret in [OPENAI, ANTHROPIC, LITERAL, TOKEN] {
+        assert!(
+            !seen.contains(secret),
+            "{secret} reached another host:\n{seen}"
+        );
+    }
+    // The listener was reachable: spellings that really name it got there,
+    // without a key.
+    assert!(seen.contains("POST "), "nothing reached the catcher");
+}

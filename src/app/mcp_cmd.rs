@@ -21,16 +21,19 @@ pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppE
 }
 
 /// Every server buddy would start here, by name, with where it came from.
-fn servers(
-    overrides: &CliOverrides,
-) -> Result<BTreeMap<String, (McpServer, &'static str)>, AppError> {
+type Servers = BTreeMap<String, (McpServer, &'static str)>;
+
+/// The servers, and the credential variables no server may see (the one list
+/// a session uses, `config::credential_env`).
+fn servers(overrides: &CliOverrides) -> Result<(Servers, Vec<String>), AppError> {
     let cwd = workdir();
     let (file, _) =
         config::load_file(&cwd, &env, overrides).map_err(|e| AppError::Usage(e.to_string()))?;
+    let mut hidden = config::credential_env(&file);
     if let Some(line) = file.untrusted.as_ref().and_then(super::trust::warning) {
         eprintln!("warning: {line}");
     }
-    let mut out: BTreeMap<String, (McpServer, &'static str)> = file
+    let mut out: Servers = file
         .mcp_servers
         .into_iter()
         .map(|(n, s)| (n, (s, "config")))
@@ -50,7 +53,11 @@ fn servers(
     if let Some(e) = project.error {
         eprintln!("warning: {e}");
     }
-    Ok(out)
+    // A project server's own token variable is a credential too.
+    hidden.extend(out.values().filter_map(|(s, _)| s.bearer_token_env.clone()));
+    hidden.sort();
+    hidden.dedup();
+    Ok((out, hidden))
 }
 
 fn reached(s: &McpServer) -> String {
@@ -66,7 +73,7 @@ fn reached(s: &McpServer) -> String {
 }
 
 fn list(overrides: &CliOverrides) -> Result<Exit, AppError> {
-    let all = servers(overrides)?;
+    let (all, _) = servers(overrides)?;
     if all.is_empty() {
         eprintln!("no MCP servers configured; add one with `buddy mcp add NAME -- COMMAND [ARGS]`");
         return Ok(Exit::Ok);
@@ -88,7 +95,7 @@ fn list(overrides: &CliOverrides) -> Result<Exit, AppError> {
 }
 
 async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
-    let all = servers(overrides)?;
+    let (all, mut hidden) = servers(overrides)?;
     let Some((s, from)) = all.get(name) else {
         return Err(AppError::Usage(format!(
             "no MCP server `{}`; `buddy mcp list` shows them",
@@ -117,10 +124,6 @@ async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     }
     // Started once to ask for its tools, with the same scrubbed environment
     // a session's servers get.
-    let mut hidden: Vec<String> = crate::config::SECRET_ENV
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
     hidden.extend(s.bearer_token_env.clone());
     crate::host::hide_env(hidden);
     crate::redact::remember(s.env.values().cloned());

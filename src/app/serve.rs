@@ -24,7 +24,7 @@ pub(crate) async fn serve(
     let limits = limits(&args, &settings.serve)?;
     let token = args
         .token
-        .or_else(|| std::env::var("BUDDY_SERVE_TOKEN").ok())
+        .or_else(|| std::env::var(crate::config::SERVE_TOKEN_ENV).ok())
         .filter(|t| !t.is_empty());
     let opts = ServeOptions {
         listen: args.listen,
@@ -48,9 +48,19 @@ pub(crate) async fn serve(
         secrets: crate::redact::known().all().to_vec(),
         hosted,
     });
-    let ready = |addr: std::net::SocketAddr| {
+    let ready = |started: crate::serve::Started| {
+        let addr = started.addr;
         // The URL alone on stdout, for scripts; the rest for people.
         println!("http://{addr}/");
+        if started.connections < started.connections_asked {
+            eprintln!(
+                "{} the descriptor limit (ulimit -n {}) leaves room for {} connections, not {}: raise the hard limit (ulimit -Hn, LimitNOFILE=) for more",
+                style.warning("warning:"),
+                started.nofile,
+                started.connections,
+                started.connections_asked
+            );
+        }
         eprintln!(
             "{} serving {} on http://{addr}/ — Ctrl-C to stop",
             style.actor("buddy"),

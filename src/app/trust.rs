@@ -36,9 +36,7 @@ pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
             store.path().display()
         ))
     })?;
-    let env_key = env("BUDDY_API_KEY")
-        .or_else(|| env("AGENT_API_KEY"))
-        .is_some();
+    let env_key = config::KEY_ENV.iter().any(|n| env(n).is_some());
     let lets = hold_back(&mut file, &path, env_key).held_back;
     let what = if lets.is_empty() {
         String::new()

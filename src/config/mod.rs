@@ -243,7 +243,7 @@ pub fn load_file(
             let trusted = trust::store_path(env)
                 .is_some_and(|s| trust::TrustStore::new(s).is_trusted(path, text.as_bytes()));
             if !trusted {
-                let env_key = env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]).is_some();
+                let env_key = env_first(env, &KEY_ENV).is_some();
                 let untrusted = trust::hold_back(&mut file, path, env_key);
                 file.untrusted = Some(untrusted);
             }
@@ -256,14 +256,43 @@ pub fn load_file(
 /// that a wrong path (a log, /dev/zero) is refused at once.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
-/// Variables holding buddy's own secrets: hidden from every command and MCP
-/// server buddy starts, whatever the config adds to them.
-pub const SECRET_ENV: [&str; 4] = [
-    "BUDDY_API_KEY",
+/// The variables the API key for whatever URL is in use is taken from, first
+/// set wins.
+pub const KEY_ENV: [&str; 2] = ["BUDDY_API_KEY", "AGENT_API_KEY"];
+
+/// The variable `buddy serve` takes its token from when `--token` is not given.
+pub const SERVE_TOKEN_ENV: &str = "BUDDY_SERVE_TOKEN";
+
+/// Every variable buddy takes a credential from by a fixed name: hidden from
+/// every command, hook and MCP server buddy starts, whatever the config adds
+/// to them ([`credential_env`] adds the names the config gives).
+pub const SECRET_ENV: [&str; 5] = [
+    KEY_ENV[0],
+    KEY_ENV[1],
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
-    "BUDDY_SERVE_TOKEN",
+    SERVE_TOKEN_ENV,
 ];
+
+/// The one list of variables no child of buddy's may see: [`SECRET_ENV`],
+/// every profile's `api_key_env`, every MCP server's `bearer_token_env`, and
+/// `tools.hide_env`. Sorted, without repeats.
+pub fn credential_env(file: &ConfigFile) -> Vec<String> {
+    let mut names: Vec<String> = SECRET_ENV
+        .iter()
+        .map(|s| s.to_string())
+        .chain(file.models.values().filter_map(|p| p.api_key_env.clone()))
+        .chain(file.tools.hide_env.iter().cloned())
+        .chain(
+            file.mcp_servers
+                .values()
+                .filter_map(|s| s.bearer_token_env.clone()),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
 
 /// The most an `api_key_file` may hold.
 const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
@@ -437,10 +466,23 @@ pub fn resolve(
     // server gets none of the profile's credentials: only BUDDY_API_KEY,
     // which the user gives for whatever URL is in use, or nothing at all
     // (a local server needs no key; a 401 then says one is missing).
-    let override_url = cli
-        .base_url
-        .clone()
-        .or_else(|| env_first(env, &["BUDDY_BASE_URL", "AGENT_BASE_URL"]));
+    let override_url = match &cli.base_url {
+        Some(u) => Some(("--base-url", u.clone())),
+        None => ["BUDDY_BASE_URL", "AGENT_BASE_URL"]
+            .into_iter()
+            .find_map(|n| env(n).filter(|v| !v.trim().is_empty()).map(|v| (n, v))),
+    };
+    // Refused before anything is decided from it: a URL two parsers read
+    // differently must not get as far as choosing a key.
+    if let Some((from, url)) = &override_url {
+        if let Some(problem) = base_url_problem(url) {
+            return Err(ConfigError::Invalid {
+                path: None,
+                message: format!("{from} `{}` {problem}", crate::text::one_line(url, 200)),
+            });
+        }
+    }
+    let override_url = override_url.map(|(_, u)| u);
     let elsewhere = override_url
         .as_deref()
         .is_some_and(|u| !same_server(u, profile.api_base_url.as_deref()));
@@ -454,7 +496,7 @@ pub fn resolve(
         .untrusted
         .as_ref()
         .is_some_and(|u| u.no_env_key.contains(&profile_name));
-    let env_key = env_first(env, &["BUDDY_API_KEY", "AGENT_API_KEY"]).filter(|_| env_key_allowed);
+    let env_key = env_first(env, &KEY_ENV).filter(|_| env_key_allowed);
     let api_key = match (&login, env_key) {
         // A login-backed profile uses its tokens, never a stray key.
         (Some(_), _) => None,
@@ -470,10 +512,13 @@ pub fn resolve(
             path: file_src.clone(),
             message: format!("profile `{profile_name}` has no api_base_url"),
         })?;
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+    if let Some(problem) = base_url_problem(&base_url) {
         return Err(ConfigError::Invalid {
             path: file_src.clone(),
-            message: format!("api_base_url `{base_url}` must start with http:// or https://"),
+            message: format!(
+                "models.{profile_name}.api_base_url `{}` {problem}",
+                crate::text::one_line(&base_url, 200)
+            ),
         });
     }
     // A relative ca_file belongs with the config that names it, not with
@@ -537,19 +582,7 @@ pub fn resolve(
         })?;
     }
 
-    let mut hidden_env: Vec<String> = SECRET_ENV
-        .iter()
-        .map(|s| s.to_string())
-        .chain(file.models.values().filter_map(|p| p.api_key_env.clone()))
-        .chain(file.tools.hide_env.iter().cloned())
-        .chain(
-            file.mcp_servers
-                .values()
-                .filter_map(|s| s.bearer_token_env.clone()),
-        )
-        .collect();
-    hidden_env.sort();
-    hidden_env.dedup();
+    let hidden_env = credential_env(&file);
     let profile_keys = file
         .models
         .values()
@@ -591,9 +624,10 @@ pub fn resolve(
     })
 }
 
-/// Whether two base URLs name the same server: scheme, host and port
-/// (the default port of the scheme when none is written), case-insensitive.
-/// An unknown `profile_url` is never the same server.
+/// Whether two base URLs name the same server: scheme, host and port (the
+/// scheme's default port when none is written), as the HTTP client that sends
+/// the request parses them. An unknown `profile_url`, or one that does not
+/// parse, is never the same server.
 pub fn same_server(url: &str, profile_url: Option<&str>) -> bool {
     match (origin(url), profile_url.and_then(origin)) {
         (Some(a), Some(b)) => a == b,
@@ -601,35 +635,42 @@ pub fn same_server(url: &str, profile_url: Option<&str>) -> bool {
     }
 }
 
-/// `(scheme, host, port)` of an http(s) URL, lower-cased.
-fn origin(url: &str) -> Option<(String, String, u16)> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    let default_port = match scheme.as_str() {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    // user:password@ is not part of where the request goes.
-    let host_port = authority.rsplit('@').next().unwrap_or(authority);
-    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
-        let (host, after) = v6.split_once(']')?;
-        (format!("[{host}]"), after.strip_prefix(':'))
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p)),
-            None => (host_port.to_string(), None),
-        }
-    };
-    let port = match port {
-        Some(p) if !p.is_empty() => p.parse().ok()?,
-        _ => default_port,
-    };
-    if host.is_empty() {
+/// `(scheme, host, port)` of an http(s) URL, by the parser reqwest uses: a
+/// hand split disagrees with it on `\`, tabs, newlines and `@`, and the
+/// disagreement is where a key would go to a host it is not for.
+fn origin(text: &str) -> Option<(String, String, u16)> {
+    let url = url::Url::parse(text).ok()?;
+    if !matches!(url.scheme(), "http" | "https") {
         return None;
     }
-    Some((scheme, host.to_ascii_lowercase(), port))
+    let host = url.host_str()?.to_ascii_lowercase();
+    let port = url.port_or_known_default()?;
+    Some((url.scheme().to_string(), host, port))
+}
+
+/// Why a base URL is refused, if it is: it must be an http(s) URL without
+/// user information, backslashes or control characters, any of which can make
+/// one reader see a different host than another.
+pub fn base_url_problem(text: &str) -> Option<&'static str> {
+    if text.chars().any(char::is_control) {
+        return Some("holds a control character");
+    }
+    if text.contains('\\') {
+        return Some("holds a backslash");
+    }
+    let Ok(url) = url::Url::parse(text) else {
+        return Some("is not a URL");
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return Some("must start with http:// or https://");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Some("holds a user name or password (`user@`); give the key as a key");
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Some("names no host");
+    }
+    None
 }
 
 /// A missing key for a `-m` value that is not a profile but nearly spells

@@ -470,3 +470,133 @@ fn a_profiles_price_is_read_and_a_negative_one_refused() {
     );
     assert!(resolve_text(&typo, &[], CliOverrides::default()).is_err());
 }
+
+/// The spellings of an attacker's host in front of the profile's own that the
+/// third attack campaign tried (issue 44): each is either refused, or sends
+/// no credential of the profile's, or is really the profile's own server.
+const HOSTILE_SPELLINGS: &[&str] = &[
+    "https://attacker.example\\@api.openai.com/v1",
+    "https://attacker.example\\@api.openai.com:443/v1",
+    "HTTPS://ATTACKER.EXAMPLE\\@API.OPENAI.COM/v1",
+    "https:\\\\attacker.example\\@api.openai.com/v1",
+    "\\https://attacker.example\\@api.openai.com/v1",
+    "https://attacker.example\\\\@api.openai.com/v1",
+    "https://attacker.example:443\\@api.openai.com/v1",
+    "https://attacker.example\t@api.openai.com/v1",
+    "https://attacker.example\n@api.openai.com/v1",
+    "https://attacker.example/\n@api.openai.com/v1",
+    "https://att\tacker.example\\@api.openai.com/v1",
+    "https://user:pass@api.openai.com/v1",
+    "https://api.openai.com@attacker.example/v1",
+    "https://attacker.example/@api.openai.com/v1",
+    "https://attacker.example%40api.openai.com/v1",
+    "https://attacker.example#@api.openai.com/v1",
+    "https://attacker.example?@api.openai.com/v1",
+    "https://api.openai.com.attacker.example/v1",
+    "https://[::1]\\@api.openai.com/v1",
+];
+
+/// The credentials a profile can hold, each as a config.
+const CREDENTIAL_PROFILES: &[(&str, &str)] = &[
+    ("OPENAI_API_KEY", "api_key_env = \"OPENAI_API_KEY\""),
+    (
+        "ANTHROPIC_API_KEY",
+        "api_key_env = \"ANTHROPIC_API_KEY\"\napi = \"messages\"",
+    ),
+    ("literal api_key", "api_key = \"sk-literal-key-123456\""),
+    ("login", "auth = \"login\""),
+];
+
+#[test]
+fn no_spelling_of_another_host_gets_a_profiles_credential() {
+    let secrets = [
+        ("OPENAI_API_KEY", "sk-openai-secret-123456"),
+        ("ANTHROPIC_API_KEY", "sk-ant-secret-123456"),
+    ];
+    let mut tried = 0;
+    for (kind, key_line) in CREDENTIAL_PROFILES {
+        let text = format!(
+            "[agent]\nmodel = \"p\"\n[models.p]\napi_base_url = \"https://api.openai.com/v1\"\nmodel = \"m\"\n{key_line}\n"
+        );
+        for spelling in HOSTILE_SPELLINGS {
+            for by in ["flag", "BUDDY_BASE_URL", "AGENT_BASE_URL"] {
+                tried += 1;
+                let mut env: Vec<(&str, &str)> = secrets.to_vec();
+                let mut cli = CliOverrides::default();
+                match by {
+                    "flag" => cli.base_url = Some(spelling.to_string()),
+                    var => env.push((var, spelling)),
+                }
+                let Ok(s) = resolve_text(&text, &env, cli) else {
+                    continue;
+                };
+                let to = url::Url::parse(&s.api.base_url).expect("an accepted URL parses");
+                let credential = s.api.api_key.is_some() || s.api.login.is_some();
+                assert!(
+                    !credential || to.host_str() == Some("api.openai.com"),
+                    "{kind} by {by} went to {:?} for {spelling:?}",
+                    to.host_str()
+                );
+            }
+        }
+    }
+    assert_eq!(
+        tried,
+        CREDENTIAL_PROFILES.len() * HOSTILE_SPELLINGS.len() * 3
+    );
+}
+
+#[test]
+fn a_base_url_with_user_info_a_backslash_or_a_control_character_is_refused() {
+    let text = "[agent]\nmodel = \"p\"\n[models.p]\napi_base_url = \"https://api.openai.com/v1\"\napi_key = \"k\"\n";
+    for url in [
+        "https://a.example\\@api.openai.com/v1",
+        "https://a.example\t@api.openai.com/v1",
+        "https://api.openai.com/v1\n",
+        "https://user@api.openai.com/v1",
+        "https://:pw@api.openai.com/v1",
+        "ftp://api.openai.com/v1",
+    ] {
+        let cli = CliOverrides {
+            base_url: Some(url.into()),
+            ..CliOverrides::default()
+        };
+        let err = resolve_text(text, &[], cli).unwrap_err().to_string();
+        assert!(err.contains("--base-url"), "{err}");
+        assert!(!err.contains('\n') && !err.contains('\t'), "{err}");
+        // The same in the profile itself is refused, naming the key.
+        let profile = text.replace(
+            "https://api.openai.com/v1",
+            &url.replace('\\', "\\\\")
+                .replace('\t', "\\t")
+                .replace('\n', "\\n"),
+        );
+        let err = resolve_text(&profile, &[], CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("models.p.api_base_url"), "{err}");
+    }
+    // Upper case and a written default port are the same server, and fine.
+    let cli = CliOverrides {
+        base_url: Some("HTTPS://API.OPENAI.COM:443/v1".into()),
+        ..CliOverrides::default()
+    };
+    let s = resolve_text(text, &[], cli).unwrap();
+    assert_eq!(s.api.api_key.as_deref(), Some("k"));
+}
+
+#[test]
+fn every_credential_variable_is_hidden_from_children() {
+    let text = "[models.p]\napi_base_url = \"http://x.example/v1\"\napi_key_env = \"MY_PROFILE_KEY\"\n\
+                [mcp_servers.m]\nurl = \"http://127.0.0.1:1/mcp\"\nbearer_token_env = \"MY_MCP_TOKEN\"\n\
+                [tools]\nhide_env = [\"EXTRA\"]\n";
+    let hidden = credential_env(&parse(text, None).unwrap());
+    for name in SECRET_ENV.iter().chain(KEY_ENV.iter()).chain(&[
+        "MY_PROFILE_KEY",
+        "MY_MCP_TOKEN",
+        "EXTRA",
+        "AGENT_API_KEY",
+    ]) {
+        assert!(hidden.iter().any(|h| h == name), "{name} in {hidden:?}");
+    }
+}
