@@ -275,6 +275,11 @@ fn user_prompt_submit_blocks_the_prompt_or_adds_context() {
     assert_eq!(out.stdout, "answer\n");
     let sent = last_user_text(&p.chat_requests()[0]);
     assert_eq!(sent, "say hi\n\nbranch: main");
+    // The session's title is what the user typed, not the hook's addition.
+    let listed = cmd.rerun(["sessions"]);
+    listed.assert_success();
+    assert!(listed.stdout.contains("say hi"), "{}", listed.stdout);
+    assert!(!listed.stdout.contains("branch"), "{}", listed.stdout);
 }
 
 #[test]

@@ -333,7 +333,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                     Record::Message(m) => {
                         out.recorded += 1;
                         if out.first_prompt.is_none() && m.role == Role::User {
-                            out.first_prompt = Some(m.text().to_string());
+                            out.first_prompt = Some(m.shown().unwrap_or(m.text()).to_string());
                         }
                         out.messages.push(m);
                     }
@@ -555,7 +555,7 @@ fn listed_line(line: &[u8], cut: bool, out: &mut Listed) {
             Ok(Record::Message(m)) => {
                 out.messages += 1;
                 if out.first_prompt.is_none() && m.role == Role::User {
-                    out.first_prompt = Some(m.text().to_string());
+                    out.first_prompt = Some(m.shown().unwrap_or(m.text()).to_string());
                 }
             }
             Ok(Record::Turn(t)) if !t.model.is_empty() => out.model = Some(t.model),
@@ -572,10 +572,16 @@ fn listed_line(line: &[u8], cut: bool, out: &mut Listed) {
     }
 }
 
-/// The start of the first `"content"`/`"text"` string in a cut-off record:
-/// enough for a title.
+/// The start of the prompt as typed (what hooks added to it is not the
+/// user's), else of the first `"content"`/`"text"` string, in a cut-off
+/// record: enough for a title.
 fn text_from_start(line: &[u8]) -> String {
-    for key in [&b"\"content\":\""[..], &b"\"text\":\""[..]] {
+    let shown = format!("\"{}\":\"", crate::wire::chat::SHOWN_KEY);
+    for key in [
+        shown.as_bytes(),
+        &b"\"content\":\""[..],
+        &b"\"text\":\""[..],
+    ] {
         let Some(at) = memchr::memmem::find(line, key) else {
             continue;
         };

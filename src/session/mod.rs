@@ -784,7 +784,7 @@ pub fn first_prompt_title(messages: &[Message]) -> Option<String> {
     messages
         .iter()
         .find(|m| m.role == Role::User)
-        .map(|m| title_of(m.text()))
+        .map(|m| title_of(m.shown().unwrap_or(m.text())))
 }
 
 /// One line of at most `TITLE_CHARS` characters, `…` when cut.
@@ -834,7 +834,8 @@ impl Session {
         let mut title = None;
         for m in new.iter().filter(|m| m.role != Role::System) {
             if self.title.is_empty() && title.is_none() && m.role == Role::User {
-                title = Some(title_of(m.text()));
+                // What the user typed, not what hooks added for the model.
+                title = Some(title_of(m.shown().unwrap_or(m.text())));
             }
             journal::encode(RecordRef::Message(m), &self.info.secrets, &mut buf)?;
             count += 1;

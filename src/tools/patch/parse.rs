@@ -87,8 +87,11 @@ pub fn parse(input: &str) -> Result<Vec<Op>, ParseError> {
     let mut i = first + 1;
     while i < last {
         let line = lines[i];
-        let header = line.trim_end();
-        if header.trim().is_empty() {
+        // Models indent headers now and then (`  *** Update File: a`);
+        // Codex's parser takes them, and so do we: here, where a file's
+        // operation is expected, nothing else could start with `***`.
+        let header = line.trim();
+        if header.is_empty() {
             i += 1;
             continue;
         }
@@ -96,7 +99,7 @@ pub fn parse(input: &str) -> Result<Vec<Op>, ParseError> {
             let path = file_path(path).ok_or_else(|| err(i, "Add File without a path".into()))?;
             let mut content = String::new();
             i += 1;
-            while i < last && !lines[i].starts_with("*** ") {
+            while i < last && !lines[i].trim_start().starts_with("*** ") {
                 match lines[i].strip_prefix('+') {
                     Some(text) => {
                         content.push_str(text);
@@ -314,7 +317,18 @@ mod tests {
     }
 
     #[test]
-    fn crlf_and_blank_lines_around_are_tolerated() {
+    fn crlf_blank_lines_around_and_indented_headers_are_tolerated() {
+        let p = "*** Begin Patch\n  *** Add File: b.txt\n+b\n   *** Update File: a.txt\n-x\n+y\n*** End Patch\n";
+        let ops = parse(p).unwrap();
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert!(
+            matches!(&ops[0], Op::Add { path, .. } if path == "b.txt"),
+            "{ops:?}"
+        );
+        assert!(
+            matches!(&ops[1], Op::Update { path, .. } if path == "a.txt"),
+            "{ops:?}"
+        );
         let p = "\n*** Begin Patch\r\n*** Update File: a\r\n-x\r\n+y\r\n*** End Patch\r\n\n";
         let ops = parse(p).unwrap();
         let Op::Update { chunks, .. } = &ops[0] else {
