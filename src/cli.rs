@@ -204,7 +204,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Print a shell completion script: `buddy completions bash > /etc/bash_completion.d/buddy`
     Completions(CompletionsArgs),
-    /// Print a man page (roff): `buddy man | man -l -`, `buddy man exec`
+    /// Show a man page: `buddy man`, `buddy man exec` (formatted on a
+    /// terminal, roff when piped or with --out-dir)
     Man(ManArgs),
     /// Trust a project's buddy.toml as it is now, so buddy uses all of its
     /// settings (keys sent to its URLs, approvals off, …) until it changes

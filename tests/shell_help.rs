@@ -201,3 +201,105 @@ fn man_pages_render_without_warnings() {
         assert!(text.contains("EXIT STATUS"), "{text}");
     }
 }
+
+/// What a terminal shows of `text`: ANSI colour sequences and backspace
+/// overstrikes (bold, underline) taken out, `\r\n` made `\n`.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                // CSI: ESC [ parameters final-byte
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if c.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\u{8}' => {
+                out.pop();
+            }
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// On a terminal `buddy man` shows the manual, not its roff source: through
+/// `man -l -` where man is installed, as plain text where it is not. Piped,
+/// it stays roff (the other tests read it so).
+#[test]
+fn man_on_a_terminal_shows_the_page_not_roff() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("note: skipping: script (util-linux) is not installed");
+        return;
+    }
+    let has_man = Command::new("man").arg("--version").output().is_ok();
+    let buddy = support::buddy_bin();
+    // `script` gives buddy a pseudo-terminal for stdout; `cat` as the pager
+    // so nothing waits for a key.
+    let mut cases = vec![("no man on PATH", "/nonexistent", "BUDDY(1)")];
+    if has_man {
+        cases.push(("man", "/usr/local/bin:/usr/bin:/bin", "buddy(1)"));
+    }
+    for (case, path, header) in cases {
+        let out = Command::new("script")
+            .args([
+                "-qec",
+                &format!("PATH={path} exec '{}' man", buddy.display()),
+            ])
+            .arg("/dev/null")
+            .env("SHELL", "/bin/sh")
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat")
+            .env("MANWIDTH", "80")
+            .env("TERM", "xterm")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run script");
+        let text = shown(&String::from_utf8_lossy(&out.stdout));
+        assert!(out.status.success(), "{case}: {text}");
+        let roff: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(".TH") || l.starts_with(".SH") || l.starts_with(".TP"))
+            .collect();
+        assert!(
+            roff.is_empty(),
+            "{case}: roff lines on the terminal: {roff:?}"
+        );
+        assert!(!text.contains("\\fB"), "{case}: a roff font escape: {text}");
+        assert!(
+            text.contains(header),
+            "{case}: no {header} header in:\n{text}"
+        );
+        assert!(text.contains("EXIT STATUS"), "{case}: {text}");
+    }
+}
+
+/// The date of buddy's list prices is the same in the code, the README and
+/// buddy.toml.example.
+#[test]
+fn the_price_table_date_agrees_everywhere() {
+    let date = buddy::agent::tokens::PRICES_AS_OF;
+    for (file, text) in [
+        ("README.md", include_str!("../README.md")),
+        ("buddy.toml.example", include_str!("../buddy.toml.example")),
+    ] {
+        assert!(
+            text.contains(&format!("taken on {date}")) || text.contains(&format!("(taken {date})")),
+            "{file} does not give the prices' date {date}"
+        );
+        // No other date beside the word `taken`.
+        for (at, _) in text.match_indices("taken") {
+            let near = &text[at..(at + 20).min(text.len())];
+            if near.contains("20") {
+                assert!(near.contains(date), "{file}: {near:?} is not {date}");
+            }
+        }
+    }
+}

@@ -2,14 +2,18 @@
 //! clap definitions as the parser, so they cannot drift from the real flags.
 //! The man pages add what clap does not know (`manual.rs`): the REPL's keys
 //! and commands, configuration keys, exit status, environment, files and
-//! examples.
+//! examples. On a terminal `buddy man` shows the page (through `man -l -`,
+//! or as plain text from `plain.rs` where there is no `man`); piped or with
+//! `--out-dir` it writes roff.
 
 mod manual;
+mod plain;
 
 use super::{AppError, Exit};
 use crate::cli::{Cli, ManArgs};
 use clap::CommandFactory;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::process::{Command, Stdio};
 
 pub fn completions(shell: clap_complete::Shell) -> Result<Exit, AppError> {
     let mut out = Vec::new();
@@ -43,7 +47,44 @@ pub fn man_page(args: &ManArgs) -> Result<Exit, AppError> {
             return Err(AppError::Usage(format!("no such command: {name}")));
         }
     }
-    write_stdout(&render(name)?)
+    let page = render(name)?;
+    // roff is for `man` and for files; a person at a terminal gets the page.
+    if std::io::stdout().is_terminal() {
+        if show_with_man(&page) {
+            return Ok(Exit::Ok);
+        }
+        let text = plain::render(&String::from_utf8_lossy(&page));
+        return write_stdout(text.as_bytes());
+    }
+    write_stdout(&page)
+}
+
+/// Shows the page through `man -l -` (formatted, in the user's pager).
+/// False when there is no `man` or it could not show the page, so the
+/// caller prints it as plain text instead.
+fn show_with_man(page: &[u8]) -> bool {
+    let child = Command::new("man")
+        .args(["-l", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return false;
+    };
+    // Written from a thread: man may read only part of the page before its
+    // pager waits for the reader, and a full pipe must not block our wait.
+    let writer = child.stdin.take().map(|mut stdin| {
+        let page = page.to_vec();
+        std::thread::spawn(move || {
+            // A pager quit early closes the pipe; that is no error.
+            let _ = stdin.write_all(&page);
+        })
+    });
+    let status = child.wait();
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    matches!(status, Ok(s) if s.success())
 }
 
 /// The commands that get a page of their own.

@@ -470,8 +470,9 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy completions fish > ~/.config/fish/completions/buddy.fish", "fish"),
         ],
         Some("man") => &[
-            ("buddy man | man -l -", "read this page"),
-            ("buddy man exec | man -l -", "one command's page"),
+            ("buddy man", "read this page (formatted on a terminal)"),
+            ("buddy man exec", "one command's page"),
+            ("buddy man > buddy.1", "the page as roff, for man or a file"),
             ("buddy man --out-dir /usr/local/share/man/man1", "install every page"),
         ],
         Some("trust") => &[
