@@ -42,7 +42,7 @@ search_enabled = false
 time_enabled = {time_tool}
 "#,
         url = server.base_url(),
-        context = real_server::CONTEXT,
+        context = real_server::context(),
     )
 }
 
@@ -59,10 +59,10 @@ fn of_type<'a>(events: &'a [Map<String, Value>], ty: &str) -> Vec<&'a Map<String
 
 /// Runs the plain question and returns its events, after checking the answer.
 fn plain_answer(stream: bool) -> Option<Vec<Map<String, Value>>> {
-    if !real_server::installed("plain answer", false) {
+    if !real_server::installed("plain answer") {
         return None;
     }
-    let server = RealServer::start(false);
+    let server = RealServer::start();
     let out = BuddyCmd::new()
         .config(config(&server, stream, false))
         .args(["exec", "--json", "What is the capital of France?"])
@@ -154,10 +154,10 @@ fn seed_session(cmd: &BuddyCmd, id: &str) {
 
 #[test]
 fn tool_loop_calls_time_and_answers() {
-    if !real_server::installed("tool loop", true) {
+    if !real_server::installed("tool loop") {
         return;
     }
-    let server = RealServer::start(true);
+    let server = RealServer::start();
     let id = "20250101-000000-5eed";
     let cmd = BuddyCmd::new()
         .config(config(&server, true, true))
@@ -204,10 +204,10 @@ fn tool_loop_calls_time_and_answers() {
 
 #[test]
 fn context_overflow_is_one_clear_line() {
-    if !real_server::installed("context overflow", false) {
+    if !real_server::installed("context overflow") {
         return;
     }
-    let server = RealServer::start(false);
+    let server = RealServer::start();
     // ~6,000 tokens: more than the server's 4,096-token context.
     let prompt = "apple banana cherry ".repeat(2000);
     let out = BuddyCmd::new()
@@ -238,4 +238,48 @@ fn context_overflow_is_one_clear_line() {
     assert!(line.contains("HTTP 400"), "{line}");
     assert!(line.contains("4096"), "{line}");
     assert!(out.stdout.is_empty(), "{}", out.stdout);
+}
+
+/// The request's tools reach the model: with our chat template a request
+/// offering one tool costs clearly more prompt tokens than the same request
+/// without it (under SmolLM2's own template both cost the same: the tools
+/// were dropped).
+#[test]
+fn a_requests_tools_reach_the_model() {
+    if !real_server::installed("tools reach the model") {
+        return;
+    }
+    let server = RealServer::start();
+    let client =
+        support::http::Client::new(std::net::SocketAddr::from(([127, 0, 0, 1], server.port)));
+    let prompt_tokens = |tools: Option<Value>| {
+        let mut body = json!({
+            "model": "smollm2",
+            "messages": [{"role": "user", "content": "What is in this directory?"}],
+            "max_tokens": 1,
+            "temperature": 0,
+        });
+        if let Some(tools) = tools {
+            body["tools"] = tools;
+        }
+        let reply = client.post_json("/v1/chat/completions", &body);
+        assert_eq!(reply.status, 200, "{}\n{}", reply.body, server.log_text());
+        reply.json()["usage"]["prompt_tokens"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no usage.prompt_tokens in {}", reply.body))
+    };
+    let without = prompt_tokens(None);
+    let with = prompt_tokens(Some(json!([{"type": "function", "function": {
+        "name": "list_directory",
+        "description": "List the entries of a directory.",
+        "parameters": {"type": "object",
+            "properties": {"path": {"type": "string", "description": "The directory."}},
+            "required": ["path"]}
+    }}])));
+    // The tool's name, arguments and description, and how to call it: a few
+    // dozen tokens at least.
+    assert!(
+        with >= without + 30,
+        "prompt tokens: {with} with a tool, {without} without"
+    );
 }

@@ -1,13 +1,16 @@
 //! llama.cpp's `llama-server` with a tiny model (SmolLM2-135M-Instruct), for
-//! tests that want a server we did not write. `../shared/real-server/build.sh`
-//! builds it into `~/.cache/buddy-real-server` (or `$BUDDY_REAL_SERVER_DIR`);
-//! `.ci/run` runs that script, so under CI a missing server is a failure.
+//! tests that want a server we did not write. `scripts/real-server` builds it
+//! into `~/.cache/buddy-real-server` (or `$BUDDY_REAL_SERVER_DIR`); `.ci/run`
+//! runs that script, so under CI a missing server is a failure.
 //!
-//! The server runs with the same flags as the shared `start.sh` (loopback, two
-//! threads, a 4096-token context, one slot), on a free port, and is killed when
-//! the [`RealServer`] is dropped. Servers in one test binary take turns, so two
-//! of them never compete for the cores (and timings stay comparable).
+//! The server runs with the arguments `scripts/real-server --start` uses
+//! ([`server_args`]: our chat template, which gives the model the request's
+//! tools, a 4096-token context, one slot) plus two threads, on loopback and a
+//! free port, and is killed when the [`RealServer`] is dropped. Servers in one
+//! test binary take turns, so two of them never compete for the cores (and
+//! timings stay comparable).
 
+use super::real_server::server_args;
 use super::TempDir;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -16,16 +19,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// The context size the server is started with (`-c`, as in `start.sh`).
-pub const CONTEXT: u64 = 4096;
+/// The context size the server is started with (`--ctx-size` in
+/// `scripts/real-server.d/server-args`).
+pub fn context() -> u64 {
+    let args = server_args();
+    args.iter()
+        .position(|a| a == "--ctx-size")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .expect("server-args sets --ctx-size to a number")
+}
 
 /// How long the server may take to load the model and answer `/health`.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The folder with `build.sh`, `start.sh` and the tool-calling chat template.
-pub fn scripts_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/real-server")
-}
 
 /// Where `build.sh` put the server and the model.
 pub fn install_dir() -> PathBuf {
@@ -44,25 +50,11 @@ fn model() -> PathBuf {
     install_dir().join("model.gguf")
 }
 
-/// The tool-calling chat template: the copy `scripts/real-server` keeps with
-/// the build, else the shared folder's own.
-fn tools_template() -> PathBuf {
-    let kept = install_dir().join("tools-template.jinja");
-    if kept.is_file() {
-        return kept;
-    }
-    scripts_dir().join("tools-template.jinja")
-}
-
-/// Whether the server, the model and the template are there. When they are
-/// not, under CI (`$CI` set) this fails the test; elsewhere it prints a note
-/// and returns false, and the test returns early.
-pub fn installed(test: &str, tools: bool) -> bool {
-    let mut needed = vec![server_bin(), model()];
-    if tools {
-        needed.push(tools_template());
-    }
-    let missing: Vec<String> = needed
+/// Whether the server and the model are there. When they are not, under CI
+/// (`$CI` set) this fails the test; elsewhere it prints a note and returns
+/// false, and the test returns early.
+pub fn installed(test: &str) -> bool {
+    let missing: Vec<String> = [server_bin(), model()]
         .into_iter()
         .filter(|p| !p.is_file())
         .map(|p| p.display().to_string())
@@ -71,9 +63,8 @@ pub fn installed(test: &str, tools: bool) -> bool {
         return true;
     }
     let why = format!(
-        "the real-server test `{test}` needs {} (build them with {}/build.sh; .ci/run does)",
+        "the real-server test `{test}` needs {} (build them with scripts/real-server; .ci/run does)",
         missing.join(" and "),
-        scripts_dir().display()
     );
     assert!(std::env::var_os("CI").is_none(), "{why}");
     eprintln!("note: skipping: {why}");
@@ -92,9 +83,8 @@ static TURN: Mutex<()> = Mutex::new(());
 
 impl RealServer {
     /// Starts the server on a free loopback port and returns once `/health`
-    /// answers 200 (the model is loaded). With `tools`, it uses the shared
-    /// chat template under which the model can call tools.
-    pub fn start(tools: bool) -> RealServer {
+    /// answers 200 (the model is loaded).
+    pub fn start() -> RealServer {
         // A test that failed while holding the turn poisons it; the next may go.
         let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = TempDir::new("real-server");
@@ -109,11 +99,8 @@ impl RealServer {
             cmd.arg("-m")
                 .arg(model())
                 .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args(["-a", "smollm2", "-t", "2", "-c", &CONTEXT.to_string()])
-                .args(["-np", "1", "--jinja"]);
-            if tools {
-                cmd.arg("--chat-template-file").arg(tools_template());
-            }
+                .args(server_args())
+                .args(["-t", "2"]);
             let out = std::fs::File::create(&log).expect("create the server log");
             let err = out.try_clone().expect("clone the log handle");
             let mut child = cmd

@@ -1,6 +1,8 @@
 //! A real OpenAI-compatible server for end-to-end tests: llama.cpp's
 //! `llama-server` with the SmolLM2-135M model, built by `scripts/real-server`
-//! into `$BUDDY_REAL_SERVER_DIR` (default `~/.cache/buddy-real-server`).
+//! into `$BUDDY_REAL_SERVER_DIR` (default `~/.cache/buddy-real-server`), and
+//! started with the arguments of `scripts/real-server.d/server-args` (our
+//! chat template among them), as `scripts/real-server --start` does.
 //!
 //! It owns: starting the server on a free loopback port, knowing when it is
 //! ready (its own log line, then `/health`), and stopping it on drop. It does
@@ -15,7 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The model's name in the server's `/v1/models` (its `--alias`).
+/// The model's name in the server's `/v1/models` (its `--alias` in
+/// `scripts/real-server.d/server-args`).
 pub const MODEL: &str = "smollm2";
 
 /// Loading a 135M model takes about a second; a busy CI machine gets more.
@@ -33,6 +36,24 @@ fn server_dir() -> PathBuf {
             .join(".cache")
             .join("buddy-real-server"),
     }
+}
+
+/// The arguments every start of the server gets, shared with
+/// `scripts/real-server --start`: one a line in
+/// `scripts/real-server.d/server-args`, `#` lines and blank ones skipped,
+/// `{here}` standing for that folder.
+pub fn server_args() -> Vec<String> {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/real-server.d");
+    let file = here.join("server-args");
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| match l.strip_prefix("{here}") {
+            Some(rest) => format!("{}{rest}", here.display()),
+            None => l.to_string(),
+        })
+        .collect()
 }
 
 /// A port nothing listens on right now.
@@ -78,11 +99,10 @@ impl RealServer {
             .args(["-m"])
             .arg(&model)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(server_args())
             // `-n`: this tiny model can ramble to the end of its context; a
             // cap keeps every answer quick on a busy machine.
-            .args([
-                "-a", MODEL, "-t", "2", "-c", "4096", "-np", "1", "-n", "64", "--jinja",
-            ])
+            .args(["-t", "2", "-n", "64"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
