@@ -9,6 +9,7 @@
 //! cargo bench --bench serve -- --idle 0 --dump events.txt   # every event, for a closer look
 //! cargo bench --bench serve -- --idle 0 --no-direct --runs 20 --buddy OLD --buddy NEW
 //! cargo bench --bench serve -- --sessions 0 --idle 0 --no-direct --flood 5000   # the flood alone
+//! cargo bench --bench serve -- --sessions 0 --idle 0 --no-direct --flood 0 --cap-flood 2000   # at the cap
 //! ```
 //!
 //! The zero-delay tail varies from run to run on a small machine (a run's p99
@@ -50,7 +51,14 @@
 //!    another client loads the page and runs a short prompt, 20 times; the
 //!    figures are those times and the server's RSS before and during.
 //!    This process raises its own descriptor limit to the hard limit; the
-//!    server raises its own to what its limits need.
+//!    server raises its own to what its limits need;
+//! 5. flood at the cap: for each `--cap-flood` size (2,000 and 10,000 unless
+//!    told; a size this process has no descriptors for is skipped with a
+//!    note), a fresh server with the default limits (256 connections) takes
+//!    that many connections each sending half a request head and waiting;
+//!    each newcomer makes the server close the oldest such one. Meanwhile
+//!    another client loads the page 20 times; the figures are its times
+//!    (budget 200 ms) and how fast the flood was opened.
 //!
 //! The buddy binary is the one cargo builds for this bench (the release
 //! profile), or `--buddy PATH` (the first one given, for the idle phase).
@@ -90,6 +98,9 @@ struct Opts {
     dump: Option<PathBuf>,
     /// Connections held open in the flood phase (`--flood`, 0: none).
     flood: usize,
+    /// Flood sizes against the default connection cap (`--cap-flood`,
+    /// repeatable; 0: none).
+    cap_floods: Vec<usize>,
 }
 
 fn parse_args() -> Opts {
@@ -105,6 +116,7 @@ fn parse_args() -> Opts {
         slow: false,
         dump: None,
         flood: 5_000,
+        cap_floods: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -126,6 +138,7 @@ fn parse_args() -> Opts {
                 .push(PathBuf::from(args.next().expect("--buddy needs a path"))),
             "--runs" => o.runs = (num("--runs") as usize).max(1),
             "--flood" => o.flood = num("--flood") as usize,
+            "--cap-flood" => o.cap_floods.push(num("--cap-flood") as usize),
             "--attach" => o.attach = Some(args.next().expect("--attach needs a command")),
             // cargo bench passes this to every bench target.
             "--bench" => {}
@@ -135,6 +148,10 @@ fn parse_args() -> Opts {
     if o.buddies.is_empty() {
         o.buddies.push(PathBuf::from(env!("CARGO_BIN_EXE_buddy")));
     }
+    if o.cap_floods.is_empty() {
+        o.cap_floods = vec![2_000, 10_000];
+    }
+    o.cap_floods.retain(|&n| n > 0);
     o
 }
 
@@ -969,6 +986,11 @@ fn main() {
     if o.flood > 0 {
         flood(&o, &prompt);
     }
+
+    // 5. Half heads past the connection cap, and another client meanwhile.
+    for &n in &o.cap_floods {
+        flood_at_the_cap(&o, n);
+    }
 }
 
 /// Raises this process's soft descriptor limit to its hard limit: the
@@ -1080,5 +1102,44 @@ fn flood(o: &Opts, prompt: &str) {
         before as f64 / 1024.0,
         during as f64 / 1024.0,
         during.saturating_sub(before) as f64 / o.flood as f64
+    );
+}
+
+fn flood_at_the_cap(o: &Opts, n: usize) {
+    let limit = raise_nofile();
+    if limit < n as u64 + 100 {
+        println!("flood at the cap: {n} skipped, this process may open only {limit} descriptors");
+        return;
+    }
+    let provider = FakeProvider::start_repeating(vec![Reply::text("hello")]);
+    let server = Server::start_with(&o.buddies[0], &provider, "cap-flood", &[]);
+    let page = || {
+        let t0 = Instant::now();
+        let (status, page) = request(server.addr, "GET", "/", "");
+        assert!(status == 200 && page.contains("</html>"), "GET /: {status}");
+        t0.elapsed().as_secs_f64() * 1e3
+    };
+    page();
+    let head = format!("GET / HTTP/1.1\r\nHost: {}\r\nX-Slow: ", server.addr);
+    let t0 = Instant::now();
+    let held: Vec<TcpStream> = (0..n)
+        .map(|i| {
+            let mut s = TcpStream::connect(server.addr)
+                .unwrap_or_else(|e| panic!("flood connection {i}: {e}"));
+            // Already closed by the server (evicted) is fine.
+            let _ = s.write_all(head.as_bytes());
+            s
+        })
+        .collect();
+    let opened = t0.elapsed();
+    let mut times: Vec<f64> = (0..20).map(|_| page()).collect();
+    drop(held);
+    times.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "flood at the cap (256 places): {n} half heads opened in {:.0} ms ({:.0} a second); another client's page, 20 times: p50 {:.1} ms, max {:.1} ms (budget 200 ms)",
+        opened.as_secs_f64() * 1e3,
+        n as f64 / opened.as_secs_f64(),
+        times[times.len() / 2],
+        times[times.len() - 1]
     );
 }

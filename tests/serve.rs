@@ -661,10 +661,13 @@ fn connections_over_the_cap_get_503_with_retry_after_until_one_closes() {
     let cmd = BuddyCmd::new().config_for(&p);
     let server = Server::start(&cmd, &["--max-connections", "2"]);
     let c = server.client();
-    // Two connections that send nothing hold both places (the server takes
-    // connections in the order they came, so both are in before the third).
-    let first = support::serve::raw(server.addr, b"");
-    let _second = support::serve::raw(server.addr, b"");
+    let id = new_session(&c);
+    // Two open event streams hold both places: a request in flight is never
+    // closed to make room.
+    let path = format!("/api/sessions/{id}/events");
+    let (a, first) = c.sse("GET", &path, &[], None);
+    let (b, _second) = c.sse("GET", &path, &[], None);
+    assert_eq!((a.status, b.status), (200, 200));
     let r = c.get("/api/sessions");
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(retry_after(&r), Some("5"));
@@ -673,6 +676,132 @@ fn connections_over_the_cap_get_503_with_retry_after_until_one_closes() {
     eventually("a place frees when a connection closes", || {
         c.get("/api/sessions").status == 200
     });
+}
+
+#[test]
+fn at_the_cap_the_connection_waiting_longest_for_its_head_makes_room() {
+    let p = FakeProvider::start(vec![Reply::text("still streaming")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--max-connections", "3"]);
+    let c = server.client();
+    let id = new_session(&c);
+    // The oldest connection has a stream open; the next two sent half a head.
+    let (r, stream) = c.sse("GET", &format!("/api/sessions/{id}/events"), &[], None);
+    assert_eq!(r.status, 200);
+    let mut stream = stream.unwrap();
+    let head = format!(
+        "GET /api/sessions HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+        server.addr
+    );
+    let mut older = support::serve::raw(server.addr, head.as_bytes());
+    let mut newer = support::serve::raw(server.addr, head.as_bytes());
+    // A fourth client is answered: the older half head made room for it.
+    let r = c.get("/api/sessions");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (said, _) = support::serve::until_closed(&mut older, Duration::from_secs(5))
+        .expect("the older half head is still connected");
+    assert_eq!(said, "", "closed without an answer");
+    // The newer one is still there: it finishes its head and is answered.
+    newer.write_all(b"\r\n").unwrap();
+    let (answer, _) = support::serve::until_closed(&mut newer, Duration::from_secs(5))
+        .expect("no answer to the finished head");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The stream, oldest of all, was never touched: it carries the next run.
+    prompt(&c, &id, "go").until("done");
+    let events = stream.until("done");
+    assert_eq!(
+        events.last().unwrap().data["outcome"]["text"],
+        "still streaming"
+    );
+}
+
+/// Raises this process's soft descriptor limit to the hard one; the hard
+/// limit. A flood holds thousands of sockets.
+fn raise_own_nofile() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: now.maximum,
+            maximum: now.maximum,
+        },
+    );
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// Holds `n` connections to `server` that each sent half a request head,
+/// then times five GETs of the page by another client: each must be
+/// answered in full within 200 ms. `None` (with a note) when this process
+/// may not open that many sockets.
+fn page_during_a_flood(server: &Server, n: usize) -> Option<Duration> {
+    let limit = raise_own_nofile();
+    if limit < n as u64 + 200 {
+        eprintln!(
+            "skipped: a flood of {n} needs {n} descriptors and more; this process may open {limit}"
+        );
+        return None;
+    }
+    let head = format!("GET / HTTP/1.1\r\nHost: {}\r\nX-Slow: ", server.addr);
+    let t0 = std::time::Instant::now();
+    let flood: Vec<std::net::TcpStream> = (0..n)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(server.addr)
+                .unwrap_or_else(|e| panic!("flood connection {i}: {e}"));
+            // The server may have closed it already (evicted): no matter.
+            let _ = s.write_all(head.as_bytes());
+            s
+        })
+        .collect();
+    let opened = t0.elapsed();
+    let c = server.client();
+    let mut worst = Duration::ZERO;
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let r = c.get("/");
+        let took = t.elapsed();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("</html>"), "the page is whole");
+        worst = worst.max(took);
+    }
+    eprintln!(
+        "flood of {n} half heads (opened in {:.0} ms): the page answered in {:.1} ms at worst of 5",
+        opened.as_secs_f64() * 1e3,
+        worst.as_secs_f64() * 1e3
+    );
+    assert!(
+        worst < Duration::from_millis(200),
+        "the page took {worst:?} during a flood of {n}"
+    );
+    drop(flood);
+    Some(worst)
+}
+
+#[test]
+fn a_page_is_answered_within_200_ms_during_a_flood_of_2000_half_heads() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    page_during_a_flood(&server, 2_000);
+}
+
+#[test]
+fn a_page_is_answered_within_200_ms_during_a_flood_of_10000_half_heads() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    page_during_a_flood(&server, 10_000);
+}
+
+/// Asked for more connections than its descriptors allow, the server caps
+/// them lower: an accept that fails for want of a descriptor could not make
+/// room by closing a half head, and the page would wait in the backlog.
+#[test]
+fn the_connection_cap_follows_the_descriptor_limit_so_a_flood_cannot_stop_accepts() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start_with_nofile(&cmd, &["--max-connections", "5000"], 512);
+    page_during_a_flood(&server, 2_000);
 }
 
 #[test]

@@ -1,15 +1,24 @@
-//! The accept loop of `buddy serve`: it caps connections, answers those
-//! over the cap with a 503 and `Retry-After`, and serves each admitted
-//! connection with hyper's HTTP/1 (header timeout, graceful shutdown) and
-//! its own idle timer: a connection on which no byte moved either way for
-//! `Limits::idle_timeout` is dropped, whatever hyper is waiting for (a
-//! client that stopped reading a stream, or a body that stopped coming).
-//! Routes, the guard and the other limits are `http.rs`'s.
+//! The accept loop of `buddy serve`: it caps connections, and serves each
+//! admitted connection with hyper's HTTP/1 (header timeout, graceful
+//! shutdown) and its own idle timer: a connection on which no byte moved
+//! either way for `Limits::idle_timeout` is dropped, whatever hyper is
+//! waiting for (a client that stopped reading a stream, or a body that
+//! stopped coming).
+//!
+//! At the cap, a new connection takes the place of the one that has waited
+//! longest for a request head (`admission.rs`), so a flood of connections
+//! that send half a head and wait cannot lock other clients out; only when
+//! every connection has a request in flight is the newcomer answered 503
+//! with `Retry-After`. Routes, the guard and the other limits are `http.rs`'s.
 
+use super::admission::{Admission, Admit, InFlight, Place, Requests};
 use super::Limits;
 use axum::Router;
+use hyper::body::{Body, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,11 +32,14 @@ use tokio::time::Instant;
 
 /// Refusals being written at once; past this a connection over the cap is
 /// closed without an answer, so a flood costs no more than this many tasks.
-const REFUSING_AT_ONCE: usize = 64;
+pub const REFUSING_AT_ONCE: usize = 64;
 /// How long a refusal may take to write and to see the client's request
 /// out (closing with it unread would reset the connection and could lose
 /// the 503 before the client reads it).
 const REFUSAL_TIME: Duration = Duration::from_secs(2);
+/// How long a newcomer waits for evicted connections to close when too many
+/// are closing at once (their tasks only have to run); past it, a 503.
+const CLOSING_WAIT: Duration = Duration::from_millis(100);
 /// After a stop, connections still open this long are dropped: a client
 /// that never reads must not keep the server from exiting.
 const DRAIN_TIME: Duration = Duration::from_secs(10);
@@ -44,7 +56,7 @@ pub async fn serve(
     stopping: watch::Receiver<bool>,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.connections));
+    let admission = Admission::new(limits.connections);
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
     let service = TowerToHyperService::new(router);
     let header_timeout = limits.header_timeout;
@@ -62,16 +74,23 @@ pub async fn serve(
             },
             () = &mut stop => break,
         };
-        match Arc::clone(&slots).try_acquire_owned() {
-            Ok(slot) => {
-                let service = service.clone();
+        match admit(&admission).await {
+            Some(place) => {
+                let service = Tracked {
+                    inner: service.clone(),
+                    requests: place.requests(),
+                };
                 let stopping = stopping.clone();
-                tokio::spawn(async move {
-                    connection(tcp, service, header_timeout, idle_timeout, stopping).await;
-                    drop(slot);
-                });
+                tokio::spawn(connection(
+                    tcp,
+                    place,
+                    service,
+                    header_timeout,
+                    idle_timeout,
+                    stopping,
+                ));
             }
-            Err(_) => {
+            None => {
                 if let Ok(turn) = Arc::clone(&refusing).try_acquire_owned() {
                     tokio::spawn(async move {
                         let _ = tokio::time::timeout(REFUSAL_TIME, refuse(tcp)).await;
@@ -82,9 +101,28 @@ pub async fn serve(
         }
     }
     drop(listener);
-    // Every connection holds a slot: all of them back means all are closed.
-    let all = u32::try_from(limits.connections).unwrap_or(u32::MAX);
-    let _ = tokio::time::timeout(DRAIN_TIME, slots.acquire_many(all)).await;
+    let _ = tokio::time::timeout(DRAIN_TIME, admission.drained()).await;
+}
+
+/// A place for a new connection, or `None` when every place has a request
+/// in flight (or evicted connections are slow to close).
+async fn admit(admission: &Arc<Admission>) -> Option<Place> {
+    let deadline = Instant::now() + CLOSING_WAIT;
+    loop {
+        let freed = admission.freed();
+        tokio::pin!(freed);
+        // Registered before trying, so a close in between is not missed.
+        freed.as_mut().enable();
+        match admission.admit() {
+            Admit::In(place) => return Some(place),
+            Admit::Full => return None,
+            Admit::Later => {
+                if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// The next connection, sending each write at once. An SSE event is one
@@ -108,7 +146,8 @@ fn per_connection(e: &std::io::Error) -> bool {
 
 async fn connection(
     tcp: TcpStream,
-    service: TowerToHyperService<Router>,
+    place: Place,
+    service: Tracked,
     header_timeout: Duration,
     idle_timeout: Duration,
     mut stopping: watch::Receiver<bool>,
@@ -129,6 +168,9 @@ async fn connection(
         tokio::select! {
             _ = conn.as_mut() => return,
             _ = stopping.wait_for(|s| *s) => break,
+            // Its place went to a newer connection: close at once (it was
+            // waiting for a request head, so no answer is cut short).
+            () = place.evicted() => return,
             () = tokio::time::sleep_until(deadline) => {
                 let last = moved.last();
                 if last + idle_timeout <= Instant::now() {
@@ -142,6 +184,63 @@ async fn connection(
     // Finishes the response in progress (SSE streams end on `stopping`).
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// The router, as one connection's hyper service: each request is marked in
+/// flight from the moment its head has been read until its response body
+/// has been handed to hyper in full (an event stream: until it ends), so the
+/// connection is never evicted meanwhile.
+#[derive(Clone)]
+struct Tracked {
+    inner: TowerToHyperService<Router>,
+    requests: Requests,
+}
+
+type Answer = hyper::Response<Counted>;
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked {
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
+
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let in_flight = self.requests.start();
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let answer = answer.await?;
+            Ok(answer.map(|body| Counted {
+                body,
+                _in_flight: in_flight,
+            }))
+        })
+    }
+}
+
+/// A response body that keeps its request in flight until hyper drops it
+/// (after its last frame, or with the connection).
+struct Counted {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl Body for Counted {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// When a connection last moved a byte, read or written: milliseconds since

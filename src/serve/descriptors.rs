@@ -55,9 +55,10 @@ fn reserve_for(want: u64) {
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to `need` (at most the hard limit) when
-/// it is lower, and grows the table to match. Best effort: on failure the
-/// server runs with the limit it had, and a prompt past it gets a 503.
-pub fn raise(need: u64) {
+/// it is lower, and grows the table to match; the soft limit now in force
+/// (`u64::MAX` for none), which the connection cap then fits in. Best
+/// effort: on failure the server runs with the limit it had.
+pub fn raise(need: u64) -> u64 {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let now = getrlimit(Resource::Nofile);
     let soft = now.current.unwrap_or(u64::MAX);
@@ -72,6 +73,7 @@ pub fn raise(need: u64) {
         );
     }
     reserve_for(need.max(RESERVED));
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

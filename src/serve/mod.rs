@@ -18,10 +18,12 @@
 //! time on every request; `Host` and `Origin` must name this server (DNS
 //! rebinding); bodies are bounded. Connections, live agents, running
 //! sessions and SSE subscribers are capped ([`Limits`]: a 503 with
-//! `Retry-After` when full), and a client slow to send its request, or on
-//! whose connection nothing moves, is cut off. See docs/SERVE.md.
+//! `Retry-After` when full; at the connection cap the connection waiting
+//! longest for a request head makes room first), and a client slow to send
+//! its request, or on whose connection nothing moves, is cut off. See docs/SERVE.md.
 
 mod accept;
+mod admission;
 pub mod descriptors;
 mod http;
 mod live;
@@ -72,7 +74,10 @@ pub struct ServeOptions {
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Open connections, idle kept-alive ones included: each costs a
-    /// descriptor and a task.
+    /// descriptor and a task. When full, the connection that has waited
+    /// longest for a request head is closed to make room; with every one
+    /// busy with a request, a 503. Lowered at start-up to what the
+    /// descriptor limit leaves room for ([`Limits::connections_within`]).
     pub connections: usize,
     /// Sessions with a live agent, running or kept idle for the next
     /// prompt: each holds its tools, prompt and history in memory. When
@@ -145,16 +150,47 @@ impl Default for Limits {
     }
 }
 
+/// Descriptors the process keeps for itself beyond connections and
+/// sessions: the listener, the runtime, logs, the tools' pipes.
+const OWN_DESCRIPTORS: u64 = 64;
+
 impl Limits {
-    /// Descriptors the server may hold at these limits: one per connection,
-    /// and per running session its model connection, its session file and
-    /// one for its tools, with room for the process's own.
+    /// Descriptors the server may hold at these limits: one per connection
+    /// (with those being refused or closing after an eviction), and per
+    /// running session its model connection, its session file and one for
+    /// its tools, with room for the process's own.
     pub fn descriptors(&self) -> u64 {
         let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
         n(self.connections)
+            .saturating_add(n(accept::REFUSING_AT_ONCE + admission::CLOSING_AT_ONCE))
             .saturating_add(n(self.running).saturating_mul(3))
-            .saturating_add(64)
+            .saturating_add(OWN_DESCRIPTORS)
     }
+
+    /// The connection cap that fits in `nofile` descriptors next to
+    /// everything else [`Limits::descriptors`] counts, never above the one
+    /// asked for and never below a quarter of `nofile`. An accept that fails
+    /// for want of a descriptor cannot make room by evicting anyone, so the
+    /// cap must be reached first.
+    pub fn connections_within(&self, nofile: u64) -> usize {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        let others = self.descriptors().saturating_sub(n(self.connections));
+        let room = nofile.saturating_sub(others).max(nofile / 4).max(1);
+        usize::try_from(room).map_or(self.connections, |r| r.min(self.connections))
+    }
+}
+
+/// What the server started with, for the caller to show.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    pub addr: SocketAddr,
+    /// The connection cap in force: the one asked for, or lower when the
+    /// descriptor limit leaves room for fewer.
+    pub connections: usize,
+    /// The cap asked for (flag, config or default).
+    pub connections_asked: usize,
+    /// The soft descriptor limit after the server raised it.
+    pub nofile: u64,
 }
 
 /// Why the server could not run.
@@ -182,11 +218,12 @@ impl std::fmt::Display for ServeError {
 impl std::error::Error for ServeError {}
 
 /// Serves until SIGINT or SIGTERM, then interrupts running sessions, waits
-/// until they are saved, and returns. `ready` gets the bound address.
+/// until they are saved, and returns. `ready` gets the bound address and
+/// the connection cap in force.
 pub async fn run(
     opts: ServeOptions,
     backend: Arc<dyn Backend>,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Started),
 ) -> Result<(), ServeError> {
     if !opts.listen.ip().is_loopback() && opts.token.is_none() {
         return Err(ServeError::TokenRequired(opts.listen));
@@ -195,15 +232,22 @@ pub async fn run(
         .await
         .map_err(|e| ServeError::Bind(opts.listen, e))?;
     let addr = listener.local_addr().map_err(ServeError::Serve)?;
-    let limits = opts.limits.clone();
+    let mut limits = opts.limits.clone();
     // Before the first connection: growing the table now waits once, with
     // nothing streaming yet (descriptors.rs).
-    descriptors::raise(limits.descriptors());
+    let nofile = descriptors::raise(limits.descriptors());
+    let asked = limits.connections;
+    limits.connections = limits.connections_within(nofile);
     let state = http::State::new(opts, backend, addr);
     let router = http::router(state.clone());
     // Ends with the runtime, when `run` has returned.
     tokio::spawn(state.clone().sweep());
-    ready(addr);
+    ready(Started {
+        addr,
+        connections: limits.connections,
+        connections_asked: asked,
+        nofile,
+    });
     let stop = state.clone();
     let stopped = async move {
         shutdown_signal().await;

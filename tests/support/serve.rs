@@ -17,13 +17,42 @@ impl Server {
     /// `buddy serve EXTRA…` (with `--listen 127.0.0.1:0` unless `extra`
     /// names a `--listen`), once it listens.
     pub fn start(cmd: &BuddyCmd, extra: &[&str]) -> Server {
+        Server::spawn(Server::command(cmd, extra))
+    }
+
+    /// As [`Server::start`], the server's descriptor limit (soft and hard)
+    /// set to `nofile` before it starts, as `ulimit -n` would.
+    pub fn start_with_nofile(cmd: &BuddyCmd, extra: &[&str], nofile: u64) -> Server {
+        use std::os::unix::process::CommandExt;
+        let mut command = Server::command(cmd, extra);
+        // SAFETY: between fork and exec the child only makes one system
+        // call (setrlimit), which allocates nothing and takes no lock.
+        unsafe {
+            command.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: nofile,
+                    rlim_max: nofile,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Server::spawn(command)
+    }
+
+    fn command(cmd: &BuddyCmd, extra: &[&str]) -> std::process::Command {
         let mut args: Vec<std::ffi::OsString> = vec!["serve".into()];
         if !extra.contains(&"--listen") {
             args.extend(["--listen".into(), "127.0.0.1:0".into()]);
         }
         args.extend(extra.iter().map(Into::into));
-        let mut child = cmd
-            .command_with(&args)
+        cmd.command_with(&args)
+    }
+
+    fn spawn(mut command: std::process::Command) -> Server {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
