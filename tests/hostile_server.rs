@@ -433,3 +433,189 @@ fn a_completion_labelled_text_plain_is_still_read() {
     out.assert_success();
     assert_eq!(out.stdout, "plain but fine\n");
 }
+
+// A hostile MCP server (tests/fixtures/mcp/hostile.py, plain JSON-RPC over
+// stdio): each attack below once grew buddy's memory by gigabytes. The
+// server's `peak` tool answers with buddy's peak resident memory (VmHWM of
+// its parent process), read after the attack is over.
+
+/// buddy's peak resident memory under any of these attacks stays below this.
+const MAX_PEAK_KB: u64 = 64 * 1024;
+
+/// `config` with the hostile server in `mode` as `[mcp_servers.hostile]`,
+/// and room in the context for 256 tools' definitions.
+fn hostile_mcp(p: &FakeProvider, mode: &str, extra: &str) -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp/hostile.py")
+        .display()
+        .to_string();
+    format!(
+        "{}\n[mcp_servers.hostile]\ncommand = \"python3\"\nargs = [{}, {}]\n{extra}\n",
+        config(p, "").replace(
+            "[models.fake]\n",
+            "[models.fake]\ncontext_limit = 1000000\n"
+        ),
+        serde_json::to_string(&script).expect("a string"),
+        serde_json::to_string(mode).expect("a string"),
+    )
+}
+
+/// What `peak` answered to call `id`, from the request after it.
+fn peak_of(req: &support::fake_provider::RecordedRequest, id: &str) -> Value {
+    let text = support::fake_provider::tool_result(req, id);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("peak answered {text:?}: {e}"))
+}
+
+fn mcp_call(id: &str, tool: &str) -> support::fake_provider::ToolCallSpec {
+    support::fake_provider::ToolCallSpec::new(id, tool, "{}")
+}
+
+fn mcp_tool_names(req: &support::fake_provider::RecordedRequest) -> Vec<String> {
+    req.json()["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|d| d["function"]["name"].as_str())
+                .filter(|n| n.starts_with("mcp__"))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs exec against the hostile server in `mode`: the model calls `calls`
+/// one turn each, then answers. Returns the requests and the output.
+fn run_hostile(
+    mode: &str,
+    calls: &[&str],
+) -> (Vec<support::fake_provider::RecordedRequest>, Output) {
+    let mut script: Vec<Reply> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| Reply::tool_calls(vec![mcp_call(&format!("c{i}"), tool)]))
+        .collect();
+    script.push(Reply::text("done"));
+    let p = FakeProvider::start(script);
+    let cmd = BuddyCmd::new()
+        .config(hostile_mcp(&p, mode, "startup_timeout_secs = 20"))
+        .args(["exec", "--dangerously-auto-approve", "hi"]);
+    let started = Instant::now();
+    let out = cmd.run_detached();
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    (p.chat_requests(), out)
+}
+
+fn assert_peak_under_cap(peak: &Value, what: &str) -> u64 {
+    let kb = peak["vmhwm_kb"].as_u64().expect("vmhwm_kb");
+    eprintln!("{what}: buddy's peak RSS {kb} kB ({peak})");
+    assert!(kb < MAX_PEAK_KB, "{what}: peak RSS {kb} kB");
+    kb
+}
+
+#[test]
+fn an_mcp_tools_list_paging_forever_is_cut_and_memory_stays_bounded() {
+    let (reqs, out) = run_hostile("tools-forever", &["mcp__hostile__peak"]);
+    out.assert_success();
+    let names = mcp_tool_names(&reqs[0]);
+    assert!(
+        names.contains(&"mcp__hostile__peak".to_string()),
+        "{names:?}"
+    );
+    assert!(names.len() <= 256, "{} tools", names.len());
+    let peak = peak_of(&reqs[1], "c0");
+    assert_peak_under_cap(&peak, "tools/list paging forever");
+    assert!(
+        out.stderr.contains("lists more than 256 tools"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn an_mcp_resources_list_paging_forever_after_list_changed_stays_bounded() {
+    let (reqs, out) = run_hostile("resources-forever", &["mcp__hostile__peak"]);
+    out.assert_success();
+    let peak = peak_of(&reqs[1], "c0");
+    assert_peak_under_cap(&peak, "resources/list paging forever");
+    // The first listing, the one after the change, and no page past the cap.
+    let listed = peak["resources_list"].as_u64().expect("resources_list");
+    assert!(listed >= 2, "the change was not listed: {peak}");
+    assert!(listed <= 1 + 100, "{listed} resources/list requests");
+}
+
+#[test]
+fn a_flood_of_list_changed_notifications_is_coalesced() {
+    let (reqs, out) = run_hostile("notify-flood", &["mcp__hostile__peak"]);
+    out.assert_success();
+    let peak = peak_of(&reqs[1], "c0");
+    assert_peak_under_cap(&peak, "100,000 tools/list_changed");
+    // One listing at start, then a handful for 100,000 notifications.
+    let listed = peak["tools_list"].as_u64().expect("tools_list");
+    assert!(listed < 1000, "{listed} tools/list requests");
+}
+
+#[test]
+fn a_result_of_550000_empty_parts_is_counted_against_the_cap() {
+    let (reqs, out) = run_hostile(
+        "empty-parts",
+        &["mcp__hostile__parts", "mcp__hostile__peak"],
+    );
+    out.assert_success();
+    let parts = support::fake_provider::tool_result(&reqs[1], "c0");
+    assert!(parts.len() < 40_000, "{} bytes", parts.len());
+    assert!(
+        parts.contains("more parts not read"),
+        "{}",
+        &parts[parts.len().saturating_sub(300)..]
+    );
+    let peak = peak_of(&reqs[2], "c1");
+    assert_peak_under_cap(&peak, "550,000 empty parts");
+}
+
+#[test]
+fn a_tool_listed_twice_or_malformed_is_dropped_and_named() {
+    let (reqs, out) = run_hostile("malformed", &[]);
+    out.assert_success();
+    let mut names = mcp_tool_names(&reqs[0]);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "mcp__hostile__parts",
+            "mcp__hostile__peak",
+            "mcp__hostile__twice"
+        ],
+        "stderr: {}",
+        out.stderr
+    );
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: MCP server `hostile`"))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.contains("tool `broken` was dropped")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.contains("tool number 6 was dropped")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.contains("lists the tool `twice` twice")),
+        "{}",
+        out.stderr
+    );
+}

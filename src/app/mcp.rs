@@ -49,6 +49,28 @@ pub fn running() -> Option<Arc<McpTools>> {
     RUNNING.get().cloned().flatten()
 }
 
+/// Waits until no server is starting (each start is bounded by its startup
+/// timeout), for front ends that offer the tools once (exec, `buddy
+/// mcp-server`), and says on stderr, the first time, what the servers'
+/// lists left out (a bad entry, a name listed twice, a list cut).
+pub async fn ready(style: crate::ui::style::Style) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(servers) = running() else {
+        return;
+    };
+    servers.wait_ready().await;
+    if WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    for line in servers.warnings() {
+        eprintln!(
+            "{} {}",
+            style.warning("warning:"),
+            crate::redact::text(&line)
+        );
+    }
+}
+
 /// At most this much of one resource or prompt goes into a turn, like an
 /// @file mention's (`ui::repl::mentions::PER_FILE`).
 const MENTION_CHARS: usize = 64 * 1024;

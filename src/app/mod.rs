@@ -161,9 +161,7 @@ async fn exec(
     let mut agent = agent::spawn(setup);
     // exec has one chance to offer the tools: the servers' start (each
     // bounded by its startup_timeout_secs) is awaited before the request.
-    if let Some(servers) = mcp::running() {
-        servers.wait_ready().await;
-    }
+    mcp::ready(style).await;
     let mut json = args.json.then(|| JsonFrontEnd::new(style));
     if let Some(j) = json.as_mut() {
         j.hello();

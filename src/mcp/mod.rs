@@ -11,9 +11,12 @@
 //! only then. Stdio servers run on this host whatever the target is; HTTP
 //! servers are reached through the SDK's Streamable HTTP client (`http.rs`).
 
+mod bound;
 pub mod content;
 mod error;
 pub mod http;
+pub mod lines;
+mod listing;
 pub mod names;
 mod stdio;
 
@@ -28,9 +31,11 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Tools taken from one server at most; a server offering more is cut.
 const MAX_TOOLS_PER_SERVER: usize = 256;
@@ -77,6 +82,9 @@ pub struct ServerReport {
     pub resources: Vec<String>,
     pub prompts: Vec<String>,
     pub last_error: Option<String>,
+    /// What its last listings left out, and why (entries dropped, a list
+    /// cut), one line each.
+    pub warnings: Vec<String>,
 }
 
 struct RemoteTool {
@@ -99,6 +107,39 @@ struct ServerState {
     child: Option<tokio::process::Child>,
     stderr: Option<Arc<Mutex<String>>>,
     last_error: Option<String>,
+    /// What the last listing of each kind left out (`Kind` order).
+    notes: [Vec<String>; 3],
+}
+
+/// The three lists a server has, as indexes into `notes` and `refresh`.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tools = 0,
+    Resources = 1,
+    Prompts = 2,
+}
+
+/// Coalesces a list's "changed" notifications: one listing runs at a time
+/// and at most one more waits to start; a notification that finds one
+/// waiting adds nothing, since that one will see its change too. A server
+/// sending 100,000 of them costs a few listings, not 100,000.
+#[derive(Default)]
+struct Refresh {
+    waiting: AtomicBool,
+    running: tokio::sync::Mutex<()>,
+}
+
+impl Refresh {
+    /// The right to list now, or `None` when a listing still to start
+    /// covers this notification.
+    async fn turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.waiting.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let guard = self.running.lock().await;
+        self.waiting.store(false, Ordering::SeqCst);
+        Some(guard)
+    }
 }
 
 struct Server {
@@ -108,6 +149,8 @@ struct Server {
     /// One start at a time: a call that finds the server stopped and a
     /// background start never race to spawn two processes.
     starting: tokio::sync::Mutex<()>,
+    /// One per `Kind`.
+    refresh: [Refresh; 3],
 }
 
 impl Server {
@@ -206,8 +249,10 @@ impl McpTools {
                         child: None,
                         stderr: None,
                         last_error: None,
+                        notes: Default::default(),
                     }),
                     starting: tokio::sync::Mutex::new(()),
+                    refresh: Default::default(),
                 })
                 .collect(),
             offer: Mutex::new(Offer::default()),
@@ -291,9 +336,26 @@ impl McpTools {
                     resources: st.resources.clone(),
                     prompts: st.prompts.iter().map(|p| p.name.clone()).collect(),
                     last_error: st.last_error.clone(),
+                    warnings: st.notes.concat(),
                 }
             })
             .collect()
+    }
+
+    /// Every server's warnings as lines naming the server, for exec and
+    /// `buddy mcp-server` to show once the servers are ready.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.inner.servers {
+            for note in s.lock().notes.concat() {
+                out.push(format!(
+                    "MCP server `{}`: {}",
+                    crate::text::one_line(&s.name, 60),
+                    note
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -465,8 +527,9 @@ fn prompt_arguments(
     Ok(out)
 }
 
-/// Handles what a server sends on its own: a changed tool list is listed
-/// again.
+/// Handles what a server sends on its own: a changed list is listed
+/// again, changes coalesced (`Refresh`), each listing within the server's
+/// startup timeout.
 struct Handler {
     inner: Weak<Inner>,
     server: usize,
@@ -477,28 +540,44 @@ impl ClientHandler for Handler {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
-        if let Ok(Ok(tools)) = tokio::time::timeout(
-            Duration::from_secs(inner.servers[self.server].spec.startup_timeout_secs),
-            context.peer.list_all_tools(),
-        )
-        .await
-        {
-            set_tools(&inner, self.server, tools);
+        let server = &inner.servers[self.server];
+        let Some(_turn) = server.refresh[Kind::Tools as usize].turn().await else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
+        if let Ok(listed) = list_tools(&context.peer, server, deadline).await {
+            set_tools(&inner, self.server, listed);
         }
     }
 
     async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
-        if let Some(inner) = self.inner.upgrade() {
-            let listed = list_resources(&context.peer).await;
-            inner.servers[self.server].lock().resources = listed;
-        }
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let server = &inner.servers[self.server];
+        let Some(_turn) = server.refresh[Kind::Resources as usize].turn().await else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
+        let (listed, notes) = list_resources(&context.peer, deadline).await;
+        let mut st = server.lock();
+        st.resources = listed;
+        st.notes[Kind::Resources as usize] = notes;
     }
 
     async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
-        if let Some(inner) = self.inner.upgrade() {
-            let listed = list_prompts(&context.peer).await;
-            inner.servers[self.server].lock().prompts = listed;
-        }
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let server = &inner.servers[self.server];
+        let Some(_turn) = server.refresh[Kind::Prompts as usize].turn().await else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
+        let (listed, notes) = list_prompts(&context.peer, deadline).await;
+        let mut st = server.lock();
+        st.prompts = listed;
+        st.notes[Kind::Prompts as usize] = notes;
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -509,12 +588,26 @@ impl ClientHandler for Handler {
     }
 }
 
-fn set_tools(inner: &Inner, i: usize, tools: Vec<rmcp::model::Tool>) {
+/// Keeps a listing's tools (the first of two with one name: a request
+/// naming a tool twice is refused by some model APIs, which would fail
+/// every turn) and its notes, and offers them.
+fn set_tools(inner: &Inner, i: usize, listed: listing::Listing<rmcp::model::Tool>) {
     let server = &inner.servers[i];
-    let kept: Vec<RemoteTool> = tools
+    let mut notes = listed.notes;
+    let mut seen = HashSet::new();
+    let kept: Vec<RemoteTool> = listed
+        .items
         .into_iter()
-        .filter(|t| server.spec.offers(&t.name))
-        .take(MAX_TOOLS_PER_SERVER)
+        .filter(|t| {
+            let first = seen.insert(t.name.to_string());
+            if !first {
+                notes.push(format!(
+                    "it lists the tool `{}` twice; the second was dropped",
+                    crate::text::one_line(&t.name, 60)
+                ));
+            }
+            first
+        })
         .map(|t| {
             let description = t.description.as_deref().unwrap_or_default();
             RemoteTool {
@@ -529,8 +622,29 @@ fn set_tools(inner: &Inner, i: usize, tools: Vec<rmcp::model::Tool>) {
             }
         })
         .collect();
-    server.lock().tools = kept;
+    {
+        let mut st = server.lock();
+        st.tools = kept;
+        st.notes[Kind::Tools as usize] = notes;
+    }
     rebuild_offer(inner);
+}
+
+/// The server's tools: those its `tools` setting offers, at most
+/// `MAX_TOOLS_PER_SERVER`, listed by `deadline`.
+async fn list_tools(
+    peer: &rmcp::Peer<RoleClient>,
+    server: &Server,
+    deadline: Instant,
+) -> Result<listing::Listing<rmcp::model::Tool>, McpError> {
+    listing::list(
+        peer,
+        |t: &rmcp::model::Tool| server.spec.offers(&t.name),
+        MAX_TOOLS_PER_SERVER,
+        deadline,
+    )
+    .await
+    .map_err(|e| McpError::ListTools(crate::text::one_line(&tidy(&e), 300)))
 }
 
 fn cut(s: &str, max: usize) -> String {
@@ -609,9 +723,10 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
         server.lock().status = Status::Starting;
     }
     let secs = server.spec.startup_timeout_secs;
-    let attempt = tokio::time::timeout(Duration::from_secs(secs), connect(inner, i)).await;
-    let outcome = match attempt {
-        Ok(Ok((client, child, stderr, tools))) => {
+    // Every step of the start (the handshake, each listing) ends by then.
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let outcome = match connect(inner, i, deadline).await {
+        Ok((client, child, stderr, tools)) => {
             let client = Arc::new(client);
             {
                 let mut st = server.lock();
@@ -623,8 +738,7 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
             set_tools(inner, i, tools);
             return Ok(client);
         }
-        Ok(Err(e)) => e,
-        Err(_) => McpError::StartTimeout(secs),
+        Err(e) => e,
     };
     let status = if was_stopped {
         Status::Stopped
@@ -639,20 +753,21 @@ type Connected = (
     Client,
     Option<tokio::process::Child>,
     Option<Arc<Mutex<String>>>,
-    Vec<rmcp::model::Tool>,
+    listing::Listing<rmcp::model::Tool>,
 );
 
-async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, McpError> {
+async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Connected, McpError> {
     let server = &inner.servers[i];
+    let secs = server.spec.startup_timeout_secs;
     let handler = Handler {
         inner: Arc::downgrade(inner),
         server: i,
     };
     let (client, child, stderr) = if let Some(url) = &server.spec.url {
         let transport = http::transport(url, &server.spec)?;
-        let client = handler
-            .serve(transport)
+        let client = tokio::time::timeout_at(deadline, handler.serve(transport))
             .await
+            .map_err(|_| McpError::StartTimeout(secs))?
             .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
         (client, None, None)
     } else {
@@ -661,12 +776,20 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, McpError> {
             reason: e.to_string(),
         })?;
         let stderr = Arc::clone(&p.stderr);
-        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(p.stdout, p.stdin)
-            .with_max_line_length(stdio::MAX_MESSAGE_BYTES + 1);
+        // `LineCap` ends the connection past MAX_MESSAGE_BYTES; `Lines`
+        // bounds what one message becomes.
+        let transport = lines::Lines::<RoleClient, _, _>::new(
+            p.stdout,
+            p.stdin,
+            stdio::MAX_MESSAGE_BYTES + 1,
+            inner.max_output_chars,
+        );
         let mut child = p.child;
-        let client = match handler.serve(transport).await {
-            Ok(c) => c,
-            Err(e) => {
+        let served = tokio::time::timeout_at(deadline, handler.serve(transport)).await;
+        let client = match served {
+            Err(_) => return Err(McpError::StartTimeout(secs)),
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
                 // Give its last words a moment to arrive: why it failed.
                 let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
                 return Err(McpError::Server(with_stderr(&e.to_string(), &stderr)));
@@ -674,19 +797,25 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, McpError> {
         };
         (client, Some(child), Some(stderr))
     };
-    let tools = client
-        .list_all_tools()
-        .await
-        .map_err(|e| McpError::ListTools(crate::text::one_line(&e.to_string(), 300)))?;
+    let tools = match list_tools(client.peer(), server, deadline).await {
+        Ok(t) => t,
+        // The first page did not come in time.
+        Err(_) if Instant::now() >= deadline => return Err(McpError::StartTimeout(secs)),
+        Err(e) => return Err(e),
+    };
     let info = client.peer_info();
     let caps = info.as_ref().map(|i| &i.capabilities);
     if caps.is_some_and(|c| c.resources.is_some()) {
-        let listed = list_resources(client.peer()).await;
-        server.lock().resources = listed;
+        let (listed, notes) = list_resources(client.peer(), deadline).await;
+        let mut st = server.lock();
+        st.resources = listed;
+        st.notes[Kind::Resources as usize] = notes;
     }
     if caps.is_some_and(|c| c.prompts.is_some()) {
-        let listed = list_prompts(client.peer()).await;
-        server.lock().prompts = listed;
+        let (listed, notes) = list_prompts(client.peer(), deadline).await;
+        let mut st = server.lock();
+        st.prompts = listed;
+        st.notes[Kind::Prompts as usize] = notes;
     }
     Ok((client, child, stderr, tools))
 }
@@ -694,23 +823,39 @@ async fn connect(inner: &Arc<Inner>, i: usize) -> Result<Connected, McpError> {
 /// Resources and prompts taken from one server at most.
 const MAX_LISTED: usize = 1000;
 
-/// The server's resources' URIs (none when it cannot list them: mentions
-/// then say the resource is unknown, which is the truth as far as we know).
-async fn list_resources(peer: &rmcp::Peer<RoleClient>) -> Vec<String> {
-    let listed = peer.list_all_resources().await.unwrap_or_default();
-    listed
-        .iter()
-        .filter_map(|r| serde_json::to_value(r).ok())
-        .filter_map(|v| v["uri"].as_str().map(str::to_string))
-        .take(MAX_LISTED)
-        .collect()
+/// The server's resources' URIs and notes on the listing (none when it
+/// cannot list them: mentions then say the resource is unknown, which is
+/// the truth as far as we know).
+async fn list_resources(
+    peer: &rmcp::Peer<RoleClient>,
+    deadline: Instant,
+) -> (Vec<String>, Vec<String>) {
+    match listing::list(peer, |_: &rmcp::model::Resource| true, MAX_LISTED, deadline).await {
+        Ok(l) => (l.items.into_iter().map(|r| r.uri).collect(), l.notes),
+        Err(e) => (
+            Vec::new(),
+            vec![format!("cannot list its resources: {}", tidy(&e))],
+        ),
+    }
 }
 
-async fn list_prompts(peer: &rmcp::Peer<RoleClient>) -> Vec<PromptInfo> {
-    let listed = peer.list_all_prompts().await.unwrap_or_default();
-    listed
+async fn list_prompts(
+    peer: &rmcp::Peer<RoleClient>,
+    deadline: Instant,
+) -> (Vec<PromptInfo>, Vec<String>) {
+    let listed =
+        match listing::list(peer, |_: &rmcp::model::Prompt| true, MAX_LISTED, deadline).await {
+            Ok(l) => l,
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    vec![format!("cannot list its prompts: {}", tidy(&e))],
+                )
+            }
+        };
+    let prompts = listed
+        .items
         .into_iter()
-        .take(MAX_LISTED)
         .map(|p| PromptInfo {
             name: p.name.to_string(),
             description: cut(p.description.as_deref().unwrap_or_default(), 200),
@@ -721,7 +866,8 @@ async fn list_prompts(peer: &rmcp::Peer<RoleClient>) -> Vec<PromptInfo> {
                 .map(|a| (a.name, a.required.unwrap_or(false)))
                 .collect(),
         })
-        .collect()
+        .collect();
+    (prompts, listed.notes)
 }
 
 /// The SDK's transport errors name their Rust types
