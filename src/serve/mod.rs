@@ -228,9 +228,7 @@ pub async fn run(
     if !opts.listen.ip().is_loopback() && opts.token.is_none() {
         return Err(ServeError::TokenRequired(opts.listen));
     }
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|e| ServeError::Bind(opts.listen, e))?;
+    let listener = listen(opts.listen).map_err(|e| ServeError::Bind(opts.listen, e))?;
     let addr = listener.local_addr().map_err(ServeError::Serve)?;
     let mut limits = opts.limits.clone();
     // Before the first connection: growing the table now waits once, with
@@ -259,11 +257,55 @@ pub async fn run(
     Ok(())
 }
 
+/// Connections the kernel completes and queues for the accept loop. When the
+/// queue is full it drops new handshakes, and a dropped client tries again
+/// only after a second; a flood must not cost other clients that second
+/// while the loop catches up. The kernel caps it at `net.core.somaxconn`
+/// (4096 by default since Linux 5.4); tokio's own `bind` asks for 1024.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As `TcpListener::bind` does: a restart can bind while the old
+    // server's connections are in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         Some(()) = async { term.as_mut()?.recv().await } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_fits_in_the_descriptor_limit() {
+        let asked = Limits {
+            connections: 5_000,
+            ..Limits::default()
+        };
+        // Room enough: the cap asked for.
+        assert_eq!(asked.connections_within(asked.descriptors()), 5_000);
+        // 4,096 descriptors: what the running sessions (3 x 128), refusals
+        // and closings (128) and the process (64) leave.
+        assert_eq!(asked.connections_within(4_096), 4_096 - 384 - 128 - 64);
+        // Too few for the rest: a quarter of the limit, never none.
+        assert_eq!(asked.connections_within(512), 128);
+        assert_eq!(asked.connections_within(2), 1);
+        assert_eq!(
+            Limits::default().connections_within(u64::MAX),
+            MAX_CONNECTIONS
+        );
     }
 }
