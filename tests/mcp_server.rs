@@ -341,3 +341,50 @@ async fn a_cancelled_call_interrupts_its_run() {
         started.elapsed()
     );
 }
+
+/// A request line past the server's 16 MiB bound is answered with an error
+/// naming its id (the caller would wait forever otherwise), and the
+/// connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_16_mib_is_answered_with_an_error_and_the_server_goes_on() {
+    let provider = FakeProvider::start(vec![Reply::text("still here")]);
+    let cmd = BuddyCmd::new().config_for(&provider);
+    let server = Server::start(&cmd).await;
+    let huge = "x".repeat(17 * 1024 * 1024);
+    let Value::Object(args) = json!({ "prompt": huge }) else {
+        unreachable!()
+    };
+    let params = CallToolRequestParams::new("buddy").with_arguments(args);
+    let answer = tokio::time::timeout(Duration::from_secs(30), server.service.call_tool(params))
+        .await
+        .unwrap_or_else(|_| panic!("no answer to a 17 MiB request; {}", server.log()));
+    let err = answer.expect_err("a 17 MiB request was taken");
+    assert!(
+        err.to_string().contains("longer than 16777216 bytes"),
+        "{err}"
+    );
+    let next = server.result("buddy", json!({"prompt": "hi"})).await;
+    assert_eq!(texts(&next)[0], "still here", "{:?}", texts(&next));
+}
+
+/// The MCP servers in the config are started for the calls, and their tools
+/// offered from the first call on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_mcp_servers_are_offered_to_the_first_call() {
+    let provider = FakeProvider::start(vec![Reply::text("seen")]);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp/hostile.py")
+        .display()
+        .to_string();
+    let config = format!(
+        "{}\n[mcp_servers.side]\ncommand = \"python3\"\nargs = [{}, \"malformed\"]\n",
+        support::fake_config(&provider),
+        serde_json::to_string(&script).expect("a string")
+    );
+    let cmd = BuddyCmd::new().config(config);
+    let server = Server::start(&cmd).await;
+    let first = server.result("buddy", json!({"prompt": "hi"})).await;
+    assert_eq!(texts(&first)[0], "seen", "{:?}", texts(&first));
+    let body = provider.chat_requests()[0].body_text();
+    assert!(body.contains("mcp__side__peak"), "{body}");
+}

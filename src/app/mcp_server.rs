@@ -79,6 +79,9 @@ impl Factory {
             // Nor do the user's remembered "always" rules widen it.
             setup.allowed = SharedAllowList::default();
         }
+        // Like exec, a call offers the tools once: the configured MCP
+        // servers (started by the first call's set-up) are waited for.
+        super::mcp::ready(style).await;
         Ok(agent::spawn(setup))
     }
 }

@@ -55,6 +55,9 @@ const KNOWN_SESSIONS: usize = 1024;
 const MAX_PROMPT_BYTES: usize = 1024 * 1024;
 /// How long a finished call's agent gets to save and stop.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+/// Longest a request line may be (bytes): a prompt at its cap, escaped,
+/// fits. A longer one is answered with an error, not held or ignored.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 /// Told to the model when a command needs approval under `read-only`.
 pub const READ_ONLY_REASON: &str = "this buddy was called as a tool with approval \"read-only\": only commands that read run; the caller can call again with approval \"full\" to allow commands and file changes";
@@ -143,8 +146,14 @@ struct Handler {
 /// name none.
 pub async fn serve<F: AgentFactory>(factory: F, home: PathBuf) -> Result<(), ServeError> {
     let (jobs, queue) = mpsc::channel(QUEUE);
+    let transport = crate::mcp::lines::Lines::<RoleServer, _, _>::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        MAX_REQUEST_BYTES,
+        usize::MAX,
+    );
     let running = Handler { jobs }
-        .serve((tokio::io::stdin(), tokio::io::stdout()))
+        .serve(transport)
         .await
         .map_err(ServeError::Handshake)?;
     let mut worker = Worker {
