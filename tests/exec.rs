@@ -836,7 +836,7 @@ fn an_answer_cut_at_the_output_limit_is_kept_with_a_warning_in_every_protocol() 
             out.assert_success();
             assert_eq!(out.stdout, "the first half of\n", "{api} stream={stream}");
             assert!(
-                out.stderr.contains("stopped at its output limit") && out.stderr.contains(reason),
+                out.stderr.contains("output limit") && out.stderr.contains(reason),
                 "{api} stream={stream}: {}",
                 out.stderr
             );
@@ -1058,4 +1058,128 @@ fn narration_before_tool_calls_goes_to_stderr_on_a_pipe() {
     assert!(!out.stderr.contains("the final answer"), "{}", out.stderr);
     // Shown, never interpreted: the model's control characters are made visible.
     assert!(!out.stderr.contains('\x1b'), "{:?}", out.stderr);
+}
+
+// ------------------------------------------------- a context that fills up
+
+/// llama.cpp's answer to a request longer than its window, verbatim.
+const LLAMA_OVERFLOW: &str = r#"{"error":{"code":400,"message":"request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6033,"n_ctx":4096}}"#;
+
+/// A prompt the server refuses as too long fails with one line, and does
+/// not stick: the next prompt, resumed from the session, is sent without it
+/// and answered. The refused prompt stays in the session file.
+#[test]
+fn a_prompt_too_long_for_the_window_fails_once_and_the_next_is_answered() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer"),
+        Reply::status(400, LLAMA_OVERFLOW),
+        Reply::text("answered again"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    cmd.rerun(["exec", "a short first question"])
+        .assert_success();
+    // Long for the server's window, not for the 8192 tokens buddy assumes
+    // of a model it does not know: nothing is compacted first.
+    let huge = format!("HUGE-PROMPT {}", "lorem ipsum ".repeat(1300));
+    let out = cmd.rerun(["exec", "--resume", "last", &huge]);
+    out.assert_code(1);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(
+        lines[0].contains("does not fit in the model's context window of 4096 tokens"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("set aside"), "{}", out.stderr);
+    let out = cmd.rerun(["exec", "--resume", "last", "a small follow-up"]);
+    out.assert_success();
+    assert_eq!(out.stdout, "answered again\n");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    let sent = reqs[2].body_text();
+    assert!(
+        !sent.contains("HUGE-PROMPT"),
+        "the refused prompt was sent again"
+    );
+    assert!(sent.contains("a short first question") && sent.contains("first answer"));
+    // Kept in the record, behind the mark.
+    let dir = cmd.work_dir().join(".buddyx/sessions");
+    let all: String = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(all.contains("HUGE-PROMPT"));
+}
+
+/// A tool's output larger than the room the window has left is cut before
+/// it is sent, with one line saying so, instead of overflowing the request.
+#[test]
+fn a_tool_result_too_big_for_the_window_is_cut_to_fit_with_a_line() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call(
+            "big",
+            "run_shell",
+            json!({"command": "yes 0123456789abcdef | head -c 20000"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let cfg = config_no_confirm(&p, "").replace("[tools]", "context_limit = 3000\n[tools]");
+    let cmd = BuddyCmd::new().config(cfg);
+    let out = cmd.rerun(["exec", "print a lot"]);
+    out.assert_success();
+    assert!(
+        out.stderr.contains(
+            "the output of run_shell cut to fit the model's context window (3000 tokens)"
+        ),
+        "{}",
+        out.stderr
+    );
+    let result = tool_result(&p.chat_requests()[1], "big");
+    assert!(result.contains("cut here"), "{result}");
+    // What was sent fits: well under the window's 3000 tokens (4 chars each).
+    let sent = p.chat_requests()[1].body_text().len();
+    assert!(sent < 3000 * 4, "sent {sent} bytes");
+}
+
+#[test]
+fn the_output_limit_warning_names_the_limit_that_was_hit() {
+    // (api, max_tokens line, what the warning must name)
+    for (api, cap, named) in [
+        (
+            "completions",
+            "max_tokens = 100\n",
+            "its output limit, max_tokens = 100 from the profile",
+        ),
+        ("completions", "", "the server's own output limit"),
+        ("responses", "", "the server's own output limit"),
+        (
+            "messages",
+            "",
+            "buddy's default output limit of 8192 tokens",
+        ),
+        (
+            "messages",
+            "max_tokens = 50\n",
+            "max_tokens = 50 from the profile",
+        ),
+    ] {
+        let p = FakeProvider::start(vec![Reply::text("half of it").with_finish_reason("length")]);
+        let config = format!(
+            "[agent]\nmodel = \"p\"\n\n[models.p]\napi_base_url = \"{}\"\napi = \"{api}\"\nmodel = \"fake-model\"\n{cap}",
+            p.base_url()
+        );
+        let out = BuddyCmd::new().config(config).args(["exec", "go"]).run();
+        out.assert_success();
+        assert!(out.stderr.contains(named), "{api} {cap:?}: {}", out.stderr);
+        // Raising max_tokens is advice only where buddy sent it.
+        assert_eq!(
+            out.stderr.contains("raise max_tokens"),
+            !cap.is_empty(),
+            "{api} {cap:?}: {}",
+            out.stderr
+        );
+        if cap.is_empty() && api != "messages" {
+            assert!(out.stderr.contains("--n-predict"), "{}", out.stderr);
+        }
+    }
 }

@@ -210,12 +210,10 @@ fn context_overflow_is_one_clear_line() {
     let server = RealServer::start();
     // ~6,000 tokens: more than the server's 4,096-token context.
     let prompt = "apple banana cherry ".repeat(2000);
-    let out = BuddyCmd::new()
+    let cmd = BuddyCmd::new()
         .config(config(&server, true, false))
-        .arg("exec")
-        .stdin(prompt)
-        .timeout(RUN_TIMEOUT)
-        .run();
+        .timeout(RUN_TIMEOUT);
+    let out = cmd.rerun(["exec", prompt.as_str()]);
     assert_eq!(
         out.code(),
         Some(1),
@@ -238,6 +236,10 @@ fn context_overflow_is_one_clear_line() {
     assert!(line.contains("HTTP 400"), "{line}");
     assert!(line.contains("4096"), "{line}");
     assert!(out.stdout.is_empty(), "{}", out.stdout);
+    // It does not stick: the next prompt in that conversation is answered.
+    let next = cmd.rerun(["exec", "--resume", "last", "Say hi."]);
+    next.assert_success();
+    assert!(!next.stdout.trim().is_empty(), "{}", next.stderr);
 }
 
 /// The request's tools reach the model: with our chat template a request

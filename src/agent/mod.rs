@@ -16,6 +16,7 @@ pub mod compact;
 pub mod control;
 pub mod emitter;
 pub mod hooks;
+mod overflow;
 mod partial;
 pub mod prompt;
 pub mod protocol;
@@ -510,6 +511,9 @@ impl Agent {
     /// A user message that starts no run (`Op::AddContext`); saved with the
     /// conversation like any other, with the form the user typed, if given.
     pub async fn add_context(&mut self, text: String, shown: Option<String>) {
+        let Some(text) = self.fit_in_context(text, "the attached text").await else {
+            return;
+        };
         let message = Message::user(text);
         self.messages.push(match shown {
             Some(s) => message.with_shown(s),
@@ -558,6 +562,9 @@ impl Agent {
         }
         let started = Instant::now();
         let deadline = self.options.limits.max_duration.map(|d| started + d);
+        // Where this run's messages start: set aside if the server refuses
+        // them as too long for the window.
+        let run_start = self.messages.len();
         let mut context = std::mem::take(&mut self.hook_context);
         if let Some(hooks) = self.hooks_for(HookEvent::UserPromptSubmit) {
             let mut fields = serde_json::Map::new();
@@ -687,9 +694,15 @@ impl Agent {
             let response = match response {
                 Err(stop) => return self.stopped(stop, started),
                 Ok(Err(e)) => {
-                    return RunOutcome::Failed {
-                        message: e.to_string(),
-                    }
+                    let message = e.to_string();
+                    let message = match e {
+                        crate::provider::ApiError::ContextOverflow { limit, .. } => {
+                            self.set_aside_overflowing_turn(run_start, limit, message)
+                                .await
+                        }
+                        _ => message,
+                    };
+                    return RunOutcome::Failed { message };
                 }
                 Ok(Ok(r)) => r,
             };
@@ -700,7 +713,7 @@ impl Agent {
             cost_nanos += cost.map_or(0, tokens::usd_to_nanos);
             if let Some(reason) = &response.cut_off {
                 self.warn(format!(
-                    "the model stopped at its output limit ({reason}); the answer may be cut short (raise max_tokens in the profile)"
+                    "the model stopped at {reason}; the answer may be cut short"
                 ))
                 .await;
             }
@@ -962,6 +975,11 @@ impl Agent {
                 Ok(Some(text))
             }
             Err(e) => {
+                if let crate::provider::ApiError::ContextOverflow { limit: Some(n), .. } = &e {
+                    // The window is smaller than budgeted: the next
+                    // summary is asked for within the one the server named.
+                    self.learn_context_limit(*n);
+                }
                 self.warn(format!("could not compact the context: {e}"))
                     .await;
                 Ok(None)
@@ -1148,8 +1166,18 @@ impl Agent {
             let Some(r) = batch.results[batch.pushed].take() else {
                 break;
             };
-            let id = &batch.calls[batch.pushed].id;
-            self.messages.push(Message::tool_result(id, r.text));
+            let call = &batch.calls[batch.pushed];
+            let (id, name) = (call.id.clone(), call.function.name.clone());
+            // A result is never left out (its call needs an answer): with
+            // no room at all it becomes the note saying so.
+            let text = match self
+                .fit_in_context(r.text, &format!("the output of {name}"))
+                .await
+            {
+                Some(text) => text,
+                None => "[the output did not fit in the context window and was left out]".into(),
+            };
+            self.messages.push(Message::tool_result(&id, text));
             batch.pushed += 1;
         }
         if batch.pushed > before {

@@ -233,6 +233,10 @@ pub(super) async fn instead_of_missing_key(
     let local = LocalServer {
         base_url: base.clone(),
         model: model.clone(),
+        context_limit: models
+            .iter()
+            .find(|m| m.id == model)
+            .and_then(|m| m.context),
     };
     let found_overrides = CliOverrides {
         local: Some(local),
@@ -320,6 +324,7 @@ mod tests {
     fn listed(ids: &[&str], owner: Option<&str>) -> Vec<ListedModel> {
         ids.iter()
             .map(|id| ListedModel {
+                context: None,
                 id: id.to_string(),
                 owned_by: owner.map(String::from),
             })

@@ -84,6 +84,7 @@ pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, 
             }
             Err(e) => return Err(usage(e)),
         };
+    let (settings, overrides) = model_of_the_server(settings, overrides, style).await;
     crate::host::hide_env(settings.hidden_env.clone());
     // Keys named only in the config (a profile's api_key_env) leave buddy's
     // own /proc environ too; the usual names already did in main.
@@ -100,6 +101,60 @@ pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, 
         overrides,
         style,
     })
+}
+
+/// How long a server named by `--base-url` alone gets to list its models.
+const MODEL_LIST_WAIT: Duration = Duration::from_secs(5);
+
+/// With `--base-url` (or `BUDDY_BASE_URL`) naming another server and no
+/// model chosen, the profile's model id means nothing there: the server's
+/// first listed model is used instead (and the window it reports), as
+/// discovery does. When it lists none, the profile's id goes and a line
+/// says how to pick one.
+async fn model_of_the_server(
+    mut settings: Settings,
+    mut overrides: CliOverrides,
+    style: Style,
+) -> (Settings, CliOverrides) {
+    if !settings.api.model_unchosen {
+        return (settings, overrides);
+    }
+    let listed = match client_for(&settings, None) {
+        Ok(client) => tokio::time::timeout(MODEL_LIST_WAIT, client.list_models()).await,
+        Err(_) => return (settings, overrides),
+    };
+    let base = crate::text::one_line(&settings.api.base_url, 200);
+    match listed {
+        Ok(Ok(models)) if !models.is_empty() => {
+            let first = &models[0];
+            eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "model: {} (the first {base} lists; -m picks another)",
+                    crate::text::one_line(&first.id, 200)
+                ))
+            );
+            settings.api.model = first.id.clone();
+            if settings.api.context_limit.is_none() {
+                settings.api.context_limit = first.context;
+            }
+            settings.api.model_unchosen = false;
+            overrides.model = Some(first.id.clone());
+        }
+        other => {
+            let why = match other {
+                Ok(Ok(_)) => "it lists none".to_string(),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {} s", MODEL_LIST_WAIT.as_secs()),
+            };
+            eprintln!(
+                "{} cannot ask {base} for its models ({why}); sending the profile's model `{}` (-m picks one)",
+                style.warning("note:"),
+                crate::text::one_line(&settings.api.model, 200)
+            );
+        }
+    }
+    (settings, overrides)
 }
 
 /// The approval rules from config: the denylist and `shell_confirm`.
@@ -448,13 +503,23 @@ fn wants_patch(format: config::EditFormat, model: &str) -> bool {
 /// (see `Protected`), so building the list costs no system call.
 pub(crate) fn own_files(settings: &Settings) -> tools::protect::Protected {
     let cwd = workdir();
-    let mut p = tools::protect::Protected::new();
+    let mut p = user_own_files();
     for path in config::search_path(&cwd, &env)
         .iter()
         .chain(settings.source.iter())
     {
         p = p.file("config file", path);
     }
+    for dir in [session::DIR, session::LEGACY_DIR] {
+        p = p.dir("session directory", &cwd.join(dir));
+    }
+    p
+}
+
+/// The part of [`own_files`] that is the user's, wherever buddy works: the
+/// config directory, the login store, the trust list.
+pub(crate) fn user_own_files() -> tools::protect::Protected {
+    let mut p = tools::protect::Protected::new();
     if let Some(dir) = config::global_dir(&env) {
         p = p.dir("config directory", &dir);
     }
@@ -463,9 +528,6 @@ pub(crate) fn own_files(settings: &Settings) -> tools::protect::Protected {
     }
     if let Some(path) = config::trust::store_path(&env) {
         p = p.file("trust list", &path);
-    }
-    for dir in [session::DIR, session::LEGACY_DIR] {
-        p = p.dir("session directory", &cwd.join(dir));
     }
     p
 }

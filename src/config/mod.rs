@@ -39,6 +39,8 @@ pub struct CliOverrides {
 pub struct LocalServer {
     pub base_url: String,
     pub model: String,
+    /// The context window the server reported for the model, if it did.
+    pub context_limit: Option<u64>,
 }
 
 /// The active profile, fully resolved.
@@ -64,6 +66,11 @@ pub struct ApiSettings {
     pub images: bool,
     /// The profile's own `price`, checked (finite, not negative).
     pub price: Option<PriceConfig>,
+    /// The base URL came from the flag or the environment, names another
+    /// server than the profile's, and no model was chosen: the profile's
+    /// model id means nothing there, so start-up asks the server for its
+    /// models and takes the first.
+    pub model_unchosen: bool,
 }
 
 impl std::fmt::Debug for ApiSettings {
@@ -412,7 +419,7 @@ pub fn resolve(
                 api_key_env: None,
                 api_key_file: None,
                 model: Some(local.model.clone()),
-                context_limit: None,
+                context_limit: local.context_limit,
                 stream: true,
                 max_tokens: None,
                 price: None,
@@ -530,6 +537,7 @@ pub fn resolve(
             _ => path,
         }
     });
+    let model_unchosen = elsewhere && model_override.is_none();
     let model = model_override
         .or(profile.model.clone())
         .unwrap_or_else(|| profile_name.clone());
@@ -600,6 +608,7 @@ pub fn resolve(
             // The login-backed OpenAI backend only streams.
             stream: profile.stream || login.is_some(),
             context_limit: profile.context_limit,
+            model_unchosen,
             max_tokens: profile.max_tokens,
             prompt_cache: profile
                 .prompt_cache

@@ -270,6 +270,7 @@ fn a_found_local_server_is_a_keyless_default_profile() {
     let local = LocalServer {
         base_url: "http://127.0.0.1:8080/v1".into(),
         model: "smollm2".into(),
+        context_limit: Some(4096),
     };
     let cli = CliOverrides {
         local: Some(local.clone()),
@@ -278,6 +279,8 @@ fn a_found_local_server_is_a_keyless_default_profile() {
     let s = resolve_text(TEMPLATE, &[], cli).unwrap();
     assert_eq!(s.api.profile, "local");
     assert_eq!(s.api.base_url, "http://127.0.0.1:8080/v1");
+    // The window the server reported is the one budgeted with.
+    assert_eq!(s.api.context_limit, Some(4096));
     assert_eq!(s.api.model, "smollm2");
     assert!(s.api.api_key.is_none());
     assert!(s.profiles.contains(&"local".to_string()));

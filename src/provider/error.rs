@@ -27,6 +27,14 @@ pub enum ApiError {
         status: Option<u16>,
         message: String,
     },
+    /// The request is longer than the model's context window: sending it
+    /// again as it is cannot help. `limit` is the window the server named,
+    /// when it named one.
+    ContextOverflow {
+        status: Option<u16>,
+        message: String,
+        limit: Option<u64>,
+    },
 }
 
 impl ApiError {
@@ -43,7 +51,8 @@ impl ApiError {
             | ApiError::InvalidResponse(_)
             | ApiError::StreamInterrupted(_)
             | ApiError::Auth(_)
-            | ApiError::Refused { .. } => false,
+            | ApiError::Refused { .. }
+            | ApiError::ContextOverflow { .. } => false,
         }
     }
 }
@@ -117,6 +126,22 @@ impl ApiError {
                 status: None,
                 message,
             } => write!(f, "the model server refused the request: {message}"),
+            ApiError::ContextOverflow {
+                status,
+                limit,
+                message,
+            } => {
+                write!(f, "the conversation does not fit in the model's context window")?;
+                if let Some(n) = limit {
+                    write!(f, " of {n} tokens")?;
+                }
+                match (status, message.is_empty()) {
+                    (Some(s), true) => write!(f, " (HTTP {s})"),
+                    (Some(s), false) => write!(f, " (HTTP {s}: {message})"),
+                    (None, false) => write!(f, " ({message})"),
+                    (None, true) => Ok(()),
+                }
+            }
         }
     }
 }
@@ -212,9 +237,6 @@ pub fn error_message(v: &serde_json::Value) -> Option<String> {
             }
         }
     }
-    if is_context_overflow(v) {
-        message = format!("the request does not fit in the model's context window: {message}");
-    }
     Some(one_line(&message))
 }
 
@@ -222,14 +244,104 @@ pub fn error_message(v: &serde_json::Value) -> Option<String> {
 /// llama.cpp's `exceed_context_size_error`, OpenAI's `context_length_exceeded`.
 const CONTEXT_OVERFLOW: &[&str] = &["exceed_context_size", "context_length_exceeded"];
 
+/// What servers that give no such code say instead, lower-cased: Anthropic
+/// ("prompt is too long: 210000 tokens > 200000 maximum"), Ollama, vLLM
+/// ("maximum context length is 4096 tokens"), LM Studio, OpenRouter.
+const CONTEXT_OVERFLOW_WORDS: &[&str] = &[
+    "prompt is too long",
+    "maximum context length",
+    "context length exceeded",
+    "exceeds the available context size",
+    "exceeds the context window",
+    "exceeds the maximum context",
+    "context window exceeded",
+    "input is too long",
+    "too many tokens in the prompt",
+    "requested tokens exceed context",
+];
+
 /// Whether an error body or event says the prompt is too long for the context.
 pub fn is_context_overflow(v: &serde_json::Value) -> bool {
     let err = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
-    ["code", "type"].iter().any(|k| {
+    let coded = ["code", "type"].iter().any(|k| {
         err.get(*k)
             .and_then(|c| c.as_str())
             .is_some_and(|c| CONTEXT_OVERFLOW.iter().any(|p| c.contains(p)))
+    });
+    coded
+        || err
+            .get("message")
+            .or_else(|| v.get("message"))
+            .and_then(|m| m.as_str())
+            .is_some_and(says_overflow)
+}
+
+fn says_overflow(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    CONTEXT_OVERFLOW_WORDS.iter().any(|w| text.contains(w))
+}
+
+/// The overflow error for a failed request's `status` and `body`, when the
+/// body says the prompt did not fit (as JSON or, from some proxies, as
+/// plain text); `message` is the one line already made of the body.
+pub fn context_overflow(status: Option<u16>, body: &str, message: &str) -> Option<ApiError> {
+    let json = serde_json::from_str::<serde_json::Value>(body).ok();
+    let overflow = match &json {
+        Some(v) => is_context_overflow(v),
+        None => says_overflow(body),
+    };
+    overflow.then(|| ApiError::ContextOverflow {
+        status,
+        message: message.to_string(),
+        limit: json
+            .as_ref()
+            .and_then(context_size_in)
+            .or_else(|| context_size_in_words(message)),
     })
+}
+
+/// The window llama.cpp names in its error (`n_ctx`).
+fn context_size_in(v: &serde_json::Value) -> Option<u64> {
+    let err = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+    err.get("n_ctx").and_then(serde_json::Value::as_u64)
+}
+
+/// The window named in words: "maximum context length is 8192 tokens"
+/// (OpenAI, vLLM), "> 200000 maximum" (Anthropic), "context size (4096
+/// tokens)" (llama.cpp).
+fn context_size_in_words(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let number_after = |key: &str| {
+        let at = lower.find(key)? + key.len();
+        let digits: String = lower[at..]
+            .trim_start_matches([' ', '(', ':'])
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
+            .collect();
+        digits.parse::<u64>().ok().filter(|n| *n > 0)
+    };
+    number_after("maximum context length is")
+        .or_else(|| number_after("available context size"))
+        .or_else(|| number_after("context window of"))
+        .or_else(|| {
+            // "… tokens > 200000 maximum"
+            let at = lower.find(" maximum")?;
+            let before = lower[..at].trim_end();
+            let digits: String = before
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_digit())
+                .collect::<String>()
+                .chars()
+                .rev()
+                .collect();
+            before[..before.len() - digits.len()]
+                .trim_end()
+                .ends_with('>')
+                .then(|| digits.parse().ok())
+                .flatten()
+        })
 }
 
 /// Codes and types that mean no retry can succeed: no quota or credit left, a
@@ -262,7 +374,13 @@ pub fn is_permanent(v: &serde_json::Value) -> bool {
 /// it names a permanent condition, else an interrupted stream (which may be
 /// retried if nothing was shown yet).
 pub fn stream_error(v: &serde_json::Value, described: String) -> ApiError {
-    if is_permanent(v) {
+    if is_context_overflow(v) {
+        ApiError::ContextOverflow {
+            status: None,
+            limit: context_size_in(v).or_else(|| context_size_in_words(&described)),
+            message: described,
+        }
+    } else if is_permanent(v) {
         ApiError::Refused {
             status: None,
             message: described,
@@ -386,21 +504,47 @@ mod tests {
     }
 
     #[test]
-    fn context_overflow_says_so_in_buddys_words() {
+    fn context_overflow_is_recognised_with_the_window_it_names() {
         // llama.cpp's llama-server, verbatim.
         let body = r#"{"error":{"code":400,"message":"request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6033,"n_ctx":4096}}"#;
-        let e = ApiError::Status {
-            status: 400,
-            message: error_message_from_body(body),
-        };
+        let e = context_overflow(Some(400), body, &error_message_from_body(body)).unwrap();
+        assert!(!e.is_retryable());
         assert_eq!(
             e.to_string(),
-            "model server returned HTTP 400 Bad Request: the request does not fit in the model's context window: request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it"
+            "the conversation does not fit in the model's context window of 4096 tokens (HTTP 400: request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it)"
         );
-        let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
-        assert!(error_message_from_body(openai).starts_with("the request does not fit"));
+        let cases = [
+            (
+                r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+                Some(8192),
+            ),
+            (
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+                Some(200_000),
+            ),
+            (
+                r#"{"object":"error","message":"This model's maximum context length is 4,096 tokens. However, you requested 5000 tokens","type":"BadRequestError","code":400}"#,
+                Some(4096),
+            ),
+            ("prompt is too long for this model", None),
+        ];
+        for (body, limit) in cases {
+            let message = error_message_from_body(body);
+            match context_overflow(Some(400), body, &message) {
+                Some(ApiError::ContextOverflow { limit: l, .. }) => assert_eq!(l, limit, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
         let other = r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#;
-        assert_eq!(error_message_from_body(other), "bad");
+        assert_eq!(context_overflow(Some(400), other, "bad"), None);
+        let streamed: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert!(matches!(
+            stream_error(&streamed, "x".into()),
+            ApiError::ContextOverflow {
+                limit: Some(4096),
+                ..
+            }
+        ));
     }
 
     #[test]

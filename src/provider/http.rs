@@ -164,6 +164,28 @@ pub trait Protocol: Send + Sync {
     fn error_message(&self, body: &str) -> String {
         error_message_from_body(body)
     }
+    /// The output cap sent when the profile sets none (Anthropic Messages
+    /// requires one); `None` leaves the cap to the server.
+    fn default_max_tokens(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Which output limit a cut-off answer hit, with the advice that fits it, for
+/// the warning: `reason` is the server's word (`finish_reason: length`).
+/// Telling the user to raise `max_tokens` is wrong when buddy sent none.
+pub fn output_limit(reason: &str, profile: Option<u64>, default: Option<u64>) -> String {
+    match (profile, default) {
+        (Some(n), _) => format!(
+            "its output limit, max_tokens = {n} from the profile ({reason}); raise max_tokens in the profile for longer answers"
+        ),
+        (None, Some(n)) => format!(
+            "buddy's default output limit of {n} tokens, sent because this protocol needs one ({reason}); set max_tokens in the profile to change it"
+        ),
+        (None, None) => format!(
+            "the server's own output limit, not one buddy sent ({reason}); raise it on the server (llama.cpp: --n-predict, or n_predict) or use a model with a larger maximum output"
+        ),
+    }
 }
 
 /// A request body as JSON bytes.
@@ -314,7 +336,11 @@ impl HttpClient {
             // why not (no quota, no credit): then fail at once with its text.
             let permanent = serde_json::from_str::<serde_json::Value>(&text)
                 .is_ok_and(|v| crate::provider::error::is_permanent(&v));
-            let err = if permanent && (status.as_u16() == 429 || status.is_server_error()) {
+            let overflow =
+                crate::provider::error::context_overflow(Some(status.as_u16()), &text, &message);
+            let err = if let Some(overflow) = overflow.filter(|_| status.is_client_error()) {
+                overflow
+            } else if permanent && (status.as_u16() == 429 || status.is_server_error()) {
                 ApiError::Refused {
                     status: Some(status.as_u16()),
                     message,
@@ -672,6 +698,13 @@ impl ModelClient for HttpClient {
                 Ok(mut r) => {
                     if let Some(output) = request.output {
                         output.adopt_answer_call(&mut r.message);
+                    }
+                    if let Some(reason) = r.cut_off.take() {
+                        r.cut_off = Some(output_limit(
+                            &reason,
+                            self.settings.max_tokens,
+                            self.protocol.default_max_tokens(),
+                        ));
                     }
                     return Ok(r);
                 }

@@ -1,0 +1,126 @@
+//! What the agent does about a conversation that does not fit in the
+//! model's context window: attachments and tool results too large for the
+//! room left are cut before they join the history (with one line saying
+//! so), and a turn the server refused as too long is set aside, so the next
+//! prompt is not refused the same way. A set-aside turn stays in the session
+//! file, behind a rewind mark: a resume loads the conversation without it.
+
+use super::rewind::turn_of;
+use super::{Agent, EventKind};
+use crate::wire::Role;
+
+/// Of the room the window has, this part is kept free for the reply and
+/// for what the estimate misses (a tokenizer that splits text finer than
+/// four characters a token).
+const RESERVE_DIVISOR: u64 = 4;
+/// Characters a token is taken to hold when cutting: fewer than the
+/// estimate's four, so the cut text fits under tokenizers that split finer.
+const CUT_CHARS_PER_TOKEN: u64 = 3;
+
+impl Agent {
+    /// Tokens a new message may take before the window is full, leaving a
+    /// quarter of the window for the answer.
+    fn context_room(&self) -> u64 {
+        let limit = self.tracker.context_limit;
+        let used = self.context_estimate();
+        limit
+            .saturating_sub(limit / RESERVE_DIVISOR)
+            .saturating_sub(used)
+    }
+
+    /// `text`, cut to the room the window has left when it would not fit,
+    /// with a note for the model and a warning for the user naming `what`.
+    /// `None` when there is no room at all: the caller leaves it out.
+    pub(super) async fn fit_in_context(&mut self, text: String, what: &str) -> Option<String> {
+        let need = super::tokens::estimate_text(&text);
+        let room = self.context_room();
+        if need <= room {
+            return Some(text);
+        }
+        let keep_chars = usize::try_from(room.saturating_mul(CUT_CHARS_PER_TOKEN)).unwrap_or(0);
+        if keep_chars < 200 {
+            self.warn(format!(
+                "{what} left out: ~{need} tokens, and the model's context window ({} tokens) is full; /compact or /clear makes room",
+                self.tracker.context_limit
+            ))
+            .await;
+            return None;
+        }
+        let mut cut = keep_chars.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.warn(format!(
+            "{what} cut to fit the model's context window ({} tokens): ~{} of ~{need} tokens kept",
+            self.tracker.context_limit,
+            super::tokens::estimate_text(&text[..cut])
+        ))
+        .await;
+        Some(format!(
+            "{}\n[… cut here: the rest ({} of {} characters) did not fit in the context window]",
+            &text[..cut],
+            text.len() - cut,
+            text.len()
+        ))
+    }
+
+    /// The window the server named in a refusal: budgeted with from now on.
+    pub(super) fn learn_context_limit(&mut self, n: u64) {
+        if n > 0 {
+            self.tracker.context_limit = n;
+            self.options.context_limit = n;
+        }
+    }
+
+    /// The server refused this run's request as longer than the window:
+    /// the run's messages from `at` (its prompt), and the context attached
+    /// just before it, leave what the next request sends. The window the
+    /// server named becomes the one budgeted with. Returns the line that
+    /// says what happened.
+    pub(super) async fn set_aside_overflowing_turn(
+        &mut self,
+        at: usize,
+        limit: Option<u64>,
+        error: String,
+    ) -> String {
+        if let Some(n) = limit {
+            self.learn_context_limit(n);
+        }
+        let base = self.base();
+        let mut keep = at.min(self.messages.len()).max(base);
+        while keep > base
+            && self.messages[keep - 1].role == Role::User
+            && turn_of(&self.messages[keep - 1]).is_none()
+        {
+            keep -= 1;
+        }
+        // Everything before it is in the journal first, so the mark below
+        // follows what it refers to.
+        self.persist(false).await;
+        let removed = self.messages.len() - keep;
+        self.messages.truncate(keep);
+        if let Some(sink) = self.sink.as_mut() {
+            if let Err(e) = sink.rewound(keep - base, &self.tracker) {
+                self.save_failing = true;
+                self.warn(format!("session not saved: {e}")).await;
+            }
+        }
+        self.saved = self.messages.len();
+        self.tracker.last_prompt_tokens = 0;
+        self.tracker.last_completion_tokens = 0;
+        self.warned_full = false;
+        self.emit(EventKind::Warning {
+            message: format!(
+                "this prompt was set aside ({removed} messages, kept in the session file); the conversation goes on without it"
+            ),
+        })
+        .await;
+        let rest = self.context_estimate();
+        let hint = if rest > self.tracker.context_limit / 2 {
+            "; /compact makes room for more"
+        } else {
+            ""
+        };
+        format!("{error}; try a shorter prompt or fewer attached files{hint}")
+    }
+}
