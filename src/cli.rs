@@ -128,7 +128,16 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+// The groups `--help` lists options in, so a reader can scan for a kind of
+// option rather than read every line (exec has the most).
+const HEADING_MODEL: &str = "Model and config";
+const HEADING_TARGET: &str = "Where tools run";
+const HEADING_INPUT: &str = "Prompt, session and approvals";
+const HEADING_LIMITS: &str = "Limits";
+const HEADING_OUTPUT: &str = "Output";
+
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = HEADING_MODEL)]
 pub struct GlobalArgs {
     /// Use this config file (it must exist)
     #[arg(long, global = true, value_name = "PATH")]
@@ -140,7 +149,7 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
     /// Never use colour
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = HEADING_OUTPUT)]
     pub no_color: bool,
     #[command(flatten)]
     pub target: TargetArgs,
@@ -148,6 +157,7 @@ pub struct GlobalArgs {
 
 /// Where shell and file tools run.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = HEADING_TARGET)]
 pub struct TargetArgs {
     /// Run tools on a server over SSH (the system `ssh` client, multiplexed)
     #[arg(long, global = true, value_name = "USER@HOST[:PORT]")]
@@ -215,7 +225,7 @@ pub enum Command {
     Mcp(McpCommand),
     /// Serve buddy to other agents over MCP on stdin/stdout: tools `buddy`
     /// (run a task, get the answer and a session id) and `buddy-reply`
-    McpServer,
+    McpServer(McpServerArgs),
     /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed's
     /// `agent_servers`); approvals are asked in the editor
     Acp,
@@ -277,6 +287,14 @@ pub struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_name = "SHELL")]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct McpServerArgs {
+    /// Let a caller with approval "full" work in a filesystem root or in a
+    /// directory that holds buddy's own files (your home, with the config)
+    #[arg(long)]
+    pub allow_any_cwd: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -367,36 +385,36 @@ pub struct ExecArgs {
     #[arg(value_name = "PROMPT")]
     pub prompt: Vec<String>,
     /// Run shell commands without asking for approval
-    #[arg(long)]
+    #[arg(long, help_heading = HEADING_INPUT)]
     pub dangerously_auto_approve: bool,
     /// Continue a saved session (an id, a unique prefix, or `last`) and add this turn to it
-    #[arg(long, value_name = "ID|last")]
+    #[arg(long, value_name = "ID|last", help_heading = HEADING_INPUT)]
     pub resume: Option<String>,
     /// Stop after this many model requests (default: agent.max_turns)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = HEADING_LIMITS)]
     pub max_turns: Option<u32>,
     /// Stop once the run has used this many tokens (prompt + completion)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = HEADING_LIMITS)]
     pub max_tokens: Option<u64>,
     /// Write every agent event to stdout as a JSON line (schema: docs/EVENTS.md)
-    #[arg(long)]
+    #[arg(long, help_heading = HEADING_OUTPUT)]
     pub json: bool,
     /// Stop the run after this long (e.g. 90s, 10m, 1h)
-    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration, help_heading = HEADING_LIMITS)]
     pub timeout: Option<std::time::Duration>,
     /// Attach an image (PNG, JPEG, GIF or WebP, at most 20 MiB) to the prompt; repeatable
-    #[arg(long = "image", value_name = "FILE")]
+    #[arg(long = "image", value_name = "FILE", help_heading = HEADING_INPUT)]
     pub images: Vec<std::path::PathBuf>,
     /// The answer must be JSON matching this JSON Schema: sent to the model
     /// as its structured output, checked (one retry), and printed alone
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = HEADING_OUTPUT)]
     pub output_schema: Option<PathBuf>,
     /// Write the final answer to this file as well (replaced atomically, 0600)
-    #[arg(short = 'o', long = "output-last-message", value_name = "FILE")]
+    #[arg(short = 'o', long = "output-last-message", value_name = "FILE", help_heading = HEADING_OUTPUT)]
     pub output_last_message: Option<PathBuf>,
     /// Stop once the run has cost this many US dollars (price table or the
     /// profile's `price`)
-    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, help_heading = HEADING_LIMITS)]
     pub max_cost: Option<f64>,
 }
 
@@ -531,6 +549,30 @@ mod tests {
                 outcome(Cli::command(), line),
                 "{line:?}"
             );
+        }
+    }
+
+    #[test]
+    fn exec_help_lists_its_options_under_group_headings() {
+        let help = outcome(Cli::command(), "exec --help");
+        let at = |text: &str| {
+            help.find(text)
+                .unwrap_or_else(|| panic!("no {text:?} in:\n{help}"))
+        };
+        // Each heading comes before the options of its group.
+        for (heading, option) in [
+            ("Model and config:", "--model"),
+            ("Where tools run:", "--ssh"),
+            ("Prompt, session and approvals:", "--resume"),
+            ("Limits:", "--max-turns"),
+            ("Output:", "--json"),
+        ] {
+            assert!(at(heading) < at(option), "{heading} {option}:\n{help}");
+        }
+        // The limits are together, not spread among other options.
+        let limits = &help[at("Limits:")..at("Output:")];
+        for option in ["--max-turns", "--max-tokens", "--timeout", "--max-cost"] {
+            assert!(limits.contains(option), "{option}:\n{help}");
         }
     }
 }

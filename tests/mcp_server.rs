@@ -342,6 +342,52 @@ async fn a_cancelled_call_interrupts_its_run() {
     );
 }
 
+/// A caller with approval "full" cannot make a filesystem root, or a
+/// directory holding buddy's own config, the workspace its writes are
+/// confined to; read-only calls there still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_call_is_refused_a_root_or_a_directory_holding_buddys_config() {
+    let provider = FakeProvider::start(vec![Reply::text("looked around")]);
+    let cmd = BuddyCmd::new().config(support::fake_config(&provider));
+    // The user's own config, which a call elsewhere uses.
+    std::fs::create_dir_all(cmd.config_home().join("buddy")).unwrap();
+    std::fs::write(
+        cmd.config_home().join("buddy/buddy.toml"),
+        support::fake_config(&provider),
+    )
+    .unwrap();
+    let server = Server::start(&cmd).await;
+    let holder = cmd.config_home().display().to_string();
+    for cwd in ["/", holder.as_str()] {
+        let r = server
+            .result(
+                "buddy",
+                json!({"prompt": "tidy up", "cwd": cwd, "approval": "full"}),
+            )
+            .await;
+        assert_eq!(r.is_error, Some(true), "{:?}", texts(&r));
+        let line = &texts(&r)[0];
+        assert!(
+            line.contains("--allow-any-cwd") && !line.contains('\n'),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        provider.request_count(),
+        0,
+        "a refused call reached the model"
+    );
+    // Reading there is fine.
+    let r = server
+        .result(
+            "buddy",
+            json!({"prompt": "look", "cwd": holder, "approval": "read-only"}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{:?}", texts(&r));
+    assert!(texts(&r)[0].contains("looked around"), "{:?}", texts(&r));
+}
+
 /// A request line past the server's 16 MiB bound is answered with an error
 /// naming its id (the caller would wait forever otherwise), and the
 /// connection goes on.

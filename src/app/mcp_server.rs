@@ -16,11 +16,16 @@ use crate::provider::http::Transports;
 use std::future::Future;
 use std::pin::Pin;
 
-pub(crate) async fn run(overrides: &CliOverrides, target: &TargetArgs) -> Result<Exit, AppError> {
+pub(crate) async fn run(
+    overrides: &CliOverrides,
+    target: &TargetArgs,
+    allow_any_cwd: bool,
+) -> Result<Exit, AppError> {
     let factory = Factory {
         overrides: overrides.clone(),
         target: target.clone(),
         transports: Transports::default(),
+        allow_any_cwd,
     };
     crate::mcp_server::serve(factory, workdir())
         .await
@@ -33,6 +38,8 @@ struct Factory {
     target: TargetArgs,
     /// One HTTP client (and its connections) for every call's requests.
     transports: Transports,
+    /// `--allow-any-cwd`: a `full` call may work in `/` or the user's home.
+    allow_any_cwd: bool,
 }
 
 impl AgentFactory for Factory {
@@ -48,8 +55,29 @@ impl AgentFactory for Factory {
     }
 }
 
+/// Refuses a directory that a `full` call must not take as its workspace:
+/// the sandbox lets a task write its workspace, so a filesystem root or a
+/// directory holding buddy's config (the user's home, say) would let it
+/// rewrite the user's dotfiles and buddy's own settings.
+fn too_wide(cwd: &std::path::Path) -> Result<(), AppError> {
+    let shown = crate::text::one_line(&cwd.display().to_string(), 200);
+    let reason = if cwd.parent().is_none() {
+        "is a filesystem root".to_string()
+    } else if let Some(what) = super::setup::user_own_files().inside(cwd) {
+        format!("holds buddy's {what}")
+    } else {
+        return Ok(());
+    };
+    Err(AppError::Usage(format!(
+        "cwd `{shown}` {reason}: approval \"full\" works only in a project directory (start the server with --allow-any-cwd to allow it)"
+    )))
+}
+
 impl Factory {
     async fn build(&mut self, spec: &CallSpec) -> Result<AgentHandle, AppError> {
+        if spec.approval == Approval::Full && !self.allow_any_cwd {
+            too_wide(&spec.cwd)?;
+        }
         // Settings, the project's files, the tools' target and the session
         // store all follow the current directory; calls run one at a time.
         std::env::set_current_dir(&spec.cwd)

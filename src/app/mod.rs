@@ -80,7 +80,9 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Man(args)) => shell_help::man_page(&args),
         Some(Command::Trust(args)) => trust::trust(args.path),
         Some(Command::Mcp(cmd)) => mcp_cmd::run(cmd, &overrides).await,
-        Some(Command::McpServer) => mcp_server::run(&overrides, &cli.global.target).await,
+        Some(Command::McpServer(args)) => {
+            mcp_server::run(&overrides, &cli.global.target, args.allow_any_cwd).await
+        }
         Some(Command::Acp) => acp::acp(&overrides, &cli.global.target).await,
         None => match load_settings(&overrides).await {
             Ok(resolved) => interactive(resolved, None, &cli.global.target).await,

@@ -45,6 +45,17 @@ impl Protected {
         self.files.is_empty() && self.dirs.is_empty()
     }
 
+    /// What of buddy's lies inside `dir` (or is `dir`), if anything: a
+    /// directory given as a workspace must not hold its own config.
+    pub fn inside(&self, dir: &Path) -> Option<&str> {
+        let dir = resolve(dir);
+        self.files
+            .iter()
+            .chain(&self.dirs)
+            .find(|(_, p)| resolve(p).starts_with(&dir))
+            .map(|(what, _)| what.as_str())
+    }
+
     /// What `path` (absolute, on this host) is of buddy's, if anything.
     pub fn check(&self, path: &Path) -> Option<&str> {
         let real = resolve(path);
