@@ -217,7 +217,7 @@ where
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<Role>> {
         loop {
             self.taken = self.taken.wrapping_add(1);
-            if self.taken % YIELD_EVERY == 0 {
+            if self.taken.is_multiple_of(YIELD_EVERY) {
                 tokio::task::yield_now().await;
             }
             let value = match self.next_value().await {

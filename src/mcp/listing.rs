@@ -24,7 +24,7 @@ pub trait Listed: DeserializeOwned + Sized {
     const WHAT: &'static str;
     fn request(params: PaginatedRequestParams) -> ClientRequest;
     /// The page's items and next cursor, when the result is of this kind.
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), ServerResult>;
+    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>>;
 }
 
 impl Listed for rmcp::model::Tool {
@@ -33,10 +33,10 @@ impl Listed for rmcp::model::Tool {
     fn request(params: PaginatedRequestParams) -> ClientRequest {
         ClientRequest::ListToolsRequest(RequestOptionalParam::with_param(params))
     }
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), ServerResult> {
+    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>> {
         match result {
             ServerResult::ListToolsResult(r) => Ok((r.tools, r.next_cursor)),
-            other => Err(other),
+            other => Err(Box::new(other)),
         }
     }
 }
@@ -47,10 +47,10 @@ impl Listed for rmcp::model::Resource {
     fn request(params: PaginatedRequestParams) -> ClientRequest {
         ClientRequest::ListResourcesRequest(RequestOptionalParam::with_param(params))
     }
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), ServerResult> {
+    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>> {
         match result {
             ServerResult::ListResourcesResult(r) => Ok((r.resources, r.next_cursor)),
-            other => Err(other),
+            other => Err(Box::new(other)),
         }
     }
 }
@@ -61,10 +61,10 @@ impl Listed for rmcp::model::Prompt {
     fn request(params: PaginatedRequestParams) -> ClientRequest {
         ClientRequest::ListPromptsRequest(RequestOptionalParam::with_param(params))
     }
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), ServerResult> {
+    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>> {
         match result {
             ServerResult::ListPromptsResult(r) => Ok((r.prompts, r.next_cursor)),
-            other => Err(other),
+            other => Err(Box::new(other)),
         }
     }
 }
