@@ -1147,3 +1147,76 @@ fn a_connection_on_which_nothing_moves_is_dropped_after_the_idle_timeout() {
         assert!(s.read_some(), "the reading stream was closed");
     }
 }
+
+/// `DELETE /api/sessions/{id}` removes the session's file, passes the same
+/// guard as every other change (Origin, token), is refused while the session
+/// runs, and never reaches a file outside the session directory.
+#[test]
+fn a_session_is_deleted_through_the_guard_and_never_while_it_runs() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "mkdir -v asks-first")]),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &["--token", "s3cret-token"]);
+    let mut c = server.client();
+    c.token = Some("s3cret-token".into());
+    let dir = cmd.work_dir().join(".buddyx/sessions");
+    let id = new_session(&c);
+    let file = dir.join(format!("{id}.jsonl"));
+    assert!(file.is_file());
+    let path = format!("/api/sessions/{id}");
+
+    // Without the token, or from another origin: refused, the file stays.
+    let anon = Client::new(c.addr);
+    assert_eq!(anon.delete(&path).status, 401);
+    let r = c.request("DELETE", &path, &[("Origin", "http://evil.example")], None);
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(file.is_file());
+
+    // While it runs (here waiting for an approval): 409, still there.
+    let mut run = prompt(&c, &id, "make a directory");
+    run.until("approval_request");
+    let r = c.delete(&path);
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.json()["error"].as_str().unwrap().contains("running"));
+    assert!(file.is_file());
+    answer(&c, &id, "c1", r#"{"approve":false}"#);
+    run.until("done");
+
+    // Once the run is over it goes, with nothing left in the listing.
+    let r = c.delete(&path);
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert!(!file.exists());
+    let listed = c.get("/api/sessions").json();
+    assert_eq!(listed["sessions"], json!([]), "{listed}");
+    assert_eq!(c.get(&path).status, 404);
+    assert_eq!(c.delete(&path).status, 404);
+
+    // A name that climbs out of the directory names no session.
+    let outside = cmd.work_dir().join(".buddyx/victim.jsonl");
+    std::fs::write(&outside, "{}\n").unwrap();
+    for name in ["..%2Fvictim", "%2E%2E%2Fvictim", ".."] {
+        let r = c.delete(&format!("/api/sessions/{name}"));
+        assert_eq!(r.status, 404, "{name}: {}", r.body);
+    }
+    assert!(outside.is_file());
+}
+
+/// `GET /api/about` names the model and the directory the server works in.
+#[test]
+fn about_names_the_model_and_the_directory() {
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let about = server.client().get("/api/about").json();
+    let model = about["model"].as_str().unwrap_or_default();
+    assert!(!model.is_empty(), "{about}");
+    assert!(fake_config(&p).contains(model), "{about}");
+    let cwd = std::path::PathBuf::from(about["cwd"].as_str().unwrap_or_default());
+    assert_eq!(
+        cwd.canonicalize().ok(),
+        cmd.work_dir().canonicalize().ok(),
+        "{about}"
+    );
+}

@@ -872,3 +872,192 @@ fn a_long_diff_stays_bounded_and_live_output_shows_before_the_result() {
     let written = std::fs::read_to_string(cmd.work_dir().join("big.txt")).unwrap_or_default();
     assert_eq!(written, content, "the approved write happened");
 }
+
+/// Where the screenshots of the page's new parts go: `target/test-artifacts/`.
+fn shot(b: &Browser, name: &str) {
+    b.screenshot(&artifacts_dir().join(name));
+}
+
+/// The header names the model the server talks to and the directory it
+/// works in, before any session.
+#[test]
+fn the_header_names_the_model_and_the_directory() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let about = server.client().get("/api/about").json();
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+    b.goto(&server.url());
+    let model = about["model"].as_str().expect("a model").to_string();
+    let cwd = about["cwd"].as_str().expect("a directory").to_string();
+    assert!(!model.is_empty() && !cwd.is_empty(), "{about}");
+    b.wait_for("the model and directory in the header", |b| {
+        (b.try_texts("#model")? == [model.clone()] && b.try_texts("#cwd")? == [cwd.clone()])
+            .then_some(())
+    });
+    shot(b, "page-header-desktop.png");
+}
+
+/// Prompts `text` over the API in a new session and waits for its run to end.
+fn session_with(server: &Server, text: &str) -> String {
+    let c = server.client();
+    let r = c.post("/api/sessions", "{}");
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["id"].as_str().expect("an id").to_string();
+    let body = json!({ "text": text }).to_string();
+    let (r, s) = c.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.expect("a stream").until("done");
+    id
+}
+
+/// The find box narrows the list to the sessions whose title has the words
+/// typed; a session is deleted with two clicks (the first asks), and its
+/// file goes with it.
+#[test]
+fn sessions_are_found_by_title_and_deleted_from_the_list() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let zebra = session_with(&server, "tell me about zebras");
+    session_with(&server, "the build is broken");
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+    b.goto(&server.url());
+    b.wait_for("both sessions listed", |b| {
+        (b.try_texts(".sess .t")?.len() == 2).then_some(())
+    });
+
+    let find = b.wait_element("#find");
+    b.type_into(&find, "ZEBRA");
+    b.wait_for("only the matching session", |b| {
+        (b.try_texts(".sess .t")? == ["tell me about zebras"]).then_some(())
+    });
+    shot(b, "page-find.png");
+    b.type_into(&find, " giraffe");
+    b.wait_for("a note that nothing matches", |b| {
+        (b.try_texts("#sessions")? == ["No session matches"]).then_some(())
+    });
+    b.script("const f = document.getElementById('find'); f.value = 'zebra'; f.dispatchEvent(new Event('input')); return null;");
+
+    // The first click asks; only the second deletes.
+    let del = b.wait_element(".row .del");
+    b.click(&del);
+    assert_eq!(b.texts(".row .del.sure"), vec!["Delete?".to_string()]);
+    shot(b, "page-delete-asks.png");
+    let file = cmd
+        .work_dir()
+        .join(format!(".buddyx/sessions/{zebra}.jsonl"));
+    assert!(file.is_file(), "one click deletes nothing");
+    b.click(&b.wait_element(".row .del.sure"));
+    b.wait_for("the session gone from the list", |b| {
+        (b.try_texts("#sessions")? == ["No session matches"]).then_some(())
+    });
+    assert!(!file.exists(), "the session's file is deleted");
+    let left = server.client().get("/api/sessions").json();
+    let titles: Vec<&str> = left["sessions"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|s| s["title"].as_str())
+        .collect();
+    assert_eq!(titles, ["the build is broken"], "{left}");
+}
+
+/// A file write asks as a write (`write PATH (…)` under "buddy wants to
+/// write"), not as a command line `user@host$ write_file …`.
+#[test]
+fn a_file_write_asks_as_a_write_not_as_a_shell_line() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "w1",
+            "write_file",
+            json!({ "path": "notes.txt", "content": "one\ntwo\n" }).to_string(),
+        )]),
+        Reply::text("Written."),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+    b.goto(&server.url());
+    b.type_into(&b.wait_element("#text"), "write the notes\u{E007}");
+    b.wait_element(".approval .approve");
+    assert_eq!(
+        b.texts(".approval .ask"),
+        vec!["buddy wants to write".to_string()]
+    );
+    let code = b.texts(".approval code").concat();
+    assert!(code.starts_with("write "), "{code}");
+    assert!(code.contains("notes.txt"), "{code}");
+    assert!(
+        !code.contains("$ ") && !code.contains("write_file"),
+        "{code}"
+    );
+    shot(b, "page-write-approval.png");
+    b.click(&b.wait_element(".approval .approve"));
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == "Written.").then_some(())
+    });
+    assert_eq!(
+        b.texts(".tool .call"),
+        vec!["▶ write notes.txt (2 lines, 8 B)".to_string()]
+    );
+}
+
+/// A call a PreToolUse hook blocked shows as failed, with the hook's reason,
+/// while the run streams and again when the saved session is opened.
+#[test]
+fn a_call_a_hook_blocked_shows_as_failed() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "c1",
+            "run_shell",
+            json!({ "command": "rm -r build" }).to_string(),
+        )]),
+        Reply::text("The hook said no."),
+    ]);
+    let toml = format!(
+        "{}\n[[hooks.PreToolUse]]\nmatcher = \"run_shell\"\ncommand = \"echo no rm in this repo >&2; exit 2\"\n",
+        support::fake_config(&p)
+    );
+    let cmd = BuddyCmd::new().config(toml);
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+    b.goto(&server.url());
+    b.type_into(&b.wait_element("#text"), "clean up\u{E007}");
+    let failed = "✗ run_shell: blocked by a hook".to_string();
+    b.wait_for("the call marked failed", |b| {
+        (b.try_texts(".tool.err .fail")? == [failed.clone()]).then_some(())
+    });
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == "The hook said no.").then_some(())
+    });
+    let out = b.texts(".tool .out").concat();
+    assert!(out.contains("no rm in this repo"), "{out}");
+    shot(b, "page-hook-blocked.png");
+    // Read back from the saved session: still failed.
+    b.refresh();
+    b.wait_for("the saved call marked failed", |b| {
+        (b.try_texts(".tool.err .fail")? == [failed.clone()]).then_some(())
+    });
+}

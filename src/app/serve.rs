@@ -164,6 +164,19 @@ impl Backend for ServeBackend {
         Ok(self.store.read_history(id)?)
     }
 
+    fn about(&self) -> crate::serve::About {
+        let info = self.info();
+        crate::serve::About {
+            model: info.model,
+            profile: info.profile,
+            cwd: info.cwd,
+        }
+    }
+
+    fn delete(&self, id: &str) -> Result<(), HostedError> {
+        Ok(self.store.delete(id)?)
+    }
+
     fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError> {
         // Approvals go to the HTTP client; nobody answering is the server's
         // timeout to decide, so the core always asks.

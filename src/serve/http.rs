@@ -248,7 +248,11 @@ pub fn router(state: State) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/api/sessions", get(list_sessions).post(create_session))
-        .route("/api/sessions/{id}", get(read_session))
+        .route("/api/about", get(about))
+        .route(
+            "/api/sessions/{id}",
+            get(read_session).delete(delete_session),
+        )
         .route("/api/sessions/{id}/view", get(view_session))
         .route("/api/render", post(render))
         .route("/api/sessions/{id}/messages", post(post_message))
@@ -531,6 +535,53 @@ async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
             .into_response()
         }
         Err(e) => store_error(e),
+    }
+}
+
+/// The model and the directory this server works with, for the page.
+async fn about(Ext(state): Ext<State>) -> Response {
+    Json(state.inner.backend.about()).into_response()
+}
+
+/// Deletes a session: its file and what lies beside it. Refused (409) while
+/// it runs here or another buddy process holds it. It passes the guard as
+/// every request does (Host, Origin, token).
+async fn delete_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
+    if !known(&state, &id) {
+        return no_session(&id);
+    }
+    let live = state.live(&id);
+    // Claimed as a run would be: no prompt can start while the files go.
+    let Some(kept) = live.claim() else {
+        return error(
+            StatusCode::CONFLICT,
+            format!("session {id} is running; interrupt it before deleting it"),
+        );
+    };
+    if let Some(agent) = kept {
+        agent.close().await;
+    }
+    let backend = Arc::clone(&state.inner.backend);
+    let gone = id.clone();
+    let done = tokio::task::spawn_blocking(move || backend.delete(&gone)).await;
+    live.unclaim();
+    match done {
+        Ok(Ok(())) => {
+            state.sessions().remove(&id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Ok(Err(e)) => {
+            use crate::session::SessionError;
+            match e.downcast_ref::<SessionError>() {
+                Some(SessionError::Locked { .. }) => error(StatusCode::CONFLICT, e.to_string()),
+                Some(SessionError::NotFound { .. }) => no_session(&id),
+                _ => store_error(e),
+            }
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot delete the session: {e}"),
+        ),
     }
 }
 

@@ -53,6 +53,24 @@ pub trait Backend: Send + Sync + 'static {
     /// A fresh agent with no session attached, keeping its "always"
     /// answers in `allowed` (the served session's list).
     fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError>;
+    /// The model and the directory, for the page's header.
+    fn about(&self) -> About {
+        About::default()
+    }
+    /// Deletes a session nothing holds: its file and what lies beside it.
+    /// Refused (`SessionInUse`) while another process holds it.
+    fn delete(&self, id: &str) -> Result<(), HostedError> {
+        Err(format!("session {id} cannot be deleted here").into())
+    }
+}
+
+/// What the page shows about the server it talks to.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct About {
+    pub model: String,
+    pub profile: String,
+    /// The directory whose sessions are listed and where tools work.
+    pub cwd: String,
 }
 
 #[derive(Debug, Clone)]

@@ -112,8 +112,15 @@ pub fn call(call_id: &str, name: &str, arguments: &str) -> Item {
     }
 }
 
+/// How the agent words the result of a call a `PreToolUse` hook blocked
+/// (`call_hooked` in `agent/mod.rs`): the call did not run.
+const HOOK_BLOCKED: &str = "blocked by a PreToolUse hook:";
+
 pub fn result(call_id: &str, name: &str, text: &str, is_error: bool) -> Item {
-    let v = result_view(name, text, is_error, MAX_RESULT_LINES);
+    let mut v = result_view(name, text, is_error, MAX_RESULT_LINES);
+    if is_error && text.starts_with(HOOK_BLOCKED) {
+        v.failure = Some("blocked by a hook".to_string());
+    }
     Item::Result {
         call_id: call_id.to_string(),
         name: crate::text::one_line(name, 80),
@@ -169,8 +176,10 @@ pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
                     .unwrap_or("tool");
                 // The journal keeps no error flag; as the REPL's replay, a
                 // saved result reads as output (a command's exit status is
-                // in its text and still shows).
-                items.push(result(id, name, m.text(), false));
+                // in its text and still shows). A call a hook stopped never
+                // ran, and its text says so: it shows as failed.
+                let blocked = m.text().starts_with(HOOK_BLOCKED);
+                items.push(result(id, name, m.text(), blocked));
             }
         }
     }
@@ -275,6 +284,32 @@ mod tests {
             "<p class=\"cut\">… {} more bytes not shown</p>\n",
             MAX_ANSWER_BYTES
         )));
+    }
+
+    #[test]
+    fn a_call_a_hook_blocked_shows_as_failed_live_and_saved() {
+        let mut asked = Message::assistant("");
+        asked.tool_calls = Some(vec![ToolCall::new(
+            "c1",
+            "run_shell",
+            json!({ "command": "rm -r build" }).to_string(),
+        )]);
+        let text = "blocked by a PreToolUse hook: no rm in this repo";
+        let (items, _) = history(&[asked, Message::tool_result("c1", text)]);
+        let Item::Result { failure, lines, .. } = &items[1] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(failure.as_deref(), Some("blocked by a hook"));
+        assert_eq!(lines, &[text]);
+        // Live, the event says it is an error; the page names why.
+        let Item::Result { failure, .. } = result("c1", "run_shell", text, true) else {
+            panic!()
+        };
+        assert_eq!(failure.as_deref(), Some("blocked by a hook"));
+        // A saved result that only mentions a hook is output.
+        let said = "exit code: 0\nstdout:\nblocked by a PreToolUse hook: x";
+        let (items, _) = history(&[Message::tool_result("c2", said)]);
+        assert!(matches!(&items[0], Item::Result { failure: None, .. }));
     }
 
     #[test]

@@ -350,6 +350,42 @@ impl Store {
         Ok(ids)
     }
 
+    /// Deletes session `id` (an exact id): its journal, images and
+    /// checkpoints, all inside this store's directory. The journal is locked
+    /// first, so a session another process holds is refused (`Locked`) and
+    /// left whole; a name that is not a plain id is `NotFound`.
+    pub fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let not_found = || SessionError::NotFound {
+            query: id.to_string(),
+            dir: self.dir.clone(),
+        };
+        // A path separator or a leading dot could name something outside the
+        // directory, or one of its own files.
+        if id.is_empty() || id.starts_with('.') || id.contains(['/', '\\', '\0']) {
+            return Err(not_found());
+        }
+        let path = self.path_of(id);
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => not_found(),
+                _ => SessionError::io("open session file", &path, e),
+            })?;
+        lock(&file, id, &path)?;
+        // Beside-files first: a journal left without them still loads, the
+        // other way round they would be orphans no listing shows.
+        for dir in [images_dir(&path), self.checkpoints_of(id)] {
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SessionError::io("delete", &dir, e)),
+            }
+        }
+        fs::remove_file(&path).map_err(|e| SessionError::io("delete session file", &path, e))
+    }
+
     /// The id `query` names: `last` (the most recently used), an exact id, or
     /// a prefix of exactly one id.
     pub fn resolve(&self, query: &str) -> Result<String, SessionError> {

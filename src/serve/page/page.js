@@ -210,13 +210,26 @@ async function onToolResult(ev, gen) {
 }
 
 // ---- approvals ---------------------------------------------------------
+// Tools whose approval is a change to files, and the word for it.
+const FILE_TOOLS = { write_file: "write", edit_file: "edit", apply_patch: "patch" };
+
 function showApproval(ev) {
   if ([...$("approvals").children].some((d) => d.dataset.call === ev.call_id)) return;
   const d = el("div", "approval");
   d.dataset.call = ev.call_id;
-  d.appendChild(el("div", "ask", "buddy wants to run"));
+  // A file change reads as one, as the terminal asks it: not as a command
+  // line someone would type at a prompt.
+  const verb = FILE_TOOLS[ev.tool];
   const code = el("code");
-  code.append(el("span", "actor", visible(ev.actor) + "$ "), visible(ev.command));
+  if (verb) {
+    d.classList.add("file");
+    d.appendChild(el("div", "ask", "buddy wants to " + verb));
+    const what = String(ev.command ?? "");
+    code.append(el("span", "actor", verb + " "), visible(what.replace(new RegExp("^" + ev.tool + ":? "), "")));
+  } else {
+    d.appendChild(el("div", "ask", "buddy wants to run"));
+    code.append(el("span", "actor", visible(ev.actor) + "$ "), visible(ev.command));
+  }
   d.appendChild(code);
   if (HAS_UNSAFE.test(ev.command)) {
     d.appendChild(el("div", "warn", "The command contains control characters (shown as ␛, ␍…); they are part of what would run."));
@@ -274,6 +287,11 @@ function onEvent(name, ev, gen) {
       const by = ev.by && ev.by !== "user" ? " (" + ev.by.replace(/_/g, " ") + ")" : "";
       const text = (ev.approved ? "approved: " : "denied: ") + ev.command + by + (ev.reason ? " — " + ev.reason : "");
       note(text, ev.approved ? "" : "warn", calls.get(ev.call_id)?.d);
+      break;
+    }
+    case "hook_blocked": {
+      const what = ev.hook_event + " hook blocked " + (ev.tool || "it") + (ev.reason ? ": " + ev.reason : "");
+      note(what, "warn", ev.call_id ? calls.get(ev.call_id)?.d : null);
       break;
     }
     case "retrying": note("the model server failed (" + ev.error + "); retrying, attempt " + ev.attempt + " of " + ev.max_retries); break;
@@ -382,10 +400,20 @@ function showTitle() {
   $("title").textContent = current ? visible((s && s.title) || "New chat") : "New chat";
 }
 
+// Whether a session matches what is typed in the find box: every word, in
+// its title, id or model, case aside.
+function matches(s, words) {
+  const hay = [s.title, s.id, s.model].join(" ").toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
+
 function drawSessions() {
   const box = $("sessions");
   box.textContent = "";
-  for (const s of sessions) {
+  const words = $("find").value.toLowerCase().split(/\s+/).filter(Boolean);
+  const shown = sessions.filter((s) => matches(s, words));
+  for (const s of shown) {
+    const row = el("div", "row");
     const a = el("a", "sess" + (s.id === current ? " on" : ""));
     a.href = "#s=" + encodeURIComponent(s.id);
     a.title = s.id;
@@ -398,9 +426,46 @@ function drawSessions() {
       document.body.classList.remove("menu");
       if (s.id !== current) openSession(s.id, true);
     };
-    box.appendChild(a);
+    row.appendChild(a);
+    if (!s.running) row.appendChild(deleteButton(s));
+    box.appendChild(row);
   }
+  if (words.length && !shown.length) box.appendChild(el("div", "none", "No session matches"));
   showTitle();
+}
+
+// Deleting takes two clicks: the first asks, the second deletes.
+function deleteButton(s) {
+  const b = el("button", "del", "×");
+  b.type = "button";
+  b.title = "Delete this session";
+  b.setAttribute("aria-label", "Delete session " + visible(s.title || s.id));
+  b.onclick = async () => {
+    if (!b.classList.contains("sure")) {
+      b.classList.add("sure");
+      b.textContent = "Delete?";
+      return;
+    }
+    b.disabled = true;
+    let r;
+    try { r = await api("/api/sessions/" + encodeURIComponent(s.id), { method: "DELETE" }); } catch (e) { note("error: " + e.message, "err"); return; }
+    if (!r.ok && r.status !== 404) { note("error: " + await errorOf(r), "err"); b.disabled = false; return; }
+    sessions = sessions.filter((x) => x.id !== s.id);
+    if (s.id === current) newChat(); else drawSessions();
+  };
+  return b;
+}
+
+// The model and the directory this server works in, in the header.
+async function loadAbout() {
+  try {
+    const r = await api("/api/about");
+    if (!r.ok) return;
+    const a = await r.json();
+    $("model").textContent = visible(a.model);
+    $("cwd").textContent = visible(a.cwd);
+    $("cwd").title = visible(a.cwd);
+  } catch (_) { /* the header stays as it is */ }
 }
 
 async function loadSessions() {
@@ -528,6 +593,7 @@ $("stop").onclick = () => {
   if (current) api("/api/sessions/" + encodeURIComponent(current) + "/interrupt", { method: "POST" });
 };
 $("new").onclick = newChat;
+$("find").addEventListener("input", drawSessions);
 $("menu").onclick = () => document.body.classList.toggle("menu");
 $("scrim").onclick = () => document.body.classList.remove("menu");
 window.addEventListener("popstate", () => {
@@ -539,6 +605,7 @@ window.addEventListener("popstate", () => {
 setInterval(drawSessions, 30000);
 
 loadSessions();
+loadAbout();
 const first = sessionFromUrl();
 if (first) openSession(first, false); else showEmpty();
 $("text").focus();
