@@ -569,8 +569,10 @@ mod tests {
         ] {
             assert!(at(heading) < at(option), "{heading} {option}:\n{help}");
         }
-        // The limits are together, not spread among other options.
-        let limits = &help[at("Limits:")..at("Output:")];
+        // The limits are together, not spread among other options: a group
+        // ends at a blank line.
+        let limits = &help[at("Limits:")..];
+        let limits = &limits[..limits.find("\n\n").unwrap_or(limits.len())];
         for option in ["--max-turns", "--max-tokens", "--timeout", "--max-cost"] {
             assert!(limits.contains(option), "{option}:\n{help}");
         }

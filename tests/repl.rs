@@ -842,3 +842,51 @@ fn a_keystroke_redraws_the_input_in_one_write() {
         text.len()
     );
 }
+
+/// tmux's count of lines in the pane's scrollback.
+fn history_size(t: &Tmux) -> u32 {
+    let out = t.tmux_cmd(&[
+        "display-message",
+        "-p",
+        "-t",
+        "buddy-test",
+        "#{history_size}",
+    ]);
+    out.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("history_size: {out:?}"))
+}
+
+#[test]
+fn typing_after_ctrl_l_pushes_nothing_into_tmuxs_scrollback() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let t = repl(&cmd, &[]);
+    t.keys(&["C-l"]);
+    // After the clear the prompt is alone, on the top row.
+    t.wait_for("the prompt at the top", |s| s.lines().next() == Some(">"));
+    let before = history_size(&t);
+    for c in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"] {
+        t.type_text(c);
+    }
+    t.wait_for("ten keys typed", |s| {
+        s.lines().next() == Some("> abcdefghij")
+    });
+    assert_eq!(history_size(&t), before, "{}", t.screen());
+}
+
+#[test]
+fn ctrl_c_at_an_idle_prompt_says_how_to_quit() {
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let t = repl(&cmd, &[]);
+    t.keys(&["C-c"]);
+    let screen = t.wait_text("to quit, press Ctrl-D on an empty line or type /quit");
+    // Said once, however often Ctrl-C is pressed in a row.
+    t.keys(&["C-c", "C-c"]);
+    t.type_text("x");
+    t.wait_text("> x");
+    assert_eq!(
+        t.screen().matches("Ctrl-C clears the line").count(),
+        1,
+        "{screen}"
+    );
+}

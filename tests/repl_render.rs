@@ -393,3 +393,25 @@ fn an_answer_that_did_not_stream_is_shown_after_tool_calls_too() {
         .unwrap_or_else(|| panic!("no answer after the tool call:\n{}", lines.join("\n")));
     assert_eq!(&lines[from..], SHOWN);
 }
+
+#[test]
+fn the_output_limit_warning_comes_after_the_answers_last_line() {
+    // The answer's last line has no newline, so the renderer still holds it
+    // when the cut-off warning arrives.
+    let p = FakeProvider::start(vec![
+        Reply::text("para one\n\nthe last line was cut").with_finish_reason("length")
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd);
+    t.line("long answer");
+    let lines = answer_lines(&t, "long answer");
+    assert_eq!(
+        lines[..3],
+        ["para one", "", "the last line was cut"],
+        "{lines:?}"
+    );
+    assert!(
+        lines[3].starts_with("warning: the model stopped at the server's own output limit"),
+        "{lines:?}"
+    );
+}

@@ -38,6 +38,9 @@ impl Protocol for Messages {
     fn path(&self) -> &'static str {
         "/messages"
     }
+    fn default_max_tokens(&self) -> Option<u64> {
+        Some(DEFAULT_MAX_TOKENS)
+    }
 
     fn models_path(&self) -> &'static str {
         // One page of the most the API returns, which holds every model.

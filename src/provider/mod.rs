@@ -35,7 +35,8 @@ pub struct ModelResponse {
     pub usage: Option<Usage>,
     /// Set when the model stopped at its output limit rather than finishing
     /// (`finish_reason: length`, `stop_reason: max_tokens`, an incomplete
-    /// response): the server's reason, for a warning.
+    /// response): the server's reason, which `HttpClient` turns into the
+    /// limit that was hit and how to raise it (`http::output_limit`).
     pub cut_off: Option<String>,
     /// Set when the model declined to answer (a `refusal` field or part,
     /// `stop_reason: refusal`, a content filter): the server's reason, so

@@ -594,7 +594,18 @@ impl Editor {
         if self.cursor_row > 0 {
             queue!(out, MoveUp(self.cursor_row as u16))?;
         }
-        queue!(out, MoveToColumn(0), Clear(ClearType::FromCursorDown))?;
+        // Not one "clear to the end of the screen" from column 0: at the
+        // screen's top-left (after Ctrl-L) tmux takes that for clearing the
+        // whole screen and pushes it into its scrollback, a line per
+        // keystroke. The first row is cleared alone, the rest from column 1.
+        queue!(
+            out,
+            MoveToColumn(0),
+            Clear(ClearType::CurrentLine),
+            MoveToColumn(1),
+            Clear(ClearType::FromCursorDown),
+            MoveToColumn(0)
+        )?;
         self.cursor_row = 0;
         self.drawn.clear();
         self.cursor_col = 0;

@@ -362,6 +362,12 @@ pub struct Repl<'h> {
     md: MarkdownRenderer,
     /// Whether the live area holds the answer's preview (it may hold a picker).
     live_answer: bool,
+    /// Warnings that came while an answer was streaming, shown after its
+    /// last line rather than in the middle of it (the output-limit warning
+    /// arrives before the renderer has let go of the answer's last line).
+    held_warnings: Vec<String>,
+    /// The how-to-quit hint was just shown for a Ctrl-C at an idle prompt.
+    quit_hinted: bool,
     /// Whether the model request in progress streamed any answer text; an
     /// answer that came whole (a profile with `stream = false`) is shown
     /// when the run ends.
@@ -472,6 +478,8 @@ impl<'h> Repl<'h> {
             queued: (Vec::new(), Vec::new()),
             md: MarkdownRenderer::new(80, colour),
             live_answer: false,
+            held_warnings: Vec::new(),
+            quit_hinted: false,
             answer_streamed: false,
             tool_output: Vec::new(),
             reasoning: String::new(),
@@ -671,13 +679,26 @@ impl<'h> Repl<'h> {
                 }
             }
         }
-        match self.editor.handle(&ev) {
+        let outcome = self.editor.handle(&ev);
+        if !matches!(outcome, Outcome::Interrupt) {
+            self.quit_hinted = false;
+        }
+        match outcome {
             Outcome::Continue => self.redraw(),
             Outcome::Interrupt => {
                 if self.bang.is_some() {
                     self.stop_bang();
                 } else if self.task.is_some() {
                     self.interrupt();
+                } else if !self.quit_hinted {
+                    // Ctrl-C is how many programs quit: say what does here,
+                    // once per run of presses.
+                    self.quit_hinted = true;
+                    let hint = self
+                        .opts
+                        .style
+                        .dim("Ctrl-C clears the line; to quit, press Ctrl-D on an empty line or type /quit");
+                    self.say(&hint);
                 } else {
                     self.redraw();
                 }
@@ -1520,6 +1541,9 @@ impl<'h> Repl<'h> {
         if !rest.is_empty() {
             self.say(rest.strip_suffix('\n').unwrap_or(&rest));
         }
+        for warning in std::mem::take(&mut self.held_warnings) {
+            self.say(&warning);
+        }
     }
 
     /// Reasoning lines, labelled so they can be told from the answer without
@@ -1776,7 +1800,12 @@ impl<'h> Repl<'h> {
                 ));
             }
             EventKind::Warning { message } => {
-                self.say(&format!("{} {}", st.warning("warning:"), visible(&message)))
+                let line = format!("{} {}", st.warning("warning:"), visible(&message));
+                if self.live_answer {
+                    self.held_warnings.push(line);
+                } else {
+                    self.say(&line);
+                }
             }
             EventKind::HookBlocked {
                 hook_event,
