@@ -94,14 +94,14 @@ fn main() {
         let start = Instant::now();
         for f in &files {
             store
-                .keep(&turn, std::slice::from_ref(f), None)
+                .keep(&turn, std::slice::from_ref(f), &[], None)
                 .expect("checkpoint");
         }
         each.push(start.elapsed());
         touch(2 * round + 1);
         let turn = format!("{:013}-{:04}", round * 2 + 1, 0);
         let start = Instant::now();
-        store.keep(&turn, &files, None).expect("checkpoint");
+        store.keep(&turn, &files, &[], None).expect("checkpoint");
         batched.push(start.elapsed());
     }
     stats(

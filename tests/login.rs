@@ -318,10 +318,10 @@ fn no_spelling_of_a_base_url_sends_a_profiles_credential_to_another_host() {
     .map(|s| s.replace("{evil}", &evil).replace("{own}", &own_host))
     .collect();
     let profiles = [
-        format!("api_key_env = \"OPENAI_API_KEY\""),
-        format!("api_key_env = \"ANTHROPIC_API_KEY\"\napi = \"messages\""),
+        "api_key_env = \"OPENAI_API_KEY\"".to_string(),
+        "api_key_env = \"ANTHROPIC_API_KEY\"\napi = \"messages\"".to_string(),
         format!("api_key = \"{LITERAL}\""),
-        format!("auth = \"login\""),
+        "auth = \"login\"".to_string(),
     ];
     let mut runs = 0;
     for profile in &profiles {
