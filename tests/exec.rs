@@ -1183,3 +1183,29 @@ fn the_output_limit_warning_names_the_limit_that_was_hit() {
         }
     }
 }
+
+/// `--base-url` alone names a server the profile's model id means nothing
+/// to: buddy asks it for its models and sends the first, saying so; `-m`
+/// still picks.
+#[test]
+fn a_bare_base_url_sends_the_first_model_its_server_lists() {
+    let p = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")])
+        .with_models(&["served-model", "other-model"]);
+    // No config of the test's: the default template, whose model is OpenAI's.
+    let cmd = BuddyCmd::new();
+    let url = p.base_url();
+    let out = cmd.rerun(["exec", "--base-url", url.as_str(), "hi"]);
+    out.assert_success();
+    assert_eq!(p.chat_requests()[0].model(), Some("served-model"));
+    assert!(out.stderr.contains("served-model"), "{}", out.stderr);
+    let out = cmd.rerun([
+        "exec",
+        "--base-url",
+        url.as_str(),
+        "-m",
+        "other-model",
+        "hi",
+    ]);
+    out.assert_success();
+    assert_eq!(p.chat_requests()[1].model(), Some("other-model"));
+}

@@ -580,3 +580,45 @@ fn a_key_echoed_in_streamed_reasoning_and_text_is_redacted_everywhere() {
     assert!(!json.stdout.contains(KEY), "{}", json.stdout);
     assert!(!session_text(&cmd).contains(KEY));
 }
+
+/// Every variable buddy takes a credential from by a fixed name, plus one a
+/// profile names: none reaches a command the model runs or a hook. The model
+/// would see a value even base64-encoded, so the test asks only whether each
+/// name is set at all.
+#[test]
+fn every_credential_variable_is_hidden_from_commands_and_hooks() {
+    const NAMES: [&str; 6] = [
+        "BUDDY_API_KEY",
+        "AGENT_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "BUDDY_SERVE_TOKEN",
+        "MY_PROFILE_KEY",
+    ];
+    let probe: String = NAMES
+        .iter()
+        .map(|n| format!("[ -n \"${{{n}+x}}\" ] && echo SEEN:{n}; "))
+        .collect::<String>()
+        + "echo checked";
+    let p = FakeProvider::start(vec![shell("s1", &probe), Reply::text("done")]);
+    // A TOML literal string: the probe holds no single quote.
+    let hook = format!(
+        "[[hooks.PreToolUse]]\ncommand = '{{ {probe}; }} > \"$BUDDY_PROJECT_DIR/hook-env\"'\n"
+    );
+    let cfg = format!(
+        "{}\n[tools]\nshell_confirm = false\n\n{hook}\n",
+        fake_config(&p).replace("api_key = \"sk-fake\"", "api_key_env = \"MY_PROFILE_KEY\"")
+    );
+    let mut cmd = BuddyCmd::new().config(cfg);
+    for n in NAMES {
+        cmd = cmd.env(n, format!("value-of-{n}-0123456789"));
+    }
+    let out = cmd.rerun(["exec", "look"]);
+    out.assert_success();
+    let result = tool_result(&p.chat_requests()[1], "s1");
+    assert!(result.contains("checked"), "{result}");
+    assert!(!result.contains("SEEN:"), "a command saw: {result}");
+    let hook_saw = std::fs::read_to_string(cmd.work_dir().join("hook-env")).unwrap();
+    assert!(hook_saw.contains("checked"), "{hook_saw}");
+    assert!(!hook_saw.contains("SEEN:"), "a hook saw: {hook_saw}");
+}

@@ -254,6 +254,9 @@ pub struct Agent {
     hook_context: Vec<String>,
     /// The schema a final answer must match; the answer is then its JSON.
     pub(crate) output: Option<Arc<OutputSchema>>,
+    /// The window is known (configured, catalogued, reported or named by
+    /// a refusal), not the fallback guess: only then is anything cut to it.
+    context_known: bool,
 }
 
 impl Agent {
@@ -279,6 +282,7 @@ impl Agent {
             tools: Arc::new(tools),
             tool_ctx,
             tracker: TokenTracker::new(options.context_limit),
+            context_known: overflow::known_limit(options.context_limit),
             options,
             messages,
             emitter,
@@ -321,6 +325,7 @@ impl Agent {
         self.client = client;
         self.tracker.context_limit = context_limit;
         self.options.context_limit = context_limit;
+        self.context_known = overflow::known_limit(context_limit);
         if let Some(sink) = self.sink.as_mut() {
             sink.set_model(&model.model, &model.profile);
         }
@@ -511,9 +516,7 @@ impl Agent {
     /// A user message that starts no run (`Op::AddContext`); saved with the
     /// conversation like any other, with the form the user typed, if given.
     pub async fn add_context(&mut self, text: String, shown: Option<String>) {
-        let Some(text) = self.fit_in_context(text, "the attached text").await else {
-            return;
-        };
+        let text = self.fit_in_context(text, "the attached text").await;
         let message = Message::user(text);
         self.messages.push(match shown {
             Some(s) => message.with_shown(s),
@@ -1168,15 +1171,9 @@ impl Agent {
             };
             let call = &batch.calls[batch.pushed];
             let (id, name) = (call.id.clone(), call.function.name.clone());
-            // A result is never left out (its call needs an answer): with
-            // no room at all it becomes the note saying so.
-            let text = match self
+            let text = self
                 .fit_in_context(r.text, &format!("the output of {name}"))
-                .await
-            {
-                Some(text) => text,
-                None => "[the output did not fit in the context window and was left out]".into(),
-            };
+                .await;
             self.messages.push(Message::tool_result(&id, text));
             batch.pushed += 1;
         }

@@ -16,6 +16,16 @@ const RESERVE_DIVISOR: u64 = 4;
 /// Characters a token is taken to hold when cutting: fewer than the
 /// estimate's four, so the cut text fits under tokenizers that split finer.
 const CUT_CHARS_PER_TOKEN: u64 = 3;
+/// What a cut keeps whatever the room: a result this short is never cut.
+const KEEP_AT_LEAST: usize = 2_000;
+
+/// Whether a window of `limit` tokens was described by someone rather than
+/// guessed (`tokens::FALLBACK_CONTEXT_LIMIT` for a model nobody described;
+/// a configured window of exactly that size is taken as a guess too, which
+/// only means nothing is cut before the server says so).
+pub(super) fn known_limit(limit: u64) -> bool {
+    limit != super::tokens::FALLBACK_CONTEXT_LIMIT
+}
 
 impl Agent {
     /// Tokens a new message may take before the window is full, leaving a
@@ -30,23 +40,26 @@ impl Agent {
 
     /// `text`, cut to the room the window has left when it would not fit,
     /// with a note for the model and a warning for the user naming `what`.
-    /// `None` when there is no room at all: the caller leaves it out.
-    pub(super) async fn fit_in_context(&mut self, text: String, what: &str) -> Option<String> {
+    /// Nothing is cut to a guessed window (the fallback for a model nobody
+    /// described): a refusal then names the real one. At least
+    /// `KEEP_AT_LEAST` characters stay, so a short result ("wrote 10
+    /// bytes") is never touched by a history that is already too long.
+    pub(super) async fn fit_in_context(&mut self, text: String, what: &str) -> String {
+        if !self.context_known || text.len() <= KEEP_AT_LEAST {
+            return text;
+        }
         let need = super::tokens::estimate_text(&text);
         let room = self.context_room();
         if need <= room {
-            return Some(text);
+            return text;
         }
-        let keep_chars = usize::try_from(room.saturating_mul(CUT_CHARS_PER_TOKEN)).unwrap_or(0);
-        if keep_chars < 200 {
-            self.warn(format!(
-                "{what} left out: ~{need} tokens, and the model's context window ({} tokens) is full; /compact or /clear makes room",
-                self.tracker.context_limit
-            ))
-            .await;
-            return None;
+        let keep_chars = usize::try_from(room.saturating_mul(CUT_CHARS_PER_TOKEN))
+            .unwrap_or(usize::MAX)
+            .max(KEEP_AT_LEAST);
+        if keep_chars >= text.len() {
+            return text;
         }
-        let mut cut = keep_chars.min(text.len());
+        let mut cut = keep_chars;
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -56,12 +69,12 @@ impl Agent {
             super::tokens::estimate_text(&text[..cut])
         ))
         .await;
-        Some(format!(
+        format!(
             "{}\n[… cut here: the rest ({} of {} characters) did not fit in the context window]",
             &text[..cut],
             text.len() - cut,
             text.len()
-        ))
+        )
     }
 
     /// The window the server named in a refusal: budgeted with from now on.
@@ -69,6 +82,7 @@ impl Agent {
         if n > 0 {
             self.tracker.context_limit = n;
             self.options.context_limit = n;
+            self.context_known = true;
         }
     }
 
