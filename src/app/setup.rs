@@ -119,9 +119,23 @@ async fn model_of_the_server(
     if !settings.api.model_unchosen {
         return (settings, overrides);
     }
-    let listed = match client_for(&settings, None) {
-        Ok(client) => tokio::time::timeout(MODEL_LIST_WAIT, client.list_models()).await,
-        Err(_) => return (settings, overrides),
+    let listed = if settings.api.base_url.starts_with("http://") {
+        // Plain HTTP: discovery's probe, which builds no TLS client (and so
+        // reads no trust store) and asks through no proxy.
+        match discovery::probe_all(std::slice::from_ref(&settings.api.base_url))
+            .await
+            .pop()
+        {
+            Some(discovery::Probe::Models(models)) if !models.is_empty() => Ok(Ok(models)),
+            // A plain server that lists nothing is left to answer the
+            // request itself, quietly, as before.
+            _ => return (settings, overrides),
+        }
+    } else {
+        match client_for(&settings, None) {
+            Ok(client) => tokio::time::timeout(MODEL_LIST_WAIT, client.list_models()).await,
+            Err(_) => return (settings, overrides),
+        }
     };
     let base = crate::text::one_line(&settings.api.base_url, 200);
     match listed {

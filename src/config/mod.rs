@@ -437,6 +437,8 @@ pub fn resolve(
         .model
         .clone()
         .or_else(|| env_first(env, &["BUDDY_MODEL", "AGENT_MODEL"]));
+    // A profile or model named by -m, BUDDY_MODEL or --profile is a choice.
+    let picked = cli.profile.is_some() || wanted.is_some();
     let (profile_name, model_override) = match (cli.profile.clone(), wanted) {
         (Some(p), w) => (p, w),
         (None, Some(w)) if file.models.contains_key(&w) => (w, None),
@@ -537,7 +539,7 @@ pub fn resolve(
             _ => path,
         }
     });
-    let model_unchosen = elsewhere && model_override.is_none();
+    let model_unchosen = elsewhere && !picked;
     let model = model_override
         .or(profile.model.clone())
         .unwrap_or_else(|| profile_name.clone());
