@@ -119,9 +119,19 @@ async fn model_of_the_server(
     if !settings.api.model_unchosen {
         return (settings, overrides);
     }
-    let listed = if settings.api.base_url.starts_with("http://") {
-        // Plain HTTP: discovery's probe, which builds no TLS client (and so
-        // reads no trust store) and asks through no proxy.
+    let loopback = url::Url::parse(&settings.api.base_url).is_ok_and(|u| {
+        u.scheme() == "http"
+            && match u.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+                None => false,
+            }
+    });
+    let listed = if loopback {
+        // Plain HTTP on this machine: discovery's probe, which builds no TLS
+        // client (and so reads no trust store) and asks through no proxy.
+        // Any other host is asked as the request will be, proxy included.
         match discovery::probe_all(std::slice::from_ref(&settings.api.base_url))
             .await
             .pop()
