@@ -141,7 +141,7 @@ pub async fn send(
         Some(p) => format!("{host}:{p}"),
         None => host.clone(),
     };
-    let mut req = to_hyper(&request, body, &authority)?;
+    let mut req = to_hyper(&request, body.clone(), &authority)?;
     while let Some(mut idle) = pool.take(&authority) {
         // A server closes idle connections when it likes; most such closes
         // are seen here, and one that comes while the request is on its way
@@ -152,6 +152,13 @@ pub async fn send(
         match exchange(idle, req).await {
             Outcome::Answered(r) => return Ok(r.into_response(pool.clone())),
             Outcome::Returned(back) => req = back,
+            // A reused connection the server closed as the request arrived
+            // ends it unanswered; that is the connection's age, not a server
+            // that cannot be reached, so a fresh connection gets it without a
+            // word (a fresh one failing is reported).
+            Outcome::Failed(Failure::Exchange(_)) => {
+                req = to_hyper(&request, body.clone(), &authority)?;
+            }
             Outcome::Failed(e) => return Err(e),
         }
     }
@@ -453,6 +460,8 @@ mod tests {
         CloseWhenTold(Arc<tokio::sync::Notify>),
         /// Hold the body's last (empty) chunk back until notified.
         EndWhenTold(Arc<tokio::sync::Notify>),
+        /// Read the next request on the connection, then close it unanswered.
+        DropNextRequest,
     }
 
     /// A loopback HTTP/1.1 server: each request is answered with `chunks` as
@@ -515,6 +524,15 @@ mod tests {
                         }
                         out.extend_from_slice(b"0\r\n\r\n");
                         sock.write_all(&out).await.unwrap();
+                        if let Then::DropNextRequest = &*then {
+                            // The next request is read, then the connection
+                            // closed with no answer: a keep-alive race lost.
+                            let mut b = [0u8; 4096];
+                            let _ = sock.read(&mut b).await;
+                            drop(sock);
+                            let _ = closed_tx.send(());
+                            return;
+                        }
                         if let Then::CloseWhenTold(told) = &*then {
                             told.notified().await;
                             drop(sock);
@@ -675,6 +693,19 @@ mod tests {
         told.notify_one();
         assert_eq!(read_all(&mut r.body).await.0, "data: [DONE]\n\n");
         assert_eq!(s.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reused_connection_closed_as_the_request_arrives_is_replaced_unseen() {
+        let s = server(vec!["data: a\n\n".into()], Then::DropNextRequest).await;
+        let pool = Pool::default();
+        for _ in 0..2 {
+            let mut r = send(&pool, request(&s.url), Bytes::from_static(BODY), CONNECT)
+                .await
+                .unwrap();
+            assert_eq!(read_all(&mut r.body).await.0, "data: a\n\n");
+        }
+        assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]
