@@ -6,7 +6,7 @@
 //! library in between, malformed messages answered with JSON-RPC errors
 //! on a stdout that carries nothing else.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -273,17 +273,10 @@ fn malformed_messages_get_json_rpc_errors_and_the_agent_goes_on() {
     let opened = answer(&mut out, json!(5));
     assert!(opened["result"]["sessionId"].is_string(), "{opened}");
     drop(stdin);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "buddy acp did not end at EOF"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status =
+        support::wait::wait_until("buddy acp to end at EOF", Duration::from_secs(20), || {
+            child.try_wait().unwrap()
+        });
     assert!(status.success(), "{status}");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
@@ -291,4 +284,40 @@ fn malformed_messages_get_json_rpc_errors_and_the_agent_goes_on() {
         let v: Value = serde_json::from_str(line).expect("only JSON-RPC on stdout");
         assert_eq!(v["jsonrpc"], "2.0");
     }
+}
+
+/// A prompt too long for the server's window ends its turn, and the next
+/// prompt in the same session is sent without it and answered (issue 49).
+#[test]
+fn a_prompt_too_long_for_the_window_ends_its_turn_and_the_next_is_answered() {
+    use crate::support::fake_provider::{huge_prompt, LLAMA_OVERFLOW};
+    let p = FakeProvider::start(vec![
+        Reply::status(400, LLAMA_OVERFLOW),
+        Reply::text("answered again"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "overflow", &[("ACP_TEST_PROMPT", &huge_prompt())]);
+    // The first turn fails (an error, or a stop that is not end_turn), the
+    // second ends normally.
+    let stops = seen["stops"].as_array().unwrap();
+    let errors = seen["errors"].as_array().unwrap();
+    assert_eq!(stops.len() + errors.len(), 2, "{seen}");
+    assert_eq!(stops.last().unwrap(), "end_turn", "{seen}");
+    let failed = errors
+        .iter()
+        .chain(&stops[..stops.len() - 1])
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(!failed.is_empty(), "{seen}");
+    let text: String = updates(&seen, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(text.ends_with("answered again"), "{seen}");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(
+        !reqs[1].body_text().contains("HUGE-PROMPT"),
+        "the refused prompt was sent again"
+    );
 }

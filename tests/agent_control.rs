@@ -2,7 +2,7 @@
 //! the fake provider: execution limits (flags and config), tool execution
 //! strategies, and context compaction with its journal record.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::fs;

@@ -8,7 +8,7 @@
 //! without a terminal). `expr` stands for a command that asks: it prints its
 //! argument and is not on the read-only list.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};

@@ -4,7 +4,7 @@
 //! container of its own, removed when the test ends, pass or fail. See
 //! tests/support/container.rs for the image and the engine set-up.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -498,16 +498,14 @@ fn a_timed_out_command_does_not_keep_running_in_the_container() {
     assert!(result_of(&p.chat_requests(), "a").starts_with("timed out after 1 s"));
     // The result says "the command was killed": then it is gone (the stop
     // waits for it, with a bound; allow that bound).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let ps = ctr.exec("ps -o args");
-        let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
-        if !ps.contains("sleep 31.5") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "still running:\n{ps}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait::wait_for(
+        "the timed-out command to be gone",
+        Duration::from_secs(5),
+        || {
+            let ps = ctr.exec("ps -o args");
+            !String::from_utf8_lossy(&ps.stdout).contains("sleep 31.5")
+        },
+    );
 }
 
 extern "C" {

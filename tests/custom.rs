@@ -5,7 +5,7 @@
 //! an untrusted project's own files have no effect. The REPL test also runs
 //! a Notification hook, which needs an approval a person is asked for.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -228,18 +228,15 @@ fn in_the_repl_commands_show_in_the_menu_skills_list_and_a_waiting_approval_runs
         t.cursor_line().contains("touch approved -- approve?")
     });
     let note = cmd.work_dir().join("note.json");
-    let deadline = std::time::Instant::now() + support::tmux::WAIT;
-    while !note.exists()
-        || std::fs::read_to_string(&note)
-            .unwrap_or_default()
-            .is_empty()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Notification hook did not run while the approval waited"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    support::wait::wait_for(
+        "the Notification hook to run while the approval waits",
+        support::tmux::WAIT,
+        || {
+            !std::fs::read_to_string(&note)
+                .unwrap_or_default()
+                .is_empty()
+        },
+    );
     let input: Value = serde_json::from_str(&std::fs::read_to_string(&note).unwrap()).unwrap();
     assert_eq!(input["hook_event_name"], "Notification");
     assert_eq!(input["notification_type"], "permission_prompt");

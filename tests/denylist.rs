@@ -4,7 +4,7 @@
 //! is ever removed, and harmless calls prove the stubs would have seen the
 //! others.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;

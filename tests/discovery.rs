@@ -3,11 +3,11 @@
 //! server offers. Against the fake provider and against the real llama.cpp
 //! server (see `support::real_server`).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::fake_provider::{FakeProvider, Reply};
 use support::real_server::{self, free_port, free_ports, RealServer, MODEL};
 use support::BuddyCmd;
@@ -374,8 +374,10 @@ fn models_without_a_key_lists_the_local_servers_models() {
 
 #[test]
 fn real_llama_server_is_found_and_answers_exec_with_no_key() {
-    let Some(server) = RealServer::start("real_llama_server_is_found_and_answers_exec_with_no_key")
-    else {
+    let Some(server) = RealServer::start_with(
+        "real_llama_server_is_found_and_answers_exec_with_no_key",
+        &["-n", "64"],
+    ) else {
         return;
     };
     let out = BuddyCmd::new()
@@ -398,7 +400,8 @@ fn real_llama_server_is_found_and_answers_exec_with_no_key() {
 
 #[test]
 fn models_lists_the_real_servers_model() {
-    let Some(server) = RealServer::start("models_lists_the_real_servers_model") else {
+    let Some(server) = RealServer::start_with("models_lists_the_real_servers_model", &["-n", "64"])
+    else {
         return;
     };
     let config = format!(
@@ -492,10 +495,10 @@ fn real_server_start_runs_once_and_zero_config_exec_answers_through_it() {
         "{}",
         String::from_utf8_lossy(&stop.stderr)
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(pid) {
-        assert!(Instant::now() < deadline, "--stop left pid {pid} running");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait::wait_for(
+        format!("--stop to end pid {pid}"),
+        Duration::from_secs(30),
+        || !alive(pid),
+    );
     assert!(!pid_file.exists(), "--stop left the pid file");
 }

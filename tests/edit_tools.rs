@@ -3,7 +3,7 @@
 //! editing real files in its working directory. Which tool a model gets,
 //! what each call's result tells the model, and what the files hold after.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::calls::call;

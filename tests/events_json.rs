@@ -2,7 +2,7 @@
 //! types documented in docs/EVENTS.md (and every documented example against
 //! the code's `Event`), so the documentation and the code cannot drift.
 
-mod support;
+use crate::support;
 
 use buddy::agent::protocol::{Event, EventKind, Op};
 use serde_json::{json, Map, Value};

@@ -2,7 +2,7 @@
 //! provider on 127.0.0.1, checking what reaches stdout/stderr, the exit code and
 //! exactly what buddy sent over the wire.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -712,11 +712,9 @@ fn ctrl_c_cancels_a_running_tool_with_exit_130() {
         .spawn()
         .unwrap();
     let started = cmd.work_dir().join("started");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the tool never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    support::wait::wait_for("the tool to start", Duration::from_secs(20), || {
+        started.exists()
+    });
     let t0 = Instant::now();
     std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -1006,13 +1004,9 @@ fn stdin_from_dev_zero_is_refused_past_the_cap() {
         .spawn()
         .unwrap();
     // Guard: before the fix buddy read /dev/zero until memory ran out.
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("buddy exec kept reading /dev/zero");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if support::wait::poll_until(Duration::from_secs(30), || child.try_wait().unwrap()).is_none() {
+        let _ = child.kill();
+        panic!("buddy exec kept reading /dev/zero");
     }
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -1062,8 +1056,7 @@ fn narration_before_tool_calls_goes_to_stderr_on_a_pipe() {
 
 // ------------------------------------------------- a context that fills up
 
-/// llama.cpp's answer to a request longer than its window, verbatim.
-const LLAMA_OVERFLOW: &str = r#"{"error":{"code":400,"message":"request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6033,"n_ctx":4096}}"#;
+use support::fake_provider::{huge_prompt, LLAMA_OVERFLOW};
 
 /// A prompt the server refuses as too long fails with one line, and does
 /// not stick: the next prompt, resumed from the session, is sent without it
@@ -1078,9 +1071,7 @@ fn a_prompt_too_long_for_the_window_fails_once_and_the_next_is_answered() {
     let cmd = BuddyCmd::new().config(fake_config(&p));
     cmd.rerun(["exec", "a short first question"])
         .assert_success();
-    // Long for the server's window, not for the 8192 tokens buddy assumes
-    // of a model it does not know: nothing is compacted first.
-    let huge = format!("HUGE-PROMPT {}", "lorem ipsum ".repeat(1300));
+    let huge = huge_prompt();
     let out = cmd.rerun(["exec", "--resume", "last", &huge]);
     out.assert_code(1);
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("error")).collect();

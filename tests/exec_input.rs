@@ -2,7 +2,7 @@
 //! provider: prompt words and flags, input piped beside a prompt, and which
 //! key (if any) goes to which server.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::fake_provider::{FakeProvider, Reply};

@@ -5,7 +5,7 @@
 //! server that costs nothing. The model is the scripted fake provider on
 //! 127.0.0.1.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};

@@ -1,7 +1,7 @@
 //! Tests of the fake provider itself, with a plain reqwest client and raw sockets,
 //! so the end-to-end tests built on it can trust what it sends and records.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};

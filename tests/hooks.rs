@@ -5,7 +5,7 @@
 //! got, so the tests check Claude Code's field names on the way in and its
 //! answers (exit 2, a JSON decision, added context) on the way out.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -233,15 +233,12 @@ fn a_hook_past_its_timeout_is_killed_with_its_children_and_blocks_nothing() {
     );
     let pid = std::fs::read_to_string(cmd.work_dir().join("child.pid")).unwrap();
     let stat = format!("/proc/{}/stat", pid.trim());
-    let deadline = Instant::now() + Duration::from_secs(10);
     // Killed, so gone (or a zombie until init reaps it).
-    while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
-        assert!(
-            Instant::now() < deadline,
-            "the hook's child outlived its timeout"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait::wait_for(
+        "the hook's child to end with its timeout",
+        Duration::from_secs(10),
+        || !std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")),
+    );
 }
 
 #[test]

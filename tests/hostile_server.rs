@@ -5,7 +5,7 @@
 //! one clear, sanitised error line, a failing exit code, and a history with no
 //! empty or partial assistant message in it.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 //! images, too big, or the profile says `images = false`, a server's 400
 //! explained, and sessions keeping a copy by reference that a resume reads.
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! once its result is in; `exec --json` carries them as bounded,
 //! rate-limited, redacted `tool_progress` events.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! `buddy login` / `logout` and login-backed profiles, against a fake OAuth
 //! issuer and the fake model server, both on loopback.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use support::fake_issuer::{FakeIssuer, USER_CODE};

@@ -5,7 +5,7 @@
 //! the wire, a server that crashes, hangs, floods or fails, approvals, and
 //! project configs that may not add servers.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};

@@ -4,7 +4,7 @@
 //! continued, approvals by the caller's word, bad calls answered without
 //! the server dying, and a cancelled call interrupting its run.
 
-mod support;
+use crate::support;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService, ServiceError};

@@ -2,7 +2,7 @@
 //! profile saying `api = "messages"`, against the fake provider answering in
 //! that protocol's shape, checking output and exactly what went over the wire.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply, SseChunk, ToolCallSpec};

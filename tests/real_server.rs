@@ -3,13 +3,13 @@
 //! answer streamed and not, a tool loop, and the server's context-overflow
 //! error. Temperature 0 keeps the tiny model's answers repeatable.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Map, Value};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::llama::{self as real_server, RealServer};
+use support::real_server::{self, RealServer};
 use support::BuddyCmd;
 
 /// The model is slow on two shared cores: a few seconds per answer, more
@@ -59,10 +59,9 @@ fn of_type<'a>(events: &'a [Map<String, Value>], ty: &str) -> Vec<&'a Map<String
 
 /// Runs the plain question and returns its events, after checking the answer.
 fn plain_answer(stream: bool) -> Option<Vec<Map<String, Value>>> {
-    if !real_server::installed("plain answer") {
+    let Some(server) = RealServer::start("plain answer") else {
         return None;
-    }
-    let server = RealServer::start();
+    };
     let out = BuddyCmd::new()
         .config(config(&server, stream, false))
         .args(["exec", "--json", "What is the capital of France?"])
@@ -154,10 +153,9 @@ fn seed_session(cmd: &BuddyCmd, id: &str) {
 
 #[test]
 fn tool_loop_calls_time_and_answers() {
-    if !real_server::installed("tool loop") {
+    let Some(server) = RealServer::start("tool loop") else {
         return;
-    }
-    let server = RealServer::start();
+    };
     let id = "20250101-000000-5eed";
     let cmd = BuddyCmd::new()
         .config(config(&server, true, true))
@@ -204,10 +202,9 @@ fn tool_loop_calls_time_and_answers() {
 
 #[test]
 fn context_overflow_is_one_clear_line() {
-    if !real_server::installed("context overflow") {
+    let Some(server) = RealServer::start("context overflow") else {
         return;
-    }
-    let server = RealServer::start();
+    };
     // ~6,000 tokens: more than the server's 4,096-token context.
     let prompt = "apple banana cherry ".repeat(2000);
     let cmd = BuddyCmd::new()
@@ -248,12 +245,10 @@ fn context_overflow_is_one_clear_line() {
 /// were dropped).
 #[test]
 fn a_requests_tools_reach_the_model() {
-    if !real_server::installed("tools reach the model") {
+    let Some(server) = RealServer::start("tools reach the model") else {
         return;
-    }
-    let server = RealServer::start();
-    let client =
-        support::http::Client::new(std::net::SocketAddr::from(([127, 0, 0, 1], server.port)));
+    };
+    let client = support::http::Client::new(server.addr());
     let prompt_tokens = |tools: Option<Value>| {
         let mut body = json!({
             "model": "smollm2",

@@ -2,7 +2,7 @@
 //! (its own tmux server per test), typed at with `send-keys` and read back with
 //! `capture-pane`, against the fake provider.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::fake_provider::{tool_result, FakeProvider, RecordedRequest, Reply, ToolCallSpec};
@@ -889,4 +889,38 @@ fn ctrl_c_at_an_idle_prompt_says_how_to_quit() {
         1,
         "{screen}"
     );
+}
+
+/// An attachment too long for the server's window fails the turn with one
+/// line, and does not stick: the next prompt is sent without it and
+/// answered (issue 49: every prompt after it got the same 400).
+#[test]
+fn an_attachment_too_long_for_the_window_fails_once_and_the_next_prompt_is_answered() {
+    use support::fake_provider::{huge_prompt, LLAMA_OVERFLOW};
+    let p = FakeProvider::start(vec![
+        Reply::status(400, LLAMA_OVERFLOW),
+        Reply::text("answered again"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    std::fs::write(cmd.work_dir().join("big.txt"), huge_prompt()).unwrap();
+    let t = repl(&cmd, &[]);
+    // Not last on the line: Enter right after a file name takes the
+    // completion offered for it.
+    t.line("@big.txt summarise this");
+    let screen = t.wait_text("context window of 4096 tokens");
+    assert_eq!(
+        screen.matches("context window of 4096 tokens").count(),
+        1,
+        "{screen}"
+    );
+    t.line("a small follow-up");
+    t.wait_text("answered again");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs[0].body_text().contains("HUGE-PROMPT"));
+    assert!(
+        !reqs[1].body_text().contains("HUGE-PROMPT"),
+        "the attachment was sent again"
+    );
+    assert_eq!(last_user(&reqs[1]), "a small follow-up");
 }

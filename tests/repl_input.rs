@@ -2,7 +2,7 @@
 //! provider: the completion menu (slash commands, `@path`), file mentions
 //! reaching the model, `!command`, Ctrl-R and multi-line entry.
 
-mod support;
+use crate::support;
 
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply};
 use support::tmux::Tmux;

@@ -4,7 +4,7 @@
 //! and cancel notes after the answer they belong to. The real binary in a
 //! real tmux pane (a server of its own per test) against the fake provider.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::fake_provider::{FakeProvider, Gate, Reply, SseChunk};
@@ -249,20 +249,20 @@ fn a_dumb_terminal_gets_plain_lines_without_escape_codes() {
 
 /// The file's bytes once they contain `marker`.
 fn wait_for_file(path: &std::path::Path, marker: &str) -> Vec<u8> {
-    let deadline = std::time::Instant::now() + support::tmux::WAIT;
-    loop {
+    let found = support::wait::poll_until(support::tmux::WAIT, || {
         let bytes = std::fs::read(path).unwrap_or_default();
-        if String::from_utf8_lossy(&bytes).contains(marker) {
-            return bytes;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
+        String::from_utf8_lossy(&bytes)
+            .contains(marker)
+            .then_some(bytes)
+    });
+    found.unwrap_or_else(|| {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        panic!(
             "{} never held {marker:?}: {:?}",
             path.display(),
             String::from_utf8_lossy(&bytes)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        )
+    })
 }
 
 #[test]

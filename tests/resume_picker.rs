@@ -2,7 +2,7 @@
 //! picker and the replay of the chosen conversation, in a real tmux pane
 //! (its own server per test) against the fake provider.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::fs;

@@ -4,7 +4,7 @@
 //! after a rewind, sessions are forked from the REPL and with `resume
 //! --fork`, and a kill -9 during a large write leaves a store that restores.
 
-mod support;
+use crate::support;
 
 use buddy::session::checkpoint::{read_index, sha256_hex, Before, CheckpointStore};
 use serde_json::json;
@@ -437,19 +437,17 @@ fn the_rewind_picker_lists_the_shell_commands_run_since_a_turn_and_leaves_their_
 
 /// The session's checkpoint store, once one holds a file record.
 fn wait_for_checkpoint(cmd: &BuddyCmd, deadline: Instant) -> Option<PathBuf> {
-    loop {
-        let found = std::fs::read_dir(sessions(cmd))
+    // Looked at often: the caller kills buddy as soon as it is there.
+    let within = deadline.saturating_duration_since(Instant::now());
+    support::wait::poll_every(Duration::from_millis(1), within, || {
+        std::fs::read_dir(sessions(cmd))
             .into_iter()
             .flatten()
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "checkpoints"))
-            .find(|p| std::fs::read(p).is_ok_and(|b| b.windows(8).any(|w| w == b"{\"file\":")));
-        if found.is_some() || Instant::now() > deadline {
-            return found;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+            .find(|p| std::fs::read(p).is_ok_and(|b| b.windows(8).any(|w| w == b"{\"file\":")))
+    })
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! the user's key elsewhere or turn approvals off, and known secrets kept out
 //! of the model's input, the terminal, events and session files.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::fake_provider::{tool_result, FakeProvider, Reply, ToolCallSpec};

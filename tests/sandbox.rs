@@ -6,7 +6,7 @@
 //! under /tmp: /tmp is writable in workspace-write mode, so a workdir there
 //! would prove nothing.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

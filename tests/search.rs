@@ -4,7 +4,7 @@
 //! `rg` is installed) and in a busybox container (no `rg`, no git: the
 //! `find` + `grep` fallback). Every target must give the same answers.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::Path;

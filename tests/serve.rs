@@ -1,7 +1,7 @@
 //! End-to-end tests of `buddy serve`: the real binary serving HTTP on
 //! loopback, driven by a plain HTTP/SSE client, against the fake provider.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::Write;
@@ -647,12 +647,8 @@ fn retry_after(r: &support::http::Response) -> Option<&str> {
 }
 
 /// Polls `f` until it holds, for at most ten seconds.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::yield_now();
-    }
+fn eventually(what: &str, f: impl FnMut() -> bool) {
+    support::wait::wait_for(what, Duration::from_secs(10), f)
 }
 
 #[test]
@@ -1218,5 +1214,41 @@ fn about_names_the_model_and_the_directory() {
         cwd.canonicalize().ok(),
         cmd.work_dir().canonicalize().ok(),
         "{about}"
+    );
+}
+
+/// A prompt too long for the server's window ends its run failed with the
+/// reason, and the session goes on: the next prompt is sent without it and
+/// answered (issue 49).
+#[test]
+fn a_prompt_too_long_for_the_window_fails_its_run_and_the_next_is_answered() {
+    use support::fake_provider::{huge_prompt, LLAMA_OVERFLOW};
+    let p = FakeProvider::start(vec![
+        Reply::status(400, LLAMA_OVERFLOW),
+        Reply::text("answered again"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let done = prompt(&c, &id, &huge_prompt()).until("done");
+    let outcome = &done.last().unwrap().data["outcome"];
+    assert_eq!(outcome["status"], "failed", "{outcome}");
+    assert!(
+        outcome
+            .to_string()
+            .contains("context window of 4096 tokens"),
+        "{outcome}"
+    );
+    let done = prompt(&c, &id, "a small follow-up").until("done");
+    assert_eq!(
+        done.last().unwrap().data["outcome"]["text"],
+        "answered again"
+    );
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(
+        !reqs[1].body_text().contains("HUGE-PROMPT"),
+        "the refused prompt was sent again"
     );
 }

@@ -7,7 +7,7 @@
 //! `.ci/run` installs them). Without them the test fails under CI or as
 //! root, and is skipped with a note otherwise.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -219,17 +219,11 @@ impl Browser {
 
     /// Polls the DOM until `check` finds what it wants, for at most [`WAIT`].
     fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Browser) -> Option<T>) -> T {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(v) = check(self) {
-                return v;
-            }
-            if Instant::now() > deadline {
-                let log = self.try_texts("#log").unwrap_or_default().join("");
-                panic!("waited {WAIT:?} for {what}; the page's log shows:\n{log}");
-            }
-            std::thread::sleep(POLL);
-        }
+        let found = support::wait::poll_every(POLL, WAIT, || check(self));
+        found.unwrap_or_else(|| {
+            let log = self.try_texts("#log").unwrap_or_default().join("");
+            panic!("waited {WAIT:?} for {what}; the page's log shows:\n{log}")
+        })
     }
 
     /// The one element `css` matches, once there is one.

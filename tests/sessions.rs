@@ -2,13 +2,13 @@
 //! `buddy sessions`, `buddy resume` and `buddy exec --resume`, against the fake
 //! provider, including damaged files, a second writer and `kill -9` mid-tool.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use support::calls::config_no_confirm;
 use support::fake_provider::{FakeProvider, RecordedRequest, Reply, ToolCallSpec};
 use support::{fake_config, BuddyCmd};
@@ -378,19 +378,16 @@ fn start_sleeping_exec(cmd: &BuddyCmd) -> (std::process::Child, u32) {
         .spawn()
         .unwrap();
     let pid_file = cmd.work_dir().join("pid");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(text) = fs::read_to_string(&pid_file) {
-            if let Ok(pid) = text.trim().parse() {
-                return (child, pid);
-            }
-        }
-        if Instant::now() > deadline {
+    let pid = support::wait::poll_until(Duration::from_secs(20), || {
+        fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    match pid {
+        Some(pid) => (child, pid),
+        None => {
             let _ = child.kill();
             let _ = child.wait();
             panic!("the tool never started");
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -667,18 +664,12 @@ fn text_streamed_before_a_kill_9_is_resumed_as_an_interrupted_answer() {
         .spawn()
         .unwrap();
     // Kill once the journal holds a few pieces of the answer.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let seen = session_files(&cmd)
+    support::wait::wait_for("a partial record", Duration::from_secs(30), || {
+        session_files(&cmd)
             .first()
             .and_then(|(_, path)| fs::read_to_string(path).ok())
-            .is_some_and(|t| t.contains("{\"partial\"") && t.contains("3@"));
-        if seen {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no partial record appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            .is_some_and(|t| t.contains("{\"partial\"") && t.contains("3@"))
+    });
     kill("-KILL", child.id());
     child.wait().unwrap();
 

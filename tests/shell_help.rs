@@ -2,7 +2,7 @@
 //! completion script and completes real subcommands and flags; the man page
 //! names every subcommand.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use support::BuddyCmd;

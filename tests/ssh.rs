@@ -3,7 +3,7 @@
 //! second local user `buddytest`, so what the tools report provably happened
 //! on the far side of an SSH connection.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
@@ -345,11 +345,7 @@ fn remote_running(pattern: &str) -> bool {
 /// Waits (at most 5 s, the stop's own bound) until no process on the server
 /// matches `pattern`; fails with `what` past that.
 fn wait_remote_gone(pattern: &str, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while remote_running(pattern) {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait::wait_for(what, Duration::from_secs(5), || !remote_running(pattern));
 }
 
 #[test]
@@ -407,14 +403,9 @@ fn a_timeout_or_ctrl_c_stops_the_command_on_the_server() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !std::path::Path::new(&started).exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    support::wait::wait_for("the command to start", Duration::from_secs(20), || {
+        std::path::Path::new(&started).exists()
+    });
     std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

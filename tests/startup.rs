@@ -3,7 +3,7 @@
 //! and discovery), with the real binary in a real tmux pane where a terminal
 //! is needed, against the fake provider.
 
-mod support;
+use crate::support;
 
 use support::fake_provider::{FakeProvider, Reply};
 use support::tmux::Tmux;

@@ -3,7 +3,7 @@
 //! relays to the fake provider, and a CONNECT/forwarding proxy written here
 //! records every connection it carried.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

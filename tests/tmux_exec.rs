@@ -3,7 +3,7 @@
 //! provider. They check what the tools returned to the model (the requests the
 //! fake recorded) and what the shared pane shows.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::time::{Duration, Instant};

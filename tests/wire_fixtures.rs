@@ -9,7 +9,7 @@
 //! Every fixture is run and reported (PASS/FAIL on stderr); the test fails at the
 //! end listing all that failed, so one run shows everything.
 
-mod support;
+use crate::support;
 
 use serde::Deserialize;
 use serde_json::Value;

@@ -7,7 +7,7 @@
 //! directory). The real binary, the fake provider, a private tmux server per
 //! test, the loopback sshd and podman.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::calls::{call, config_no_confirm, result_of};

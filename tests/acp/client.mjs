@@ -5,7 +5,8 @@
 //
 //   node client.mjs SCENARIO
 //   env: ACP_TEST_SDK (the SDK's entry file), ACP_TEST_BUDDY (the binary),
-//        ACP_TEST_SESSION (for `load`), ACP_TEST_FILE (for `files`)
+//        ACP_TEST_SESSION (for `load`), ACP_TEST_FILE (for `files`),
+//        ACP_TEST_PROMPT (the first prompt of `overflow`)
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -102,6 +103,10 @@ await app.connectWith(stream, async (agent) => {
         }
       };
       await prompt(sessionId, "tell me a long story");
+      break;
+    case "overflow":
+      await prompt(sessionId, process.env.ACP_TEST_PROMPT);
+      await prompt(sessionId, "a small follow-up");
       break;
     case "files":
       buffers.set(process.env.ACP_TEST_FILE, "unsaved text\n");

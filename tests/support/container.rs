@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The image every test container runs.
 pub const IMAGE: &str = "localhost/buddy-test:1";
@@ -413,25 +413,21 @@ impl DockerService {
     /// Waits until the API answers `/_ping`, then checks that the client talks
     /// to it.
     fn wait_ready(&mut self, log: &Path) {
-        let started = Instant::now();
-        loop {
+        let ready = super::wait::poll_until(SERVICE_START_TIMEOUT, || {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!(
                     "podman system service exited ({status}): {}",
                     std::fs::read_to_string(log).unwrap_or_default()
                 );
             }
-            if self.pings() {
-                break;
-            }
-            assert!(
-                started.elapsed() < SERVICE_START_TIMEOUT,
-                "podman system service did not answer on {} within {SERVICE_START_TIMEOUT:?}: {}",
-                self.socket.display(),
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            self.pings().then_some(())
+        });
+        assert!(
+            ready.is_some(),
+            "podman system service did not answer on {} within {SERVICE_START_TIMEOUT:?}: {}",
+            self.socket.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
         let out = checked(
             self.docker()
                 .args(["version", "--format", "{{.Server.Version}}"]),

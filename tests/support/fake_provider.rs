@@ -1601,3 +1601,12 @@ fn reason_phrase(status: u16) -> &'static str {
         _ => "Status",
     }
 }
+
+/// llama.cpp's answer to a request longer than its window, verbatim.
+pub const LLAMA_OVERFLOW: &str = r#"{"error":{"code":400,"message":"request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6033,"n_ctx":4096}}"#;
+
+/// A prompt long for a 4,096-token window (not for the 8,192 tokens buddy
+/// assumes of a model it does not know, so nothing is compacted first).
+pub fn huge_prompt() -> String {
+    format!("HUGE-PROMPT {}", "lorem ipsum ".repeat(1300))
+}

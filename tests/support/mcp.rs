@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where the script installed them.
 pub fn dir() -> PathBuf {
@@ -81,14 +81,11 @@ impl EverythingHttp {
             .stderr(Stdio::null())
             .spawn()
             .expect("start server-everything");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "server-everything did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        super::wait::wait_for(
+            format!("server-everything to listen on {port}"),
+            Duration::from_secs(30),
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
         EverythingHttp {
             child,
             url: format!("http://127.0.0.1:{port}/mcp"),

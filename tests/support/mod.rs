@@ -11,12 +11,12 @@ pub mod container;
 pub mod fake_issuer;
 pub mod fake_provider;
 pub mod http;
-pub mod llama;
 pub mod mcp;
 pub mod real_server;
 pub mod serve;
 pub mod sshd;
 pub mod tmux;
+pub mod wait;
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fake_provider::FakeProvider;
 
@@ -469,26 +469,23 @@ impl BuddyCmd {
         let stdout = drain(child.stdout.take().expect("stdout is piped"));
         let stderr = drain(child.stderr.take().expect("stderr is piped"));
 
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if started.elapsed() < self.timeout => {
-                    // Polling only bounds the wait; the result comes from the child.
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Ok(None) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    let stdout = stdout.text();
-                    let stderr = stderr.text();
-                    panic!(
+        // Looked at often: most runs end within milliseconds.
+        let ended = wait::poll_every(Duration::from_millis(5), self.timeout, || {
+            child.try_wait().transpose()
+        });
+        let status = match ended {
+            Some(Ok(status)) => status,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let stdout = stdout.text();
+                let stderr = stderr.text();
+                panic!(
                         "buddy {:?} ran longer than {:?} and was killed\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
                         args, self.timeout
                     );
-                }
-                Err(e) => panic!("cannot wait for buddy: {e}"),
             }
+            Some(Err(e)) => panic!("cannot wait for buddy: {e}"),
         };
         if let Some(writer) = writer {
             let _ = writer.join();

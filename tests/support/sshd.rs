@@ -122,22 +122,29 @@ impl Sshd {
                 .spawn()
                 .expect("start sshd");
             let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
+            let within = deadline.saturating_duration_since(Instant::now());
+            let listening = super::wait::poll_until(within, || {
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
                 if text.contains("Server listening on") {
+                    return Some(true);
+                }
+                // Ended: most likely the port was taken between probe and bind.
+                matches!(child.try_wait(), Ok(Some(_))).then_some(false)
+            });
+            match listening {
+                Some(true) => {
                     return Sshd {
                         dir,
                         child,
                         port,
                         log,
-                    };
+                    }
                 }
-                if let Ok(Some(_)) = child.try_wait() {
-                    // Most likely the port was taken between probe and bind.
-                    break;
-                }
-                assert!(Instant::now() < deadline, "sshd did not start: {text}");
-                std::thread::sleep(Duration::from_millis(20));
+                Some(false) => {}
+                None => panic!(
+                    "sshd did not start: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                ),
             }
             let _ = child.kill();
         }

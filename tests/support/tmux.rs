@@ -5,7 +5,7 @@ use super::{BuddyCmd, TempDir};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const WIDTH: u32 = 100;
 pub const HEIGHT: u32 = 30;
@@ -131,18 +131,16 @@ impl Tmux {
     /// Waits until the screen satisfies `check`, returning it; fails the test
     /// with the screen after `WAIT`.
     pub fn wait_for(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
+        let seen = super::wait::poll_until(WAIT, || {
             let screen = self.screen();
-            if check(&screen) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; the screen:\n{screen}");
-            }
-            // Polling bounds the wait; what is checked is the real screen.
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            check(&screen).then_some(screen)
+        });
+        seen.unwrap_or_else(|| {
+            panic!(
+                "timed out waiting for {what}; the screen:\n{}",
+                self.screen()
+            )
+        })
     }
 
     /// Waits until the screen contains `text`.
@@ -199,8 +197,7 @@ impl Tmux {
     /// program's last output on its own schedule, possibly after the
     /// program has exited.
     pub fn wait_main_screen(&self) {
-        let deadline = Instant::now() + WAIT;
-        loop {
+        super::wait::wait_for("the main screen", WAIT, || {
             let on = self.tmux(&[
                 "display-message",
                 "-p",
@@ -208,12 +205,8 @@ impl Tmux {
                 &self.session,
                 "#{alternate_on}",
             ]);
-            if on.trim() == "0" {
-                return;
-            }
-            assert!(Instant::now() < deadline, "still on the alternate screen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            on.trim() == "0"
+        });
     }
 
     /// The line the cursor is on.
@@ -229,15 +222,10 @@ impl Tmux {
     /// Waits for buddy to exit; returns its exit code.
     pub fn wait_exit(&self, work_dir: &std::path::Path) -> i32 {
         let file = work_dir.join("exit-code");
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&file) {
-                return text.trim().parse().expect("exit code");
-            }
-            if Instant::now() > deadline {
-                panic!("buddy did not exit; the screen:\n{}", self.screen());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let code = super::wait::poll_until(WAIT, || std::fs::read_to_string(&file).ok());
+        match code {
+            Some(text) => text.trim().parse().expect("exit code"),
+            None => panic!("buddy did not exit; the screen:\n{}", self.screen()),
         }
     }
 }
