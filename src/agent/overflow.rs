@@ -5,9 +5,7 @@
 //! prompt is not refused the same way. A set-aside turn stays in the session
 //! file, behind a rewind mark: a resume loads the conversation without it.
 
-use super::rewind::turn_of;
 use super::{Agent, EventKind};
-use crate::wire::Role;
 
 /// Of the room the window has, this part is kept free for the reply and
 /// for what the estimate misses (a tokenizer that splits text finer than
@@ -100,32 +98,14 @@ impl Agent {
         if let Some(n) = limit {
             self.learn_context_limit(n);
         }
-        let base = self.base();
-        let mut keep = at.min(self.messages.len()).max(base);
-        while keep > base
-            && self.messages[keep - 1].role == Role::User
-            && turn_of(&self.messages[keep - 1]).is_none()
-        {
-            keep -= 1;
-        }
-        // Everything before it is in the journal first, so the mark below
+        // Everything before it is in the journal first, so the mark
         // follows what it refers to.
         self.persist(false).await;
-        let removed = self.messages.len() - keep;
-        self.messages.truncate(keep);
-        if let Some(sink) = self.sink.as_mut() {
-            if let Err(e) = sink.rewound(keep - base, &self.tracker) {
-                self.save_failing = true;
-                self.warn(format!("session not saved: {e}")).await;
-            }
-        }
-        self.saved = self.messages.len();
-        self.tracker.last_prompt_tokens = 0;
-        self.tracker.last_completion_tokens = 0;
-        self.warned_full = false;
+        let removed = self.drop_turn_from(at).await;
         self.emit(EventKind::Warning {
             message: format!(
-                "this prompt was set aside ({removed} messages, kept in the session file); the conversation goes on without it"
+                "this prompt was set aside ({removed} message{}, kept in the session file); the conversation goes on without it",
+                if removed == 1 { "" } else { "s" }
             ),
         })
         .await;

@@ -239,31 +239,8 @@ impl Agent {
         let mut removed = 0;
         let mut prompt = None;
         if conversation {
-            let base = self.base();
-            // Context added just before the prompt (attached files, `!`
-            // output) belongs to its turn and goes with it.
-            let mut keep = at;
-            while keep > base
-                && self.messages[keep - 1].role == Role::User
-                && turn_of(&self.messages[keep - 1]).is_none()
-            {
-                keep -= 1;
-            }
-            let m = &self.messages[at];
-            prompt = super::replay::as_typed(m);
-            removed = self.messages.len() - keep;
-            self.messages.truncate(keep);
-            if let Some(sink) = self.sink.as_mut() {
-                if let Err(e) = sink.rewound(keep - base, &self.tracker) {
-                    self.save_failing = true;
-                    self.warn(format!("session not saved: {e}")).await;
-                }
-            }
-            self.saved = self.messages.len();
-            // The server's last count described the longer history.
-            self.tracker.last_prompt_tokens = 0;
-            self.tracker.last_completion_tokens = 0;
-            self.warned_full = false;
+            prompt = super::replay::as_typed(&self.messages[at]);
+            removed = self.drop_turn_from(at).await;
         }
         EventKind::Rewound {
             turn: turn.to_string(),
@@ -272,6 +249,37 @@ impl Agent {
             prompt,
             commands,
         }
+    }
+}
+
+impl Agent {
+    /// Takes the turn whose prompt is at `at` out of the history, with the
+    /// context attached just before it (files, `!` output), and journals a
+    /// rewind mark so a resume loads the conversation without them (the
+    /// record keeps them). Returns how many messages left.
+    pub(super) async fn drop_turn_from(&mut self, at: usize) -> usize {
+        let base = self.base();
+        let mut keep = at.min(self.messages.len()).max(base);
+        while keep > base
+            && self.messages[keep - 1].role == Role::User
+            && turn_of(&self.messages[keep - 1]).is_none()
+        {
+            keep -= 1;
+        }
+        let removed = self.messages.len() - keep;
+        self.messages.truncate(keep);
+        if let Some(sink) = self.sink.as_mut() {
+            if let Err(e) = sink.rewound(keep - base, &self.tracker) {
+                self.save_failing = true;
+                self.warn(format!("session not saved: {e}")).await;
+            }
+        }
+        self.saved = self.messages.len();
+        // The server's last count described the longer history.
+        self.tracker.last_prompt_tokens = 0;
+        self.tracker.last_completion_tokens = 0;
+        self.warned_full = false;
+        removed
     }
 }
 

@@ -56,8 +56,15 @@ pub(crate) async fn probe_all(servers: &[String]) -> Vec<Probe> {
     let mut set = tokio::task::JoinSet::new();
     for (i, base) in servers.iter().enumerate() {
         let client = client.clone();
-        let url = format!("{}/models", base.trim_end_matches('/'));
-        set.spawn(async move { (i, probe_one(&client, &url).await) });
+        let base = base.trim_end_matches('/').to_string();
+        set.spawn(async move {
+            let url = format!("{base}/models");
+            let mut probe = probe_one(&client, &url).await;
+            if let Probe::Models(models) = &mut probe {
+                ollama_contexts(&client, &base, models).await;
+            }
+            (i, probe)
+        });
     }
     let mut out = vec![Probe::Silent; servers.len()];
     // The client's timeouts bound each probe; this bounds them all, whatever
@@ -100,6 +107,85 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
         Ok(models) => Probe::Models(models),
         Err(_) => Probe::Silent,
     }
+}
+
+/// Ollama's OpenAI-compatible list names no window, and Ollama cuts a
+/// prompt that overflows its window without a word, so the window is asked
+/// of its own API: `/api/ps` has the one each loaded model runs with, and
+/// `/api/show` a model's `num_ctx` when its Modelfile sets one. Otherwise the
+/// window depends on the server's settings and memory, and stays unknown
+/// (nothing is cut to fit a guess). Only asked when the list named no window
+/// for the first model; a server that is not Ollama answers 404.
+async fn ollama_contexts(client: &reqwest::Client, base: &str, models: &mut [ListedModel]) {
+    if models.first().is_none_or(|m| m.context.is_some()) {
+        return;
+    }
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    if let Some(body) = small_body(client.get(format!("{root}/api/ps"))).await {
+        for (name, context) in loaded_contexts(&body) {
+            for m in models.iter_mut().filter(|m| m.id == name) {
+                m.context = m.context.or(Some(context));
+            }
+        }
+    }
+    let first = &mut models[0];
+    if first.context.is_some() {
+        return;
+    }
+    let show = client
+        .post(format!("{root}/api/show"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::json!({ "model": first.id }).to_string());
+    if let Some(body) = small_body(show).await {
+        first.context = modelfile_context(&body);
+    }
+}
+
+/// A successful answer's body, when it is no larger than a model list.
+async fn small_body(request: reqwest::RequestBuilder) -> Option<Vec<u8>> {
+    let mut response = request.send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let mut body = Vec::new();
+    while let Some(bytes) = response.chunk().await.ok()? {
+        if body.len() + bytes.len() > MAX_LIST_BYTES {
+            return None;
+        }
+        body.extend_from_slice(&bytes);
+    }
+    Some(body)
+}
+
+/// (model, window) of each model in an `/api/ps` answer.
+fn loaded_contexts(body: &[u8]) -> Vec<(String, u64)> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let models = value.get("models").and_then(|m| m.as_array());
+    models
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let name = m.get("name").or_else(|| m.get("model"))?.as_str()?;
+            let context = m.get("context_length")?.as_u64().filter(|n| *n > 0)?;
+            Some((name.to_string(), context))
+        })
+        .collect()
+}
+
+/// The `num_ctx` a model's Modelfile sets, from an `/api/show` answer (its
+/// `parameters` is the Modelfile's lines, `num_ctx 8192` among them).
+fn modelfile_context(body: &[u8]) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let parameters = value.get("parameters")?.as_str()?;
+    parameters
+        .lines()
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next()? == "num_ctx").then(|| words.next()?.parse().ok())?
+        })
+        .filter(|n| *n > 0)
 }
 
 /// What people call the server at `base_url` that listed `models`: its own
@@ -391,5 +477,77 @@ mod tests {
             .collect();
         let probes = probe_all(&servers).await;
         assert_eq!(probes, vec![Probe::Silent; 4]);
+    }
+
+    /// A loopback server answering like Ollama: `/v1/models` with no window,
+    /// `/api/ps` and `/api/show` as given (404 when `None`). Serves until
+    /// dropped; each connection one request.
+    async fn fake_ollama(ps: Option<&'static str>, show: Option<&'static str>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 8192];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let body = if head.starts_with("GET /v1/models") {
+                    Some(
+                        r#"{"object":"list","data":[{"id":"qwen3:8b","object":"model","owned_by":"library"},{"id":"llama3:latest","object":"model","owned_by":"library"}]}"#,
+                    )
+                } else if head.starts_with("GET /api/ps") {
+                    ps
+                } else if head.starts_with("POST /api/show") {
+                    assert!(head.contains(r#""model":"qwen3:8b""#), "{head}");
+                    show
+                } else {
+                    None
+                };
+                let reply = match body {
+                    Some(b) => format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}",
+                        b.len()
+                    ),
+                    None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".into(),
+                };
+                let _ = sock.write_all(reply.as_bytes()).await;
+            }
+        });
+        base
+    }
+
+    fn contexts(probe: &Probe) -> Vec<Option<u64>> {
+        match probe {
+            Probe::Models(m) => m.iter().map(|m| m.context).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn ollamas_window_is_the_loaded_models_then_the_modelfiles_num_ctx() {
+        // Loaded: /api/ps says the window it runs with.
+        let base = fake_ollama(
+            Some(r#"{"models":[{"name":"qwen3:8b","model":"qwen3:8b","size":1,"context_length":32768}]}"#),
+            Some(r#"{"parameters":"num_ctx 8192"}"#),
+        )
+        .await;
+        let probe = &probe_all(std::slice::from_ref(&base)).await[0];
+        assert_eq!(contexts(probe), [Some(32768), None]);
+        // Not loaded: the Modelfile's num_ctx.
+        let base = fake_ollama(
+            Some(r#"{"models":[]}"#),
+            Some("{\"parameters\":\"stop \\\"<|im_end|>\\\"\\nnum_ctx 8192\\ntemperature 0.6\"}"),
+        )
+        .await;
+        let probe = &probe_all(std::slice::from_ref(&base)).await[0];
+        assert_eq!(contexts(probe), [Some(8192), None]);
+        // Neither: unknown, not guessed (the window depends on the server).
+        let base = fake_ollama(
+            None,
+            Some(r#"{"parameters":"temperature 0.6","model_info":{"qwen3.context_length":40960}}"#),
+        )
+        .await;
+        let probe = &probe_all(std::slice::from_ref(&base)).await[0];
+        assert_eq!(contexts(probe), [None, None]);
     }
 }
