@@ -11,6 +11,13 @@
 //! MCP servers) it asks of `ReplServices` as typed values it words itself
 //! (their errors as typed as the layers below made them), so it reads no
 //! config, files or credentials.
+//!
+//! This file holds the `Repl` struct, its construction and the main loop
+//! (its `Renderer` side of the drive loop). Its `impl` goes on by job in
+//! `terminal` (raw mode and writing to the screen), `input` (keys and lines
+//! to ops), `slash_ops` (slash commands carried out), `pickers` (`/model`,
+//! `/rewind`), `approval_prompt` (asking and answering approvals),
+//! `status_area` and `render_events` (the agent's events on the screen).
 
 pub mod approval;
 mod approval_prompt;
