@@ -114,7 +114,7 @@ impl Repl<'_> {
     }
 
     /// Esc, Ctrl-C: a pending approval is denied and the run interrupted.
-    pub(super) fn interrupt(&mut self) {
+    fn interrupt(&mut self) {
         if let Some(p) = self.approval.take() {
             self.answer(p, Decision::Deny { reason: None });
         }
@@ -132,7 +132,7 @@ impl Repl<'_> {
         }
     }
 
-    pub(super) fn on_line(&mut self, line: String) -> bool {
+    fn on_line(&mut self, line: String) -> bool {
         if let Some(p) = self.approval.take() {
             self.answer_line(p, &line);
             return false;
@@ -261,7 +261,7 @@ impl Repl<'_> {
 
     /// A line of nothing but image paths: the images wait for the next
     /// prompt, which is usually the question about them.
-    pub(super) fn attach_pasted(&mut self, paths: &[std::path::PathBuf]) {
+    fn attach_pasted(&mut self, paths: &[std::path::PathBuf]) {
         for path in paths {
             match crate::localfile::read_image(path) {
                 Ok(image) => {
@@ -284,7 +284,7 @@ impl Repl<'_> {
     /// as in their own shell; the denylist guards against the model. One at
     /// a time; it may run alongside a task, and then reaches the model with
     /// the next prompt after the task (the agent sees to that).
-    pub(super) fn start_bang(&mut self, command: &str) {
+    fn start_bang(&mut self, command: &str) {
         let st = self.opts.style;
         if command.is_empty() {
             self.say("usage: !command (runs it now; the model sees it with the next prompt)");
@@ -305,7 +305,7 @@ impl Repl<'_> {
         });
     }
 
-    pub(super) fn stop_bang(&mut self) {
+    fn stop_bang(&mut self) {
         if self.bang.take().is_some() {
             // The agent kills the process; its reply is not shown again.
             self.send(Op::StopCommand);

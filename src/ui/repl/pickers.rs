@@ -24,7 +24,7 @@ pub(super) struct Picker {
 }
 
 /// What Enter on a picker line asks for.
-pub(super) enum Pick {
+enum Pick {
     Profile(usize),
     Model(String),
 }
@@ -151,7 +151,7 @@ impl Repl<'_> {
         self.redraw();
     }
 
-    pub(super) fn close_picker(&mut self) {
+    fn close_picker(&mut self) {
         self.picker = None;
         self.editor.set_live(None);
         if let Some(fetch) = self.model_list.take() {

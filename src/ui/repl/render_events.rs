@@ -33,7 +33,7 @@ impl Repl<'_> {
     /// Reasoning lines, labelled so they can be told from the answer without
     /// colour: the block's first line starts `thinking: `, the rest are
     /// indented under it.
-    pub(super) fn say_reasoning(&mut self, text: &str) {
+    fn say_reasoning(&mut self, text: &str) {
         let mut shown = String::with_capacity(text.len() + 16);
         for (i, line) in text.split('\n').enumerate() {
             if i > 0 {
@@ -52,7 +52,7 @@ impl Repl<'_> {
     }
 
     /// Ends a reasoning block: its unfinished line is printed.
-    pub(super) fn end_reasoning(&mut self) {
+    fn end_reasoning(&mut self) {
         let r = std::mem::take(&mut self.reasoning);
         let r = r.trim_end();
         if !r.is_empty() {
@@ -75,7 +75,7 @@ impl Repl<'_> {
         self.editor.set_live(Some(lines[from..].join("\n")));
     }
 
-    pub(super) fn on_run_finished(&mut self, outcome: RunOutcome) {
+    fn on_run_finished(&mut self, outcome: RunOutcome) {
         self.flush_partial();
         let st = self.opts.style;
         let id = self.task.as_ref().map_or(0, |t| t.id);
@@ -510,11 +510,7 @@ impl Repl<'_> {
 
     /// The agent's report of a `!command` (the exchange already joined the
     /// conversation, or will when the task ends).
-    pub(super) fn on_bang_done(
-        &mut self,
-        op: Option<OpId>,
-        ran: crate::agent::protocol::CommandRun,
-    ) {
+    fn on_bang_done(&mut self, op: Option<OpId>, ran: crate::agent::protocol::CommandRun) {
         if op.is_some() && op == self.bang {
             self.bang = None;
         }

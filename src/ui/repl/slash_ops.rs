@@ -150,7 +150,7 @@ impl Repl<'_> {
 
     /// Starts the device flow in the background; the code and link appear
     /// above the prompt, which stays usable.
-    pub(super) fn start_login(&mut self, target: Option<&str>) {
+    fn start_login(&mut self, target: Option<&str>) {
         if self.login.is_some() {
             self.say("a login is already in progress");
             return;

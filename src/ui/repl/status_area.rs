@@ -58,7 +58,7 @@ impl Repl<'_> {
     }
 
     /// The running calls' latest output, dim, each line fitted to the width.
-    pub(super) fn tool_output_lines(&self) -> Vec<String> {
+    fn tool_output_lines(&self) -> Vec<String> {
         let width = self.editor.width();
         self.tool_output
             .iter()

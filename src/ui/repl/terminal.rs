@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 /// Room for one frame of the input area: the largest live area (a picker,
 /// a long input) fits, so a frame is one write.
-pub(super) const FRAME_BUFFER: usize = 64 * 1024;
+const FRAME_BUFFER: usize = 64 * 1024;
 
 /// Restores the terminal however the REPL ends, panics included.
 pub(super) struct RawMode;
@@ -30,7 +30,7 @@ impl RawMode {
     }
 }
 
-pub(super) fn restore_terminal() {
+fn restore_terminal() {
     let _ = crossterm::execute!(std::io::stderr(), crossterm::event::DisableBracketedPaste);
     let _ = crossterm::terminal::disable_raw_mode();
 }
