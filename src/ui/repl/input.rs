@@ -132,6 +132,7 @@ impl Repl<'_> {
         }
     }
 
+    /// A submitted line; true to quit.
     fn on_line(&mut self, line: String) -> bool {
         if let Some(p) = self.approval.take() {
             self.answer_line(p, &line);
