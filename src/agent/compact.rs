@@ -1,12 +1,17 @@
-//! Context compaction, the pure part. When a conversation outgrows the context
-//! window, old tool output goes first (it is the bulk, and the least needed once
-//! acted on); if that is not enough, the older turns are replaced by a summary
-//! the model writes for itself. These functions decide what to cut, build the
-//! request for the summary and splice it in; calling the model and saving the
-//! result belong to the agent and the session.
+//! Context compaction. When a conversation outgrows the context window, old
+//! tool output goes first (it is the bulk, and the least needed once acted
+//! on); if that is not enough, the older turns are replaced by a summary the
+//! model writes for itself. The free functions are the pure part: they decide
+//! what to cut, build the request for the summary and splice it in. The
+//! `impl Agent` block at the end is the agent's side: when to compact (the
+//! threshold, the once-only warning), calling the model for the summary, and
+//! handing the replacement to the history sink. How the session file stores
+//! a compaction is the session's.
 
-use super::tokens;
+use super::{stop_signal, tokens, Agent, Cancel, EventKind, Stop};
+use crate::provider::{ModelRequest, StreamEvent};
 use crate::wire::{Message, Role};
+use tokio::time::Instant;
 
 /// Names a tool result that was cut to save context. The note at its end reads
 /// `[output shortened to save context: kept N of M characters]`.
@@ -337,6 +342,165 @@ pub fn compacted_history(messages: &[Message], split: usize, summary: &str) -> V
     out.push(summary_message(summary));
     out.extend_from_slice(&messages[split..]);
     out
+}
+
+// The agent's side of compaction: when to compact, asking the model for the
+// summary, and journaling the replacement.
+
+/// A compaction request offers the model no tools.
+static NO_TOOLS: crate::wire::ToolList = crate::wire::ToolList::new();
+/// Messages at the end of the history whose tool outputs compaction never shortens.
+const KEEP_RECENT_MESSAGES: usize = 4;
+/// What is left of an old tool output after compaction.
+const SHRUNK_TOOL_OUTPUT_CHARS: usize = 400;
+
+impl Agent {
+    /// Compacts when the context passed the threshold (or warns once when it
+    /// cannot). Only a stop during the summary request is reported.
+    pub(super) async fn compact_if_full(
+        &mut self,
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+    ) -> Option<Stop> {
+        let opts = self.options.compaction;
+        let fill = self.tracker.fill(self.context_estimate());
+        if fill < opts.threshold.min(tokens::WARN_FRACTION) {
+            self.warned_full = false;
+            return None;
+        }
+        if opts.auto && fill >= opts.threshold {
+            match self.compact(cancel, deadline, false).await {
+                Ok(true) => return None,
+                Ok(false) => {}
+                Err(stop) => return Some(stop),
+            }
+        }
+        let fill = self.tracker.fill(self.context_estimate());
+        if fill >= tokens::WARN_FRACTION && !self.warned_full {
+            self.warned_full = true;
+            self.warn(format!(
+                "context is {:.0}% full (~{} of {} tokens); the model may start to lose earlier parts of the conversation",
+                fill * 100.0,
+                self.context_estimate(),
+                self.tracker.context_limit
+            ))
+            .await;
+        }
+        None
+    }
+
+    /// Shrinks the history on demand (`Op::Compact`): old tool outputs, then
+    /// a summary of the older turns. True when anything changed; false also
+    /// when the run was interrupted meanwhile.
+    pub async fn compact_now(&mut self, mut cancel: Cancel) -> bool {
+        self.compact(&mut cancel, None, true).await.unwrap_or(false)
+    }
+
+    /// Shrinks the history: old tool outputs first, then, if that is not
+    /// enough (or `force`), a summary of the older turns written by the model.
+    /// True when anything changed. Never separates a tool call from its
+    /// result, and journals the replacement so a resume loads the result.
+    async fn compact(
+        &mut self,
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+        force: bool,
+    ) -> Result<bool, Stop> {
+        // Everything must be in the journal before part of it is replaced.
+        self.persist(false).await;
+        let base = self.base();
+        let before_len = self.messages.len();
+        let before_tokens = self.context_estimate();
+        let limit = self.tracker.context_limit.max(1);
+        let target = (limit as f64 * self.options.compaction.threshold * 0.75) as u64;
+        // Step 1: old tool outputs, never the latest exchange's.
+        let keep_from = before_len.saturating_sub(KEEP_RECENT_MESSAGES).max(base);
+        let shrunk = shrink_tool_outputs(&mut self.messages, keep_from, SHRUNK_TOOL_OUTPUT_CHARS);
+        // Old messages up to this index change; the ones after stay as saved.
+        let mut changed_until = if shrunk > 0 { keep_from } else { base };
+        let mut summarized = false;
+        if force || self.context_estimate() > target {
+            if let Some(split) = split_point(&self.messages, self.options.compaction.keep_turns) {
+                let budget = (limit / 2).max(256);
+                let request = summary_request(&self.messages[base..split], budget);
+                if let Some(text) = self.summarize(&request, cancel, deadline).await? {
+                    self.messages = compacted_history(&self.messages, split, &text);
+                    summarized = true;
+                    changed_until = changed_until.max(split);
+                }
+            }
+        }
+        if shrunk == 0 && !summarized {
+            return Ok(false);
+        }
+        let tail = before_len - changed_until;
+        let with_end = self.messages.len() - tail;
+        if let Some(sink) = self.sink.as_mut() {
+            if !self.save_failing && self.saved == before_len {
+                let with = &self.messages[base..with_end];
+                if let Err(e) = sink.compacted(changed_until - base, with, &self.tracker) {
+                    self.save_failing = true;
+                    self.warn(format!("session not saved: {e}")).await;
+                }
+            }
+        }
+        self.saved = self.messages.len();
+        // The server's last count described the old history.
+        self.tracker.last_prompt_tokens = 0;
+        self.tracker.last_completion_tokens = 0;
+        self.warned_full = false;
+        self.emit(EventKind::Compacted {
+            messages_before: before_len - base,
+            messages_after: self.messages.len() - base,
+            tokens_before: before_tokens,
+            tokens_after: self.context_estimate(),
+            summarized,
+        })
+        .await;
+        Ok(true)
+    }
+
+    /// Asks the model for a summary; `None` (with a warning) when it fails,
+    /// so the run goes on uncompacted rather than ending.
+    async fn summarize(
+        &mut self,
+        request: &[Message],
+        cancel: &mut Cancel,
+        deadline: Option<Instant>,
+    ) -> Result<Option<String>, Stop> {
+        let quiet = |_: StreamEvent| {};
+        let result = tokio::select! {
+            biased;
+            stop = stop_signal(cancel, deadline) => Err(stop),
+            r = self.client.complete(ModelRequest { messages: request, tools: &NO_TOOLS, output: None }, &quiet) => Ok(r),
+        };
+        match result? {
+            Ok(response) => {
+                if let Some(u) = &response.usage {
+                    self.tracker.record(u.prompt_tokens, u.completion_tokens);
+                }
+                let text = response.message.text().trim().to_string();
+                if text.is_empty() {
+                    self.warn(
+                        "could not compact the context: the model returned an empty summary".into(),
+                    )
+                    .await;
+                    return Ok(None);
+                }
+                Ok(Some(text))
+            }
+            Err(e) => {
+                if let crate::provider::ApiError::ContextOverflow { limit: Some(n), .. } = &e {
+                    // The window is smaller than budgeted: the next
+                    // summary is asked for within the one the server named.
+                    self.learn_context_limit(*n);
+                }
+                self.warn(format!("could not compact the context: {e}"))
+                    .await;
+                Ok(None)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

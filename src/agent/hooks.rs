@@ -15,8 +15,9 @@
 //! commands get, in a process group of their own that is killed at the time
 //! limit or when the run is stopped; stdout and stderr each kept to
 //! `OUTPUT_CAP`) and reading their answers. What a verdict does to a tool
-//! call, a prompt or the end of a run is the loop's business (`mod.rs`); the
-//! config shape is `config::HooksSection`, turned into `Hooks` by `app`.
+//! call, a prompt or the end of a run is the loop's business (`mod.rs`; the
+//! tool hooks around a call, `tool_round.rs`); the config shape is
+//! `config::HooksSection`, turned into `Hooks` by `app`.
 
 use super::emitter::Emitter;
 use super::protocol::EventKind;

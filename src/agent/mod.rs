@@ -3,11 +3,12 @@
 //! a task of its own (`service::spawn`); front ends send it `Op`s and read its
 //! `Event`s (`protocol`), so none of them holds the agent or its history.
 //!
-//! This file is the loop. It talks to the model through `ModelClient` and to
-//! tools through `ToolRegistry`, takes steering and follow-up messages from
-//! `control`, enforces the run's limits, compacts the context when it fills,
-//! journals every change through a `HistorySink`, and keeps the history valid
-//! (every tool call answered) however a run ends.
+//! This file is the loop. It talks to the model through `ModelClient`, hands
+//! each reply's tool calls to the tool round (`tool_round`), takes steering
+//! and follow-up messages from `control`, enforces the run's limits, asks
+//! `compact` to shrink the context when it fills, journals every change
+//! through a `HistorySink`, and keeps the history valid (every tool call
+//! answered) however a run ends.
 
 pub mod allowlist;
 pub mod cancel;
@@ -24,6 +25,7 @@ pub mod replay;
 pub mod rewind;
 pub mod service;
 pub mod tokens;
+mod tool_round;
 
 pub use cancel::Cancel;
 pub use protocol::{Event, EventKind, Op, RunOutcome};
@@ -31,18 +33,16 @@ pub use service::{spawn, AgentHandle, AgentSetup};
 pub use tokens::TokenTracker;
 
 use crate::provider::{ModelClient, ModelRequest, StreamEvent};
-use crate::tools::{CallResult, ToolContext, ToolRegistry};
-use crate::wire::{Image, Message, OutputSchema, Role, ToolCall, Usage};
-use control::{Control, SKIPPED_FOR_STEER};
+use crate::tools::{ToolContext, ToolRegistry};
+use crate::wire::{Image, Message, OutputSchema, Role, Usage};
+use control::Control;
 use emitter::Emitter;
 use hooks::{About, HookEvent, HookRunner, Verdict};
 use protocol::{StatusReport, UserVia};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// A compaction request offers the model no tools.
-static NO_TOOLS: crate::wire::ToolList = crate::wire::ToolList::new();
+use tool_round::ToolsEnd;
 
 /// Text of every tool result that never ran because the user cancelled.
 pub const CANCELLED: &str = "operation cancelled by user";
@@ -217,12 +217,6 @@ enum Structured {
     Retry,
     /// It did not match again: why.
     Invalid(String),
-}
-
-/// How a batch of tool calls ended.
-enum ToolsEnd {
-    Done,
-    Stopped(Stop),
 }
 
 pub struct Agent {
@@ -840,156 +834,6 @@ impl Agent {
         }
     }
 
-    /// Compacts when the context passed the threshold (or warns once when it
-    /// cannot). Only a stop during the summary request is reported.
-    async fn compact_if_full(
-        &mut self,
-        cancel: &mut Cancel,
-        deadline: Option<Instant>,
-    ) -> Option<Stop> {
-        let opts = self.options.compaction;
-        let fill = self.tracker.fill(self.context_estimate());
-        if fill < opts.threshold.min(tokens::WARN_FRACTION) {
-            self.warned_full = false;
-            return None;
-        }
-        if opts.auto && fill >= opts.threshold {
-            match self.compact(cancel, deadline, false).await {
-                Ok(true) => return None,
-                Ok(false) => {}
-                Err(stop) => return Some(stop),
-            }
-        }
-        let fill = self.tracker.fill(self.context_estimate());
-        if fill >= tokens::WARN_FRACTION && !self.warned_full {
-            self.warned_full = true;
-            self.warn(format!(
-                "context is {:.0}% full (~{} of {} tokens); the model may start to lose earlier parts of the conversation",
-                fill * 100.0,
-                self.context_estimate(),
-                self.tracker.context_limit
-            ))
-            .await;
-        }
-        None
-    }
-
-    /// Shrinks the history on demand (`Op::Compact`): old tool outputs, then
-    /// a summary of the older turns. True when anything changed; false also
-    /// when the run was interrupted meanwhile.
-    pub async fn compact_now(&mut self, mut cancel: Cancel) -> bool {
-        self.compact(&mut cancel, None, true).await.unwrap_or(false)
-    }
-
-    /// Shrinks the history: old tool outputs first, then, if that is not
-    /// enough (or `force`), a summary of the older turns written by the model.
-    /// True when anything changed. Never separates a tool call from its
-    /// result, and journals the replacement so a resume loads the result.
-    async fn compact(
-        &mut self,
-        cancel: &mut Cancel,
-        deadline: Option<Instant>,
-        force: bool,
-    ) -> Result<bool, Stop> {
-        // Everything must be in the journal before part of it is replaced.
-        self.persist(false).await;
-        let base = self.base();
-        let before_len = self.messages.len();
-        let before_tokens = self.context_estimate();
-        let limit = self.tracker.context_limit.max(1);
-        let target = (limit as f64 * self.options.compaction.threshold * 0.75) as u64;
-        // Step 1: old tool outputs, never the latest exchange's.
-        let keep_from = before_len.saturating_sub(KEEP_RECENT_MESSAGES).max(base);
-        let shrunk =
-            compact::shrink_tool_outputs(&mut self.messages, keep_from, SHRUNK_TOOL_OUTPUT_CHARS);
-        // Old messages up to this index change; the ones after stay as saved.
-        let mut changed_until = if shrunk > 0 { keep_from } else { base };
-        let mut summarized = false;
-        if force || self.context_estimate() > target {
-            if let Some(split) =
-                compact::split_point(&self.messages, self.options.compaction.keep_turns)
-            {
-                let budget = (limit / 2).max(256);
-                let request = compact::summary_request(&self.messages[base..split], budget);
-                if let Some(text) = self.summarize(&request, cancel, deadline).await? {
-                    self.messages = compact::compacted_history(&self.messages, split, &text);
-                    summarized = true;
-                    changed_until = changed_until.max(split);
-                }
-            }
-        }
-        if shrunk == 0 && !summarized {
-            return Ok(false);
-        }
-        let tail = before_len - changed_until;
-        let with_end = self.messages.len() - tail;
-        if let Some(sink) = self.sink.as_mut() {
-            if !self.save_failing && self.saved == before_len {
-                let with = &self.messages[base..with_end];
-                if let Err(e) = sink.compacted(changed_until - base, with, &self.tracker) {
-                    self.save_failing = true;
-                    self.warn(format!("session not saved: {e}")).await;
-                }
-            }
-        }
-        self.saved = self.messages.len();
-        // The server's last count described the old history.
-        self.tracker.last_prompt_tokens = 0;
-        self.tracker.last_completion_tokens = 0;
-        self.warned_full = false;
-        self.emit(EventKind::Compacted {
-            messages_before: before_len - base,
-            messages_after: self.messages.len() - base,
-            tokens_before: before_tokens,
-            tokens_after: self.context_estimate(),
-            summarized,
-        })
-        .await;
-        Ok(true)
-    }
-
-    /// Asks the model for a summary; `None` (with a warning) when it fails,
-    /// so the run goes on uncompacted rather than ending.
-    async fn summarize(
-        &mut self,
-        request: &[Message],
-        cancel: &mut Cancel,
-        deadline: Option<Instant>,
-    ) -> Result<Option<String>, Stop> {
-        let quiet = |_: StreamEvent| {};
-        let result = tokio::select! {
-            biased;
-            stop = stop_signal(cancel, deadline) => Err(stop),
-            r = self.client.complete(ModelRequest { messages: request, tools: &NO_TOOLS, output: None }, &quiet) => Ok(r),
-        };
-        match result? {
-            Ok(response) => {
-                if let Some(u) = &response.usage {
-                    self.tracker.record(u.prompt_tokens, u.completion_tokens);
-                }
-                let text = response.message.text().trim().to_string();
-                if text.is_empty() {
-                    self.warn(
-                        "could not compact the context: the model returned an empty summary".into(),
-                    )
-                    .await;
-                    return Ok(None);
-                }
-                Ok(Some(text))
-            }
-            Err(e) => {
-                if let crate::provider::ApiError::ContextOverflow { limit: Some(n), .. } = &e {
-                    // The window is smaller than budgeted: the next
-                    // summary is asked for within the one the server named.
-                    self.learn_context_limit(*n);
-                }
-                self.warn(format!("could not compact the context: {e}"))
-                    .await;
-                Ok(None)
-            }
-        }
-    }
-
     /// Records a reply's usage; returns the tokens it took and what it
     /// cost in US dollars (`None`: the price is unknown).
     async fn record_usage(&mut self, usage: Option<&Usage>, reply: &Message) -> (u64, Option<f64>) {
@@ -1024,270 +868,7 @@ impl Agent {
         .await;
         (prompt + completion, cost)
     }
-
-    /// Runs one reply's tool calls and pushes one result per call, in request
-    /// order, whatever happens, so the history always pairs every call.
-    /// Results are pushed and saved as soon as every earlier call has its own,
-    /// so a crash mid-batch loses only the calls still running. A steering
-    /// message lets the running calls finish and skips the rest.
-    async fn run_tools(
-        &mut self,
-        calls: &[ToolCall],
-        cancel: &mut Cancel,
-        deadline: Option<Instant>,
-    ) -> ToolsEnd {
-        for c in calls {
-            self.emit(EventKind::ToolCall {
-                call_id: c.id.clone(),
-                name: c.function.name.clone(),
-                arguments: c.function.arguments.clone(),
-            })
-            .await;
-        }
-        let mut batch = Batch {
-            calls,
-            results: vec![None; calls.len()],
-            pushed: 0,
-        };
-        let size = match self.options.strategy {
-            ToolStrategy::Parallel => calls.len(),
-            ToolStrategy::Sequential => 1,
-            ToolStrategy::Batched(n) => n.max(1),
-        }
-        .max(1);
-        let mut start = 0;
-        let mut stopped = None;
-        let mut steered = false;
-        while start < calls.len() && stopped.is_none() && !steered {
-            let end = (start + size).min(calls.len());
-            match self
-                .run_batch(&mut batch, start..end, cancel, deadline)
-                .await
-            {
-                Ok(s) => steered = s,
-                Err(stop) => stopped = Some(stop),
-            }
-            start = end;
-        }
-        // Calls that never finished or never started still get their result.
-        let filler = match stopped {
-            Some(Stop::Interrupted) => CANCELLED,
-            Some(Stop::TimeLimit | Stop::Timeout) => TIME_LIMIT_RESULT,
-            None => SKIPPED_FOR_STEER,
-        };
-        for (i, call) in calls.iter().enumerate().skip(batch.pushed) {
-            if batch.results[i].is_none() {
-                let r = CallResult {
-                    text: filler.to_string(),
-                    is_error: true,
-                    truncated: None,
-                };
-                self.report(call, &r).await;
-                batch.results[i] = Some(r);
-            }
-        }
-        self.push_finished(&mut batch).await;
-        match stopped {
-            Some(stop) => ToolsEnd::Stopped(stop),
-            None => ToolsEnd::Done,
-        }
-    }
-
-    /// Runs `range` of the calls at once. `Ok(true)` when a steering message
-    /// arrived meanwhile (the batch still ran to its end).
-    async fn run_batch(
-        &mut self,
-        batch: &mut Batch<'_>,
-        range: std::ops::Range<usize>,
-        cancel: &mut Cancel,
-        deadline: Option<Instant>,
-    ) -> Result<bool, Stop> {
-        if let Some(sink) = self.sink.as_mut() {
-            let ids: Vec<&str> = batch.calls[range.clone()]
-                .iter()
-                .map(|c| c.id.as_str())
-                .collect();
-            // Written before anything runs, so a resume after a kill can tell
-            // a call that may have run from one that never started.
-            if let Err(e) = sink.tools_started(&ids) {
-                if !self.save_failing {
-                    self.save_failing = true;
-                    self.warn(format!("session not saved: {e}")).await;
-                }
-            }
-        }
-        let mut set = tokio::task::JoinSet::new();
-        for i in range {
-            let call = &batch.calls[i];
-            let tools = Arc::clone(&self.tools);
-            let mut ctx = self.tool_ctx.clone();
-            ctx.call_id = call.id.clone();
-            ctx.turn = self.turn.clone();
-            ctx.progress = Some(self.progress_sink(&call.id));
-            let name = call.function.name.clone();
-            let args = call.function.arguments.clone();
-            let hooks = self.hooks.clone();
-            set.spawn(async move {
-                (
-                    i,
-                    call_hooked(&tools, hooks.as_deref(), &name, &args, &ctx).await,
-                )
-            });
-        }
-        let mut steered = false;
-        loop {
-            let next = tokio::select! {
-                biased;
-                stop = stop_signal(cancel, deadline) => {
-                    // Aborting the tasks drops their children (kill_on_drop).
-                    set.abort_all();
-                    self.control.drop_waiting();
-                    return Err(stop);
-                }
-                n = set.join_next() => n,
-            };
-            match next {
-                None => return Ok(steered),
-                Some(Ok((i, r))) => {
-                    self.report(&batch.calls[i], &r).await;
-                    batch.results[i] = Some(r);
-                    self.push_finished(batch).await;
-                    steered |= self.control.has_steering();
-                }
-                Some(Err(e)) => {
-                    // A tool panicked: say so; its call gets a result below.
-                    self.warn(format!("a tool task failed: {e}")).await;
-                }
-            }
-        }
-    }
-
-    /// Pushes the results of the longest run of finished calls not yet pushed.
-    async fn push_finished(&mut self, batch: &mut Batch<'_>) {
-        let before = batch.pushed;
-        while batch.pushed < batch.calls.len() {
-            let Some(r) = batch.results[batch.pushed].take() else {
-                break;
-            };
-            let call = &batch.calls[batch.pushed];
-            let (id, name) = (call.id.clone(), call.function.name.clone());
-            let text = self
-                .fit_in_context(r.text, &format!("the output of {name}"))
-                .await;
-            self.messages.push(Message::tool_result(&id, text));
-            batch.pushed += 1;
-        }
-        if batch.pushed > before {
-            self.persist(false).await;
-        }
-    }
-
-    /// Where a running call's output tail goes: the event stream, without
-    /// waiting (the tool is reading its command's output meanwhile).
-    fn progress_sink(&self, call_id: &str) -> crate::tools::live::ProgressFn {
-        let emitter = self.emitter.clone();
-        let call_id = call_id.to_string();
-        Arc::new(move |tail| {
-            emitter.delta(EventKind::ToolProgress {
-                call_id: call_id.clone(),
-                tail,
-            })
-        })
-    }
-
-    async fn report(&self, call: &ToolCall, r: &CallResult) {
-        if let Some(t) = r.truncated {
-            self.warn(format!(
-                "{} output truncated: kept {} of {} characters",
-                call.function.name, t.kept, t.total
-            ))
-            .await;
-        }
-        self.emit(EventKind::ToolResult {
-            call_id: call.id.clone(),
-            name: call.function.name.clone(),
-            text: r.text.clone(),
-            is_error: r.is_error,
-            truncated: r.truncated,
-        })
-        .await;
-    }
 }
-
-/// One tool call with its `PreToolUse` and `PostToolUse` hooks around it.
-/// A `PreToolUse` block means the tool never runs and its result is the
-/// hook's reason; a `PostToolUse` block or context joins the result.
-async fn call_hooked(
-    tools: &ToolRegistry,
-    hooks: Option<&HookRunner>,
-    name: &str,
-    args: &str,
-    ctx: &ToolContext,
-) -> CallResult {
-    let Some(hooks) =
-        hooks.filter(|h| h.has(HookEvent::PreToolUse) || h.has(HookEvent::PostToolUse))
-    else {
-        return tools.call(name, args, ctx).await;
-    };
-    let about = About {
-        call_id: Some(&ctx.call_id),
-        tool: Some(name),
-    };
-    // The arguments as JSON when they are (they are meant to be), else as sent.
-    let input: serde_json::Value =
-        serde_json::from_str(args).unwrap_or_else(|_| serde_json::Value::String(args.into()));
-    let fields = |extra: Option<(&str, serde_json::Value)>| {
-        let mut f = serde_json::Map::new();
-        f.insert("tool_name".into(), name.into());
-        f.insert("tool_input".into(), input.clone());
-        f.insert("tool_use_id".into(), ctx.call_id.clone().into());
-        if let Some((k, v)) = extra {
-            f.insert(k.into(), v);
-        }
-        f
-    };
-    if hooks.has(HookEvent::PreToolUse) {
-        if let Verdict::Block { reason } =
-            hooks.fire(HookEvent::PreToolUse, about, fields(None)).await
-        {
-            return CallResult {
-                text: format!("blocked by a PreToolUse hook: {reason}"),
-                is_error: true,
-                truncated: None,
-            };
-        }
-    }
-    let mut result = tools.call(name, args, ctx).await;
-    if hooks.has(HookEvent::PostToolUse) {
-        let response = serde_json::json!({ "text": result.text, "is_error": result.is_error });
-        match hooks
-            .fire(
-                HookEvent::PostToolUse,
-                about,
-                fields(Some(("tool_response", response))),
-            )
-            .await
-        {
-            Verdict::Block { reason } => {
-                result
-                    .text
-                    .push_str(&format!("\n\n[PostToolUse hook] {reason}"));
-            }
-            Verdict::Go { context: Some(c) } => {
-                result
-                    .text
-                    .push_str(&format!("\n\n[PostToolUse hook context] {c}"));
-            }
-            Verdict::Go { context: None } => {}
-        }
-    }
-    result
-}
-
-/// Messages at the end of the history whose tool outputs compaction never shortens.
-const KEEP_RECENT_MESSAGES: usize = 4;
-/// What is left of an old tool output after compaction.
-const SHRUNK_TOOL_OUTPUT_CHARS: usize = 400;
 
 fn stream_event(ev: StreamEvent) -> EventKind {
     match ev {
@@ -1321,14 +902,6 @@ async fn stop_signal(cancel: &mut Cancel, deadline: Option<Instant>) -> Stop {
         },
         None => stop(cancel.stopped().await),
     }
-}
-
-/// One reply's tool calls in flight: results by request position, and how
-/// many of them are already in the history.
-struct Batch<'a> {
-    calls: &'a [ToolCall],
-    results: Vec<Option<CallResult>>,
-    pushed: usize,
 }
 
 /// Fills in a result for every tool call that has none, so a history cut off

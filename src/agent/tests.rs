@@ -4,7 +4,7 @@
 use super::*;
 use crate::provider::{ApiError, EventSink, ModelResponse};
 use crate::tools::{Tool, ToolError, ToolOutput};
-use crate::wire::ToolDefinition;
+use crate::wire::{ToolCall, ToolDefinition};
 use async_trait::async_trait;
 use control::ApprovalRules;
 use protocol::{Decision, QueueMode};

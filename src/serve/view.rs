@@ -113,7 +113,7 @@ pub fn call(call_id: &str, name: &str, arguments: &str) -> Item {
 }
 
 /// How the agent words the result of a call a `PreToolUse` hook blocked
-/// (`call_hooked` in `agent/mod.rs`): the call did not run.
+/// (`call_hooked` in `agent/tool_round.rs`): the call did not run.
 const HOOK_BLOCKED: &str = "blocked by a PreToolUse hook:";
 
 pub fn result(call_id: &str, name: &str, text: &str, is_error: bool) -> Item {
