@@ -99,11 +99,9 @@ impl History {
         }
     }
 
-    fn rewrite(&self, path: &PathBuf) -> std::io::Result<()> {
+    fn rewrite(&self, path: &std::path::Path) -> std::io::Result<()> {
         let text: String = self.entries.iter().map(|e| escape(e) + "\n").collect();
-        let tmp = path.with_extension("tmp");
-        fs::write(&tmp, text)?;
-        fs::rename(tmp, path)
+        crate::atomic_file::replace(path, text.as_bytes(), crate::atomic_file::PRIVATE)
     }
 
     /// The older entry, saving `current` as the draft when navigation starts.
