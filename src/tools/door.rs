@@ -307,22 +307,28 @@ fn write_local(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::tools::approval::AlwaysApprove;
     use std::os::unix::fs::FileTypeExt;
 
-    #[tokio::test]
-    async fn the_door_checks_the_resolved_target_at_the_write_and_the_delete() {
-        let d = std::env::temp_dir().join(format!("buddy-door-dev-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+    /// Puts in `d` what the file tools must never write: `pipe`, a FIFO,
+    /// and `null-link`, a symlink to /dev/null.
+    pub(crate) fn fifo_and_device_link(d: &Path) {
         assert!(std::process::Command::new("mkfifo")
             .arg(d.join("pipe"))
             .status()
             .unwrap()
             .success());
         std::os::unix::fs::symlink("/dev/null", d.join("null-link")).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_door_checks_the_resolved_target_at_the_write_and_the_delete() {
+        let d = std::env::temp_dir().join(format!("buddy-door-dev-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        fifo_and_device_link(&d);
         let c = ToolContext::local(d.clone(), Arc::new(AlwaysApprove));
         // The write itself checks the resolved target, whatever was asked
         // before: a link swapped in after the approval is still refused.

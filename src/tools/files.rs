@@ -518,12 +518,7 @@ mod tests {
     async fn writes_to_devices_fifos_and_directories_are_refused_without_asking() {
         use std::os::unix::fs::FileTypeExt;
         let d = tempdir("dev");
-        assert!(std::process::Command::new("mkfifo")
-            .arg(d.join("pipe"))
-            .status()
-            .unwrap()
-            .success());
-        std::os::unix::fs::symlink("/dev/null", d.join("null-link")).unwrap();
+        crate::tools::door::tests::fifo_and_device_link(&d);
         std::fs::create_dir(d.join("sub")).unwrap();
         let approver = recording(Approval::Approved);
         let c = ToolContext::local(d.clone(), approver.clone());
