@@ -34,7 +34,8 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
 }
 
 /// Every request: a Host that names this server, an Origin (when a browser
-/// sends one) of this server, and the token when one is set.
+/// sends one) of this server, the token when one is set, then its body read
+/// in full within `max_body` bytes and `BODY_TIMEOUT`.
 pub(super) async fn guard(Ext(guard): Ext<Guard>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     // RFC 9112: one Host, and an absolute-form target that agrees with it;
@@ -223,5 +224,37 @@ mod tests {
             Some("ü %zz%2".into())
         );
         assert_eq!(query_token(None), None);
+    }
+
+    #[test]
+    fn only_this_servers_own_names_are_answered() {
+        let loopback: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST:8080",
+            "[::1]:8080",
+        ] {
+            assert!(host_ok(loopback, host), "{host}");
+        }
+        // A name rebound to 127.0.0.1 by its DNS, another port, no port.
+        for host in ["evil.example:8080", "127.0.0.1:8081", "localhost", ""] {
+            assert!(!host_ok(loopback, host), "{host}");
+        }
+        // Bound to every interface: any name, on this port only.
+        let any: SocketAddr = "0.0.0.0:9000".parse().unwrap();
+        assert!(host_ok(any, "buddy.lan:9000"));
+        assert!(!host_ok(any, "buddy.lan:9001"));
+    }
+
+    #[test]
+    fn the_policy_allows_the_pages_own_script_and_style_by_hash_only() {
+        // SHA-256 of the empty text, base64: a figure known outside this code.
+        let empty = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='";
+        let csp = content_security_policy("", "p { }");
+        assert!(csp.starts_with("default-src 'none'; "), "{csp}");
+        assert!(csp.contains(&format!("script-src {empty};")), "{csp}");
+        assert!(!csp.contains(&format!("style-src {empty}")), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     }
 }
