@@ -11,7 +11,7 @@
 //! over MCP) and `app` (the composition root: settings to a
 //! running front end). Beside them: `text` makes outside text safe to show on
 //! a terminal; `localfile` reads local files with a type check and a size
-//! bound; `redact` keeps known secrets out of everything shown; `procenv`
+//! bound; `atomic_file` replaces a file's content all at once; `redact` keeps known secrets out of everything shown; `procenv`
 //! scrubs keys from buddy's own environment block; `net` sets trust roots and
 //! proxies; `frontmatter` reads prompt files' headers; `clock` does date and
 //! duration maths; `background` runs housekeeping at a lower priority than
@@ -22,6 +22,7 @@
 pub mod acp;
 pub mod agent;
 pub mod app;
+pub mod atomic_file;
 pub mod auth;
 pub mod background;
 pub mod cli;

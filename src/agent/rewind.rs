@@ -215,7 +215,7 @@ impl Agent {
                 Some(store) => {
                     // Files kept on the session's remote target go back
                     // through it.
-                    let remote = crate::tools::files::RemoteFiles::of(&self.tool_ctx);
+                    let remote = crate::tools::door::RemoteFiles::of(&self.tool_ctx);
                     let remote = remote.as_ref().map(|r| r as &dyn TargetFiles);
                     let own = self.tool_ctx.protected.clone();
                     match store.restore(turn, remote, own).await {

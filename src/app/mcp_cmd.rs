@@ -186,7 +186,7 @@ fn write_doc(path: &Path, doc: &toml_edit::DocumentMut) -> Result<(), AppError> 
     let text = doc.to_string();
     // The whole file must still load: never write one buddy would refuse.
     config::parse(&text, Some(path)).map_err(|e| AppError::Usage(e.to_string()))?;
-    crate::localfile::write_private(path, text.as_bytes())
+    crate::atomic_file::replace(path, text.as_bytes(), crate::atomic_file::PRIVATE)
         .map_err(|e| AppError::Failed(format!("cannot write {}: {e}", path.display())))
 }
 

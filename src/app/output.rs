@@ -33,7 +33,7 @@ pub fn load_schema(path: &Path) -> Result<OutputSchema, AppError> {
 pub fn write_last_message(path: &Path, answer: &str) -> Result<(), AppError> {
     let mut text = answer.trim_end_matches(['\n', '\r']).to_string();
     text.push('\n');
-    crate::localfile::write_private(path, text.as_bytes()).map_err(|e| {
+    crate::atomic_file::replace(path, text.as_bytes(), crate::atomic_file::PRIVATE).map_err(|e| {
         AppError::Failed(format!(
             "cannot write the answer to {}: {e}",
             crate::text::visible(&path.display().to_string())

@@ -126,27 +126,13 @@ impl AuthStore {
     }
 
     fn write(&self, file: &AuthFile) -> Result<(), AuthError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let fail = self.io(FileAction::Write);
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(&fail)?;
         let bytes = serde_json::to_vec_pretty(file).map_err(|source| AuthError::Encode {
             path: self.path.clone(),
             source,
         })?;
-        let tmp = dir.join(format!(".auth.json.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
         // 0600 from the first byte: never a moment where others could read it.
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(&fail)?;
-        f.write_all(&bytes).map_err(&fail)?;
-        f.sync_all().map_err(&fail)?;
-        std::fs::rename(&tmp, &self.path).map_err(&fail)
+        crate::atomic_file::replace(&self.path, &bytes, crate::atomic_file::PRIVATE)
+            .map_err(self.io(FileAction::Write))
     }
 }
 

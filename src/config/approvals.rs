@@ -115,7 +115,8 @@ impl Remembered {
         .map_err(|e| fail(e.to_string()))?;
         let mut bytes = HEADER.as_bytes().to_vec();
         bytes.extend_from_slice(body.as_bytes());
-        crate::localfile::write_private(&self.path, &bytes).map_err(|e| fail(e.to_string()))
+        crate::atomic_file::replace(&self.path, &bytes, crate::atomic_file::PRIVATE)
+            .map_err(|e| fail(e.to_string()))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The shape of `buddy.toml`, with every default in one place. Unknown keys are
 //! rejected so a typo is reported instead of silently ignored.
 
+use super::McpEntryError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -25,7 +26,7 @@ pub struct ConfigFile {
     pub discovery: DiscoverySection,
     /// `[mcp_servers.NAME]`: MCP servers whose tools are offered (`config::mcp`).
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, super::mcp::McpServer>,
+    pub mcp_servers: BTreeMap<String, McpServer>,
     /// `[[hooks.EVENT]]`: commands run at points of the agent's work
     /// (docs/HOOKS.md). An untrusted project file's are held back.
     #[serde(default)]
@@ -555,4 +556,118 @@ fn default_idle_timeout() -> u64 {
 }
 fn default_max_answer_bytes() -> u64 {
     8 * 1024 * 1024
+}
+
+/// How long a server may take to start and list its tools.
+pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
+/// How long one tool call may take.
+pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
+/// `[mcp_servers.NAME]`: either a program spoken to over its stdin and
+/// stdout (`command`, `args`, `env`, `cwd`) or a Streamable HTTP endpoint
+/// (`url`, `bearer_token_env`, `headers`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Set for the server's process on top of buddy's environment (less the
+    /// credentials commands never see). The values are treated as secrets.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    /// The variable holding the token sent as `Authorization: Bearer …`.
+    pub bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_startup_timeout")]
+    pub startup_timeout_secs: u64,
+    #[serde(default = "default_tool_timeout")]
+    pub tool_timeout_secs: u64,
+    /// Only these of the server's tools are offered (all when absent).
+    pub enabled_tools: Option<Vec<String>>,
+    /// These are never offered.
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    /// A tool annotated `readOnlyHint: true` runs without asking (the
+    /// denylist and `/approve none` still apply). Off by default: the hint is
+    /// the server's word, not a guarantee.
+    #[serde(default)]
+    pub trust_read_only: bool,
+}
+
+fn default_startup_timeout() -> u64 {
+    DEFAULT_STARTUP_TIMEOUT_SECS
+}
+
+fn default_tool_timeout() -> u64 {
+    DEFAULT_TOOL_TIMEOUT_SECS
+}
+
+impl McpServer {
+    /// A stdio server running `command`.
+    pub fn stdio(command: String, args: Vec<String>) -> McpServer {
+        McpServer {
+            command: Some(command),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            bearer_token_env: None,
+            headers: BTreeMap::new(),
+            enabled: true,
+            startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
+            tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            trust_read_only: false,
+        }
+    }
+
+    /// A Streamable HTTP server at `url`.
+    pub fn http(url: String) -> McpServer {
+        McpServer {
+            command: None,
+            url: Some(url),
+            ..McpServer::stdio(String::new(), Vec::new())
+        }
+    }
+
+    /// Whether the server's tool `name` is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        self.enabled_tools
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|t| t == name))
+            && !self.disabled_tools.iter().any(|t| t == name)
+    }
+
+    /// One line saying what is wrong with the entry, if anything.
+    pub fn check(&self, name: &str) -> Result<(), McpEntryError> {
+        let at = || name.to_string();
+        if name.is_empty() || name.chars().any(|c| c.is_control()) {
+            return Err(McpEntryError::BadName(at()));
+        }
+        match (&self.command, &self.url) {
+            (Some(c), None) if !c.trim().is_empty() => {}
+            (None, Some(u)) if u.starts_with("http://") || u.starts_with("https://") => {}
+            (None, Some(_)) => return Err(McpEntryError::BadUrl(at())),
+            (Some(_), Some(_)) => return Err(McpEntryError::Both(at())),
+            _ => return Err(McpEntryError::Neither(at())),
+        }
+        if self.url.is_none() && (self.bearer_token_env.is_some() || !self.headers.is_empty()) {
+            return Err(McpEntryError::HttpOnlyKeys(at()));
+        }
+        if self.command.is_none()
+            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
+        {
+            return Err(McpEntryError::StdioOnlyKeys(at()));
+        }
+        if self.startup_timeout_secs == 0 || self.tool_timeout_secs == 0 {
+            return Err(McpEntryError::ZeroTimeout(at()));
+        }
+        Ok(())
+    }
 }

@@ -1,138 +1,22 @@
 //! MCP servers in the configuration: the `[mcp_servers.NAME]` section of
 //! buddy.toml (Codex's shape) and a project's `.mcp.json` (Claude Code's
 //! shape, `{"mcpServers": {NAME: {command, args, env} | {type: "http", url,
-//! headers}}}`), both turned into one `McpServer` value. Only reading and
-//! checking live here; starting servers is `crate::mcp`'s job.
+//! headers}}}`), both turned into one `McpServer` value (the entry's shape,
+//! in `file.rs` with the rest of the file's). Only reading and checking live
+//! here; starting servers is `crate::mcp`'s job.
 //!
 //! A `.mcp.json` comes with the repository, so, like a project's buddy.toml,
 //! it adds servers (programs that would run as the user) only once the user
 //! has trusted it as it is now (`buddy trust .mcp.json`).
 
+use super::file::McpServer;
 use super::McpEntryError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// How long a server may take to start and list its tools.
-pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
-/// How long one tool call may take.
-pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
 /// The project file Claude Code reads.
 pub const MCP_JSON: &str = ".mcp.json";
-
-/// `[mcp_servers.NAME]`: either a program spoken to over its stdin and
-/// stdout (`command`, `args`, `env`, `cwd`) or a Streamable HTTP endpoint
-/// (`url`, `bearer_token_env`, `headers`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServer {
-    pub command: Option<String>,
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Set for the server's process on top of buddy's environment (less the
-    /// credentials commands never see). The values are treated as secrets.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    pub cwd: Option<String>,
-    pub url: Option<String>,
-    /// The variable holding the token sent as `Authorization: Bearer …`.
-    pub bearer_token_env: Option<String>,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    #[serde(default = "default_startup_timeout")]
-    pub startup_timeout_secs: u64,
-    #[serde(default = "default_tool_timeout")]
-    pub tool_timeout_secs: u64,
-    /// Only these of the server's tools are offered (all when absent).
-    pub enabled_tools: Option<Vec<String>>,
-    /// These are never offered.
-    #[serde(default)]
-    pub disabled_tools: Vec<String>,
-    /// A tool annotated `readOnlyHint: true` runs without asking (the
-    /// denylist and `/approve none` still apply). Off by default: the hint is
-    /// the server's word, not a guarantee.
-    #[serde(default)]
-    pub trust_read_only: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_startup_timeout() -> u64 {
-    DEFAULT_STARTUP_TIMEOUT_SECS
-}
-
-fn default_tool_timeout() -> u64 {
-    DEFAULT_TOOL_TIMEOUT_SECS
-}
-
-impl McpServer {
-    /// A stdio server running `command`.
-    pub fn stdio(command: String, args: Vec<String>) -> McpServer {
-        McpServer {
-            command: Some(command),
-            args,
-            env: BTreeMap::new(),
-            cwd: None,
-            url: None,
-            bearer_token_env: None,
-            headers: BTreeMap::new(),
-            enabled: true,
-            startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
-            tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
-            enabled_tools: None,
-            disabled_tools: Vec::new(),
-            trust_read_only: false,
-        }
-    }
-
-    /// A Streamable HTTP server at `url`.
-    pub fn http(url: String) -> McpServer {
-        McpServer {
-            command: None,
-            url: Some(url),
-            ..McpServer::stdio(String::new(), Vec::new())
-        }
-    }
-
-    /// Whether the server's tool `name` is offered.
-    pub fn offers(&self, name: &str) -> bool {
-        self.enabled_tools
-            .as_ref()
-            .is_none_or(|only| only.iter().any(|t| t == name))
-            && !self.disabled_tools.iter().any(|t| t == name)
-    }
-
-    /// One line saying what is wrong with the entry, if anything.
-    pub fn check(&self, name: &str) -> Result<(), McpEntryError> {
-        let at = || name.to_string();
-        if name.is_empty() || name.chars().any(|c| c.is_control()) {
-            return Err(McpEntryError::BadName(at()));
-        }
-        match (&self.command, &self.url) {
-            (Some(c), None) if !c.trim().is_empty() => {}
-            (None, Some(u)) if u.starts_with("http://") || u.starts_with("https://") => {}
-            (None, Some(_)) => return Err(McpEntryError::BadUrl(at())),
-            (Some(_), Some(_)) => return Err(McpEntryError::Both(at())),
-            _ => return Err(McpEntryError::Neither(at())),
-        }
-        if self.url.is_none() && (self.bearer_token_env.is_some() || !self.headers.is_empty()) {
-            return Err(McpEntryError::HttpOnlyKeys(at()));
-        }
-        if self.command.is_none()
-            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
-        {
-            return Err(McpEntryError::StdioOnlyKeys(at()));
-        }
-        if self.startup_timeout_secs == 0 || self.tool_timeout_secs == 0 {
-            return Err(McpEntryError::ZeroTimeout(at()));
-        }
-        Ok(())
-    }
-}
 
 /// Claude Code's `.mcp.json`.
 #[derive(Debug, Deserialize)]
@@ -236,6 +120,7 @@ pub fn project_servers(cwd: &Path, trust_store: Option<PathBuf>) -> ProjectServe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DEFAULT_TOOL_TIMEOUT_SECS;
 
     #[test]
     fn claude_code_shapes_read_as_stdio_and_http_servers() {

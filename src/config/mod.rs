@@ -10,7 +10,6 @@ pub mod trust;
 
 pub use error::{ConfigError, LocalServerError, LocalServerProblem, McpEntryError};
 pub use file::*;
-pub use mcp::McpServer;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

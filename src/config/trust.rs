@@ -107,7 +107,7 @@ impl TrustStore {
         file.files
             .insert(canonical.to_string_lossy().into_owned(), DIRECTORY.into());
         let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        crate::localfile::write_private(&self.path, &text)?;
+        crate::atomic_file::replace(&self.path, &text, crate::atomic_file::PRIVATE)?;
         Ok(canonical)
     }
 
@@ -118,7 +118,7 @@ impl TrustStore {
         file.files
             .insert(canonical.to_string_lossy().into_owned(), digest(content));
         let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        crate::localfile::write_private(&self.path, &text)?;
+        crate::atomic_file::replace(&self.path, &text, crate::atomic_file::PRIVATE)?;
         Ok(canonical)
     }
 }

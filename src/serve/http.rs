@@ -1,15 +1,17 @@
-//! The HTTP side of `buddy serve`: routes, the guard every request passes
-//! (Host, Origin, token), and the SSE streams.
+//! The HTTP side of `buddy serve`: routes and the SSE streams, behind the
+//! guard every request passes first (`guard.rs`: Host, Origin, token, body
+//! bounds, the page's security headers).
 
+use super::guard::{content_security_policy, error, Guard, PAGE_HEADERS};
 use super::live::{Live, Pooled, Stamped, StartError, Subscription};
 use super::RETRY_AFTER_SECS;
 use super::{Backend, ServeOptions};
 use crate::agent::protocol::{Decision, ErrorCode, Op};
 use crate::agent::HostedError;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Ext};
+use axum::extract::{DefaultBodyLimit, Path, Query, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -217,30 +219,6 @@ impl State {
     fn stopping(&self) -> bool {
         *self.inner.stopping.borrow()
     }
-
-    /// Hosts this server answers to: its own address, and the loopback names
-    /// of its port. Anything else (a rebound DNS name) is refused.
-    fn host_ok(&self, host: &str) -> bool {
-        let port = self.inner.addr.port();
-        let ip = self.inner.addr.ip();
-        if ip.is_unspecified() {
-            // Bound to every interface (a token is required then): any name
-            // of this host will do, on this port.
-            return host
-                .rsplit_once(':')
-                .is_some_and(|(_, p)| p == port.to_string());
-        }
-        let mut names = vec![
-            format!("127.0.0.1:{port}"),
-            format!("localhost:{port}"),
-            format!("[::1]:{port}"),
-        ];
-        names.push(match ip {
-            std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
-            std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-        });
-        names.iter().any(|n| n.eq_ignore_ascii_case(host))
-    }
 }
 
 pub fn router(state: State) -> Router {
@@ -260,12 +238,15 @@ pub fn router(state: State) -> Router {
         .route("/api/sessions/{id}/approvals/{call_id}", post(approve))
         .route("/api/sessions/{id}/interrupt", post(interrupt))
         .layer(DefaultBodyLimit::max(limit))
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(
+            Guard {
+                addr: state.inner.addr,
+                token: state.inner.opts.token.clone(),
+                max_body: limit,
+            },
+            super::guard::guard,
+        ))
         .with_state(state)
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
 /// 503 for a limit that is full for now: the client may retry after a while.
@@ -298,155 +279,16 @@ fn store_error(e: HostedError) -> Response {
     error(store_status(&e), e.to_string())
 }
 
-/// Every request: a Host that names this server, an Origin (when a browser
-/// sends one) of this server, and the token when one is set.
-async fn guard(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    // RFC 9112: one Host, and an absolute-form target that agrees with it;
-    // anything else is a malformed request, whichever of them a check reads.
-    if headers.get_all(header::HOST).iter().count() > 1 {
-        return error(StatusCode::BAD_REQUEST, "more than one Host header");
-    }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
-    if let Some(authority) = req.uri().authority() {
-        if !authority.as_str().eq_ignore_ascii_case(host) {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "the request target names another host than the Host header",
-            );
-        }
-    }
-    if !state.host_ok(host) {
-        return error(
-            StatusCode::FORBIDDEN,
-            format!("this server does not answer to host {host:?}"),
-        );
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let same = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.strip_prefix("http://"))
-            .is_some_and(|o| o.eq_ignore_ascii_case(host));
-        if !same {
-            return error(StatusCode::FORBIDDEN, "cross-origin requests are refused");
-        }
-    }
-    if let Some(token) = &state.inner.opts.token {
-        let given = bearer(headers).or_else(|| query_token(req.uri().query()));
-        if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
-            return error(StatusCode::UNAUTHORIZED, "a valid token is required");
-        }
-    }
-    match bounded(req, state.inner.opts.max_body).await {
-        Ok(req) => next.run(req).await,
-        Err(refusal) => refusal,
-    }
-}
-
-/// A request body may take this long to arrive in full: a client that
-/// stalls half-way through one cannot hold its connection for ever.
-const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The request with its body read in full, on every endpoint (those that
-/// ignore bodies too), or the refusal: 413 past `max` bytes, 408 when it
-/// does not arrive in time. A body declared too big is still read up to
-/// `max` before the answer: closing on a client that is still sending
-/// resets the connection, and it would see that instead of the 413.
-async fn bounded(req: Request, max: usize) -> Result<Request, Response> {
-    use axum::body::HttpBody;
-    if req.body().size_hint().exact() == Some(0) {
-        return Ok(req);
-    }
-    let too_big = || {
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {max} bytes"),
-        )
-    };
-    let (parts, body) = req.into_parts();
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
-        Ok(Err(_)) => Err(too_big()),
-        Err(_) => Err(error(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request body did not arrive within {} s",
-                BODY_TIMEOUT.as_secs()
-            ),
-        )),
-    }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::to_string)
-}
-
-/// `token=…` from a query string (for the page's first load).
-fn query_token(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
-        .map(percent_decode)
-}
-
-/// A query value as a form sends it: `+` is a space, then `%XX` escapes
-/// (so `%2B` stays a plus).
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(&s.replace('+', " "))
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// Compares two secrets in time that depends only on their lengths.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The policy the page is served with: its own inline style and script
-/// (by hash) and requests to this server; no other script, style, frame,
-/// form target or image source, so even markup that slipped into the page
-/// could neither run nor load anything.
-fn content_security_policy() -> &'static str {
-    static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    CSP.get_or_init(|| {
-        use base64::Engine;
-        let hash = |text: &str| {
-            let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-            format!(
-                "'sha256-{}'",
-                base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
-            )
-        };
-        format!(
-            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-            hash(PAGE_SCRIPT),
-            hash(PAGE_STYLE)
-        )
-    })
-}
-
 async fn page() -> Response {
+    static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let csp = CSP.get_or_init(|| content_security_policy(PAGE_SCRIPT, PAGE_STYLE));
+    let [referrer, nosniff, frames] = PAGE_HEADERS;
     (
         [
-            (header::CONTENT_SECURITY_POLICY, content_security_policy()),
-            // The token may be in the page's URL: never sent on to a link.
-            (header::REFERRER_POLICY, "no-referrer"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            // Never framed (the CSP's frame-ancestors says the same to
-            // browsers that read it): no site can overlay the Approve button.
-            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CONTENT_SECURITY_POLICY, csp.as_str()),
+            referrer,
+            nosniff,
+            frames,
             (header::CACHE_CONTROL, "no-cache"),
         ],
         Html(PAGE),
@@ -985,24 +827,6 @@ fn ready_one(f: &mut Feed) -> Option<Arc<Stamped>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_compare_by_content() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-    }
-
-    #[test]
-    fn tokens_come_from_the_query_decoded() {
-        assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
-        assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
-        assert_eq!(
-            query_token(Some("token=%C3%BC%20%zz%2")),
-            Some("ü %zz%2".into())
-        );
-        assert_eq!(query_token(None), None);
-    }
 
     /// A store out of descriptors is the moment's fault (503, retry); any
     /// other failure, a damaged file say, is not (500).

@@ -25,6 +25,7 @@
 mod accept;
 mod admission;
 pub mod descriptors;
+mod guard;
 mod http;
 mod live;
 mod view;

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -852,37 +852,10 @@ fn action_for(
     }
 }
 
-/// Replaces `path` with `bytes` as the file tools do: a synced temporary
-/// file beside it, renamed over it, keeping the mode of the file there.
+/// Replaces `path` with `bytes` as the file tools do: atomically, keeping
+/// the mode of the file there.
 fn write_back(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.buddy-rewind-{}", std::process::id()));
-    let mode = fs::metadata(path).ok().map(|m| m.permissions().mode());
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        if let Some(mode) = mode {
-            f.set_permissions(fs::Permissions::from_mode(mode))?;
-        }
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::atomic_file::replace(path, bytes, crate::atomic_file::Mode::Keep { new: 0o666 })
 }
 
 #[async_trait]
@@ -1001,6 +974,7 @@ impl Checkpoints for CheckpointStore {
 mod tests {
     use super::*;
     use crate::tools::checkpoint::TargetFileError;
+    use std::os::unix::fs::PermissionsExt;
 
     fn tempdir(label: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!(

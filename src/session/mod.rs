@@ -100,7 +100,7 @@ fn store_image(dir: &Path, image: &crate::wire::Image) -> io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    localfile::write_private(&path, data)
+    crate::atomic_file::replace(&path, data, crate::atomic_file::PRIVATE)
 }
 
 /// Copies every image kept in `from` into `to` (a fork's own copy, so
@@ -129,7 +129,7 @@ fn copy_images(from: &Path, to: &Path) -> io::Result<()> {
                 .recursive(true)
                 .mode(0o700)
                 .create(to)?;
-            localfile::write_private(&dest, &bytes)?;
+            crate::atomic_file::replace(&dest, &bytes, crate::atomic_file::PRIVATE)?;
         }
     }
     Ok(())

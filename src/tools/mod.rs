@@ -5,8 +5,10 @@
 pub mod approval;
 pub mod capture;
 pub mod checkpoint;
+pub mod content;
 pub mod denylist;
 pub mod diff;
+pub mod door;
 pub mod edit;
 pub mod editor;
 pub mod fetch;
@@ -90,7 +92,7 @@ pub struct ToolContext {
     pub turn: String,
     /// The editor's buffers, when buddy runs inside one that offers them
     /// (`buddy acp`): the file tools read and write this host's files
-    /// through it (`files::editor_for`).
+    /// through it (`content::editor_for`).
     pub editor: Option<Arc<dyn editor::EditorFiles>>,
     /// buddy's own files on this host, which a rewind does not write
     /// either (the file tools hold their own copy of the list).
@@ -149,7 +151,7 @@ impl ToolContext {
         } else {
             let mut now = Vec::with_capacity(files.len());
             for (path, known, _) in files {
-                now.push(files::prior(self, path, *known).await);
+                now.push(door::prior(self, path, *known).await);
             }
             Some(checkpoint::Remote {
                 actor: self.target.actor(),

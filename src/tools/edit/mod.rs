@@ -3,7 +3,7 @@
 //! unique or nothing) is `engine`'s, shared with `apply_patch`; the file's
 //! BOM, line endings and final newline are `doc`'s. Like `write_file`, an
 //! edit reads the file on any target, refuses buddy's own files, asks the
-//! `Approver` with the diff, and writes through `files::store` (atomic,
+//! `Approver` with the diff, and writes through `door::store` (atomic,
 //! mode kept). An edit that cannot be placed changes nothing.
 
 pub mod doc;
@@ -12,7 +12,8 @@ pub mod lines;
 
 use super::approval::{Approval, ApprovalRequest};
 use super::checkpoint::Known;
-use super::files::{load, refuse_own, store, unchanged};
+use super::content::{load, unchanged};
+use super::door::{refuse_own, store};
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;

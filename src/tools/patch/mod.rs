@@ -6,17 +6,18 @@
 //! every file of the patch: every file is read and every chunk placed
 //! before anything is asked, one approval shows every file's diff, and a
 //! failed write puts back what was already written. Writes and deletions go
-//! through `files::store` and `files::remove`, like every file tool's.
+//! through `door::store` and `door::remove`, like every file tool's.
 
 pub mod parse;
 
 use super::approval::{Approval, ApprovalRequest};
 use super::checkpoint::{After, Known};
+use super::content::load;
+use super::door::{refuse_own, remove, store};
 use super::edit::doc::Doc;
 use super::edit::engine::{self, Hit};
 use super::edit::lines::{self, Level};
 use super::edit::MAX_EDIT_BYTES;
-use super::files::{load, refuse_own, remove, store};
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;

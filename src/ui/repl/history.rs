@@ -99,11 +99,9 @@ impl History {
         }
     }
 
-    fn rewrite(&self, path: &PathBuf) -> std::io::Result<()> {
+    fn rewrite(&self, path: &std::path::Path) -> std::io::Result<()> {
         let text: String = self.entries.iter().map(|e| escape(e) + "\n").collect();
-        let tmp = path.with_extension("tmp");
-        fs::write(&tmp, text)?;
-        fs::rename(tmp, path)
+        crate::atomic_file::replace(path, text.as_bytes(), crate::atomic_file::PRIVATE)
     }
 
     /// The older entry, saving `current` as the draft when navigation starts.
@@ -205,5 +203,27 @@ mod tests {
             0o600
         );
         let _ = fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_compacted_file_is_replaced_whole_and_stays_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("buddy-history-compact-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let path = dir.join("history");
+        let mut h = History::load(Some(path.clone()));
+        h.add("first");
+        h.add("second");
+        h.rewrite(&path).unwrap();
+        let again = History::load(Some(path.clone()));
+        assert_eq!(again.entries, ["first", "second"]);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // Nothing beside it: no temporary file left over.
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        let _ = fs::remove_dir_all(&dir);
     }
 }
