@@ -600,7 +600,7 @@ pub(crate) fn sections(page: Option<&str>) -> Roff {
         ]),
         Some(_) => refs.extend([italic("buddy"), roman("(1), ")]),
     }
-    refs.push(roman("and in the sources: README.md, docs/EVENTS.md (exec --json), docs/SERVE.md, docs/SECURITY.md, buddy.toml.example"));
+    refs.push(roman("and in the sources: README.md, docs/USAGE.md, docs/CONFIG.md, docs/EVENTS.md (exec --json), docs/SERVE.md, docs/SECURITY.md, buddy.toml.example"));
     roff.text(refs);
     roff
 }
