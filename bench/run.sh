@@ -8,7 +8,7 @@
 #        bench/run.sh realserver (only the plain answer and the tool loop against
 #                                 llama.cpp's llama-server, buddy's wall time
 #                                 next to the server's own timings; needs
-#                                 ../shared/real-server/build.sh to have run)
+#                                 scripts/real-server to have built it)
 #        bench/run.sh compare OLD_BUDDY
 #                                (--version, plain exec, per-iteration overhead
 #                                 and peak RSS of this tree's buddy and of
@@ -332,10 +332,12 @@ fi
 # plus the server's own unmetered work (HTTP, chat template, tokenising).
 if [ -z "$ONLY" ] || [ "$ONLY" = realserver ]; then
     RS_DIR=${BUDDY_REAL_SERVER_DIR:-$REAL_HOME/.cache/buddy-real-server}
-    RS_SCRIPTS="$OLDPWD_REPO/../shared/real-server"
-    if [ -x "$RS_DIR/bin/llama-server" ] && [ -f "$RS_DIR/model.gguf" ] && [ -x "$RS_SCRIPTS/start.sh" ]; then
+    if [ -x "$RS_DIR/bin/llama-server" ] && [ -f "$RS_DIR/model.gguf" ]; then
         RS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-        "$RS_SCRIPTS/start.sh" "$RS_DIR" "$RS_PORT" --tools > "$WORK/realserver.pid"
+        # The tests' arguments and chat template (scripts/real-server.d/); the
+        # pid goes beside the others so the exit trap stops the server.
+        "$OLDPWD_REPO/scripts/real-server" --start --port "$RS_PORT" "$RS_DIR" >&2
+        cp "$RS_DIR/server.$RS_PORT.pid" "$WORK/realserver.pid"
         curl -sf -o /dev/null "http://127.0.0.1:$RS_PORT/health" || { echo "llama-server did not start; see $RS_DIR/server.$RS_PORT.log" >&2; exit 1; }
         python3 - "$BUDDY" "$WORK/real" "$RS_PORT" "$RS_DIR/server.$RS_PORT.log" "${REAL_RUNS:-5}" <<'PY'
 import json, os, re, statistics, subprocess, sys, time
@@ -425,7 +427,7 @@ for label, name, args, tool in cases:
     print(f"{'':<44} min: wall {min(walls):8.1f} ms   server {min(servers):8.1f} ms   rest {min(share):7.1f} ms")
 PY
     else
-        echo "real-server figures skipped: build it with ../shared/real-server/build.sh"
+        echo "real-server figures skipped: build it with scripts/real-server"
         [ "$ONLY" = realserver ] && exit 1
     fi
 fi

@@ -281,13 +281,13 @@ fn man_on_a_terminal_shows_the_page_not_roff() {
     }
 }
 
-/// The date of buddy's list prices is the same in the code, the README and
-/// buddy.toml.example.
+/// The date of buddy's list prices is the same in the code, docs/USAGE.md
+/// and buddy.toml.example.
 #[test]
 fn the_price_table_date_agrees_everywhere() {
     let date = buddy::agent::tokens::PRICES_AS_OF;
     for (file, text) in [
-        ("README.md", include_str!("../README.md")),
+        ("docs/USAGE.md", include_str!("../docs/USAGE.md")),
         ("buddy.toml.example", include_str!("../buddy.toml.example")),
     ] {
         assert!(

@@ -235,14 +235,22 @@ fn fenced(text: &str) -> String {
 /// The kind an editor shows for a tool, by buddy's tool names; MCP tools
 /// and anything unknown are `other`.
 pub fn kind_of(name: &str) -> ToolKind {
-    match name {
+    builtin_kind(name).unwrap_or(ToolKind::Other)
+}
+
+/// The kind of each of buddy's own tools, `None` for any other name. Every
+/// built-in tool is listed, even where its kind is `other` (`time`), so a
+/// unit test in `app::setup` can tell a tool added without a kind.
+pub fn builtin_kind(name: &str) -> Option<ToolKind> {
+    Some(match name {
         "read_file" | "capture-pane" | "skill" => ToolKind::Read,
         "write_file" | "edit_file" | "apply_patch" => ToolKind::Edit,
         "grep" | "glob" | "web_search" => ToolKind::Search,
         "run_shell" | "send-keys" => ToolKind::Execute,
         "fetch_url" => ToolKind::Fetch,
-        _ => ToolKind::Other,
-    }
+        "time" => ToolKind::Other,
+        _ => return None,
+    })
 }
 
 /// The `tool_call` update for a call as the model asked for it, and what to

@@ -652,10 +652,89 @@ pub(crate) fn auth_store() -> Result<AuthStore, AuthError> {
         .ok_or(AuthError::NoConfigDir)
 }
 
+/// Every tool buddy itself can offer, each once: the registry with every
+/// switch on and tmux (so the pane's tools), once with `edit_file` and once
+/// with `apply_patch`, and the `skill` tool. The checks of what a new tool
+/// needs (CONTRIBUTING.md, "Where new things go") run over this list.
+#[cfg(test)]
+pub(crate) fn builtin_tool_names() -> Vec<&'static str> {
+    let mut names = std::collections::BTreeSet::new();
+    for format in ["edit", "patch"] {
+        let text = format!(
+            "[agent]\nmodel = \"p\"\n[models.p]\napi_base_url = \"http://127.0.0.1:8080/v1\"\n\
+             model = \"m\"\n[tools]\nshell_enabled = true\nfiles_enabled = true\nfetch_enabled = true\n\
+             search_enabled = true\ntime_enabled = true\nedit_format = \"{format}\"\n"
+        );
+        let file = config::parse(&text, None).expect("the test's config parses");
+        let settings = config::resolve(file, None, &|_| None, &config::CliOverrides::default())
+            .expect("the test's config resolves");
+        let mut reg = build_tools(&settings, true, None);
+        reg_skill(&mut reg, Vec::new(), 1000);
+        names.extend(reg.names());
+    }
+    names.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokens::Pricing;
+
+    /// The words of `text`, where `_` and `-` belong to a word (tool names
+    /// such as `run_shell` and `send-keys`).
+    fn words(text: &str) -> std::collections::BTreeSet<&str> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn the_builtin_tool_list_holds_every_kind_of_tool() {
+        // The checks below are only as good as this list.
+        let names = builtin_tool_names();
+        for expected in [
+            "run_shell",
+            "capture-pane",
+            "send-keys",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "apply_patch",
+            "grep",
+            "glob",
+            "fetch_url",
+            "web_search",
+            "time",
+            "skill",
+        ] {
+            assert!(
+                names.contains(&expected),
+                "{expected} missing from {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_builtin_tool_has_an_editor_kind() {
+        for name in builtin_tool_names() {
+            assert!(
+                crate::acp::translate::builtin_kind(name).is_some(),
+                "`{name}` has no ToolKind in acp::translate::builtin_kind"
+            );
+        }
+    }
+
+    #[test]
+    fn every_builtin_tool_is_named_in_architecture_md() {
+        let doc = include_str!("../../docs/ARCHITECTURE.md");
+        let named = words(doc);
+        for name in builtin_tool_names() {
+            assert!(
+                named.contains(name),
+                "docs/ARCHITECTURE.md does not name the tool `{name}` (tools/ in the layer list)"
+            );
+        }
+    }
 
     fn api(base_url: &str, model: &str) -> config::ApiSettings {
         let text = format!(

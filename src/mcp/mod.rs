@@ -1028,6 +1028,37 @@ impl ToolSource for McpTools {
 
 #[cfg(test)]
 mod tests {
+    use super::Kind;
+
+    #[test]
+    fn every_listed_kind_has_its_bounds_in_mcp_md() {
+        // An exhaustive match: a new kind of list does not compile until it
+        // is named here, and then docs/MCP.md's "Listing" must give its bounds.
+        let name = |k: Kind| match k {
+            Kind::Tools => "tools",
+            Kind::Resources => "resources",
+            Kind::Prompts => "prompts",
+        };
+        let doc = include_str!("../../docs/MCP.md");
+        let listing = doc
+            .split("\n## Listing\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .unwrap_or_default()
+            .to_lowercase();
+        assert!(
+            !listing.is_empty(),
+            "docs/MCP.md has no \"## Listing\" section"
+        );
+        for kind in [Kind::Tools, Kind::Resources, Kind::Prompts] {
+            let n = name(kind);
+            assert!(
+                listing.contains(n),
+                "docs/MCP.md's Listing section does not give the bounds of {n}"
+            );
+        }
+    }
+
     #[test]
     fn prompt_arguments_by_name_or_in_order_and_required_ones_checked() {
         let info = super::PromptInfo {

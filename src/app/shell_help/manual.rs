@@ -167,7 +167,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "price",
         "{ input = …, output = …, cached_input = … } in US dollars per million tokens, instead of buddy's price table (a loopback server without one is free)",
     ),
-    ("tools", "shell_enabled", "offer run_shell (default true)"),
+    (
+        "tools",
+        "shell_enabled",
+        "offer run_shell, and in a tmux pane capture-pane and send-keys (default true)",
+    ),
     (
         "tools",
         "shell_confirm",
@@ -220,7 +224,7 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "search_base_url",
         "the search endpoint (default DuckDuckGo's HTML one)",
     ),
-    ("tools", "time_enabled", "offer the clock (default true)"),
+    ("tools", "time_enabled", "offer time, the clock (default true)"),
     (
         "tools",
         "max_output_chars",
@@ -600,7 +604,7 @@ pub(crate) fn sections(page: Option<&str>) -> Roff {
         ]),
         Some(_) => refs.extend([italic("buddy"), roman("(1), ")]),
     }
-    refs.push(roman("and in the sources: README.md, docs/EVENTS.md (exec --json), docs/SERVE.md, docs/SECURITY.md, buddy.toml.example"));
+    refs.push(roman("and in the sources: README.md, docs/USAGE.md, docs/CONFIG.md, docs/EVENTS.md (exec --json), docs/SERVE.md, docs/SECURITY.md, buddy.toml.example"));
     roff.text(refs);
     roff
 }
@@ -708,6 +712,103 @@ mod tests {
             .collect();
         known.sort();
         assert_eq!(top, known, "a config table the man page does not list");
+    }
+
+    /// The words of `text`, where `_` and `-` belong to a word.
+    fn words(text: &str) -> std::collections::BTreeSet<&str> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn every_builtin_tool_is_named_by_a_tools_key_or_a_file() {
+        // A user turns a tool off, or learns where it reads, from these lines.
+        let mut text = String::new();
+        for (table, key, meaning) in CONFIG_KEYS {
+            if *table == "tools" && key.ends_with("_enabled") {
+                text.push_str(meaning);
+                text.push('\n');
+            }
+        }
+        for (_, meaning) in FILES {
+            text.push_str(meaning);
+            text.push('\n');
+        }
+        let named = words(&text);
+        for name in crate::app::setup::builtin_tool_names() {
+            assert!(
+                named.contains(name),
+                "the man page names the tool `{name}` in no [tools] *_enabled line nor FILES entry"
+            );
+        }
+    }
+
+    #[test]
+    fn every_wire_protocol_is_documented_and_replayed() {
+        use crate::config::ApiProtocol;
+        // An exhaustive match: a new protocol does not compile until it is
+        // named here, and then must pass the checks below.
+        let name = |p: ApiProtocol| match p {
+            ApiProtocol::Completions => "completions",
+            ApiProtocol::Responses => "responses",
+            ApiProtocol::Messages => "messages",
+        };
+        let api_line = CONFIG_KEYS
+            .iter()
+            .find(|(table, key, _)| *table == "models.NAME" && *key == "api")
+            .map(|(_, _, meaning)| *meaning)
+            .unwrap_or_default();
+        let fixtures = include_str!("../../../tests/fixtures/wire/expected.toml");
+        let architecture = include_str!("../../../docs/ARCHITECTURE.md");
+        for p in [
+            ApiProtocol::Completions,
+            ApiProtocol::Responses,
+            ApiProtocol::Messages,
+        ] {
+            let n = name(p);
+            #[derive(serde::Deserialize)]
+            struct Api {
+                api: ApiProtocol,
+            }
+            let parsed: Api = toml::from_str(&format!("api = \"{n}\"")).unwrap();
+            assert_eq!(parsed.api, p, "`api = \"{n}\"` is another protocol");
+            assert!(
+                api_line.contains(&format!("\"{n}\"")),
+                "the man page's `api` line does not offer \"{n}\": {api_line}"
+            );
+            assert!(
+                fixtures.contains(&format!("api = \"{n}\"")),
+                "no recorded fixture in tests/fixtures/wire/expected.toml speaks {n}"
+            );
+            assert!(
+                architecture.contains(&format!("{n}.rs")),
+                "docs/ARCHITECTURE.md does not name provider/{n}.rs"
+            );
+        }
+    }
+
+    #[test]
+    fn every_subcommand_is_shown_in_the_user_docs() {
+        use clap::CommandFactory;
+        let docs = [
+            include_str!("../../../README.md"),
+            include_str!("../../../docs/USAGE.md"),
+            include_str!("../../../docs/CONFIG.md"),
+            include_str!("../../../docs/SERVE.md"),
+            include_str!("../../../docs/MCP.md"),
+            include_str!("../../../docs/HOOKS.md"),
+        ];
+        for sub in crate::cli::Cli::command().get_subcommands() {
+            let shown = format!("buddy {}", sub.get_name());
+            assert!(
+                docs.iter().any(|d| d
+                    .match_indices(&shown)
+                    .any(|(at, _)| !d[at + shown.len()..]
+                        .starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_'))),
+                "`{shown}` is in none of README.md, docs/USAGE.md, docs/CONFIG.md, docs/SERVE.md, docs/MCP.md, docs/HOOKS.md"
+            );
+        }
     }
 
     #[test]
