@@ -134,6 +134,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
                         let mut n = note.lock().unwrap_or_else(|p| p.into_inner());
                         n.push_str(&format!("\n[buddy: {}]\n", too_long(this.max)));
                     }
+                    // A read that fails has read nothing (tokio's readers
+                    // assert it): the bytes of this read are given back.
+                    buf.set_filled(before);
                     return Poll::Ready(Err(io::Error::other(too_long(this.max))));
                 }
                 Poll::Ready(Ok(()))

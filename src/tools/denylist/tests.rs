@@ -795,7 +795,7 @@ fn stress_inputs(n: usize) -> Vec<(&'static str, String)> {
 /// Time per input grows with its length, not faster: every stress input
 /// is checked (denylist, read-only, parse) at 100 KB and 1 MB, and the
 /// larger may take at most 30 times as long (linear is 10, quadratic 100).
-/// Timing, so not in the default run: `cargo test --release --lib
+/// Timing, so not in the default run: `cargo test --profile suite --lib
 /// check_time_is_linear -- --ignored --nocapture` prints the figures.
 #[test]
 #[ignore]
