@@ -28,6 +28,7 @@ fn info() -> SessionInfo {
         profile: "bench".into(),
         cwd: "/bench".into(),
         secrets: vec!["sk-bench-not-a-real-key".into()],
+        origin: None,
     }
 }
 

@@ -566,3 +566,31 @@ fn events_md_lists_every_op_and_event_kind() {
         "docs/EVENTS.md does not name these ops or event kinds: {missing:?}"
     );
 }
+
+/// Cargo builds only the test binaries Cargo.toml names (`autotests =
+/// false`): a file in tests/ that tests/suite.rs does not declare would never
+/// run, and nothing would say so.
+#[test]
+fn every_test_file_is_a_module_of_the_suite() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let suite = std::fs::read_to_string(tests.join("suite.rs")).expect("tests/suite.rs");
+    let declared: BTreeSet<&str> = suite
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&tests).expect("tests/").flatten() {
+        let path = entry.path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let module = path.is_file() && path.extension().is_some_and(|e| e == "rs");
+        if module && name != "suite" && !declared.contains(name) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/suite.rs does not declare {missing:?}: add `mod NAME;` lines"
+    );
+}

@@ -970,6 +970,67 @@ fn sessions_are_found_by_title_and_deleted_from_the_list() {
     assert_eq!(titles, ["the build is broken"], "{left}");
 }
 
+/// Runs of `buddy exec` in the served directory are listed together under
+/// the person's conversations, folded, so they do not bury them; a search
+/// opens the group.
+#[test]
+fn exec_runs_are_grouped_under_the_conversations_and_folded() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![
+        Reply::text("run one"),
+        Reply::text("run two"),
+        Reply::text("talked"),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    cmd.rerun(["exec", "nightly check one"]).assert_success();
+    cmd.rerun(["exec", "nightly check two"]).assert_success();
+    let server = Server::start(&cmd, &[]);
+    // The newest session, yet listed above the runs.
+    session_with(&server, "plan the release with me");
+    let listed = server.client().get("/api/sessions").json();
+    let origins: Vec<&str> = listed["sessions"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|s| s["origin"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(origins, ["serve", "exec", "exec"], "{listed}");
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+    b.goto(&server.url());
+    b.wait_for("the exec runs' group", |b| {
+        (b.try_texts("#sessions .runs summary")? == ["exec runs (2)"]).then_some(())
+    });
+    // Folded: only the conversation is shown.
+    let shown: Vec<bool> = b
+        .script("return [...document.querySelectorAll('#sessions .sess')].map((a) => a.offsetParent !== null);")
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| v.as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(shown, [true, false, false]);
+    assert_eq!(
+        b.texts("#sessions > .row .sess .t"),
+        ["plan the release with me"]
+    );
+    shot(b, "page-exec-runs-folded.png");
+    let find = b.wait_element("#find");
+    b.type_into(&find, "nightly");
+    b.wait_for("the group open on a search", |b| {
+        let open = b.script(
+            "const d = document.querySelector('#sessions .runs'); return d ? d.open : false;",
+        );
+        (open == json!(true)).then_some(())
+    });
+    assert_eq!(
+        b.texts("#sessions .runs .sess .t"),
+        ["nightly check two", "nightly check one"]
+    );
+}
+
 /// A file write asks as a write (`write PATH (…)` under "buddy wants to
 /// write"), not as a command line `user@host$ write_file …`.
 #[test]

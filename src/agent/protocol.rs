@@ -736,6 +736,9 @@ pub struct SessionSummary {
     pub model: String,
     /// The first prompt, clipped.
     pub title: String,
+    /// The front end of its last turn (`exec`, `repl`, …), when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// A snapshot for `/status` and `/context`.

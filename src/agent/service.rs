@@ -49,6 +49,10 @@ pub trait SessionHost: Send + Sync {
             code: None,
         })
     }
+    /// Names the front end whose turns this host records (`exec`, `repl`).
+    fn set_origin(&mut self, origin: &'static str) {
+        let _ = origin;
+    }
     /// The saved sessions (`Op::ListSessions`); an error is one line.
     fn list(&self) -> Result<SessionListing, HostedError> {
         Err(Box::new(NotHere::Listing))

@@ -65,6 +65,7 @@ impl Backend for AcpBackend {
             profile: settings.api.profile.clone(),
             cwd: cwd.display().to_string(),
             secrets: self.secrets.clone(),
+            origin: Some("editor".into()),
         };
         // Created and released at once: the agent takes it with its resume.
         let (session, _warnings) = Store::for_workdir(cwd).create(info).map_err(failed)?;
@@ -80,6 +81,9 @@ impl Backend for AcpBackend {
         enter(cwd)?;
         let settings = &self.hosted.settings;
         let mut setup = self.hosted.setup().map_err(failed)?;
+        if let Some(sessions) = setup.sessions.as_mut() {
+            sessions.set_origin("editor");
+        }
         if let Some(files) = files {
             setup.tools.use_editor_files(files);
         }

@@ -83,6 +83,9 @@ pub(super) async fn exec(
         Some(&found),
     )?;
     setup.output = output.clone();
+    if let Some(sessions) = setup.sessions.as_mut() {
+        sessions.set_origin("exec");
+    }
     let mut agent = agent::spawn(setup);
     // exec has one chance to offer the tools: the servers' start (each
     // bounded by its startup_timeout_secs) is awaited before the request.

@@ -50,7 +50,7 @@ pub(super) async fn interactive(
             overrides: overrides.clone(),
         })
     });
-    let setup = agent_setup(
+    let mut setup = agent_setup(
         &settings,
         &execution,
         rules,
@@ -59,6 +59,9 @@ pub(super) async fn interactive(
         None,
         None,
     )?;
+    if let Some(sessions) = setup.sessions.as_mut() {
+        sessions.set_origin("repl");
+    }
     let allowed = setup.allowed.clone();
     let mut agent = agent::spawn(setup);
     if !editor {

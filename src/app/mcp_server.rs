@@ -103,6 +103,9 @@ impl Factory {
             }
         }
         let mut setup = setup_for(&settings, &execution, rules, &self.transports)?;
+        if let Some(sessions) = setup.sessions.as_mut() {
+            sessions.set_origin("mcp");
+        }
         if spec.approval == Approval::ReadOnly {
             // Nor do the user's remembered "always" rules widen it.
             setup.allowed = SharedAllowList::default();

@@ -141,6 +141,7 @@ impl ServeBackend {
             profile: self.hosted.settings.api.profile.clone(),
             cwd: workdir().display().to_string(),
             secrets: self.secrets.clone(),
+            origin: Some("serve".into()),
         }
     }
 }
@@ -181,6 +182,9 @@ impl Backend for ServeBackend {
         // Approvals go to the HTTP client; nobody answering is the server's
         // timeout to decide, so the core always asks.
         let mut setup = self.hosted.setup()?;
+        if let Some(sessions) = setup.sessions.as_mut() {
+            sessions.set_origin("serve");
+        }
         // The user's remembered rules hold in every served session too.
         super::approvals::load_into(&allowed);
         setup.allowed = allowed;

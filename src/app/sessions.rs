@@ -25,6 +25,7 @@ pub(crate) fn list(workdir: &Path) -> Result<SessionListing, SessionError> {
                 messages: s.messages,
                 model: s.model,
                 title: s.title,
+                origin: s.origin,
             })
             .collect(),
         dir: store.dir().display().to_string(),
@@ -37,6 +38,7 @@ pub(crate) struct Sessions {
     cwd: PathBuf,
     /// Values never written to a session file.
     secrets: Vec<String>,
+    origin: Option<&'static str>,
 }
 
 impl Sessions {
@@ -45,6 +47,7 @@ impl Sessions {
             store: Store::for_workdir(&cwd),
             cwd,
             secrets,
+            origin: None,
         }
     }
 
@@ -54,11 +57,16 @@ impl Sessions {
             profile: model.profile.clone(),
             cwd: self.cwd.display().to_string(),
             secrets: self.secrets.clone(),
+            origin: self.origin.map(String::from),
         }
     }
 }
 
 impl SessionHost for Sessions {
+    fn set_origin(&mut self, origin: &'static str) {
+        self.origin = Some(origin);
+    }
+
     fn create(&mut self, model: &ModelInfo) -> Result<NewSession, HostedError> {
         let (session, warnings) = self.store.create(self.info(model))?;
         Ok(NewSession {

@@ -73,6 +73,10 @@ pub struct TurnMark {
     /// The first words of the session's first prompt.
     pub title: String,
     pub tokens: SavedTokens,
+    /// The front end that drove the turn (`exec`, `repl`, …), so listings
+    /// can tell one-shot runs from conversations; absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

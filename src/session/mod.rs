@@ -52,6 +52,9 @@ pub struct SessionInfo {
     pub cwd: String,
     /// Values (API keys) replaced by `[REDACTED]` wherever they would be written.
     pub secrets: Vec<String>,
+    /// The front end writing (`exec`, `repl`, `serve`, `editor`), recorded
+    /// with each turn.
+    pub origin: Option<String>,
 }
 
 /// The session files of one working directory.
@@ -176,6 +179,8 @@ pub struct Summary {
     pub bytes: u64,
     pub model: String,
     pub title: String,
+    /// The front end of the last turn, when it was recorded.
+    pub origin: Option<String>,
 }
 
 /// One session file of a listing, in the listing's order, read or not.
@@ -627,6 +632,7 @@ impl Store {
                     bytes: len,
                     model: turn.model,
                     title: turn.title,
+                    origin: turn.origin,
                 });
             }
             if start == 0 {
@@ -635,11 +641,13 @@ impl Store {
         }
         if start == 0 {
             let parsed = journal::parse(&tail).map_err(|e| parse_error(&path, e))?;
+            let origin = parsed.last_turn.as_ref().and_then(|t| t.origin.clone());
             return Ok(Summary {
                 id: id.to_string(),
                 used,
                 messages: parsed.recorded,
                 bytes: len,
+                origin,
                 model: parsed
                     .last_turn
                     .map(|t| t.model)
@@ -668,6 +676,8 @@ impl Store {
             messages: listed.messages,
             bytes: len,
             model: listed.model.unwrap_or_else(|| "-".to_string()),
+            // Only a file without a turn mark near its end gets here.
+            origin: None,
             title: listed
                 .first_prompt
                 .as_deref()
@@ -885,6 +895,7 @@ impl Session {
                 profile: self.info.profile.clone(),
                 title: title.clone(),
                 tokens: SavedTokens::of(tokens),
+                origin: self.info.origin.clone(),
             };
             journal::encode(RecordRef::Turn(&mark), &self.info.secrets, &mut buf)?;
         }
@@ -927,6 +938,7 @@ impl Session {
             profile: self.info.profile.clone(),
             title: self.title.clone(),
             tokens: SavedTokens::of(tokens),
+            origin: self.info.origin.clone(),
         };
         journal::encode(RecordRef::Turn(&mark), &self.info.secrets, &mut buf)?;
         self.writer.append(&buf)?;
@@ -948,6 +960,7 @@ impl Session {
             profile: self.info.profile.clone(),
             title: self.title.clone(),
             tokens: SavedTokens::of(tokens),
+            origin: self.info.origin.clone(),
         };
         journal::encode(RecordRef::Turn(&mark), &self.info.secrets, &mut buf)?;
         self.writer.append(&buf)?;

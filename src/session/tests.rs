@@ -33,6 +33,7 @@ fn info() -> SessionInfo {
         profile: "p".into(),
         cwd: "/w".into(),
         secrets: vec!["sk-secret-123456".into()],
+        origin: Some("exec".into()),
     }
 }
 
@@ -996,4 +997,14 @@ fn the_stream_summary_counts_and_titles_like_the_parser() {
     let parsed = journal::parse(text).unwrap();
     assert_eq!(listed.messages, parsed.recorded);
     assert_eq!(listed.first_prompt, parsed.first_prompt);
+}
+
+#[test]
+fn a_listing_says_which_front_end_drove_the_last_turn() {
+    let tmp = Tmp::new();
+    let store = Store::for_workdir(&tmp.0);
+    saved_session(&store);
+    let (list, errors) = store.list().unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(list[0].origin.as_deref(), Some("exec"));
 }

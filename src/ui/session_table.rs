@@ -43,6 +43,7 @@ mod tests {
             messages: 4,
             model: "fake-model".into(),
             title: "say \u{1b}[31mhi".into(),
+            origin: None,
         }];
         let table = session_table(&list, 1_060);
         let lines: Vec<&str> = table.lines().collect();

@@ -17,6 +17,8 @@ let streaming = null;   // the answer being streamed
 // put into a selector or markup).
 let calls = new Map();
 let sessions = [];
+// Whether the person opened the group of exec runs.
+let runsOpen = false;
 // Bumped whenever another session opens: streams of the old one stop drawing.
 let generation = 0;
 let following = null;   // AbortController of a followed event stream
@@ -412,26 +414,41 @@ function drawSessions() {
   box.textContent = "";
   const words = $("find").value.toLowerCase().split(/\s+/).filter(Boolean);
   const shown = sessions.filter((s) => matches(s, words));
-  for (const s of shown) {
-    const row = el("div", "row");
-    const a = el("a", "sess" + (s.id === current ? " on" : ""));
-    a.href = "#s=" + encodeURIComponent(s.id);
-    a.title = s.id;
-    a.appendChild(el("span", "t", visible(s.title) || "New chat"));
-    const meta = el("small", "", ago(s.used));
-    if (s.running) meta.appendChild(el("span", "live", " · running"));
-    a.appendChild(meta);
-    a.onclick = (e) => {
-      e.preventDefault();
-      document.body.classList.remove("menu");
-      if (s.id !== current) openSession(s.id, true);
-    };
-    row.appendChild(a);
-    if (!s.running) row.appendChild(deleteButton(s));
-    box.appendChild(row);
+  // Runs of `buddy exec` (scripts, pipes, CI) are kept together under the
+  // conversations, folded unless a search is on or one of them is open, so
+  // a busy script does not bury the person's own conversations.
+  const runs = shown.filter((s) => s.origin === "exec");
+  for (const s of shown.filter((s) => s.origin !== "exec")) box.appendChild(sessionRow(s));
+  if (runs.length) {
+    const group = el("details", "runs");
+    group.open = runsOpen || words.length > 0 || runs.some((s) => s.id === current);
+    group.appendChild(el("summary", "", "exec runs (" + runs.length + ")"));
+    for (const s of runs) group.appendChild(sessionRow(s));
+    group.ontoggle = () => { runsOpen = group.open; };
+    box.appendChild(group);
   }
   if (words.length && !shown.length) box.appendChild(el("div", "none", "No session matches"));
   showTitle();
+}
+
+// One session in the list.
+function sessionRow(s) {
+  const row = el("div", "row");
+  const a = el("a", "sess" + (s.id === current ? " on" : ""));
+  a.href = "#s=" + encodeURIComponent(s.id);
+  a.title = s.id;
+  a.appendChild(el("span", "t", visible(s.title) || "New chat"));
+  const meta = el("small", "", ago(s.used));
+  if (s.running) meta.appendChild(el("span", "live", " · running"));
+  a.appendChild(meta);
+  a.onclick = (e) => {
+    e.preventDefault();
+    document.body.classList.remove("menu");
+    if (s.id !== current) openSession(s.id, true);
+  };
+  row.appendChild(a);
+  if (!s.running) row.appendChild(deleteButton(s));
+  return row;
 }
 
 // Deleting takes two clicks: the first asks, the second deletes.
