@@ -114,10 +114,18 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
 /// of its own API: `/api/ps` has the one each loaded model runs with, and
 /// `/api/show` a model's `num_ctx` when its Modelfile sets one. Otherwise the
 /// window depends on the server's settings and memory, and stays unknown
-/// (nothing is cut to fit a guess). Only asked when the list named no window
-/// for the first model; a server that is not Ollama answers 404.
+/// (nothing is cut to fit a guess). Only asked of a server that looks like
+/// Ollama (its port, or the `library` owner it gives pulled models) whose
+/// list named no window for the first model: another server might take
+/// the POST for a request of its own.
 async fn ollama_contexts(client: &reqwest::Client, base: &str, models: &mut [ListedModel]) {
     if models.first().is_none_or(|m| m.context.is_some()) {
+        return;
+    }
+    let owned_by_ollama = models
+        .iter()
+        .any(|m| matches!(m.owned_by.as_deref(), Some("library" | "ollama")));
+    if !owned_by_ollama && port_of(base) != Some(11434) {
         return;
     }
     let root = base.strip_suffix("/v1").unwrap_or(base);

@@ -17,6 +17,10 @@ pub struct Tmux {
     socket: PathBuf,
     /// The session buddy runs in.
     session: String,
+    /// The test's `$HOME`, the server's own: the shells of the panes buddy
+    /// opens in it read that home's (empty) rc files, not the machine
+    /// user's (whose `pyenv rehash` hung every pane once its lock was left).
+    home: Option<OsString>,
 }
 
 fn quote(s: &std::ffi::OsStr) -> String {
@@ -62,10 +66,15 @@ impl Tmux {
         script.push_str("\ncode=$?\nstty -a > tty-after\necho $code > exit-code.tmp && mv exit-code.tmp exit-code\nexec sleep 600\n");
         let path = dir.join("run.sh");
         std::fs::write(&path, script).expect("write tmux script");
+        let home = command
+            .get_envs()
+            .find(|(k, _)| *k == "HOME")
+            .and_then(|(_, v)| v.map(OsString::from));
         let t = Tmux {
             dir,
             socket,
             session: session.to_string(),
+            home,
         };
         let mut new = vec!["new-session", "-d", "-s", session];
         if let Some(w) = window {
@@ -90,13 +99,15 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
+        let mut tmux = Command::new("tmux");
+        tmux.arg("-S")
             .arg(&self.socket)
             .args(args)
-            .env_remove("TMUX")
-            .output()
-            .expect("run tmux");
+            .env_remove("TMUX");
+        if let Some(home) = &self.home {
+            tmux.env("HOME", home);
+        }
+        let out = tmux.output().expect("run tmux");
         assert!(
             out.status.success(),
             "tmux {args:?} failed: {}",
