@@ -27,11 +27,11 @@ mod transport;
 
 pub use files::ClientFiles;
 
-use crate::agent::protocol::{Event, EventKind, Op, OpId};
+use crate::agent::protocol::{ApprovalQuestion, Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::config::McpServer;
-use crate::drive::{drive, Approval, ApprovalRequest, Flow, Renderer};
+use crate::drive::{drive, Approval, Flow, Renderer};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, ContentBlock, Implementation,
@@ -538,7 +538,7 @@ impl Renderer for Session {
 
     /// Asked of the client; the events wait meanwhile (the agent waits for
     /// the answer anyway), and a cancel still reaches the agent directly.
-    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+    fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         match self.asking.take() {
             Some((tool_call, always)) => Approval::Ask(Box::pin(permission::ask(
                 self.cx.clone(),

@@ -19,10 +19,10 @@
 
 pub mod render;
 
-use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::protocol::{ApprovalQuestion, Decision, Event, EventKind, Op};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, Approval as Answer, ApprovalRequest, Flow, Renderer};
+use crate::drive::{drive, Approval as Answer, Flow, Renderer};
 use render::{error_result, CallRenderer, Update};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
@@ -583,7 +583,7 @@ impl Renderer for CallFrontEnd<'_> {
 
     /// Not expected (the rules decide every request), but nobody here could
     /// say yes.
-    fn on_approval(&mut self, _req: ApprovalRequest<'_>) -> Answer {
+    fn on_approval(&mut self, _req: &ApprovalQuestion) -> Answer {
         Answer::Ask(Box::pin(std::future::ready(Decision::Deny {
             reason: Some(READ_ONLY_REASON.into()),
         })))
