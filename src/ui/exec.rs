@@ -11,7 +11,7 @@
 use super::markdown::MarkdownRenderer;
 use super::style::{dumb_terminal, preview, Style, SPINNER};
 use crate::agent::protocol::{
-    ApprovalQuestion, DecidedBy, Decision, Event, EventKind, RunEnd, RunOutcome, UsageReport,
+    ApprovalQuestion, DecidedBy, Decision, Event, EventKind, RunEnd, RunOutcome,
 };
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
@@ -224,28 +224,10 @@ impl ExecFrontEnd {
                     eprintln!("{line}");
                 }
             }
-            EventKind::Usage(UsageReport {
-                prompt_tokens,
-                completion_tokens,
-                cache_read_tokens,
-                cache_write_tokens,
-                session_total,
-                estimated,
-                cost_usd,
-                session_cost_usd,
-                local,
-            }) if self.opts.show_tokens => {
+            EventKind::Usage(usage) if self.opts.show_tokens => {
                 self.clear_spinner();
                 self.end_stream_line();
-                let approx = if estimated { "~" } else { "" };
-                let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
-                eprintln!(
-                    "{}",
-                    st.dim(&format!(
-                        "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}{cost}"
-                    ))
-                );
+                eprintln!("{}", st.dim(&super::usage_line(&usage)));
             }
             EventKind::Retrying {
                 attempt,

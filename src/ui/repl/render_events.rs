@@ -7,9 +7,7 @@
 
 use super::approval::short_duration;
 use super::{bang, replay, rewind, Repl, Task, Want};
-use crate::agent::protocol::{
-    Event as AgentEvent, EventKind, OpId, RunOutcome, ToolCallResult, UsageReport,
-};
+use crate::agent::protocol::{Event as AgentEvent, EventKind, OpId, RunOutcome, ToolCallResult};
 use crate::text::visible;
 use std::time::{Duration, Instant};
 
@@ -287,24 +285,9 @@ impl Repl<'_> {
     fn on_notice(&mut self, ev: AgentEvent) {
         let st = self.opts.style;
         match ev.kind {
-            EventKind::Usage(UsageReport {
-                prompt_tokens,
-                completion_tokens,
-                cache_read_tokens,
-                cache_write_tokens,
-                session_total,
-                estimated,
-                cost_usd,
-                session_cost_usd,
-                local,
-            }) if self.opts.show_tokens => {
+            EventKind::Usage(usage) if self.opts.show_tokens => {
                 self.flush_partial();
-                let approx = if estimated { "~" } else { "" };
-                let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
-                self.say(&st.dim(&format!(
-                    "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total}{cache}){cost}"
-                )));
+                self.say(&st.dim(&crate::ui::usage_line(&usage)));
             }
             EventKind::Retrying {
                 attempt,
