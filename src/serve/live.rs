@@ -345,13 +345,15 @@ impl Live {
             st.agent_ops = Some(ops.clone());
         }
         self.changed.notify_waiters();
-        let _ = ops
+        let resume = ops
             .send(Op::Resume {
                 query: self.id.clone(),
             })
-            .await;
+            .await
+            .ok();
         // The resume must hold before the prompt goes: a session in use
-        // elsewhere is refused, not silently replaced by a new one.
+        // elsewhere is refused, not silently replaced by a new one. Only
+        // its own reply (by op id) answers it.
         loop {
             let Some(ev) = pooled.agent.events.recv().await else {
                 self.end_run(None);
@@ -360,8 +362,12 @@ impl Live {
                     code: None,
                 });
             };
+            let answers = resume.is_some() && ev.op_id == resume;
             let kind = ev.kind.clone();
             self.publish(&ev);
+            if !answers {
+                continue;
+            }
             match kind {
                 EventKind::SessionResumed { .. } => break,
                 EventKind::Error { message, code } => {
