@@ -8,7 +8,7 @@
 //! the renderer's business; this module knows no terminal and no format.
 //! It does not own the agent: the caller spawns it, and shuts it down after.
 
-use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::protocol::{ApprovalQuestion, Decision, Event, EventKind, Op};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use std::future::Future;
@@ -32,20 +32,6 @@ pub enum End {
     /// Ctrl-C a second time while the first interrupt was under way: the
     /// user stopped waiting for the run to end (it may still be ending).
     Abandoned,
-}
-
-/// A tool's request for consent (`EventKind::ApprovalRequested`), for the
-/// renderer to answer.
-#[derive(Debug, Clone, Copy)]
-pub struct ApprovalRequest<'a> {
-    pub call_id: &'a str,
-    pub tool: &'a str,
-    pub actor: &'a str,
-    pub command: &'a str,
-    /// What the change is (a diff for a file write).
-    pub detail: Option<&'a str>,
-    /// The prefix an "always" answer would allow; `None` when not offered.
-    pub always: Option<&'a str>,
 }
 
 /// A decision on its way (asked on a terminal, say).
@@ -80,7 +66,7 @@ pub trait Renderer {
 
     /// An `ApprovalRequested` event, after `on_event` has seen it. The
     /// default answers later, through the renderer's own means.
-    fn on_approval(&mut self, _req: ApprovalRequest<'_>) -> Approval {
+    fn on_approval(&mut self, _req: &ApprovalQuestion) -> Approval {
         Approval::Later
     }
 
@@ -130,23 +116,7 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
         // The question is put after the renderer has shown the event, so
         // what it asks about is on the screen (or in the stream) first.
         let asked = match &ev.kind {
-            EventKind::ApprovalRequested {
-                call_id,
-                tool,
-                actor,
-                command,
-                detail,
-                always,
-            } => Some((
-                call_id.clone(),
-                ApprovalRequestOwned {
-                    tool: tool.clone(),
-                    actor: actor.clone(),
-                    command: command.clone(),
-                    detail: detail.clone(),
-                    always: always.clone(),
-                },
-            )),
+            EventKind::ApprovalRequested(question) => Some(question.clone()),
             EventKind::RunFinished { .. } => {
                 // A later Ctrl-C is about the next run, not this one.
                 interrupted = false;
@@ -155,17 +125,10 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
             _ => None,
         };
         let flow = renderer.on_event(ev, &agent.ops);
-        if let Some((call_id, req)) = asked {
-            let approval = renderer.on_approval(ApprovalRequest {
-                call_id: &call_id,
-                tool: &req.tool,
-                actor: &req.actor,
-                command: &req.command,
-                detail: req.detail.as_deref(),
-                always: req.always.as_deref(),
-            });
-            if let Approval::Ask(deciding) = approval {
+        if let Some(question) = asked {
+            if let Approval::Ask(deciding) = renderer.on_approval(&question) {
                 let decision = deciding.await;
+                let call_id = question.call_id;
                 let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
             }
         }
@@ -173,15 +136,6 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
             return End::Stopped;
         }
     }
-}
-
-/// The request's text kept while the event itself goes to the renderer.
-struct ApprovalRequestOwned {
-    tool: String,
-    actor: String,
-    command: String,
-    detail: Option<String>,
-    always: Option<String>,
 }
 
 /// SIGINT; a runtime that cannot listen for it never reports one.

@@ -27,11 +27,11 @@ mod transport;
 
 pub use files::ClientFiles;
 
-use crate::agent::protocol::{Event, EventKind, Op, OpId};
+use crate::agent::protocol::{ApprovalQuestion, Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::config::McpServer;
-use crate::drive::{drive, Approval, ApprovalRequest, Flow, Renderer};
+use crate::drive::{drive, Approval, Flow, Renderer};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, ContentBlock, Implementation,
@@ -300,7 +300,7 @@ impl Conn {
             .backend
             .spawn(cwd, servers, files)
             .map_err(|e| internal(e.to_string()))?;
-        let _ = agent.ops.send(Op::Resume { query: id.clone() }).await;
+        let resume = agent.ops.send(Op::Resume { query: id.clone() }).await.ok();
         let (inbox, rx) = mpsc::unbounded_channel();
         let prompting = Arc::new(AtomicBool::new(false));
         let mut session = Session {
@@ -312,6 +312,7 @@ impl Conn {
             inbox: rx,
             asking: None,
             opening: Some(Opening {
+                op: resume,
                 replay: load.is_some(),
                 answer: None,
             }),
@@ -362,6 +363,9 @@ impl Conn {
 
 /// The resume a session opens with, while it is waited for.
 struct Opening {
+    /// The `Op::Resume` whose reply is waited for (`None`: the agent was
+    /// gone before it could be sent).
+    op: Option<OpId>,
     /// `session/load`: the saved conversation goes to the client.
     replay: bool,
     answer: Option<Result<(), RpcError>>,
@@ -411,6 +415,10 @@ impl Session {
         let Some(opening) = &mut self.opening else {
             return Flow::Continue;
         };
+        // Only the resume's own reply answers it.
+        if opening.op.is_none() || ev.op_id != opening.op {
+            return Flow::Continue;
+        }
         match &ev.kind {
             EventKind::SessionResumed { .. } => {
                 if opening.replay {
@@ -538,7 +546,7 @@ impl Renderer for Session {
 
     /// Asked of the client; the events wait meanwhile (the agent waits for
     /// the answer anyway), and a cancel still reaches the agent directly.
-    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+    fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         match self.asking.take() {
             Some((tool_call, always)) => Approval::Ask(Box::pin(permission::ask(
                 self.cx.clone(),

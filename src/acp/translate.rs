@@ -7,7 +7,9 @@
 //! the events seen, testable without a client. A replayed session
 //! (`SessionResumed`'s `replay`) is mapped here too.
 
-use crate::agent::protocol::{Event, EventKind, Replayed, RunOutcome};
+use crate::agent::protocol::{
+    ApprovalQuestion, Event, EventKind, Replayed, RunEnd, RunOutcome, ToolCallResult,
+};
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Diff, SessionUpdate, StopReason, ToolCall, ToolCallContent,
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
@@ -87,14 +89,14 @@ impl Translator {
                     .content(vec![text_content(fenced(tail))]);
                 vec![update(call_id, fields)]
             }
-            EventKind::ApprovalRequested {
+            EventKind::ApprovalRequested(ApprovalQuestion {
                 call_id,
                 tool,
                 command,
                 detail,
                 always,
                 ..
-            } => {
+            }) => {
                 let mut fields = ToolCallUpdateFields::new()
                     .status(ToolCallStatus::Pending)
                     .title(crate::text::one_line(command, TITLE_CHARS));
@@ -124,12 +126,12 @@ impl Translator {
                     ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
                 )]
             }
-            EventKind::ToolResult {
+            EventKind::ToolResult(ToolCallResult {
                 call_id,
                 text,
                 is_error,
                 ..
-            } => {
+            }) => {
                 let call = self.calls.remove(call_id);
                 let status = if *is_error {
                     ToolCallStatus::Failed
@@ -165,7 +167,7 @@ impl Translator {
                 self.refused = true;
                 Vec::new()
             }
-            EventKind::RunFinished { outcome } => {
+            EventKind::RunFinished(RunEnd { outcome }) => {
                 // Calls the run never answered (it stopped first) fail.
                 let mut steps: Vec<Step> = self
                     .calls
@@ -384,13 +386,13 @@ mod tests {
             v["status"]
         );
         assert_eq!(v["title"], "ls -l");
-        let s = t.on_event(&Event::fixture(EventKind::ToolResult {
+        let s = t.on_event(&Event::fixture(EventKind::ToolResult(ToolCallResult {
             call_id: "c1".into(),
             name: "run_shell".into(),
             text: "a ``` b".into(),
             is_error: false,
             truncated: None,
-        }));
+        })));
         let v = json(&s[0]);
         assert_eq!(v["sessionUpdate"], "tool_call_update");
         assert_eq!(v["status"], "completed");
@@ -405,14 +407,16 @@ mod tests {
             name: "edit_file".into(),
             arguments: r#"{"path":"a.txt","old_string":"x","new_string":"y"}"#.into(),
         }));
-        let s = t.on_event(&Event::fixture(EventKind::ApprovalRequested {
-            call_id: "e".into(),
-            tool: "edit_file".into(),
-            actor: "me@here".into(),
-            command: "edit a.txt".into(),
-            detail: Some("-x\n+y".into()),
-            always: None,
-        }));
+        let s = t.on_event(&Event::fixture(EventKind::ApprovalRequested(
+            ApprovalQuestion {
+                call_id: "e".into(),
+                tool: "edit_file".into(),
+                actor: "me@here".into(),
+                command: "edit a.txt".into(),
+                detail: Some("-x\n+y".into()),
+                always: None,
+            },
+        )));
         let Step::Ask { tool_call, .. } = &s[0] else {
             panic!("expected a question, got {s:?}");
         };
@@ -425,7 +429,7 @@ mod tests {
     #[test]
     fn outcomes_map_to_stop_reasons() {
         let done = |t: &mut Translator, outcome| match t
-            .on_event(&Event::fixture(EventKind::RunFinished { outcome }))
+            .on_event(&Event::fixture(EventKind::RunFinished(RunEnd { outcome })))
             .pop()
         {
             Some(Step::Done(r)) => r,

@@ -16,7 +16,9 @@
 use super::allowlist::{self, SharedAllowList};
 use super::emitter::Emitter;
 use super::hooks::{About, HookEvent, HookRunner};
-use super::protocol::{ApprovalPolicy, DecidedBy, Decision, EventKind, QueueMode, StatusReport};
+use super::protocol::{
+    ApprovalPolicy, ApprovalQuestion, DecidedBy, Decision, EventKind, QueueMode, StatusReport,
+};
 use crate::tools::denylist::Denylist;
 use crate::tools::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
@@ -321,14 +323,14 @@ impl Approver for Gate {
         let answer = control.wait_for(&request.call_id);
         control
             .emitter
-            .emit(EventKind::ApprovalRequested {
+            .emit(EventKind::ApprovalRequested(ApprovalQuestion {
                 call_id: request.call_id.clone(),
                 tool: request.tool.clone(),
                 actor: request.actor.clone(),
                 command: request.command.clone(),
                 detail: request.detail.clone(),
                 always: offered.as_deref().map(allowlist::shown),
-            })
+            }))
             .await;
         if let Some(hooks) = self
             .hooks
@@ -442,11 +444,9 @@ mod tests {
         let g = gate.clone();
         let asking = tokio::spawn(async move { g.approve(request).await });
         let offered = match rx.recv().await.map(|e| e.kind) {
-            Some(EventKind::ApprovalRequested {
-                call_id, always, ..
-            }) => {
-                assert!(gate.control.answer(&call_id, decision));
-                always
+            Some(EventKind::ApprovalRequested(q)) => {
+                assert!(gate.control.answer(&q.call_id, decision));
+                q.always
             }
             other => panic!("expected a question, got {other:?}"),
         };

@@ -38,7 +38,7 @@ use crate::wire::{Image, Message, OutputSchema, Role, Usage};
 use control::Control;
 use emitter::Emitter;
 use hooks::{About, HookEvent, HookRunner, Verdict};
-use protocol::{StatusReport, UserVia};
+use protocol::{StatusReport, UsageReport, UserVia};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -854,7 +854,7 @@ impl Agent {
         // model reply is often enough, and keeps the history walk off the
         // per-message save path.
         self.control.publish(self.status(Some(self.emitter.run())));
-        self.emit(EventKind::Usage {
+        self.emit(EventKind::Usage(UsageReport {
             prompt_tokens: prompt,
             completion_tokens: completion,
             cache_read_tokens: read,
@@ -864,7 +864,7 @@ impl Agent {
             cost_usd: cost,
             session_cost_usd: self.tracker.session_cost_usd(),
             local: self.model.pricing == tokens::Pricing::Local,
-        })
+        }))
         .await;
         (prompt + completion, cost)
     }

@@ -259,35 +259,8 @@ pub enum EventKind {
         tail: String,
     },
     /// Results arrive in completion order; the history keeps request order.
-    ToolResult {
-        call_id: String,
-        name: String,
-        text: String,
-        is_error: bool,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        truncated: Option<Truncation>,
-    },
-    Usage {
-        prompt_tokens: u64,
-        completion_tokens: u64,
-        cache_read_tokens: u64,
-        cache_write_tokens: u64,
-        session_total: u64,
-        /// True when the server sent no counts and these are estimates.
-        estimated: bool,
-        /// What this reply cost in US dollars (0 on a local server); absent
-        /// when the model's price is unknown.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cost_usd: Option<f64>,
-        /// The session's spend so far; absent when any reply's price was
-        /// unknown.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        session_cost_usd: Option<f64>,
-        /// The model runs on this machine (a loopback server without a
-        /// price): its cost is 0 because it is free, not unknown.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        local: bool,
-    },
+    ToolResult(ToolCallResult),
+    Usage(UsageReport),
     Retrying {
         attempt: u32,
         max_retries: u32,
@@ -310,20 +283,7 @@ pub enum EventKind {
         reason: String,
     },
     /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
-    ApprovalRequested {
-        call_id: String,
-        tool: String,
-        actor: String,
-        command: String,
-        /// What the change is, for a front end to show before asking: a
-        /// unified diff for a file write (bounded in size).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        detail: Option<String>,
-        /// The words an `approve_always` answer would allow from now on, as
-        /// a command prefix (`cargo test`); absent when "always" is not offered.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        always: Option<String>,
-    },
+    ApprovalRequested(ApprovalQuestion),
     /// How a request for consent ended, whoever decided it.
     ApprovalDecided {
         call_id: String,
@@ -365,9 +325,7 @@ pub enum EventKind {
         /// Older turns were replaced by a summary (not only shortened).
         summarized: bool,
     },
-    RunFinished {
-        outcome: RunOutcome,
-    },
+    RunFinished(RunEnd),
     Status(Box<StatusReport>),
     /// The reply to `ListSessions`: the saved sessions, most recently used
     /// first, in the directory `dir`; `warnings` name files that could not
@@ -478,6 +436,69 @@ pub enum ErrorCode {
     SessionDamaged,
 }
 
+/// One tool call's result (`EventKind::ToolResult`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallResult {
+    pub call_id: String,
+    /// The tool that was called.
+    pub name: String,
+    pub text: String,
+    pub is_error: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Truncation>,
+}
+
+/// The tokens (and cost) of one model reply, with the session's totals
+/// (`EventKind::Usage`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageReport {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub session_total: u64,
+    /// True when the server sent no counts and these are estimates.
+    pub estimated: bool,
+    /// What this reply cost in US dollars (0 on a local server); absent
+    /// when the model's price is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The session's spend so far; absent when any reply's price was
+    /// unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_cost_usd: Option<f64>,
+    /// The model runs on this machine (a loopback server without a
+    /// price): its cost is 0 because it is free, not unknown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
+}
+
+/// What a tool asks consent for (`EventKind::ApprovalRequested`): the
+/// question every front end puts to its user, answered with
+/// `Op::Approve { call_id, .. }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalQuestion {
+    pub call_id: String,
+    pub tool: String,
+    /// Who would run it (`user@host`, a container).
+    pub actor: String,
+    pub command: String,
+    /// What the change is, for a front end to show before asking: a
+    /// unified diff for a file write (bounded in size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The words an `approve_always` answer would allow from now on, as
+    /// a command prefix (`cargo test`); absent when "always" is not offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always: Option<String>,
+}
+
+/// How a run ended (`EventKind::RunFinished`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEnd {
+    pub outcome: RunOutcome,
+}
+
 impl EventKind {
     /// An `Error` of no particular kind.
     pub fn error(message: impl Into<String>) -> EventKind {
@@ -499,19 +520,14 @@ impl EventKind {
             EventKind::RunStarted { prompt } => r(prompt),
             EventKind::TextDelta { text } | EventKind::Reasoning { text, .. } => r(text),
             EventKind::ToolCall { arguments, .. } => r(arguments),
-            EventKind::ToolResult { text, .. } => r(text),
+            EventKind::ToolResult(result) => r(&mut result.text),
             EventKind::ToolProgress { tail, .. } => r(tail),
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message, .. } => r(message),
             EventKind::HookBlocked { reason, .. } => r(reason),
-            EventKind::ApprovalRequested {
-                command,
-                detail,
-                always,
-                ..
-            } => {
-                r(command);
-                detail.iter_mut().chain(always.iter_mut()).for_each(r);
+            EventKind::ApprovalRequested(q) => {
+                r(&mut q.command);
+                q.detail.iter_mut().chain(q.always.iter_mut()).for_each(r);
             }
             EventKind::ApprovalDecided {
                 command,
@@ -531,7 +547,7 @@ impl EventKind {
                 follow_ups,
             } => steering.iter_mut().chain(follow_ups.iter_mut()).for_each(r),
             EventKind::Unqueued { texts } => texts.iter_mut().for_each(r),
-            EventKind::RunFinished { outcome } => match outcome {
+            EventKind::RunFinished(RunEnd { outcome }) => match outcome {
                 RunOutcome::Answered { text, .. } => r(text),
                 RunOutcome::Failed { message } | RunOutcome::LimitReached { message } => r(message),
                 RunOutcome::Interrupted => {}
@@ -585,7 +601,7 @@ impl EventKind {
                 commands.iter_mut().for_each(r);
             }
             EventKind::ModelRequest { .. }
-            | EventKind::Usage { .. }
+            | EventKind::Usage(_)
             | EventKind::Compacted { .. }
             | EventKind::Status(_)
             | EventKind::TimeoutSet { .. }
@@ -817,5 +833,54 @@ mod tests {
         let policy: ApprovalPolicy =
             serde_json::from_str(r#"{"mode":"until","unix_ms":5}"#).unwrap();
         assert_eq!(policy, ApprovalPolicy::Until { unix_ms: 5 });
+    }
+
+    /// The payloads that are named structs serialise as the struct variants
+    /// they replaced did: the tag, then the fields, flat.
+    #[test]
+    fn named_payloads_keep_the_flat_json_of_their_events() {
+        let cases = [
+            (
+                EventKind::Usage(UsageReport {
+                    prompt_tokens: 1,
+                    completion_tokens: 2,
+                    session_total: 3,
+                    cost_usd: Some(0.5),
+                    ..UsageReport::default()
+                }),
+                r#"{"type":"usage","prompt_tokens":1,"completion_tokens":2,"cache_read_tokens":0,"cache_write_tokens":0,"session_total":3,"estimated":false,"cost_usd":0.5}"#,
+            ),
+            (
+                EventKind::ApprovalRequested(ApprovalQuestion {
+                    call_id: "c".into(),
+                    tool: "run_shell".into(),
+                    actor: "me@here".into(),
+                    command: "ls".into(),
+                    detail: None,
+                    always: Some("ls".into()),
+                }),
+                r#"{"type":"approval_requested","call_id":"c","tool":"run_shell","actor":"me@here","command":"ls","always":"ls"}"#,
+            ),
+            (
+                EventKind::ToolResult(ToolCallResult {
+                    call_id: "c".into(),
+                    name: "run_shell".into(),
+                    text: "ok".into(),
+                    is_error: false,
+                    truncated: None,
+                }),
+                r#"{"type":"tool_result","call_id":"c","name":"run_shell","text":"ok","is_error":false}"#,
+            ),
+            (
+                EventKind::RunFinished(RunEnd {
+                    outcome: RunOutcome::Interrupted,
+                }),
+                r#"{"type":"run_finished","outcome":{"status":"interrupted"}}"#,
+            ),
+        ];
+        for (kind, json) in cases {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), json);
+            assert_eq!(serde_json::from_str::<EventKind>(json).unwrap(), kind);
+        }
     }
 }

@@ -18,8 +18,8 @@ use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
 use super::hooks::{About, HookEvent, HookRunner, Hooks, Verdict};
 use super::protocol::{
-    ErrorCode, Event, EventKind, Op, OpId, QueueKind, QueueMode, RunOutcome, SessionSummary,
-    Submission,
+    ErrorCode, Event, EventKind, Op, OpId, QueueKind, QueueMode, RunEnd, RunOutcome,
+    SessionSummary, Submission,
 };
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
 use crate::host::{Target, TmuxTarget};
@@ -549,9 +549,9 @@ impl Core {
         control.drop_waiting();
         if let Some(outcome) = &outcome {
             emitter
-                .emit(EventKind::RunFinished {
+                .emit(EventKind::RunFinished(RunEnd {
                     outcome: outcome.clone(),
-                })
+                }))
                 .await;
         }
         emitter.set_run(0, None);

@@ -7,7 +7,7 @@ use crate::tools::{Tool, ToolError, ToolOutput};
 use crate::wire::{ToolCall, ToolDefinition};
 use async_trait::async_trait;
 use control::ApprovalRules;
-use protocol::{Decision, QueueMode};
+use protocol::{Decision, QueueMode, RunEnd, ToolCallResult};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
@@ -148,8 +148,8 @@ async fn cancel_mid_batch(parallel: bool) {
     let (handle, cancel) = Cancel::new();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = rx.recv().await {
-            if let EventKind::ToolResult { call_id, .. } = ev.kind {
-                assert_eq!(call_id, "a");
+            if let EventKind::ToolResult(result) = ev.kind {
+                assert_eq!(result.call_id, "a");
                 handle.cancel();
                 return handle;
             }
@@ -1070,7 +1070,7 @@ async fn a_timeout_set_during_a_run_ends_it_as_a_limit() {
         )
     );
     let result = next_of(&mut agent, |k| matches!(k, EventKind::ToolResult { .. })).await;
-    let EventKind::ToolResult { text, .. } = result.kind else {
+    let EventKind::ToolResult(ToolCallResult { text, .. }) = result.kind else {
         unreachable!()
     };
     assert!(text.contains("time limit"), "{text}");
@@ -1078,9 +1078,9 @@ async fn a_timeout_set_during_a_run_ends_it_as_a_limit() {
     assert!(
         matches!(
             &end.kind,
-            EventKind::RunFinished {
+            EventKind::RunFinished(RunEnd {
                 outcome: RunOutcome::LimitReached { message }
-            } if message.contains("timeout set for this run")
+            }) if message.contains("timeout set for this run")
         ),
         "{end:?}"
     );

@@ -10,6 +10,7 @@
 
 use super::control::SKIPPED_FOR_STEER;
 use super::hooks::{About, HookEvent, HookRunner, Verdict};
+use super::protocol::ToolCallResult;
 use super::Cancel;
 use super::{stop_signal, Agent, EventKind, Stop, ToolStrategy, CANCELLED, TIME_LIMIT_RESULT};
 use crate::tools::{CallResult, ToolContext, ToolRegistry};
@@ -210,13 +211,13 @@ impl Agent {
             ))
             .await;
         }
-        self.emit(EventKind::ToolResult {
+        self.emit(EventKind::ToolResult(ToolCallResult {
             call_id: call.id.clone(),
             name: call.function.name.clone(),
             text: r.text.clone(),
             is_error: r.is_error,
             truncated: r.truncated,
-        })
+        }))
         .await;
     }
 }

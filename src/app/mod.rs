@@ -108,7 +108,7 @@ async fn resume_first(
     } else {
         Op::Resume { query }
     };
-    let _ = agent.ops.send(op).await;
+    shown.awaiting(agent.ops.send(op).await.ok());
     crate::drive::drive(agent, &mut shown).await;
     shown.answer().map_err(|e| match e {
         // The session named cannot be loaded: a usage error (exit 2).

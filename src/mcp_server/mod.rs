@@ -19,10 +19,10 @@
 
 pub mod render;
 
-use crate::agent::protocol::{Decision, Event, EventKind, Op};
+use crate::agent::protocol::{ApprovalQuestion, Decision, Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, Approval as Answer, ApprovalRequest, Flow, Renderer};
+use crate::drive::{drive, Approval as Answer, Flow, Renderer};
 use render::{error_result, CallRenderer, Update};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
@@ -504,15 +504,15 @@ impl<F: AgentFactory> Worker<F> {
             progress,
             cancel: &mut job.cancel,
             interrupted: false,
-            resuming: job.session.is_some(),
+            resuming: None,
             resumed: false,
         };
         if let Some(id) = &job.session {
             // The session must open before the prompt goes; the reason it
             // did not is in the view.
-            let _ = agent.ops.send(Op::Resume { query: id.clone() }).await;
+            call.resuming = agent.ops.send(Op::Resume { query: id.clone() }).await.ok();
             drive(&mut agent, &mut call).await;
-            call.resuming = false;
+            call.resuming = None;
         }
         if call.resumed || job.session.is_none() {
             let prompt = std::mem::take(&mut job.prompt);
@@ -540,7 +540,8 @@ impl<F: AgentFactory> Worker<F> {
 
 /// One call as a renderer of the drive loop: its events go to
 /// `CallRenderer`, progress to the caller, and the caller's cancel becomes
-/// an interrupt. While `resuming`, it only waits for the session to open.
+/// an interrupt. While `resuming`, it only waits for the reply to that
+/// `Op::Resume`: the session opened, or why not.
 struct CallFrontEnd<'j> {
     view: CallRenderer,
     /// Progress messages, sent in order by a task of their own: `on_event`
@@ -549,7 +550,7 @@ struct CallFrontEnd<'j> {
     /// Fires (or is dropped) when the caller cancels the call.
     cancel: &'j mut oneshot::Receiver<()>,
     interrupted: bool,
-    resuming: bool,
+    resuming: Option<OpId>,
     resumed: bool,
 }
 
@@ -559,7 +560,12 @@ impl Renderer for CallFrontEnd<'_> {
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
         warn(&ev.kind);
         let update = self.view.on_event(&ev);
-        if self.resuming {
+        if let Some(resume) = self.resuming {
+            // Only the resume's own reply answers it: it opened, or the
+            // view took its error.
+            if ev.op_id != Some(resume) {
+                return Flow::Continue;
+            }
             if matches!(ev.kind, EventKind::SessionResumed { .. }) {
                 self.resumed = true;
                 return Flow::Stop;
@@ -583,7 +589,7 @@ impl Renderer for CallFrontEnd<'_> {
 
     /// Not expected (the rules decide every request), but nobody here could
     /// say yes.
-    fn on_approval(&mut self, _req: ApprovalRequest<'_>) -> Answer {
+    fn on_approval(&mut self, _req: &ApprovalQuestion) -> Answer {
         Answer::Ask(Box::pin(std::future::ready(Decision::Deny {
             reason: Some(READ_ONLY_REASON.into()),
         })))
@@ -592,7 +598,7 @@ impl Renderer for CallFrontEnd<'_> {
     async fn input(&mut self) {
         // A cancel is taken once, and only once the run's prompt has gone
         // (a resume has nothing to interrupt).
-        if self.resuming || self.interrupted {
+        if self.resuming.is_some() || self.interrupted {
             std::future::pending::<()>().await;
         }
         let _ = (&mut *self.cancel).await;

@@ -85,8 +85,8 @@ impl CallRenderer {
                 ))
             }
             EventKind::Compacted { .. } => Update::Progress("compacted the conversation".into()),
-            EventKind::RunFinished { outcome } => {
-                self.outcome = Some(outcome.clone());
+            EventKind::RunFinished(end) => {
+                self.outcome = Some(end.outcome.clone());
                 Update::Finished
             }
             // Only an op's own failure ends the call here; a run reports its
@@ -164,7 +164,7 @@ fn capped(text: &str, session: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::protocol::DecidedBy;
+    use crate::agent::protocol::{DecidedBy, RunEnd};
 
     fn texts(r: &CallToolResult) -> Vec<String> {
         r.content
@@ -194,12 +194,12 @@ mod tests {
             })),
             Update::Progress("run_shell {\"command\":\"ls\"}".into())
         );
-        let done = Event::fixture(EventKind::RunFinished {
+        let done = Event::fixture(EventKind::RunFinished(RunEnd {
             outcome: RunOutcome::Answered {
                 text: "42".into(),
                 refused: false,
             },
-        });
+        }));
         assert_eq!(r.on_event(&done), Update::Finished);
         let result = r.result();
         assert_eq!(result.is_error, Some(false));
@@ -223,19 +223,19 @@ mod tests {
             reason: None,
             always: None,
         }));
-        r.on_event(&Event::fixture(EventKind::RunFinished {
+        r.on_event(&Event::fixture(EventKind::RunFinished(RunEnd {
             outcome: RunOutcome::Answered {
                 text: "no".into(),
                 refused: false,
             },
-        }));
+        })));
         assert!(texts(&r.result())[2].contains("touch x"));
         let mut r = CallRenderer::new();
-        r.on_event(&Event::fixture(EventKind::RunFinished {
+        r.on_event(&Event::fixture(EventKind::RunFinished(RunEnd {
             outcome: RunOutcome::Failed {
                 message: "HTTP 500\nbody".into(),
             },
-        }));
+        })));
         let result = r.result();
         assert_eq!(result.is_error, Some(true));
         let t = texts(&result);

@@ -11,10 +11,10 @@
 //! project instructions), not the conversation.
 
 use crate::agent::allowlist::SharedAllowList;
-use crate::agent::protocol::{Decision, ErrorCode, Event, EventKind, Op, OpId};
+use crate::agent::protocol::{ApprovalQuestion, Decision, ErrorCode, Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, Approval, ApprovalRequest, End, Flow, Renderer};
+use crate::drive::{drive, Approval, End, Flow, Renderer};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -345,13 +345,15 @@ impl Live {
             st.agent_ops = Some(ops.clone());
         }
         self.changed.notify_waiters();
-        let _ = ops
+        let resume = ops
             .send(Op::Resume {
                 query: self.id.clone(),
             })
-            .await;
+            .await
+            .ok();
         // The resume must hold before the prompt goes: a session in use
-        // elsewhere is refused, not silently replaced by a new one.
+        // elsewhere is refused, not silently replaced by a new one. Only
+        // its own reply (by op id) answers it.
         loop {
             let Some(ev) = pooled.agent.events.recv().await else {
                 self.end_run(None);
@@ -360,8 +362,12 @@ impl Live {
                     code: None,
                 });
             };
+            let answers = resume.is_some() && ev.op_id == resume;
             let kind = ev.kind.clone();
             self.publish(&ev);
+            if !answers {
+                continue;
+            }
             match kind {
                 EventKind::SessionResumed { .. } => break,
                 EventKind::Error { message, code } => {
@@ -502,10 +508,10 @@ impl Renderer for Publisher {
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
         let live = &self.live;
         match &ev.kind {
-            EventKind::ApprovalRequested { call_id, .. } => {
+            EventKind::ApprovalRequested(question) => {
                 // Waiting before it is published: a client may answer as
                 // soon as it sees the request.
-                live.lock().waiting.insert(call_id.clone());
+                live.lock().waiting.insert(question.call_id.clone());
             }
             EventKind::ApprovalDecided { call_id, .. } => {
                 live.lock().waiting.remove(call_id);
@@ -541,9 +547,9 @@ impl Renderer for Publisher {
     }
 
     /// A client answers with a POST; nobody answering in time denies.
-    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+    fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         self.live
-            .deny_later(req.call_id.to_string(), self.approval_timeout);
+            .deny_later(req.call_id.clone(), self.approval_timeout);
         Approval::Later
     }
 

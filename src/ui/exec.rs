@@ -10,10 +10,12 @@
 
 use super::markdown::MarkdownRenderer;
 use super::style::{dumb_terminal, preview, Style, SPINNER};
-use crate::agent::protocol::{DecidedBy, Decision, Event, EventKind, RunOutcome};
+use crate::agent::protocol::{
+    ApprovalQuestion, DecidedBy, Decision, Event, EventKind, RunEnd, RunOutcome,
+};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, Approval, ApprovalRequest, End, Flow, Renderer};
+use crate::drive::{drive, Approval, End, Flow, Renderer};
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -213,40 +215,19 @@ impl ExecFrontEnd {
                     .map(str::to_string);
             }
             EventKind::ToolResult { .. } if !self.opts.show_tool_calls => self.live_line = None,
-            EventKind::ToolResult {
-                name,
-                text,
-                is_error,
-                ..
-            } => {
+            EventKind::ToolResult(result) => {
                 self.live_line = None;
                 self.clear_spinner();
-                for line in super::toolview::result_lines(&name, &text, is_error, st) {
+                for line in
+                    super::toolview::result_lines(&result.name, &result.text, result.is_error, st)
+                {
                     eprintln!("{line}");
                 }
             }
-            EventKind::Usage {
-                prompt_tokens,
-                completion_tokens,
-                cache_read_tokens,
-                cache_write_tokens,
-                session_total,
-                estimated,
-                cost_usd,
-                session_cost_usd,
-                local,
-            } if self.opts.show_tokens => {
+            EventKind::Usage(usage) if self.opts.show_tokens => {
                 self.clear_spinner();
                 self.end_stream_line();
-                let approx = if estimated { "~" } else { "" };
-                let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
-                eprintln!(
-                    "{}",
-                    st.dim(&format!(
-                        "tokens: prompt {approx}{prompt_tokens}, completion {approx}{completion_tokens}, session {approx}{session_total}{cache}{cost}"
-                    ))
-                );
+                eprintln!("{}", st.dim(&super::usage_line(&usage)));
             }
             EventKind::Retrying {
                 attempt,
@@ -511,7 +492,7 @@ impl Renderer for ExecFrontEnd {
     const CTRL_C: bool = true;
 
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
-        if let EventKind::RunFinished { outcome } = ev.kind {
+        if let EventKind::RunFinished(RunEnd { outcome }) = ev.kind {
             self.clear_spinner();
             self.outcome = Some(self.finish(outcome));
             return Flow::Stop;
@@ -520,15 +501,9 @@ impl Renderer for ExecFrontEnd {
         Flow::Continue
     }
 
-    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
+    fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         self.clear_spinner();
-        Approval::Ask(Box::pin(ask(
-            self.opts.style,
-            req.actor.to_string(),
-            req.command.to_string(),
-            req.detail.map(str::to_string),
-            req.always.map(str::to_string),
-        )))
+        Approval::Ask(Box::pin(ask(self.opts.style, req.clone())))
     }
 
     async fn input(&mut self) {
@@ -561,13 +536,14 @@ impl Renderer for ExecFrontEnd {
 
 /// Asks on the controlling terminal, showing the change (`detail`) first;
 /// a failure to ask denies. Shared by `exec` and `exec --json`.
-pub(crate) async fn ask(
-    st: Style,
-    actor: String,
-    command: String,
-    detail: Option<String>,
-    always: Option<String>,
-) -> Decision {
+pub(crate) async fn ask(st: Style, question: ApprovalQuestion) -> Decision {
+    let ApprovalQuestion {
+        actor,
+        command,
+        detail,
+        always,
+        ..
+    } = question;
     let (shown, note) = super::approval_command(&command);
     let mut prompt = String::new();
     for line in detail

@@ -7,10 +7,10 @@
 
 use super::exec::ExecOutcome;
 use super::style::{preview, Style};
-use crate::agent::protocol::{DecidedBy, Event, EventKind, RunOutcome};
+use crate::agent::protocol::{ApprovalQuestion, DecidedBy, Event, EventKind, RunEnd, RunOutcome};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, Approval, ApprovalRequest, End, Flow, Renderer};
+use crate::drive::{drive, Approval, End, Flow, Renderer};
 use std::io::Write;
 
 /// The version of the JSON-lines schema; bumped on any incompatible change.
@@ -128,7 +128,7 @@ impl Renderer for JsonFrontEnd {
         self.event(&ev);
         self.diagnose(&ev.kind);
         match ev.kind {
-            EventKind::RunFinished { outcome } => {
+            EventKind::RunFinished(RunEnd { outcome }) => {
                 self.outcome = Some(outcome_of(outcome));
                 Flow::Stop
             }
@@ -136,14 +136,8 @@ impl Renderer for JsonFrontEnd {
         }
     }
 
-    fn on_approval(&mut self, req: ApprovalRequest<'_>) -> Approval {
-        Approval::Ask(Box::pin(super::exec::ask(
-            self.style,
-            req.actor.to_string(),
-            req.command.to_string(),
-            req.detail.map(str::to_string),
-            req.always.map(str::to_string),
-        )))
+    fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
+        Approval::Ask(Box::pin(super::exec::ask(self.style, req.clone())))
     }
 
     fn on_ctrl_c(&mut self, again: bool) {

@@ -16,7 +16,8 @@ pub mod session_table;
 pub mod style;
 pub mod toolview;
 
-use crate::agent::protocol::EventKind;
+use crate::agent::protocol::{EventKind, UsageReport};
+use crate::agent::tokens;
 use style::Style;
 
 /// What a front end shows when a session was resumed: warnings, a note on a
@@ -184,9 +185,56 @@ pub fn hook_line(hook_event: &str, tool: Option<&str>, reason: &str) -> String {
     )
 }
 
+/// The token (and cost) line a terminal front end shows after a model
+/// reply, the same in exec and the REPL: `tokens: prompt 120, completion
+/// 40, session 160, cost $0.0012 (session $0.0340)`. Estimated counts are
+/// marked `~`.
+pub fn usage_line(usage: &UsageReport) -> String {
+    let approx = if usage.estimated { "~" } else { "" };
+    let cache = tokens::cache_note(usage.cache_read_tokens, usage.cache_write_tokens);
+    let cost = tokens::cost_note(usage.cost_usd, usage.session_cost_usd, usage.local);
+    format!(
+        "tokens: prompt {approx}{}, completion {approx}{}, session {approx}{}{cache}{cost}",
+        usage.prompt_tokens, usage.completion_tokens, usage.session_total
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_usage_line_names_counts_cache_and_cost_and_marks_estimates() {
+        let mut usage = UsageReport {
+            prompt_tokens: 120,
+            completion_tokens: 40,
+            session_total: 160,
+            ..UsageReport::default()
+        };
+        assert_eq!(
+            usage_line(&usage),
+            "tokens: prompt 120, completion 40, session 160, cost unknown"
+        );
+        usage.estimated = true;
+        usage.cache_read_tokens = 100;
+        usage.local = true;
+        assert_eq!(
+            usage_line(&usage),
+            "tokens: prompt ~120, completion ~40, session ~160, cache: 100 read, 0 written, cost: free (local)"
+        );
+        let priced = UsageReport {
+            estimated: false,
+            local: false,
+            cost_usd: Some(0.0012),
+            session_cost_usd: Some(0.034),
+            ..usage
+        };
+        assert!(
+            usage_line(&priced).ends_with(", cost $0.0012 (session $0.0340)"),
+            "{}",
+            usage_line(&priced)
+        );
+    }
 
     #[test]
     fn a_long_command_shows_its_first_lines_and_counts_the_rest() {

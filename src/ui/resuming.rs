@@ -5,7 +5,7 @@
 
 use super::json::JsonFrontEnd;
 use super::style::Style;
-use crate::agent::protocol::{Event, EventKind};
+use crate::agent::protocol::{Event, EventKind, OpId};
 use crate::agent::service::OpSender;
 use crate::drive::{Flow, Renderer};
 
@@ -35,6 +35,9 @@ pub struct Resuming<'a> {
     notice: Notice,
     /// `exec --json`: every event is a line on stdout too.
     json: Option<&'a mut JsonFrontEnd>,
+    /// The `Op::Resume` or `Op::Fork` whose reply is awaited; other
+    /// events are shown but answer nothing.
+    op: Option<OpId>,
     /// The `SessionResumed` event, or the error that refused the resume.
     answer: Option<Result<Event, ResumeError>>,
 }
@@ -45,8 +48,15 @@ impl<'a> Resuming<'a> {
             style,
             notice,
             json,
+            op: None,
             answer: None,
         }
+    }
+
+    /// Waits for the replies to `op` (the caller's `Op::Resume` or
+    /// `Op::Fork`); `None` when it could not be sent, and nothing answers.
+    pub fn awaiting(&mut self, op: Option<OpId>) {
+        self.op = op;
     }
 
     /// The `SessionResumed` event, or why there is none.
@@ -61,6 +71,9 @@ impl Renderer for Resuming<'_> {
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
         if let Some(j) = self.json.as_mut() {
             j.event(&ev);
+        }
+        if self.op.is_none() || ev.op_id != self.op {
+            return Flow::Continue;
         }
         let style = self.style;
         match &ev.kind {
@@ -96,5 +109,49 @@ impl Renderer for Resuming<'_> {
             _ => {}
         }
         Flow::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resumed(op_id: Option<OpId>) -> Event {
+        Event {
+            op_id,
+            ..Event::fixture(EventKind::SessionResumed {
+                id: "s1".into(),
+                messages: 0,
+                warnings: Vec::new(),
+                note: None,
+                last_prompt: None,
+                last_answer: None,
+                replay: Vec::new(),
+            })
+        }
+    }
+
+    #[test]
+    fn only_the_reply_to_its_own_op_answers_the_resume() {
+        let (ops, _rx) = OpSender::channel(1);
+        let mut shown = Resuming::new(Style::plain(), Notice::Quiet, None);
+        shown.awaiting(Some(7));
+        let refused = Event {
+            op_id: Some(3),
+            ..Event::fixture(EventKind::error("not yours"))
+        };
+        assert_eq!(shown.on_event(refused, &ops), Flow::Continue);
+        assert_eq!(shown.on_event(resumed(Some(3)), &ops), Flow::Continue);
+        assert_eq!(shown.on_event(resumed(Some(7)), &ops), Flow::Stop);
+        assert!(matches!(shown.answer(), Ok(ev) if ev.op_id == Some(7)));
+    }
+
+    #[test]
+    fn a_resume_that_was_never_sent_is_answered_by_nothing() {
+        let (ops, _rx) = OpSender::channel(1);
+        let mut shown = Resuming::new(Style::plain(), Notice::Quiet, None);
+        shown.awaiting(None);
+        assert_eq!(shown.on_event(resumed(None), &ops), Flow::Continue);
+        assert_eq!(shown.answer().unwrap_err(), ResumeError::Stopped);
     }
 }

@@ -7,7 +7,9 @@
 
 use super::approval::describe;
 use super::Repl;
-use crate::agent::protocol::{DecidedBy, Decision, Event as AgentEvent, EventKind, Op};
+use crate::agent::protocol::{
+    ApprovalQuestion, DecidedBy, Decision, Event as AgentEvent, EventKind, Op,
+};
 use crate::text::visible;
 use crate::ui::Choice;
 use crossterm::event::Event;
@@ -184,14 +186,7 @@ impl Repl<'_> {
     /// new policy.
     pub(super) fn on_approval_event(&mut self, ev: AgentEvent) {
         match ev.kind {
-            EventKind::ApprovalRequested {
-                call_id,
-                tool,
-                actor,
-                command,
-                detail,
-                always,
-            } => self.ask_approval(call_id, tool, actor, command, detail, always),
+            EventKind::ApprovalRequested(question) => self.ask_approval(question),
             EventKind::ApprovalDecided {
                 call_id,
                 command,
@@ -212,15 +207,15 @@ impl Repl<'_> {
 
     /// The agent asks to run `command`: the question replaces the prompt
     /// (what was typed is stashed and given back once it is answered).
-    fn ask_approval(
-        &mut self,
-        call_id: String,
-        tool: String,
-        actor: String,
-        command: String,
-        detail: Option<String>,
-        always: Option<String>,
-    ) {
+    fn ask_approval(&mut self, question: ApprovalQuestion) {
+        let ApprovalQuestion {
+            call_id,
+            tool,
+            actor,
+            command,
+            detail,
+            always,
+        } = question;
         let st = self.opts.style;
         self.flush_partial();
         self.set_state("awaiting approval");

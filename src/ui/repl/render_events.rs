@@ -7,7 +7,7 @@
 
 use super::approval::short_duration;
 use super::{bang, replay, rewind, Repl, Task, Want};
-use crate::agent::protocol::{Event as AgentEvent, EventKind, OpId, RunOutcome};
+use crate::agent::protocol::{Event as AgentEvent, EventKind, OpId, RunOutcome, ToolCallResult};
 use crate::text::visible;
 use std::time::{Duration, Instant};
 
@@ -179,7 +179,7 @@ impl Repl<'_> {
                     short_duration(after)
                 ));
             }
-            EventKind::RunFinished { outcome } => self.on_run_finished(outcome),
+            EventKind::RunFinished(end) => self.on_run_finished(end.outcome),
             // The kinds `on_agent_event` does not route here, and those
             // above whose guard declined (nothing to show).
             _ => {}
@@ -260,13 +260,13 @@ impl Repl<'_> {
                 self.update_status();
                 self.redraw();
             }
-            EventKind::ToolResult {
+            EventKind::ToolResult(ToolCallResult {
                 call_id,
                 name,
                 text,
                 is_error,
                 ..
-            } => {
+            }) => {
                 self.tool_output.retain(|(id, _)| *id != call_id);
                 self.update_status();
                 if self.opts.show_tool_calls {
@@ -285,24 +285,9 @@ impl Repl<'_> {
     fn on_notice(&mut self, ev: AgentEvent) {
         let st = self.opts.style;
         match ev.kind {
-            EventKind::Usage {
-                prompt_tokens,
-                completion_tokens,
-                cache_read_tokens,
-                cache_write_tokens,
-                session_total,
-                estimated,
-                cost_usd,
-                session_cost_usd,
-                local,
-            } if self.opts.show_tokens => {
+            EventKind::Usage(usage) if self.opts.show_tokens => {
                 self.flush_partial();
-                let approx = if estimated { "~" } else { "" };
-                let cache = crate::agent::tokens::cache_note(cache_read_tokens, cache_write_tokens);
-                let cost = crate::agent::tokens::cost_note(cost_usd, session_cost_usd, local);
-                self.say(&st.dim(&format!(
-                    "tokens: {approx}{prompt_tokens} prompt + {approx}{completion_tokens} completion (session {session_total}{cache}){cost}"
-                )));
+                self.say(&st.dim(&crate::ui::usage_line(&usage)));
             }
             EventKind::Retrying {
                 attempt,
