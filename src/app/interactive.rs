@@ -7,7 +7,7 @@
 use super::execution::{self, SandboxChoice};
 use super::{
     agent_options, agent_setup, approval_rules, build_tools, custom_files, env, exec_options,
-    has_tty, project, repl, resume_first, workdir, Continue, NO_TERMINAL_REASON,
+    has_tty, project, repl, resume_first, Continue, NO_TERMINAL_REASON,
 };
 use super::{AppError, Exit, Resolved, EXIT_FAILURE};
 use crate::agent;
@@ -33,10 +33,11 @@ pub(super) async fn interactive(
         settings,
         overrides,
         style,
+        cwd,
     } = resolved;
     let choice = SandboxChoice::new(&settings.tools, false);
     let mut execution =
-        execution::open(target_args, &settings, editor, choice.mode.is_some()).await?;
+        execution::open(target_args, &settings, editor, choice.mode.is_some(), &cwd).await?;
     execution::confine(&mut execution, choice, style)?;
     let mut rules = approval_rules(&settings);
     // The line session asks on the controlling terminal, as exec does.
@@ -98,7 +99,6 @@ pub(super) async fn interactive(
             LineEnd::Unreadable(e) => Err(AppError::Failed(e)),
         };
     }
-    let cwd = workdir();
     let found = custom_files(&settings, &cwd);
     let banner = crate::ui::repl::Banner {
         model: &settings.api.model,
@@ -123,7 +123,7 @@ pub(super) async fn interactive(
     };
     let opts = crate::ui::repl::ReplOptions {
         style,
-        tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
+        tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone(), &cwd)
             .names()
             .into_iter()
             .map(String::from)

@@ -7,7 +7,7 @@
 //! a conversation or drives an agent.
 
 use super::{approvals, execution::Execution, AppError};
-use super::{custom, discovery, env, mcp, project, sessions, trust, workdir};
+use super::{custom, discovery, env, mcp, project, sessions, trust};
 use crate::agent::control::ApprovalRules;
 use crate::agent::prompt::{render, PromptContext};
 use crate::agent::protocol::{ApprovalPolicy, QueueMode};
@@ -23,6 +23,7 @@ use crate::session;
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::ExecOptions;
 use crate::ui::style::Style;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,9 @@ pub(crate) struct Resolved {
     /// Colour on stderr: `display.color`, `--no-color`, `NO_COLOR` and the
     /// terminal, decided once.
     pub style: Style,
+    /// The directory whose settings these are: where the project, its
+    /// config and its sessions are found and the tools work.
+    pub cwd: PathBuf,
 }
 
 /// Loads settings: the config file is read and parsed once, and that one
@@ -45,14 +49,17 @@ pub(crate) struct Resolved {
 /// model server on this machine. Says so when a first run created the
 /// global config. Credentials named in the settings are hidden from every
 /// command buddy starts.
-pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, AppError> {
+pub(crate) async fn load_settings(
+    overrides: &CliOverrides,
+    cwd: &Path,
+) -> Result<Resolved, AppError> {
     // With an explicit --config the user chose the file: nothing else is written.
     let created = if overrides.config.is_none() {
         config::ensure_global_config(&env)
     } else {
         None
     };
-    let cwd = workdir();
+    let cwd = cwd.to_path_buf();
     let usage = |e: ConfigError| AppError::Usage(e.to_string());
     let loaded = config::load_file(&cwd, &env, overrides);
     // A file that does not load leaves colour to the flag and the terminal.
@@ -100,6 +107,7 @@ pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, 
         settings,
         overrides,
         style,
+        cwd,
     })
 }
 
@@ -290,10 +298,9 @@ pub(crate) fn agent_setup(
     transports: Option<&Transports>,
     found: Option<&custom::Found>,
 ) -> Result<AgentSetup, AppError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
+    let cwd = execution.workdir.clone();
     let client = client_for(settings, transports)?;
-    let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
+    let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone(), &cwd);
     // The caller's own search when it made one (exec looks for custom
     // commands first): the same directories, read once.
     let skills = match found {
@@ -313,7 +320,7 @@ pub(crate) fn agent_setup(
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
-    if let Some(servers) = mcp::tools(settings, &names) {
+    if let Some(servers) = mcp::tools(settings, &names, &cwd) {
         registry.add_source(servers);
     }
     let project = project::find(&cwd);
@@ -337,7 +344,7 @@ pub(crate) fn agent_setup(
     Ok(AgentSetup {
         client: Arc::new(client),
         tools: registry,
-        cwd,
+        cwd: cwd.clone(),
         target: execution.target.clone(),
         pane: execution.pane.clone(),
         options,
@@ -348,7 +355,7 @@ pub(crate) fn agent_setup(
         steering_mode: queue_mode(settings.agent.steering_mode),
         follow_up_mode: queue_mode(settings.agent.follow_up_mode),
         sessions: Some(Box::new(sessions::Sessions::new(
-            workdir(),
+            cwd.clone(),
             crate::redact::known().all().to_vec(),
         ))),
         models,
@@ -413,6 +420,7 @@ pub(crate) fn build_tools(
     settings: &Settings,
     tmux: bool,
     sandbox: Option<Arc<crate::host::sandbox::Sandbox>>,
+    cwd: &Path,
 ) -> ToolRegistry {
     let t = &settings.tools;
     let cap =
@@ -448,20 +456,20 @@ pub(crate) fn build_tools(
                 .with_timeout(Duration::from_secs(t.shell_timeout_secs.max(1))),
         ));
         reg.register(Arc::new(
-            tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
+            tools::files::WriteFileTool::new(max).protecting(own_files(settings, cwd)),
         ));
         let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
         if wants_patch(t.edit_format, &settings.api.model) {
             reg.register(Arc::new(
                 tools::patch::ApplyPatchTool::new(max)
                     .with_timeout(timeout)
-                    .protecting(own_files(settings)),
+                    .protecting(own_files(settings, cwd)),
             ));
         } else {
             reg.register(Arc::new(
                 tools::edit::EditFileTool::new(max)
                     .with_timeout(timeout)
-                    .protecting(own_files(settings)),
+                    .protecting(own_files(settings, cwd)),
             ));
         }
         // Reading and searching without asking: the same switch and bound
@@ -499,7 +507,7 @@ pub(crate) fn build_tools(
         reg.register(Arc::new(tools::time::TimeTool));
     }
     // A rewind writes files too, and refuses the same ones.
-    reg.protect_own_files(own_files(settings));
+    reg.protect_own_files(own_files(settings, cwd));
     reg
 }
 
@@ -525,10 +533,9 @@ fn wants_patch(format: config::EditFormat, model: &str) -> bool {
 /// it loaded or would load, its config directory (auth.json, the trust list,
 /// the history), and this directory's sessions. Nothing is resolved here
 /// (see `Protected`), so building the list costs no system call.
-pub(crate) fn own_files(settings: &Settings) -> tools::protect::Protected {
-    let cwd = workdir();
+pub(crate) fn own_files(settings: &Settings, cwd: &Path) -> tools::protect::Protected {
     let mut p = user_own_files();
-    for path in config::search_path(&cwd, &env)
+    for path in config::search_path(cwd, &env)
         .iter()
         .chain(settings.source.iter())
     {
@@ -668,7 +675,7 @@ pub(crate) fn builtin_tool_names() -> Vec<&'static str> {
         let file = config::parse(&text, None).expect("the test's config parses");
         let settings = config::resolve(file, None, &|_| None, &config::CliOverrides::default())
             .expect("the test's config resolves");
-        let mut reg = build_tools(&settings, true, None);
+        let mut reg = build_tools(&settings, true, None, Path::new("/w"));
         reg_skill(&mut reg, Vec::new(), 1000);
         names.extend(reg.names());
     }
