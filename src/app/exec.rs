@@ -37,6 +37,7 @@ pub(super) async fn exec(
         settings,
         style,
         cwd,
+        terminal,
         ..
     } = load_settings(overrides, &workdir()).await?;
     if !images.is_empty() && !settings.api.images {
@@ -116,7 +117,7 @@ pub(super) async fn exec(
     let outcome = match json {
         Some(j) => j.run(&mut agent).await,
         None => {
-            let mut opts = exec_options(&settings, style);
+            let mut opts = exec_options(&settings, style, terminal);
             opts.plain_answer = output.is_some();
             ExecFrontEnd::new(opts).run(&mut agent).await
         }

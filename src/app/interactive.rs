@@ -15,7 +15,6 @@ use crate::cli::TargetArgs;
 use crate::config;
 use crate::ui::line::{LineEnd, LineOptions};
 use crate::ui::resuming::{Notice, Resuming};
-use std::io::IsTerminal;
 
 /// Bare `buddy` and `buddy resume`: the agent set up once, then the REPL on
 /// a terminal, or the line session when input or output is redirected or
@@ -26,14 +25,14 @@ pub(super) async fn interactive(
     resume: Option<Continue>,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let editor = std::io::stdin().is_terminal()
-        && std::io::stderr().is_terminal()
-        && !crate::ui::style::dumb_terminal();
+    let editor = resolved.terminal.editor();
     let Resolved {
         settings,
         overrides,
         style,
         cwd,
+        parsed,
+        terminal,
     } = resolved;
     let choice = SandboxChoice::new(&settings.tools, false);
     let mut execution =
@@ -49,6 +48,7 @@ pub(super) async fn interactive(
         Box::new(repl::Switcher {
             settings: settings.clone(),
             overrides: overrides.clone(),
+            parsed: parsed.clone(),
         })
     });
     let setup = agent_setup(
@@ -86,7 +86,7 @@ pub(super) async fn interactive(
         let end = crate::ui::line::run(
             &mut agent,
             LineOptions {
-                exec: exec_options(&settings, style),
+                exec: exec_options(&settings, style, terminal),
                 model: settings.api.model.clone(),
                 base_url: settings.api.base_url.clone(),
             },
@@ -118,6 +118,7 @@ pub(super) async fn interactive(
     }
     .render(style);
     let services = repl::Services {
+        parsed,
         overrides: overrides.clone(),
         allowed: allowed.clone(),
     };
@@ -147,6 +148,7 @@ pub(super) async fn interactive(
             .into_iter()
             .map(|s| (s.name, s.description))
             .collect(),
+        cwd,
     };
     let code = crate::ui::repl::Repl::new(agent.ops.clone(), &services, opts)
         .run(agent)

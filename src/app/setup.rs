@@ -16,6 +16,7 @@ use crate::agent::{
 };
 use crate::auth::store::AuthStore;
 use crate::auth::{AuthError, LoginCredentials};
+use crate::config::trust::TrustStore;
 use crate::config::{self, ApiProtocol, CliOverrides, ConfigError, Settings};
 use crate::provider::completions::Completions;
 use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits, Transports};
@@ -23,6 +24,7 @@ use crate::session;
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::ExecOptions;
 use crate::ui::style::Style;
+use crate::ui::terminal::Terminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,35 @@ pub(crate) struct Resolved {
     /// The directory whose settings these are: where the project, its
     /// config and its sessions are found and the tools work.
     pub cwd: PathBuf,
+    /// The config file as start-up parsed it, for settings of another
+    /// profile later (`/model`, a model list, `/login`).
+    pub parsed: Arc<Parsed>,
+    /// Which streams are a terminal, and what kind: read once here.
+    pub terminal: Terminal,
+}
+
+/// The config file as read and parsed once, with the directory and trust
+/// list it was read for: another profile's settings are resolved from it
+/// without reading or parsing the file again.
+pub(crate) struct Parsed {
+    pub file: config::ConfigFile,
+    pub source: Option<PathBuf>,
+    pub cwd: PathBuf,
+    pub trust: Option<Arc<TrustStore>>,
+}
+
+impl Parsed {
+    /// The settings `overrides` choose (a profile, a model) from this file.
+    pub fn resolve(&self, overrides: &CliOverrides) -> Result<Settings, ConfigError> {
+        config::resolve_here(
+            self.file.clone(),
+            self.source.clone(),
+            &self.cwd,
+            &env,
+            overrides,
+            self.trust.as_ref(),
+        )
+    }
 }
 
 /// Loads settings: the config file is read and parsed once, and that one
@@ -61,10 +92,13 @@ pub(crate) async fn load_settings(
     };
     let cwd = cwd.to_path_buf();
     let usage = |e: ConfigError| AppError::Usage(e.to_string());
-    let loaded = config::load_file(&cwd, &env, overrides);
+    // Read at its first question and kept for the rest of the command.
+    let trust = TrustStore::of_user(&env);
+    let loaded = config::load_file(&cwd, &env, overrides, trust.as_deref());
     // A file that does not load leaves colour to the flag and the terminal.
     let color = loaded.as_ref().map_or(true, |(f, _)| f.display.color);
-    let style = Style::detect(!overrides.no_color && color);
+    let terminal = Terminal::detect();
+    let style = Style::detect(!overrides.no_color && color, &terminal);
     if let Some(path) = &created {
         eprintln!(
             "{}",
@@ -72,20 +106,28 @@ pub(crate) async fn load_settings(
         );
     }
     let (mut file, mut source) = loaded.map_err(usage)?;
-    if trust::ask_if_untrusted(&file, overrides, style) {
+    if trust::ask_if_untrusted(&file, overrides, style, &terminal, trust.as_deref()) {
         // Trusted just now: what was held back applies, so read it as such.
-        (file, source) = config::load_file(&cwd, &env, overrides).map_err(usage)?;
+        (file, source) =
+            config::load_file(&cwd, &env, overrides, trust.as_deref()).map_err(usage)?;
     }
-    // For discovery, which resolves the same file again with the server it
-    // found: a copy costs far less than reading and parsing it again.
-    let for_discovery = file.clone();
+    // Kept for discovery, which resolves the same file again with the
+    // server it found, and for the REPL's profile switches: a copy costs
+    // far less than reading and parsing it again.
+    let parsed = Arc::new(Parsed {
+        file: file.clone(),
+        source: source.clone(),
+        cwd: cwd.clone(),
+        trust: trust.clone(),
+    });
     let (settings, overrides) =
-        match config::resolve_here(file, source.clone(), &cwd, &env, overrides) {
+        match config::resolve_here(file, source.clone(), &cwd, &env, overrides, trust.as_ref()) {
             Ok(s) => (s, overrides.clone()),
             Err(e @ ConfigError::MissingKey { .. }) => {
                 let loaded = discovery::Loaded {
-                    file: for_discovery,
+                    file: parsed.file.clone(),
                     source,
+                    trust,
                 };
                 discovery::instead_of_missing_key(&cwd, &env, overrides, loaded, e, style).await?
             }
@@ -108,6 +150,8 @@ pub(crate) async fn load_settings(
         overrides,
         style,
         cwd,
+        parsed,
+        terminal,
     })
 }
 
@@ -375,7 +419,7 @@ pub(crate) fn custom_files(settings: &Settings, cwd: &std::path::Path) -> custom
         cwd,
         settings.source.as_deref(),
         settings.untrusted.is_some(),
-        &env,
+        settings.trust.as_deref(),
     );
     let config_dir = config::global_dir(&env);
     custom::find(cwd, config_dir.as_deref(), trusted)
@@ -405,8 +449,9 @@ pub(crate) fn hooks(section: &config::HooksSection) -> Result<agent::hooks::Hook
     Ok(hooks)
 }
 
-pub(crate) fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
+pub(crate) fn exec_options(settings: &Settings, style: Style, terminal: Terminal) -> ExecOptions {
     ExecOptions {
+        terminal,
         style,
         show_tool_calls: settings.display.show_tool_calls,
         show_tokens: settings.display.show_tokens,
@@ -588,7 +633,7 @@ fn warn_skipped_instructions(skipped: &[String], color: bool) {
         return;
     }
     WARNED.call_once(|| {
-        let style = Style::detect(color);
+        let style = Style::detect(color, &Terminal::detect());
         for line in skipped {
             eprintln!(
                 "{} {}",
