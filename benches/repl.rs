@@ -42,7 +42,7 @@ fn main() {
         history.len(),
         load.as_secs_f64() * 1e3
     );
-    let mut editor = Editor::new("> ".into(), history, NAMES);
+    let mut editor = Editor::new("> ".into(), history, NAMES, std::path::PathBuf::from("."));
     editor.set_width(100);
     let mut out = Vec::with_capacity(4096);
     let dim = |s: &str| s.to_string();

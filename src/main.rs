@@ -46,7 +46,10 @@ fn main() {
     let code = match runtime.block_on(buddy::app::run(cli)) {
         Ok(exit) => exit.code(),
         Err(e) => {
-            let style = buddy::ui::style::Style::detect(!no_color);
+            let style = buddy::ui::style::Style::detect(
+                !no_color,
+                &buddy::ui::terminal::Terminal::detect(),
+            );
             // The last line of defence for keys a server or a file echoed.
             let line = buddy::redact::text(&e.to_string()).into_owned();
             eprintln!("{} {}", style.error("error:"), buddy::text::visible(&line));

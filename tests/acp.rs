@@ -4,7 +4,8 @@
 //! ways, a cancel mid-stream, a model's refusal, a saved session loaded
 //! again, the file tools going through the editor's buffers; and, with no
 //! library in between, malformed messages answered with JSON-RPC errors
-//! on a stdout that carries nothing else.
+//! on a stdout that carries nothing else, and two sessions in two
+//! directories working at once, each in its own.
 
 use crate::support;
 
@@ -320,4 +321,105 @@ fn a_prompt_too_long_for_the_window_ends_its_turn_and_the_next_is_answered() {
         !reqs[1].body_text().contains("HUGE-PROMPT"),
         "the refused prompt was sent again"
     );
+}
+
+/// Reads JSON-RPC lines until the answers to every id in `ids` have come,
+/// returning every line read.
+fn read_until_answered(out: &mut impl BufRead, ids: &[Value]) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let mut left: Vec<&Value> = ids.iter().collect();
+    while !left.is_empty() {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "stdout ended: {seen:?}"
+        );
+        let v: Value = serde_json::from_str(&line).expect("JSON-RPC on stdout");
+        if v.get("method").is_none() {
+            left.retain(|id| **id != v["id"]);
+        }
+        seen.push(v);
+    }
+    seen
+}
+
+/// Two sessions in two directories, prompted at once, each run `pwd` in
+/// its own directory and keep their sessions there: the session's directory
+/// is data, never the process's (which would serve only one at a time).
+#[test]
+fn two_sessions_in_different_directories_each_work_in_their_own() {
+    let gate = Gate::new();
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "pwd")]).gated(&gate),
+        Reply::tool_calls(vec![shell("c2", "pwd")]).gated(&gate),
+        Reply::text("done"),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let dirs = ["a", "b"].map(|d| {
+        let dir = cmd.work_dir().join(d);
+        std::fs::create_dir(&dir).unwrap();
+        dir.canonicalize().unwrap()
+    });
+    let mut child = cmd
+        .command_with(&["acp".into()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start buddy acp");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+    send(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}));
+    answer(&mut out, json!(0));
+    let mut ids = Vec::new();
+    for (n, dir) in dirs.iter().enumerate() {
+        let id = json!(10 + n);
+        send(json!({"jsonrpc":"2.0","id":id,"method":"session/new",
+            "params":{"cwd":dir.display().to_string(),"mcpServers":[]}}));
+        let opened = answer(&mut out, id);
+        ids.push(opened["result"]["sessionId"].as_str().unwrap().to_string());
+    }
+    for (n, sid) in ids.iter().enumerate() {
+        send(
+            json!({"jsonrpc":"2.0","id":20 + n,"method":"session/prompt",
+            "params":{"sessionId":sid,"prompt":[{"type":"text","text":"where am I"}]}}),
+        );
+    }
+    // Both sessions' first requests are in flight before either goes on.
+    p.wait_for_requests(2, Duration::from_secs(20));
+    gate.open();
+    let seen = read_until_answered(&mut out, &[json!(20), json!(21)]);
+    for (sid, dir) in ids.iter().zip(&dirs) {
+        let shown: String = seen
+            .iter()
+            .filter(|v| v["method"] == "session/update" && v["params"]["sessionId"] == *sid)
+            .map(|v| &v["params"]["update"])
+            .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+            .filter_map(|u| u["content"][0]["content"]["text"].as_str())
+            .collect();
+        assert!(
+            shown.contains(&dir.display().to_string()),
+            "session in {} ran pwd elsewhere: {shown:?}",
+            dir.display()
+        );
+        let other = dirs.iter().find(|d| *d != dir).unwrap();
+        assert!(!shown.contains(&other.display().to_string()), "{shown:?}");
+        assert!(
+            dir.join(".buddyx").is_dir(),
+            "no session store in {}",
+            dir.display()
+        );
+    }
+    assert!(!cmd.work_dir().join(".buddyx").exists());
+    // Nor did serving them move the process: it is still where it started.
+    let proc_cwd = std::fs::read_link(format!("/proc/{}/cwd", child.id())).unwrap();
+    assert_eq!(proc_cwd, cmd.work_dir().canonicalize().unwrap());
+    drop(stdin);
+    let status =
+        support::wait::wait_until("buddy acp to end at EOF", Duration::from_secs(20), || {
+            child.try_wait().unwrap()
+        });
+    assert!(status.success(), "{status}");
 }

@@ -1,5 +1,6 @@
 //! `buddy acp`: the ACP front end (`crate::acp`) wired to the settings, the
-//! session store of each session's working directory, and agents built
+//! session store of each session's working directory (data the session
+//! carries: the process's directory never changes), and agents built
 //! like serve's: approvals always go to the client (there is no terminal),
 //! the client's MCP servers start beside the configured ones, and the file
 //! tools go through the client's buffers when it offers them.
@@ -18,7 +19,7 @@ pub(crate) async fn acp(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let (hosted, _style) = Hosted::load(overrides, target_args).await?;
+    let (hosted, _style) = Hosted::load(overrides, target_args, &super::workdir()).await?;
     super::remember_secrets(&hosted.settings);
     eprintln!(
         "buddy {} speaking ACP on stdin/stdout ({} via {})",
@@ -41,24 +42,12 @@ struct AcpBackend {
     secrets: Vec<String>,
 }
 
-/// Works in `cwd` from now on: the session store, the project files and
-/// the tools' relative paths all follow the process's directory, and an
-/// editor starts one `buddy acp` per project.
-fn enter(cwd: &Path) -> Result<(), BackendError> {
-    if std::env::current_dir().ok().as_deref() != Some(cwd) {
-        std::env::set_current_dir(cwd)
-            .map_err(|e| BackendError(format!("cannot work in {}: {e}", cwd.display())))?;
-    }
-    Ok(())
-}
-
 fn failed(e: impl std::fmt::Display) -> BackendError {
     BackendError(e.to_string())
 }
 
 impl Backend for AcpBackend {
     fn create(&self, cwd: &Path) -> Result<String, BackendError> {
-        enter(cwd)?;
         let settings = &self.hosted.settings;
         let info = SessionInfo {
             model: settings.api.model.clone(),
@@ -78,9 +67,10 @@ impl Backend for AcpBackend {
         servers: BTreeMap<String, McpServer>,
         files: Option<Arc<dyn ClientFiles>>,
     ) -> Result<Spawned, BackendError> {
-        enter(cwd)?;
         let settings = &self.hosted.settings;
-        let mut setup = self.hosted.setup().map_err(failed)?;
+        // The session's directory is data: its tools, project files and
+        // session store are its own, whatever another session works in.
+        let mut setup = self.hosted.setup_in(cwd).map_err(failed)?;
         if let Some(sessions) = setup.sessions.as_mut() {
             sessions.set_origin("editor");
         }

@@ -23,7 +23,7 @@ pub(crate) fn store() -> Option<Remembered> {
 pub(crate) fn load_into(list: &SharedAllowList) {
     let Some(store) = store() else { return };
     let warn = |text: &str| {
-        let style = Style::detect(true);
+        let style = Style::detect(true, &crate::ui::terminal::Terminal::detect());
         eprintln!("{} {text}", style.warning("warning:"));
     };
     match store.load() {

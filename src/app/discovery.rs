@@ -245,6 +245,7 @@ pub(crate) fn pick_model(models: &[ListedModel], wanted: Option<&str>) -> Option
 pub(super) struct Loaded {
     pub file: ConfigFile,
     pub source: Option<PathBuf>,
+    pub trust: Option<std::sync::Arc<crate::config::trust::TrustStore>>,
 }
 
 /// Called when the active profile has no key: finds a local server and
@@ -263,7 +264,11 @@ pub(super) async fn instead_of_missing_key(
         config_dir: config::global_dir(env),
         notes,
     };
-    let Loaded { file, source } = loaded;
+    let Loaded {
+        file,
+        source,
+        trust,
+    } = loaded;
     if !config::may_discover(&file, env, overrides) {
         return Err(not_found(Vec::new()));
     }
@@ -336,12 +341,18 @@ pub(super) async fn instead_of_missing_key(
         local: Some(local),
         ..overrides.clone()
     };
-    let settings = config::resolve_here(file, source.clone(), cwd, env, &found_overrides).map_err(
-        |e| match e {
-            e @ ConfigError::MissingKey { .. } => not_found(vec![e.to_string()]),
-            e => AppError::Usage(e.to_string()),
-        },
-    )?;
+    let settings = config::resolve_here(
+        file,
+        source.clone(),
+        cwd,
+        env,
+        &found_overrides,
+        trust.as_ref(),
+    )
+    .map_err(|e| match e {
+        e @ ConfigError::MissingKey { .. } => not_found(vec![e.to_string()]),
+        e => AppError::Usage(e.to_string()),
+    })?;
     let file_path = source
         .or_else(|| config::global_dir(env).map(|d| d.join("buddy.toml")))
         .map(|p| p.display().to_string())

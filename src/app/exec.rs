@@ -34,8 +34,12 @@ pub(super) async fn exec(
         None => None,
     };
     let Resolved {
-        settings, style, ..
-    } = load_settings(overrides).await?;
+        settings,
+        style,
+        cwd,
+        terminal,
+        ..
+    } = load_settings(overrides, &workdir()).await?;
     if !images.is_empty() && !settings.api.images {
         return Err(AppError::Usage(model_info(&settings).images_refused()));
     }
@@ -44,7 +48,7 @@ pub(super) async fn exec(
     }
     let choice = SandboxChoice::new(&settings.tools, args.dangerously_auto_approve);
     let mut execution =
-        execution::open(&target_args, &settings, false, choice.mode.is_some()).await?;
+        execution::open(&target_args, &settings, false, choice.mode.is_some(), &cwd).await?;
     execution::confine(&mut execution, choice, style)?;
     if let Some(a) = &execution.attach {
         eprintln!("{}", style.dim(a));
@@ -66,7 +70,7 @@ pub(super) async fn exec(
         options.limits.max_duration = Some(d);
     }
     options.limits.max_cost_usd = args.max_cost;
-    let found = custom_files(&settings, &workdir());
+    let found = custom_files(&settings, &cwd);
     for note in &found.notes {
         eprintln!("{} {note}", style.dim("note:"));
     }
@@ -116,7 +120,7 @@ pub(super) async fn exec(
     let outcome = match json {
         Some(j) => j.run(&mut agent).await,
         None => {
-            let mut opts = exec_options(&settings, style);
+            let mut opts = exec_options(&settings, style, terminal);
             opts.plain_answer = output.is_some();
             ExecFrontEnd::new(opts).run(&mut agent).await
         }

@@ -10,6 +10,7 @@ use crate::host::sandbox::{self, Policy, Sandbox};
 use crate::host::tmux::default_session_name;
 use crate::host::{ContainerTarget, HostError, LocalTarget, SshTarget, Target, TmuxTarget};
 use crate::ui::style::Style;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) struct Execution {
@@ -23,6 +24,10 @@ pub(crate) struct Execution {
     pub attach: Option<String>,
     /// Confines commands run directly on this host.
     pub sandbox: Option<Arc<Sandbox>>,
+    /// The directory the tools work in and the project is found from: the
+    /// one buddy started in, or a session's own (ACP, `buddy mcp-server`).
+    /// The process's directory is never changed to serve a session.
+    pub workdir: PathBuf,
 }
 
 /// The sandbox mode in force and whether the user chose it (in the config)
@@ -119,8 +124,7 @@ pub(crate) fn confine(
     choice: SandboxChoice,
     style: Style,
 ) -> Result<(), AppError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
+    let cwd = execution.workdir.clone();
     let mut sb = None;
     let plan = plan_sandbox(
         choice,
@@ -163,6 +167,7 @@ pub(crate) async fn open(
     settings: &Settings,
     interactive: bool,
     sandboxed: bool,
+    workdir: &Path,
 ) -> Result<Execution, HostError> {
     // How a person runs a command interactively on the target, for attach hints.
     let mut interactive_command: Box<dyn Fn(&str) -> String + Send> = Box::new(|c| c.to_string());
@@ -188,6 +193,7 @@ pub(crate) async fn open(
         label,
         attach: None,
         sandbox: None,
+        workdir: workdir.to_path_buf(),
     };
     let explicit = args.tmux.is_some();
     let wanted = explicit
@@ -199,12 +205,9 @@ pub(crate) async fn open(
     if !wanted {
         return Ok(direct(base, label));
     }
-    // Commands in the pane start where buddy was started, as the file tools'
-    // relative paths do.
-    let workdir = std::env::current_dir().map_err(|source| HostError::Io {
-        context: "cannot read the working directory",
-        source,
-    })?;
+    // Commands in the pane start in the working directory, as the file
+    // tools' relative paths do.
+    let workdir = workdir.to_path_buf();
     let session = match args.tmux.as_deref().filter(|s| !s.is_empty()) {
         Some(s) => s.to_string(),
         None => match &settings.execution.tmux_session {
@@ -229,6 +232,7 @@ pub(crate) async fn open(
                 label,
                 attach: Some(attach),
                 sandbox: None,
+                workdir,
             })
         }
         // Without tmux the REPL runs commands directly, as exec does.

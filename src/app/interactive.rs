@@ -7,7 +7,7 @@
 use super::execution::{self, SandboxChoice};
 use super::{
     agent_options, agent_setup, approval_rules, build_tools, custom_files, env, exec_options,
-    has_tty, project, repl, resume_first, workdir, Continue, NO_TERMINAL_REASON,
+    has_tty, project, repl, resume_first, Continue, NO_TERMINAL_REASON,
 };
 use super::{AppError, Exit, Resolved, EXIT_FAILURE};
 use crate::agent;
@@ -15,7 +15,6 @@ use crate::cli::TargetArgs;
 use crate::config;
 use crate::ui::line::{LineEnd, LineOptions};
 use crate::ui::resuming::{Notice, Resuming};
-use std::io::IsTerminal;
 
 /// Bare `buddy` and `buddy resume`: the agent set up once, then the REPL on
 /// a terminal, or the line session when input or output is redirected or
@@ -26,17 +25,18 @@ pub(super) async fn interactive(
     resume: Option<Continue>,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let editor = std::io::stdin().is_terminal()
-        && std::io::stderr().is_terminal()
-        && !crate::ui::style::dumb_terminal();
+    let editor = resolved.terminal.editor();
     let Resolved {
         settings,
         overrides,
         style,
+        cwd,
+        parsed,
+        terminal,
     } = resolved;
     let choice = SandboxChoice::new(&settings.tools, false);
     let mut execution =
-        execution::open(target_args, &settings, editor, choice.mode.is_some()).await?;
+        execution::open(target_args, &settings, editor, choice.mode.is_some(), &cwd).await?;
     execution::confine(&mut execution, choice, style)?;
     let mut rules = approval_rules(&settings);
     // The line session asks on the controlling terminal, as exec does.
@@ -48,6 +48,7 @@ pub(super) async fn interactive(
         Box::new(repl::Switcher {
             settings: settings.clone(),
             overrides: overrides.clone(),
+            parsed: parsed.clone(),
         })
     });
     let mut setup = agent_setup(
@@ -88,7 +89,7 @@ pub(super) async fn interactive(
         let end = crate::ui::line::run(
             &mut agent,
             LineOptions {
-                exec: exec_options(&settings, style),
+                exec: exec_options(&settings, style, terminal),
                 model: settings.api.model.clone(),
                 base_url: settings.api.base_url.clone(),
             },
@@ -101,7 +102,6 @@ pub(super) async fn interactive(
             LineEnd::Unreadable(e) => Err(AppError::Failed(e)),
         };
     }
-    let cwd = workdir();
     let found = custom_files(&settings, &cwd);
     let banner = crate::ui::repl::Banner {
         model: &settings.api.model,
@@ -121,12 +121,13 @@ pub(super) async fn interactive(
     }
     .render(style);
     let services = repl::Services {
+        parsed,
         overrides: overrides.clone(),
         allowed: allowed.clone(),
     };
     let opts = crate::ui::repl::ReplOptions {
         style,
-        tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone())
+        tools: build_tools(&settings, execution.tmux(), execution.sandbox.clone(), &cwd)
             .names()
             .into_iter()
             .map(String::from)
@@ -150,6 +151,7 @@ pub(super) async fn interactive(
             .into_iter()
             .map(|s| (s.name, s.description))
             .collect(),
+        cwd,
     };
     let code = crate::ui::repl::Repl::new(agent.ops.clone(), &services, opts)
         .run(agent)

@@ -5,20 +5,22 @@
 //! (the REPL gets it through its `ReplServices`).
 
 use super::setup::auth_store;
-use super::{env, AppError, Exit};
+use super::{env, workdir, AppError, Exit};
 use crate::auth::AuthError;
-use crate::config::{self, CliOverrides};
+use crate::config::{self, CliOverrides, ConfigFile};
 use crate::ui::repl::{LoggedIn, LoginError};
-use std::path::PathBuf;
 
 pub(super) async fn login(
     target: Option<&str>,
     overrides: &CliOverrides,
 ) -> Result<Exit, AppError> {
     let say = |line: &str| eprintln!("{line}");
+    let trust = config::trust::TrustStore::of_user(&env);
+    let (file, _) = config::load_file(&workdir(), &env, overrides, trust.as_deref())
+        .map_err(|e| AppError::Auth(AuthError::Config(Box::new(e))))?;
     let cancelled = tokio::signal::ctrl_c();
     tokio::select! {
-        r = sign_in(target, overrides, &say) => {
+        r = sign_in(target, &file, overrides, &say) => {
             let done = r.map_err(|e| match e {
                 LoginError::Setup(e) => AppError::Auth(e),
                 LoginError::Failed(e) => AppError::Login(e),
@@ -33,16 +35,18 @@ pub(super) async fn login(
     }
 }
 
-/// Logs in to the provider `target` names (`login_issuer`), telling the
-/// user what to do through `say`; the provider and where its tokens are.
+/// Logs in to the provider `target` names (`login_issuer`) in config
+/// `file` (as parsed already), telling the user what to do through `say`;
+/// the provider and where its tokens are.
 /// No usable issuer or store is `LoginError::Setup` (`AppError::Auth`, exit
 /// 2), a flow that fails `LoginError::Failed` (`AppError::Login`, exit 1).
 pub(crate) async fn sign_in(
     target: Option<&str>,
+    file: &ConfigFile,
     overrides: &CliOverrides,
     say: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<LoggedIn, LoginError> {
-    let issuer = login_issuer(target, overrides).map_err(LoginError::Setup)?;
+    let issuer = login_issuer(target, file, overrides);
     let store = auth_store().map_err(LoginError::Setup)?;
     crate::auth::login(&issuer, &store, say)
         .await
@@ -69,11 +73,9 @@ pub(super) fn logout(provider: Option<&str>) -> Result<Exit, AppError> {
 /// means the active profile's provider, or `openai`.
 pub(super) fn login_issuer(
     target: Option<&str>,
+    file: &ConfigFile,
     overrides: &CliOverrides,
-) -> Result<crate::auth::Issuer, AuthError> {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let (file, _) =
-        config::load_file(&cwd, &env, overrides).map_err(|e| AuthError::Config(Box::new(e)))?;
+) -> crate::auth::Issuer {
     let provider = match target {
         Some(name) => match file.models.get(name) {
             Some(profile) => profile.provider.clone().unwrap_or_else(|| "openai".into()),
@@ -92,5 +94,5 @@ pub(super) fn login_issuer(
                 .unwrap_or_else(|| "openai".into())
         }
     };
-    Ok(config::issuer_for(&file.auth, &provider))
+    config::issuer_for(&file.auth, &provider)
 }

@@ -6,14 +6,16 @@
 use crate::config::Settings;
 use crate::mcp::{McpError, McpTools};
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 /// `None` inside when the MCP thread could not be made (said once).
 static RUNNING: OnceLock<Option<Arc<McpTools>>> = OnceLock::new();
 
 /// The servers, started in the background on the first call; `None` when
-/// none is configured. `taken` is the built-in tools' names.
-pub fn tools(settings: &Settings, taken: &[&str]) -> Option<Arc<McpTools>> {
+/// none is configured. `taken` is the built-in tools' names; `cwd` is where
+/// the servers start (the first set-up's directory: they are shared).
+pub fn tools(settings: &Settings, taken: &[&str], cwd: &Path) -> Option<Arc<McpTools>> {
     if settings.mcp_servers.is_empty() {
         return None;
     }
@@ -26,7 +28,7 @@ pub fn tools(settings: &Settings, taken: &[&str]) -> Option<Arc<McpTools>> {
                 .values()
                 .flat_map(|s| s.env.values().cloned()),
         );
-        let cwd = super::workdir();
+        let cwd = cwd.to_path_buf();
         let max = settings
             .tools
             .max_output_chars

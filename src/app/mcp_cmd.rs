@@ -27,8 +27,9 @@ type Servers = BTreeMap<String, (McpServer, &'static str)>;
 /// a session uses, `config::credential_env`).
 fn servers(overrides: &CliOverrides) -> Result<(Servers, Vec<String>), AppError> {
     let cwd = workdir();
-    let (file, _) =
-        config::load_file(&cwd, &env, overrides).map_err(|e| AppError::Usage(e.to_string()))?;
+    let trust = config::trust::TrustStore::of_user(&env);
+    let (file, _) = config::load_file(&cwd, &env, overrides, trust.as_deref())
+        .map_err(|e| AppError::Usage(e.to_string()))?;
     let mut hidden = config::credential_env(&file);
     if let Some(line) = file.untrusted.as_ref().and_then(super::trust::warning) {
         eprintln!("warning: {line}");
@@ -38,7 +39,7 @@ fn servers(overrides: &CliOverrides) -> Result<(Servers, Vec<String>), AppError>
         .into_iter()
         .map(|(n, s)| (n, (s, "config")))
         .collect();
-    let project = config::mcp::project_servers(&cwd, config::trust::store_path(&env));
+    let project = config::mcp::project_servers(&cwd, trust.as_deref());
     for (n, s) in project.servers {
         out.entry(n).or_insert((s, config::mcp::MCP_JSON));
     }

@@ -78,20 +78,19 @@ impl Factory {
         if spec.approval == Approval::Full && !self.allow_any_cwd {
             too_wide(&spec.cwd)?;
         }
-        // Settings, the project's files, the tools' target and the session
-        // store all follow the current directory; calls run one at a time.
-        std::env::set_current_dir(&spec.cwd)
-            .map_err(|e| AppError::Usage(format!("cannot work in {}: {e}", spec.cwd.display())))?;
+        // Settings, the project's files, the tools' directory and the session
+        // store are the call's `cwd`'s (checked to be a directory), passed
+        // down as data: the process's directory never changes.
         let mut overrides = self.overrides.clone();
         if let Some(m) = &spec.model {
             overrides.model = Some(m.clone());
         }
         let Resolved {
             settings, style, ..
-        } = load_settings(&overrides).await?;
+        } = load_settings(&overrides, &spec.cwd).await?;
         let full = spec.approval == Approval::Full;
         // `full` is --dangerously-auto-approve: confined by default.
-        let execution = confined(&self.target, &settings, style, full).await?;
+        let execution = confined(&self.target, &settings, style, full, &spec.cwd).await?;
         let mut rules = approval_rules(&settings);
         match spec.approval {
             Approval::Full => rules.policy = ApprovalPolicy::All,

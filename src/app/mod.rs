@@ -83,7 +83,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
             mcp_server::run(&overrides, &cli.global.target, args.allow_any_cwd).await
         }
         Some(Command::Acp) => acp::acp(&overrides, &cli.global.target).await,
-        None => match load_settings(&overrides).await {
+        None => match load_settings(&overrides, &workdir()).await {
             Ok(resolved) => interactive::interactive(resolved, None, &cli.global.target).await,
             Err(e) => Err(e),
         },

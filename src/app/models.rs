@@ -9,7 +9,7 @@ use crate::config::CliOverrides;
 pub(super) async fn list_models(overrides: &CliOverrides) -> Result<Exit, AppError> {
     let Resolved {
         settings, style, ..
-    } = load_settings(overrides).await?;
+    } = load_settings(overrides, &super::workdir()).await?;
     let client = client_for(&settings, None)?;
     let models = client
         .list_models()

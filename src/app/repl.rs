@@ -2,9 +2,11 @@
 //! `ReplServices` it asks for logins, model lists, saved approval rules and
 //! MCP servers (typed answers; the REPL words them), and the agent's
 //! `ModelSwitcher` for `/model` (the one place a `/model` choice is
-//! resolved).
+//! resolved). Each resolves the config file start-up parsed (`Parsed`)
+//! with other overrides; none reads or parses it again.
 
-use super::{client_for, workdir};
+use super::client_for;
+use super::setup::Parsed;
 use crate::agent::allowlist::AllowRule;
 use crate::agent::service::{ModelSwitcher, Switched};
 use crate::agent::{tokens, HostedError};
@@ -14,16 +16,14 @@ use crate::ui::repl::{ModelsError, ReplServices, RuleError};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The REPL's services: the overrides the settings were resolved with, for
-/// the login and other profiles' model lists; the agent's allow list, for
-/// remembered rules.
+/// The REPL's services: the config file as start-up parsed it and the
+/// overrides the settings were resolved with, for the login and other
+/// profiles' model lists (resolved again, never read again); the agent's
+/// allow list, for remembered rules.
 pub(crate) struct Services {
+    pub parsed: Arc<Parsed>,
     pub overrides: CliOverrides,
     pub allowed: crate::agent::allowlist::SharedAllowList,
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
 }
 
 impl ReplServices for Services {
@@ -48,13 +48,11 @@ impl ReplServices for Services {
     }
 
     fn uses_login(&self, profile: &str) -> bool {
-        config::load_file(&workdir(), &env, &self.overrides)
-            .map(|(file, _)| {
-                file.models
-                    .get(profile)
-                    .is_some_and(|p| p.auth == config::AuthMode::Login)
-            })
-            .unwrap_or(false)
+        self.parsed
+            .file
+            .models
+            .get(profile)
+            .is_some_and(|p| p.auth == config::AuthMode::Login)
     }
 
     fn server_models(&self, profile: &str) -> crate::ui::repl::ModelList {
@@ -62,7 +60,9 @@ impl ReplServices for Services {
             profile: Some(profile.to_string()),
             ..self.overrides.clone()
         };
-        let client = config::load(&workdir(), &env, &overrides)
+        let client = self
+            .parsed
+            .resolve(&overrides)
             .map_err(ModelsError::Config)
             .and_then(|s| client_for(&s, None).map_err(|e| ModelsError::Client(e.to_string())));
         Box::pin(async move {
@@ -78,7 +78,10 @@ impl ReplServices for Services {
     ) -> crate::ui::repl::LoginRunning {
         let target = target.map(String::from);
         let overrides = self.overrides.clone();
-        Box::pin(async move { super::login::sign_in(target.as_deref(), &overrides, &*say).await })
+        let parsed = self.parsed.clone();
+        Box::pin(async move {
+            super::login::sign_in(target.as_deref(), &parsed.file, &overrides, &*say).await
+        })
     }
 }
 
@@ -86,6 +89,8 @@ impl ReplServices for Services {
 pub(crate) struct Switcher {
     pub settings: Settings,
     pub overrides: CliOverrides,
+    /// The config file start-up parsed: a switch resolves it again.
+    pub parsed: Arc<Parsed>,
 }
 
 impl ModelSwitcher for Switcher {
@@ -113,7 +118,7 @@ impl ModelSwitcher for Switcher {
                 ..self.overrides.clone()
             },
         };
-        let settings = config::load(&workdir(), &env, &overrides)?;
+        let settings = self.parsed.resolve(&overrides)?;
         let client = client_for(&settings, None)?;
         let context_limit = tokens::context_limit(settings.api.context_limit, &settings.api.model);
         let note = foreign_items_note(history, settings.api.protocol);

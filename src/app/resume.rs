@@ -23,7 +23,7 @@ pub(super) async fn resume(
             "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
         ));
     }
-    let resolved = load_settings(overrides).await?;
+    let resolved = load_settings(overrides, &super::workdir()).await?;
     let query = match (args.last, args.id) {
         (true, _) => "last".to_string(),
         (false, Some(id)) => id,

@@ -19,7 +19,7 @@ pub(crate) async fn serve(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let (hosted, style) = Hosted::load(overrides, target_args).await?;
+    let (hosted, style) = Hosted::load(overrides, target_args, &workdir()).await?;
     let settings = &hosted.settings;
     let limits = limits(&args, &settings.serve)?;
     let token = args
@@ -44,10 +44,11 @@ pub(crate) async fn serve(
     // way to the streams being relayed.
     crate::background::yield_to_streams();
     let backend = Arc::new(ServeBackend {
-        store: Store::for_workdir(&workdir()),
+        store: Store::for_workdir(hosted.workdir()),
         secrets: crate::redact::known().all().to_vec(),
         hosted,
     });
+    let backend_dir = backend.hosted.workdir().to_path_buf();
     let ready = |started: crate::serve::Started| {
         let addr = started.addr;
         // The URL alone on stdout, for scripts; the rest for people.
@@ -64,7 +65,7 @@ pub(crate) async fn serve(
         eprintln!(
             "{} serving {} on http://{addr}/ — Ctrl-C to stop",
             style.actor("buddy"),
-            workdir().display()
+            backend_dir.display()
         );
         if token.is_some() {
             eprintln!(
@@ -73,7 +74,7 @@ pub(crate) async fn serve(
             );
         }
     };
-    crate::serve::run(opts, backend, ready)
+    crate::serve::run(opts, backend, ready, crate::serve::shutdown_signal())
         .await
         .map_err(|e| AppError::Usage(e.to_string()))?;
     eprintln!("{}", style.dim("stopped; every session is saved"));
@@ -139,7 +140,7 @@ impl ServeBackend {
         session::SessionInfo {
             model: self.hosted.settings.api.model.clone(),
             profile: self.hosted.settings.api.profile.clone(),
-            cwd: workdir().display().to_string(),
+            cwd: self.hosted.workdir().display().to_string(),
             secrets: self.secrets.clone(),
             origin: Some("serve".into()),
         }
@@ -158,7 +159,7 @@ impl Backend for ServeBackend {
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, HostedError> {
-        Ok(super::sessions::list(&workdir())?.sessions)
+        Ok(super::sessions::list(self.hosted.workdir())?.sessions)
     }
 
     fn history(&self, id: &str) -> Result<Vec<Message>, HostedError> {

@@ -7,7 +7,7 @@
 //! a conversation or drives an agent.
 
 use super::{approvals, execution::Execution, AppError};
-use super::{custom, discovery, env, mcp, project, sessions, trust, workdir};
+use super::{custom, discovery, env, mcp, project, sessions, trust};
 use crate::agent::control::ApprovalRules;
 use crate::agent::prompt::{render, PromptContext};
 use crate::agent::protocol::{ApprovalPolicy, QueueMode};
@@ -16,6 +16,7 @@ use crate::agent::{
 };
 use crate::auth::store::AuthStore;
 use crate::auth::{AuthError, LoginCredentials};
+use crate::config::trust::TrustStore;
 use crate::config::{self, ApiProtocol, CliOverrides, ConfigError, Settings};
 use crate::provider::completions::Completions;
 use crate::provider::http::{ClientSettings, HttpClient, Protocol, StreamLimits, Transports};
@@ -23,6 +24,8 @@ use crate::session;
 use crate::tools::{self, ToolRegistry};
 use crate::ui::exec::ExecOptions;
 use crate::ui::style::Style;
+use crate::ui::terminal::Terminal;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +40,38 @@ pub(crate) struct Resolved {
     /// Colour on stderr: `display.color`, `--no-color`, `NO_COLOR` and the
     /// terminal, decided once.
     pub style: Style,
+    /// The directory whose settings these are: where the project, its
+    /// config and its sessions are found and the tools work.
+    pub cwd: PathBuf,
+    /// The config file as start-up parsed it, for settings of another
+    /// profile later (`/model`, a model list, `/login`).
+    pub parsed: Arc<Parsed>,
+    /// Which streams are a terminal, and what kind: read once here.
+    pub terminal: Terminal,
+}
+
+/// The config file as read and parsed once, with the directory and trust
+/// list it was read for: another profile's settings are resolved from it
+/// without reading or parsing the file again.
+pub(crate) struct Parsed {
+    pub file: config::ConfigFile,
+    pub source: Option<PathBuf>,
+    pub cwd: PathBuf,
+    pub trust: Option<Arc<TrustStore>>,
+}
+
+impl Parsed {
+    /// The settings `overrides` choose (a profile, a model) from this file.
+    pub fn resolve(&self, overrides: &CliOverrides) -> Result<Settings, ConfigError> {
+        config::resolve_here(
+            self.file.clone(),
+            self.source.clone(),
+            &self.cwd,
+            &env,
+            overrides,
+            self.trust.as_ref(),
+        )
+    }
 }
 
 /// Loads settings: the config file is read and parsed once, and that one
@@ -45,19 +80,25 @@ pub(crate) struct Resolved {
 /// model server on this machine. Says so when a first run created the
 /// global config. Credentials named in the settings are hidden from every
 /// command buddy starts.
-pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, AppError> {
+pub(crate) async fn load_settings(
+    overrides: &CliOverrides,
+    cwd: &Path,
+) -> Result<Resolved, AppError> {
     // With an explicit --config the user chose the file: nothing else is written.
     let created = if overrides.config.is_none() {
         config::ensure_global_config(&env)
     } else {
         None
     };
-    let cwd = workdir();
+    let cwd = cwd.to_path_buf();
     let usage = |e: ConfigError| AppError::Usage(e.to_string());
-    let loaded = config::load_file(&cwd, &env, overrides);
+    // Read at its first question and kept for the rest of the command.
+    let trust = TrustStore::of_user(&env);
+    let loaded = config::load_file(&cwd, &env, overrides, trust.as_deref());
     // A file that does not load leaves colour to the flag and the terminal.
     let color = loaded.as_ref().map_or(true, |(f, _)| f.display.color);
-    let style = Style::detect(!overrides.no_color && color);
+    let terminal = Terminal::detect();
+    let style = Style::detect(!overrides.no_color && color, &terminal);
     if let Some(path) = &created {
         eprintln!(
             "{}",
@@ -65,20 +106,28 @@ pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, 
         );
     }
     let (mut file, mut source) = loaded.map_err(usage)?;
-    if trust::ask_if_untrusted(&file, overrides, style) {
+    if trust::ask_if_untrusted(&file, overrides, style, &terminal, trust.as_deref()) {
         // Trusted just now: what was held back applies, so read it as such.
-        (file, source) = config::load_file(&cwd, &env, overrides).map_err(usage)?;
+        (file, source) =
+            config::load_file(&cwd, &env, overrides, trust.as_deref()).map_err(usage)?;
     }
-    // For discovery, which resolves the same file again with the server it
-    // found: a copy costs far less than reading and parsing it again.
-    let for_discovery = file.clone();
+    // Kept for discovery, which resolves the same file again with the
+    // server it found, and for the REPL's profile switches: a copy costs
+    // far less than reading and parsing it again.
+    let parsed = Arc::new(Parsed {
+        file: file.clone(),
+        source: source.clone(),
+        cwd: cwd.clone(),
+        trust: trust.clone(),
+    });
     let (settings, overrides) =
-        match config::resolve_here(file, source.clone(), &cwd, &env, overrides) {
+        match config::resolve_here(file, source.clone(), &cwd, &env, overrides, trust.as_ref()) {
             Ok(s) => (s, overrides.clone()),
             Err(e @ ConfigError::MissingKey { .. }) => {
                 let loaded = discovery::Loaded {
-                    file: for_discovery,
+                    file: parsed.file.clone(),
                     source,
+                    trust,
                 };
                 discovery::instead_of_missing_key(&cwd, &env, overrides, loaded, e, style).await?
             }
@@ -100,6 +149,9 @@ pub(crate) async fn load_settings(overrides: &CliOverrides) -> Result<Resolved, 
         settings,
         overrides,
         style,
+        cwd,
+        parsed,
+        terminal,
     })
 }
 
@@ -290,10 +342,9 @@ pub(crate) fn agent_setup(
     transports: Option<&Transports>,
     found: Option<&custom::Found>,
 ) -> Result<AgentSetup, AppError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| AppError::Usage(format!("cannot read the working directory: {e}")))?;
+    let cwd = execution.workdir.clone();
     let client = client_for(settings, transports)?;
-    let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone());
+    let mut registry = build_tools(settings, execution.tmux(), execution.sandbox.clone(), &cwd);
     // The caller's own search when it made one (exec looks for custom
     // commands first): the same directories, read once.
     let skills = match found {
@@ -313,7 +364,7 @@ pub(crate) fn agent_setup(
     let target = execution.target.description();
     let cwd_text = cwd.display().to_string();
     let names = registry.names();
-    if let Some(servers) = mcp::tools(settings, &names) {
+    if let Some(servers) = mcp::tools(settings, &names, &cwd) {
         registry.add_source(servers);
     }
     let project = project::find(&cwd);
@@ -337,7 +388,7 @@ pub(crate) fn agent_setup(
     Ok(AgentSetup {
         client: Arc::new(client),
         tools: registry,
-        cwd,
+        cwd: cwd.clone(),
         target: execution.target.clone(),
         pane: execution.pane.clone(),
         options,
@@ -348,7 +399,7 @@ pub(crate) fn agent_setup(
         steering_mode: queue_mode(settings.agent.steering_mode),
         follow_up_mode: queue_mode(settings.agent.follow_up_mode),
         sessions: Some(Box::new(sessions::Sessions::new(
-            workdir(),
+            cwd.clone(),
             crate::redact::known().all().to_vec(),
         ))),
         models,
@@ -368,7 +419,7 @@ pub(crate) fn custom_files(settings: &Settings, cwd: &std::path::Path) -> custom
         cwd,
         settings.source.as_deref(),
         settings.untrusted.is_some(),
-        &env,
+        settings.trust.as_deref(),
     );
     let config_dir = config::global_dir(&env);
     custom::find(cwd, config_dir.as_deref(), trusted)
@@ -398,8 +449,9 @@ pub(crate) fn hooks(section: &config::HooksSection) -> Result<agent::hooks::Hook
     Ok(hooks)
 }
 
-pub(crate) fn exec_options(settings: &Settings, style: Style) -> ExecOptions {
+pub(crate) fn exec_options(settings: &Settings, style: Style, terminal: Terminal) -> ExecOptions {
     ExecOptions {
+        terminal,
         style,
         show_tool_calls: settings.display.show_tool_calls,
         show_tokens: settings.display.show_tokens,
@@ -413,6 +465,7 @@ pub(crate) fn build_tools(
     settings: &Settings,
     tmux: bool,
     sandbox: Option<Arc<crate::host::sandbox::Sandbox>>,
+    cwd: &Path,
 ) -> ToolRegistry {
     let t = &settings.tools;
     let cap =
@@ -448,20 +501,20 @@ pub(crate) fn build_tools(
                 .with_timeout(Duration::from_secs(t.shell_timeout_secs.max(1))),
         ));
         reg.register(Arc::new(
-            tools::files::WriteFileTool::new(max).protecting(own_files(settings)),
+            tools::files::WriteFileTool::new(max).protecting(own_files(settings, cwd)),
         ));
         let timeout = Duration::from_secs(t.shell_timeout_secs.max(1));
         if wants_patch(t.edit_format, &settings.api.model) {
             reg.register(Arc::new(
                 tools::patch::ApplyPatchTool::new(max)
                     .with_timeout(timeout)
-                    .protecting(own_files(settings)),
+                    .protecting(own_files(settings, cwd)),
             ));
         } else {
             reg.register(Arc::new(
                 tools::edit::EditFileTool::new(max)
                     .with_timeout(timeout)
-                    .protecting(own_files(settings)),
+                    .protecting(own_files(settings, cwd)),
             ));
         }
         // Reading and searching without asking: the same switch and bound
@@ -499,7 +552,7 @@ pub(crate) fn build_tools(
         reg.register(Arc::new(tools::time::TimeTool));
     }
     // A rewind writes files too, and refuses the same ones.
-    reg.protect_own_files(own_files(settings));
+    reg.protect_own_files(own_files(settings, cwd));
     reg
 }
 
@@ -525,10 +578,9 @@ fn wants_patch(format: config::EditFormat, model: &str) -> bool {
 /// it loaded or would load, its config directory (auth.json, the trust list,
 /// the history), and this directory's sessions. Nothing is resolved here
 /// (see `Protected`), so building the list costs no system call.
-pub(crate) fn own_files(settings: &Settings) -> tools::protect::Protected {
-    let cwd = workdir();
+pub(crate) fn own_files(settings: &Settings, cwd: &Path) -> tools::protect::Protected {
     let mut p = user_own_files();
-    for path in config::search_path(&cwd, &env)
+    for path in config::search_path(cwd, &env)
         .iter()
         .chain(settings.source.iter())
     {
@@ -581,7 +633,7 @@ fn warn_skipped_instructions(skipped: &[String], color: bool) {
         return;
     }
     WARNED.call_once(|| {
-        let style = Style::detect(color);
+        let style = Style::detect(color, &Terminal::detect());
         for line in skipped {
             eprintln!(
                 "{} {}",
@@ -668,7 +720,7 @@ pub(crate) fn builtin_tool_names() -> Vec<&'static str> {
         let file = config::parse(&text, None).expect("the test's config parses");
         let settings = config::resolve(file, None, &|_| None, &config::CliOverrides::default())
             .expect("the test's config resolves");
-        let mut reg = build_tools(&settings, true, None);
+        let mut reg = build_tools(&settings, true, None, Path::new("/w"));
         reg_skill(&mut reg, Vec::new(), 1000);
         names.extend(reg.names());
     }

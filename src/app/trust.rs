@@ -7,7 +7,8 @@ use crate::config::trust::{hold_back, store_path, TrustStore, Untrusted};
 use crate::config::{self, CliOverrides, ConfigFile};
 use crate::text::one_line;
 use crate::ui::style::Style;
-use std::io::{BufRead, IsTerminal, Write};
+use crate::ui::terminal::Terminal;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 /// `buddy trust [PATH]`: trusts the file (default: the project config here)
@@ -100,12 +101,16 @@ fn store() -> Result<TrustStore, AppError> {
 
 /// On a terminal, before settings are resolved: asks once whether to trust
 /// the project config `file` (as start-up parsed it) when it has settings an
-/// untrusted one may not use. True when the user trusted it just now, so the
+/// untrusted one may not use, remembered in `store`. True when the user trusted it just now, so the
 /// caller reads it again with those settings.
-pub fn ask_if_untrusted(file: &ConfigFile, overrides: &CliOverrides, style: Style) -> bool {
-    if overrides.config.is_some()
-        || !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
-    {
+pub fn ask_if_untrusted(
+    file: &ConfigFile,
+    overrides: &CliOverrides,
+    style: Style,
+    terminal: &Terminal,
+    store: Option<&TrustStore>,
+) -> bool {
+    if overrides.config.is_some() || !(terminal.stdin && terminal.stderr) {
         return false;
     }
     let Some(u) = file.untrusted.as_ref().filter(|u| !u.held_back.is_empty()) else {
@@ -128,7 +133,7 @@ pub fn ask_if_untrusted(file: &ConfigFile, overrides: &CliOverrides, style: Styl
     if !matches!(answer.trim(), "y" | "Y" | "yes") {
         return false;
     }
-    let Ok(store) = store() else { return false };
+    let Some(store) = store else { return false };
     match store.trust(&u.path, &text) {
         Ok(_) => true,
         Err(e) => {

@@ -78,7 +78,10 @@ pub struct ProjectServers {
     pub error: Option<String>,
 }
 
-pub fn project_servers(cwd: &Path, trust_store: Option<PathBuf>) -> ProjectServers {
+pub fn project_servers(
+    cwd: &Path,
+    trust_store: Option<&super::trust::TrustStore>,
+) -> ProjectServers {
     let path = cwd.join(MCP_JSON);
     let mut out = ProjectServers {
         servers: BTreeMap::new(),
@@ -107,8 +110,7 @@ pub fn project_servers(cwd: &Path, trust_store: Option<PathBuf>) -> ProjectServe
             return out;
         }
     };
-    let trusted =
-        trust_store.is_some_and(|s| super::trust::TrustStore::new(s).is_trusted(&path, &bytes));
+    let trusted = trust_store.is_some_and(|s| s.is_trusted(&path, &bytes));
     if trusted {
         out.servers = servers;
     } else if !servers.is_empty() {

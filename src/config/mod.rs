@@ -13,6 +13,7 @@ pub use file::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The documented template; also the global config written on first run.
 pub const TEMPLATE: &str = include_str!("../../buddy.toml.example");
@@ -122,6 +123,9 @@ pub struct Settings {
     pub mcp_servers: BTreeMap<String, McpServer>,
     /// Lines for warnings about `.mcp.json`: held back untrusted, unreadable.
     pub mcp_notes: Vec<String>,
+    /// The trust list these settings were resolved with, read once and
+    /// asked again later in the command (a project's own prompt files).
+    pub trust: Option<Arc<trust::TrustStore>>,
 }
 
 /// Where buddy's own global files live: `$XDG_CONFIG_HOME/buddy`, else
@@ -180,22 +184,26 @@ pub fn load(
     env: &dyn Fn(&str) -> Option<String>,
     cli: &CliOverrides,
 ) -> Result<Settings, ConfigError> {
-    let (file, source) = load_file(cwd, env, cli)?;
-    resolve_here(file, source, cwd, env, cli)
+    let trust = trust::TrustStore::of_user(env);
+    let (file, source) = load_file(cwd, env, cli, trust.as_deref())?;
+    resolve_here(file, source, cwd, env, cli, trust.as_ref())
 }
 
 /// Resolves a file `load_file` found for directory `cwd`: the profile and
 /// overrides (`resolve`), then a trusted project `.mcp.json`'s servers. For
-/// a caller that already holds the parsed file (start-up reads it once).
+/// a caller that already holds the parsed file (start-up reads it once) and
+/// the trust list (`trust`, kept in the settings for later questions).
 pub fn resolve_here(
     file: ConfigFile,
     source: Option<PathBuf>,
     cwd: &Path,
     env: &dyn Fn(&str) -> Option<String>,
     cli: &CliOverrides,
+    trust: Option<&Arc<trust::TrustStore>>,
 ) -> Result<Settings, ConfigError> {
     let mut settings = resolve(file, source, env, cli)?;
-    let project = mcp::project_servers(cwd, trust::store_path(env));
+    settings.trust = trust.cloned();
+    let project = mcp::project_servers(cwd, trust.map(|t| &**t));
     for (name, server) in project.servers {
         settings.mcp_servers.entry(name).or_insert(server);
     }
@@ -213,10 +221,12 @@ pub fn resolve_here(
 
 /// Finds and parses the configuration file (or the built-in template) without
 /// resolving a profile; for commands that need no model, such as `login`.
+/// A project file the trust list (`trust`) does not hold is held back.
 pub fn load_file(
     cwd: &Path,
     env: &dyn Fn(&str) -> Option<String>,
     cli: &CliOverrides,
+    trust: Option<&trust::TrustStore>,
 ) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
     let (source, text) = match &cli.config {
         Some(p) => (Some(p.clone()), read_config(p)?),
@@ -246,8 +256,7 @@ pub fn load_file(
         if trust::is_project_file(path, cwd, cli.config.is_some())
             && global.as_deref() != Some(path.as_path())
         {
-            let trusted = trust::store_path(env)
-                .is_some_and(|s| trust::TrustStore::new(s).is_trusted(path, text.as_bytes()));
+            let trusted = trust.is_some_and(|s| s.is_trusted(path, text.as_bytes()));
             if !trusted {
                 let env_key = env_first(env, &KEY_ENV).is_some();
                 let untrusted = trust::hold_back(&mut file, path, env_key);
@@ -631,6 +640,7 @@ pub fn resolve(
         untrusted: file.untrusted,
         mcp_servers: file.mcp_servers,
         mcp_notes: Vec::new(),
+        trust: None,
     })
 }
 

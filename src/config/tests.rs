@@ -334,7 +334,7 @@ fn load_path(path: &Path) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> 
         config: Some(path.to_path_buf()),
         ..Default::default()
     };
-    load_file(Path::new("/nonexistent"), &env_of(&[]), &cli)
+    load_file(Path::new("/nonexistent"), &env_of(&[]), &cli, None)
 }
 
 #[test]

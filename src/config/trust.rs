@@ -25,12 +25,15 @@
 //! Trust is remembered per canonical path and SHA-256 of the content in
 //! `trusted.json` (0600) in buddy's config directory, so a file that changes
 //! is untrusted again. `--config FILE` and the global config are the user's
-//! own choice and always trusted.
+//! own choice and always trusted. A `TrustStore` reads the list once and
+//! keeps it (its own writes update the copy): a command makes one and
+//! passes it down (`Settings::trust`), so the file is read once per command.
 
 pub use super::file::Untrusted;
 use super::file::{AuthMode, ConfigFile, ToolsSection};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The trust list's file: `<config dir>/trusted.json`.
 pub fn store_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
@@ -49,33 +52,60 @@ pub fn digest(bytes: &[u8]) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct TrustFile {
     /// Canonical path -> SHA-256 of the content trusted.
     #[serde(default)]
     files: BTreeMap<String, String>,
 }
 
-/// The trust list.
+/// The trust list, read at its first question and kept.
+#[derive(Debug)]
 pub struct TrustStore {
     path: PathBuf,
+    read: Mutex<Option<Arc<TrustFile>>>,
 }
 
 impl TrustStore {
     pub fn new(path: PathBuf) -> TrustStore {
-        TrustStore { path }
+        TrustStore {
+            path,
+            read: Mutex::new(None),
+        }
+    }
+
+    /// The store at `trusted.json` in buddy's config directory, if there is one.
+    pub fn of_user(env: &dyn Fn(&str) -> Option<String>) -> Option<Arc<TrustStore>> {
+        store_path(env).map(|p| Arc::new(TrustStore::new(p)))
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// A missing or damaged list trusts nothing.
-    fn read(&self) -> TrustFile {
+    /// The list as first read, with this store's own writes since.
+    fn read(&self) -> Arc<TrustFile> {
+        // A panic elsewhere cannot leave the copy half made: it is swapped whole.
+        let mut kept = self.read.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.get_or_insert_with(|| Arc::new(self.read_disk()))
+            .clone()
+    }
+
+    /// The list as it is on disk now; a missing or damaged one trusts nothing.
+    fn read_disk(&self) -> TrustFile {
         std::fs::read(&self.path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
+    }
+
+    /// Writes `file` (made from [`Self::read_disk`], so another process's
+    /// entries since the first read are not lost) and keeps it as the copy.
+    fn write(&self, file: TrustFile) -> std::io::Result<()> {
+        let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        crate::atomic_file::replace(&self.path, &text, crate::atomic_file::PRIVATE)?;
+        *self.read.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(file));
+        Ok(())
     }
 
     /// Whether the file at `path` (any spelling) with `content` is trusted.
@@ -103,22 +133,20 @@ impl TrustStore {
     /// Trusts directory `dir`: its project prompt files, whatever they hold.
     pub fn trust_dir(&self, dir: &Path) -> std::io::Result<PathBuf> {
         let canonical = std::fs::canonicalize(dir)?;
-        let mut file = self.read();
+        let mut file = self.read_disk();
         file.files
             .insert(canonical.to_string_lossy().into_owned(), DIRECTORY.into());
-        let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        crate::atomic_file::replace(&self.path, &text, crate::atomic_file::PRIVATE)?;
+        self.write(file)?;
         Ok(canonical)
     }
 
     /// Trusts `content` at `path` (replacing what was trusted there before).
     pub fn trust(&self, path: &Path, content: &[u8]) -> std::io::Result<PathBuf> {
         let canonical = std::fs::canonicalize(path)?;
-        let mut file = self.read();
+        let mut file = self.read_disk();
         file.files
             .insert(canonical.to_string_lossy().into_owned(), digest(content));
-        let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        crate::atomic_file::replace(&self.path, &text, crate::atomic_file::PRIVATE)?;
+        self.write(file)?;
         Ok(canonical)
     }
 }
@@ -132,13 +160,13 @@ pub fn project_trusted(
     cwd: &Path,
     source: Option<&Path>,
     untrusted: bool,
-    env: &dyn Fn(&str) -> Option<String>,
+    store: Option<&TrustStore>,
 ) -> bool {
     let own_file = source.is_some_and(|s| is_project_file(s, cwd, false));
     if own_file && !untrusted {
         return true;
     }
-    store_path(env).is_some_and(|s| TrustStore::new(s).is_dir_trusted(cwd))
+    store.is_some_and(|s| s.is_dir_trusted(cwd))
 }
 
 /// Removes from `file` (an untrusted project file) what it may not set, and
@@ -369,6 +397,34 @@ mod tests {
             digest(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// One store answers every question of a command from one read: a
+    /// list changed on disk afterwards is not read again, while the
+    /// store's own writes are seen.
+    #[test]
+    fn the_list_is_read_once_and_the_stores_own_writes_are_kept() {
+        let d = std::env::temp_dir().join(format!("buddy-trust-once-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("buddy.toml");
+        std::fs::write(&f, "a").unwrap();
+        let list = d.join("trusted.json");
+        TrustStore::new(list.clone()).trust(&f, b"a").unwrap();
+        let store = TrustStore::new(list.clone());
+        assert!(store.is_trusted(&f, b"a"));
+        // Another process empties the list: this command's answer stands.
+        std::fs::write(&list, "{}").unwrap();
+        assert!(store.is_trusted(&f, b"a"), "read once, not per question");
+        assert!(!store.is_dir_trusted(&d));
+        store.trust_dir(&d).unwrap();
+        assert!(store.is_dir_trusted(&d), "its own write is seen");
+        // A write starts from the list on disk, so it keeps what the other
+        // process did, and the copy is what was written.
+        assert!(!store.is_trusted(&f, b"a"));
+        let fresh = TrustStore::new(list);
+        assert!(fresh.is_dir_trusted(&d) && !fresh.is_trusted(&f, b"a"));
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

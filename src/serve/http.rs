@@ -131,7 +131,8 @@ impl State {
 
     /// Every minute (or twice per `Limits::agent_idle` when that is
     /// shorter), closes the agents idle for that long, then drops the
-    /// records idle for ten minutes ([`State::evict_idle`]).
+    /// records idle for ten minutes ([`State::evict_idle`]); returns once
+    /// the server is stopping (a sweep under way finishes first).
     pub async fn sweep(self) {
         let agent_idle = self.inner.opts.limits.agent_idle;
         let every = SWEEP_EVERY
@@ -139,8 +140,13 @@ impl State {
             .max(Duration::from_millis(10));
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stopping = self.stopping_rx();
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                // A closed channel means the state is gone: stop as well.
+                _ = stopping.wait_for(|s| *s) => return,
+            }
             self.close_idle_agents(agent_idle).await;
             self.evict_idle(EVICT_AFTER);
         }
@@ -899,5 +905,59 @@ mod tests {
         drop(watched);
         assert_eq!(state.evict_idle(Duration::ZERO), 1);
         assert!(state.sessions().is_empty());
+    }
+
+    fn options() -> ServeOptions {
+        ServeOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+            approval_timeout: Duration::from_secs(1),
+            max_body: 1024,
+            limits: super::super::Limits::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_sweep_ends_when_the_server_is_stopping() {
+        let state = State::new(
+            options(),
+            Arc::new(NoBackend),
+            "127.0.0.1:0".parse().unwrap(),
+        );
+        let sweep = tokio::spawn(state.clone().sweep());
+        state.shut_down().await;
+        tokio::time::timeout(Duration::from_secs(10), sweep)
+            .await
+            .expect("the sweep ended")
+            .expect("the sweep did not panic");
+    }
+
+    /// The caller's future stops the server (no signal), and `run` returns
+    /// only after its sweep ended: nothing it spawned outlives it.
+    #[tokio::test]
+    async fn run_returns_when_the_callers_shutdown_completes() {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(super::super::run(
+            options(),
+            Arc::new(NoBackend),
+            move |started| {
+                let _ = addr_tx.send(started.addr);
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let addr = addr_rx.await.expect("the server started");
+        // Serving until told: a client is accepted.
+        tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("accepted");
+        stop.send(()).expect("the server is waiting");
+        tokio::time::timeout(Duration::from_secs(20), server)
+            .await
+            .expect("run returned")
+            .expect("run did not panic")
+            .expect("run succeeded");
     }
 }

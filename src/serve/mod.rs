@@ -36,6 +36,7 @@ use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::SessionSummary;
 use crate::agent::{AgentHandle, HostedError};
 use crate::wire::Message;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -236,13 +237,15 @@ impl std::fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
-/// Serves until SIGINT or SIGTERM, then interrupts running sessions, waits
-/// until they are saved, and returns. `ready` gets the bound address and
-/// the connection cap in force.
+/// Serves until `shutdown` completes (the caller's to choose: a signal for
+/// `buddy serve`, anything for a test or a bench), then interrupts running
+/// sessions, waits until they are saved, stops the session sweep and
+/// returns. `ready` gets the bound address and the connection cap in force.
 pub async fn run(
     opts: ServeOptions,
     backend: Arc<dyn Backend>,
     ready: impl FnOnce(Started),
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     if !opts.listen.ip().is_loopback() && opts.token.is_none() {
         return Err(ServeError::TokenRequired(opts.listen));
@@ -257,8 +260,8 @@ pub async fn run(
     limits.connections = limits.connections_within(nofile);
     let state = http::State::new(opts, backend, addr);
     let router = http::router(state.clone());
-    // Ends with the runtime, when `run` has returned.
-    tokio::spawn(state.clone().sweep());
+    // Owned here: it ends when the server is stopping, and is awaited below.
+    let sweep = tokio::spawn(state.clone().sweep());
     ready(Started {
         addr,
         connections: limits.connections,
@@ -267,12 +270,15 @@ pub async fn run(
     });
     let stop = state.clone();
     let stopped = async move {
-        shutdown_signal().await;
+        shutdown.await;
         // SSE streams end and running sessions are interrupted and saved.
         stop.shut_down().await;
     };
     accept::serve(listener, router, &limits, state.stopping_rx(), stopped).await;
-    state.wait_saved().await;
+    // `stopping` is sent again (the accept loop ends only after it was) so
+    // the sweep surely ends; a sweep that panicked has nothing left to stop.
+    state.shut_down().await;
+    let _ = sweep.await;
     Ok(())
 }
 
@@ -295,7 +301,9 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
-async fn shutdown_signal() {
+/// SIGINT or SIGTERM: what stops `buddy serve` run from a shell or a
+/// service manager.
+pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).ok();
     tokio::select! {

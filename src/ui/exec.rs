@@ -9,14 +9,15 @@
 //! tool calls it introduces, so the pipe still carries the answer alone.
 
 use super::markdown::MarkdownRenderer;
-use super::style::{dumb_terminal, preview, Style, SPINNER};
+use super::style::{preview, Style, SPINNER};
+use super::terminal::Terminal;
 use crate::agent::protocol::{
     ApprovalQuestion, DecidedBy, Decision, Event, EventKind, RunEnd, RunOutcome,
 };
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::drive::{drive, Approval, End, Flow, Renderer};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +28,8 @@ pub struct ExecOptions {
     /// The answer is data for a program (`--output-schema`): written once,
     /// exactly, never streamed or rendered as Markdown.
     pub plain_answer: bool,
+    /// Which streams are a terminal, read once at start-up.
+    pub terminal: Terminal,
 }
 
 /// How the turn ended, for `main` to turn into an exit code.
@@ -90,12 +93,12 @@ fn terminal_width() -> usize {
 
 impl ExecFrontEnd {
     pub fn new(opts: ExecOptions) -> Self {
-        let stream_stdout = std::io::stdout().is_terminal() && !opts.plain_answer;
+        let stream_stdout = opts.terminal.stdout && !opts.plain_answer;
         ExecFrontEnd {
             opts,
             stream_stdout,
             md: stream_stdout.then(|| MarkdownRenderer::new(terminal_width(), opts.style.color)),
-            spin: std::io::stderr().is_terminal() && !dumb_terminal(),
+            spin: opts.terminal.stderr_redraws(),
             spinner: None,
             spinner_shown: false,
             streamed_any: false,
@@ -352,7 +355,7 @@ impl ExecFrontEnd {
                 let written = {
                     let trimmed = answer.trim_end_matches(['\n', '\r']);
                     // A pipe gets the answer exactly; a terminal sees it made safe.
-                    let shown = if std::io::stdout().is_terminal() {
+                    let shown = if self.opts.terminal.stdout {
                         crate::text::visible(trimmed)
                     } else {
                         std::borrow::Cow::Borrowed(trimmed)

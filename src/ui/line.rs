@@ -8,7 +8,6 @@ use super::exec::{ExecFrontEnd, ExecOptions, ExecOutcome};
 use crate::agent::protocol::Op;
 use crate::agent::AgentHandle;
 use crate::drive::{drive, End};
-use std::io::IsTerminal;
 use tokio::io::AsyncBufReadExt;
 
 pub struct LineOptions {
@@ -32,7 +31,7 @@ pub enum LineEnd {
 /// Reads prompts from stdin until it ends, running each to its end.
 pub async fn run(agent: &mut AgentHandle, opts: LineOptions) -> LineEnd {
     let style = opts.exec.style;
-    let interactive = std::io::stdin().is_terminal();
+    let interactive = opts.exec.terminal.stdin;
     if interactive {
         eprintln!(
             "{} {} via {} — one prompt per line, Ctrl-D to quit",

@@ -2,7 +2,8 @@
 //! loop in `crate::drive`. `exec` is the one-shot front end (`json` its
 //! `--json` form), `line` the plain line session, `repl` the interactive
 //! one, `resuming` what a resume before the conversation shows; `style`
-//! decides colour and formats previews; `markdown` renders streamed answers
+//! decides colour and formats previews; `terminal` holds the terminal's
+//! facts, read once at start-up; `markdown` renders streamed answers
 //! for a terminal; `session_table` lays out the listings commands print.
 
 pub mod exec;
@@ -14,6 +15,7 @@ pub mod resuming;
 pub mod session_picker;
 pub mod session_table;
 pub mod style;
+pub mod terminal;
 pub mod toolview;
 
 use crate::agent::protocol::{EventKind, UsageReport};

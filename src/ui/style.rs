@@ -1,7 +1,7 @@
 //! Colour decisions and the small text helpers every front end shares.
 
+use super::terminal::Terminal;
 use crossterm::style::Stylize;
-use std::io::IsTerminal;
 
 /// How status text on stderr is painted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,10 +11,10 @@ pub struct Style {
 
 impl Style {
     /// Colour only when config allows it, `NO_COLOR` is unset, stderr is a
-    /// terminal and that terminal is not a dumb one.
-    pub fn detect(config_color: bool) -> Style {
+    /// terminal and that terminal is not a dumb one (`terminal`, read once).
+    pub fn detect(config_color: bool, terminal: &Terminal) -> Style {
         Style {
-            color: config_color && terminal_takes_colour(),
+            color: config_color && terminal.stderr_takes_colour(),
         }
     }
 
@@ -60,23 +60,6 @@ impl Style {
     pub fn removed(&self, t: &str) -> String {
         self.paint(t, |s| s.red())
     }
-}
-
-/// `TERM=dumb`: a terminal that understands no escape sequences at all, so
-/// it gets plain lines (no colour, no cursor movement, no spinner redraws).
-/// Whether stderr may be painted at all: `NO_COLOR` unset or empty, stderr a
-/// terminal and not a dumb one. Asked of the environment once per process;
-/// buddy changes none of the three while it runs.
-fn terminal_takes_colour() -> bool {
-    static ANSWER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ANSWER.get_or_init(|| {
-        let no_color_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        !no_color_env && !dumb_terminal() && std::io::stderr().is_terminal()
-    })
-}
-
-pub fn dumb_terminal() -> bool {
-    std::env::var_os("TERM").is_some_and(|t| t == "dumb")
 }
 
 /// Spinner frames, shared by exec's spinner and the REPL's status line.

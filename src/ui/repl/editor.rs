@@ -176,7 +176,14 @@ impl Editor {
         self.custom = custom;
     }
 
-    pub fn new(prompt: String, history: History, commands: &[&'static str]) -> Editor {
+    /// `cwd` is where relative paths are completed from (the REPL's
+    /// working directory, read once at start-up).
+    pub fn new(
+        prompt: String,
+        history: History,
+        commands: &[&'static str],
+        cwd: PathBuf,
+    ) -> Editor {
         Editor {
             buffer: Buffer::default(),
             history,
@@ -193,7 +200,7 @@ impl Editor {
             menu: None,
             menu_dismissed: None,
             listing: None,
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            cwd,
             search: None,
         }
     }
@@ -761,6 +768,7 @@ mod tests {
             "> ".into(),
             History::load(None),
             super::super::commands::NAMES,
+            PathBuf::from("."),
         )
     }
 

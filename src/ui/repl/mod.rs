@@ -169,6 +169,9 @@ pub struct ReplOptions {
     pub custom: Vec<commands::Custom>,
     /// The skills found, as (name, description), for `/skills`.
     pub skills: Vec<(String, String)>,
+    /// The working directory, read once at start-up: where the editor
+    /// completes paths and `!` commands run.
+    pub cwd: PathBuf,
 }
 
 /// The agent's run in progress, as the user sees it.
@@ -286,7 +289,7 @@ impl<'h> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
-        let mut editor = Editor::new(prompt, history, commands::NAMES);
+        let mut editor = Editor::new(prompt, history, commands::NAMES, opts.cwd.clone());
         // The editor's tables are static; the custom commands live as long
         // as the REPL, found once and bounded in number and length
         // (app::custom), so leaking them once costs a few KiB at most.
@@ -300,6 +303,7 @@ impl<'h> Repl<'h> {
                 })
                 .collect(),
         );
+        let cwd = opts.cwd.clone();
         Repl {
             editor,
             profile: opts.profile.clone(),
@@ -333,7 +337,7 @@ impl<'h> Repl<'h> {
             height: 24,
             bang: None,
             pending_images: Vec::new(),
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            cwd,
             out: Terminal::new(),
         }
     }
