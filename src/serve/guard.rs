@@ -142,12 +142,11 @@ fn percent_decode(s: &str) -> String {
         .into_owned()
 }
 
-/// Compares two secrets in time that depends only on their lengths.
+/// Compares two secrets in time that depends only on their lengths
+/// (`subtle`'s slice compare: a length mismatch is not a secret).
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.ct_eq(b))
 }
 
 /// Hosts this server answers to: its own address, and the loopback names
