@@ -126,20 +126,12 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `token=…` from a query string (for the page's first load).
+/// `token=…` from a query string (for the page's first load), decoded as a
+/// form sends it: `+` is a space, then `%XX` escapes (so `%2B` stays a plus).
 fn query_token(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
-        .map(percent_decode)
-}
-
-/// A query value as a form sends it: `+` is a space, then `%XX` escapes
-/// (so `%2B` stays a plus).
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(&s.replace('+', " "))
-        .decode_utf8_lossy()
-        .into_owned()
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(key, _)| key == "token")
+        .map(|(_, value)| value.into_owned())
 }
 
 /// Compares two secrets in time that depends only on their lengths

@@ -55,46 +55,6 @@ pub struct SearchResult {
     pub snippet: String,
 }
 
-/// Percent-encodes a query component (RFC 3986 unreserved characters pass).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Decodes the HTML entities search pages use.
 pub fn decode_entities(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -207,12 +167,22 @@ fn has_class(tag: &str, class: &str) -> bool {
     attr(tag, "class").is_some_and(|c| c.split_ascii_whitespace().any(|t| t == class))
 }
 
+/// The results page's address for a query, the query form-encoded as the
+/// search form would send it (a space is `+`).
+fn search_url(base_url: &str, query: &str) -> String {
+    let query: String = form_urlencoded::byte_serialize(query.as_bytes()).collect();
+    format!("{}/html/?q={query}", base_url.trim_end_matches('/'))
+}
+
 /// DuckDuckGo wraps result links as `//duckduckgo.com/l/?uddg=<real url>&...`.
 fn real_url(href: &str) -> String {
     if href.contains("/l/?") {
         let query = href.split_once('?').map_or("", |(_, q)| q);
-        if let Some(target) = query.split('&').find_map(|pair| pair.strip_prefix("uddg=")) {
-            return percent_decode(target);
+        // The query is form-encoded: `+` is a space, then `%XX` escapes.
+        if let Some((_, target)) =
+            form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "uddg")
+        {
+            return target.into_owned();
         }
     }
     if let Some(rest) = href.strip_prefix("//") {
@@ -334,11 +304,7 @@ impl Tool for SearchTool {
         if query.is_empty() {
             return Err(ToolError::InvalidArguments("`query` is empty".into()));
         }
-        let url = format!(
-            "{}/html/?q={}",
-            self.opts.base_url.trim_end_matches('/'),
-            percent_encode(query)
-        );
+        let url = search_url(&self.opts.base_url, query);
         let page = get_text(
             &url,
             self.opts.timeout,
@@ -486,11 +452,20 @@ mod tests {
     }
 
     #[test]
-    fn encoding_round_trip() {
-        assert_eq!(percent_encode("rust & c++ é"), "rust+%26+c%2B%2B+%C3%A9");
-        assert_eq!(percent_decode("rust+%26+c%2B%2B+%C3%A9"), "rust & c++ é");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%é%zz"), "%é%zz");
+    fn queries_go_out_form_encoded() {
+        assert_eq!(
+            search_url("https://html.duckduckgo.com/", "rust & c++ é"),
+            "https://html.duckduckgo.com/html/?q=rust+%26+c%2B%2B+%C3%A9"
+        );
+    }
+
+    #[test]
+    fn wrapped_links_are_decoded() {
+        let wrapped = "//duckduckgo.com/l/?uddg=https%3A%2F%2Fe.com%2Fa+b%3Fx%3D1%262&rut=9";
+        assert_eq!(real_url(wrapped), "https://e.com/a b?x=1&2");
+        // Broken escapes pass through as written rather than failing.
+        assert_eq!(real_url("/l/?uddg=100%25%zz%"), "100%%zz%");
+        assert_eq!(real_url("//e.com/x"), "https://e.com/x");
     }
 
     #[tokio::test]
