@@ -5,8 +5,9 @@ use super::fetch::get_text;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 pub const DEFAULT_BASE_URL: &str = "https://html.duckduckgo.com";
@@ -42,9 +43,10 @@ impl SearchTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
+    /// What to search for.
     query: String,
 }
 
@@ -285,12 +287,7 @@ impl Tool for SearchTool {
         ToolDefinition::function(
             "web_search",
             "Search the web (DuckDuckGo) and return up to 8 results with title, URL and snippet. Use fetch_url to read a result.",
-            json!({
-                "type": "object",
-                "properties": {"query": {"type": "string", "description": "What to search for."}},
-                "required": ["query"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 
@@ -342,6 +339,7 @@ impl Tool for SearchTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const PAGE: &str = r#"<html><body>
 <div class="result results_links results_links_deep web-result ">
