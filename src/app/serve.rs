@@ -73,9 +73,7 @@ pub(crate) async fn serve(
             );
         }
     };
-    crate::serve::run(opts, backend, ready)
-        .await
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+    crate::serve::run(opts, backend, ready).await?;
     eprintln!("{}", style.dim("stopped; every session is saved"));
     Ok(Exit::Ok)
 }
