@@ -1,6 +1,7 @@
 //! Wall-clock helpers shared by the layers that stamp or show times (the `time`
 //! tool, session ids and listings): calendar maths and compact formats, kept
 //! here so none of them depends on another for it and no date crate is needed.
+//! HTTP dates are not here: `httpdate` reads those (provider/retry.rs).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,46 +17,6 @@ pub fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Days since 1970-01-01 of a date, proleptic Gregorian (the inverse of
-/// `civil_from_days`).
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    // Months counted from March, so February's leap day ends the year.
-    let mp = i64::from((month + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Unix seconds of an HTTP date in its standard form
-/// (`Sun, 06 Nov 1994 08:49:37 GMT`); `None` for anything else.
-pub fn parse_http_date(s: &str) -> Option<u64> {
-    let parts: Vec<&str> = s.split_whitespace().collect();
-    let [_, day, month, year, time, zone] = parts.as_slice() else {
-        return None;
-    };
-    if *zone != "GMT" {
-        return None;
-    }
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| m == month)? as u32 + 1;
-    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let year: i64 = year.parse().ok()?;
-    let mut hms = time.split(':').map(|p| p.parse::<u64>().ok());
-    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || h > 23 || m > 59 || sec > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    u64::try_from(days)
-        .ok()
-        .map(|d| d * 86_400 + h * 3600 + m * 60 + sec)
 }
 
 /// (year, month, day) of a count of days since 1970-01-01, proleptic Gregorian.
@@ -140,20 +101,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, BadDuration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn days_and_dates_invert_each_other() {
-        for days in [-800_000, -1, 0, 11_016, 20_415, 47_540, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
-        assert_eq!(
-            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(784_111_777)
-        );
-        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 PST"), None);
-        assert_eq!(parse_http_date("Sun, 32 Nov 1994 08:49:37 GMT"), None);
-    }
 
     #[test]
     fn known_dates() {

@@ -255,6 +255,22 @@ fn off_loopback_a_token_is_required_on_every_request() {
     assert_eq!(rest.last().unwrap().data["outcome"]["text"], "hello");
 }
 
+/// A server that cannot listen is a failure of the run (1), not of the
+/// command line (2): the same command works once the port is free.
+#[test]
+fn an_address_already_in_use_exits_1_not_2() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));
+    let out = cmd.rerun(["serve", "--listen", addr.as_str()]);
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains(&format!("cannot listen on {addr}")),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn foreign_hosts_and_origins_are_refused() {
     let cmd = BuddyCmd::new().config_for(&FakeProvider::start(vec![]));

@@ -5,9 +5,11 @@
 //! the client gets a parse error for it and the connection goes on. stdout
 //! carries these lines and nothing else.
 
+use bytes::BytesMut;
 use futures_util::{Sink, Stream};
 use std::io;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 
 /// The longest message taken, in bytes: a prompt with a few screenshots
 /// (base64) fits; past this the line is refused rather than held.
@@ -15,18 +17,65 @@ pub const MAX_LINE: usize = 32 * 1024 * 1024;
 
 /// Lines from stdin, without their line ends.
 pub fn incoming() -> impl Stream<Item = io::Result<String>> + Send + 'static {
-    let reader = BufReader::new(tokio::io::stdin());
-    futures_util::stream::unfold(reader, |mut reader| async move {
-        loop {
-            return match read_line(&mut reader, MAX_LINE).await {
-                // A blank line is no message: nothing to answer.
-                Ok(Some(line)) if line.trim().is_empty() => continue,
-                Ok(Some(line)) => Some((Ok(line), reader)),
-                Ok(None) => None,
-                Err(e) => Some((Err(e), reader)),
-            };
+    FramedRead::new(tokio::io::stdin(), Messages::new(MAX_LINE))
+}
+
+/// tokio-util's bounded line codec, with blank lines skipped and its two
+/// refusals (a line past the cap, a line that is not UTF-8) handed on as text
+/// that is not JSON. They must not stay errors: `FramedRead` ends its stream
+/// at a decoder's error, and the connection has to go on.
+struct Messages {
+    lines: LinesCodec,
+    max: usize,
+}
+
+impl Messages {
+    fn new(max: usize) -> Self {
+        Self {
+            lines: LinesCodec::new_with_max_length(max),
+            max,
         }
-    })
+    }
+
+    fn message(
+        &self,
+        line: Result<Option<String>, LinesCodecError>,
+    ) -> Option<io::Result<Option<String>>> {
+        match line {
+            // A blank line is no message: nothing to answer.
+            Ok(Some(line)) if line.trim().is_empty() => None,
+            Ok(line) => Some(Ok(line)),
+            // The codec drops the rest of the line itself, up to its end.
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                Some(Ok(Some(format!("message longer than {} bytes", self.max))))
+            }
+            // The codec's only error of its own making; the line is consumed.
+            Err(LinesCodecError::Io(_)) => Some(Ok(Some("message is not UTF-8".into()))),
+        }
+    }
+}
+
+impl Decoder for Messages {
+    type Item = String;
+    type Error = io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<String>> {
+        loop {
+            let line = self.lines.decode(buf);
+            if let Some(message) = self.message(line) {
+                return message;
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<String>> {
+        loop {
+            let line = self.lines.decode_eof(buf);
+            if let Some(message) = self.message(line) {
+                return message;
+            }
+        }
+    }
 }
 
 /// Writes each message as one line on stdout, flushed at once so an editor
@@ -40,60 +89,26 @@ pub fn outgoing() -> impl Sink<String, Error = io::Error> + Send + 'static {
     })
 }
 
-/// One line of at most `max` bytes (`None` at the end of input). A longer
-/// line is read to its end and dropped; what stands for it is not JSON.
-async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
-    reader: &mut R,
-    max: usize,
-) -> io::Result<Option<String>> {
-    let mut line = Vec::new();
-    let mut over = false;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            if line.is_empty() && !over {
-                return Ok(None);
-            }
-            break;
-        }
-        let (take, done) = match memchr::memchr(b'\n', buf) {
-            Some(i) => (i, true),
-            None => (buf.len(), false),
-        };
-        if !over {
-            if line.len() + take > max {
-                over = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(&buf[..take]);
-            }
-        }
-        reader.consume(if done { take + 1 } else { take });
-        if done {
-            break;
-        }
-    }
-    if over {
-        return Ok(Some(format!("message longer than {max} bytes")));
-    }
-    if line.last() == Some(&b'\r') {
-        line.pop();
-    }
-    Ok(Some(String::from_utf8_lossy(&line).into_owned()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn lines_are_split_and_bounded() {
-        let input: &[u8] = b"{\"a\":1}\r\n0123456789\n{}";
-        let mut r = BufReader::new(input);
-        assert_eq!(read_line(&mut r, 8).await.unwrap().unwrap(), "{\"a\":1}");
-        let long = read_line(&mut r, 8).await.unwrap().unwrap();
-        assert!(serde_json::from_str::<serde_json::Value>(&long).is_err());
-        assert_eq!(read_line(&mut r, 8).await.unwrap().unwrap(), "{}");
-        assert!(read_line(&mut r, 8).await.unwrap().is_none());
+        use futures_util::StreamExt;
+        let input: &[u8] = b"{\"a\":1}\r\n\n  \n0123456789abcdef\n\xff\n{}";
+        let got: Vec<String> = FramedRead::new(input, Messages::new(8))
+            .map(|m| m.unwrap())
+            .collect()
+            .await;
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[0], "{\"a\":1}");
+        // The long line and the one that is not UTF-8 stand as non-JSON text,
+        // and what follows them is still read.
+        for refused in &got[1..3] {
+            assert!(serde_json::from_str::<serde_json::Value>(refused).is_err());
+        }
+        assert_eq!(got[1], "message longer than 8 bytes");
+        assert_eq!(got[3], "{}");
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::auth::AuthError;
 use crate::host::HostError;
+use crate::serve::ServeError;
 use std::path::PathBuf;
 
 /// How a command ended when it did what it was asked.
@@ -53,6 +54,10 @@ pub enum AppError {
     /// The execution target (SSH, container, tmux) could not be opened: exit 2.
     #[error(transparent)]
     Target(#[from] HostError),
+    /// `buddy serve` refused its settings (exit 2) or could not listen or
+    /// went on serving (exit 1: the command was right, the machine said no).
+    #[error(transparent)]
+    Serve(#[from] ServeError),
 }
 
 impl AppError {
@@ -63,6 +68,8 @@ impl AppError {
             | AppError::Auth(_)
             | AppError::Target(_) => EXIT_USAGE,
             AppError::Failed(_) | AppError::Login(_) => EXIT_FAILURE,
+            AppError::Serve(ServeError::TokenRequired(_)) => EXIT_USAGE,
+            AppError::Serve(ServeError::Bind(..) | ServeError::Serve(_)) => EXIT_FAILURE,
         }
     }
 

@@ -74,9 +74,7 @@ pub(crate) async fn serve(
             );
         }
     };
-    crate::serve::run(opts, backend, ready, crate::serve::shutdown_signal())
-        .await
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+    crate::serve::run(opts, backend, ready, crate::serve::shutdown_signal()).await?;
     eprintln!("{}", style.dim("stopped; every session is saved"));
     Ok(Exit::Ok)
 }

@@ -31,7 +31,10 @@ fn parse_retry_after_at(value: &str, now_unix: u64) -> Option<Duration> {
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
-    if let Some(when) = crate::clock::parse_http_date(v) {
+    if let Ok(when) = httpdate::parse_http_date(v) {
+        let when = when
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         return Some(Duration::from_secs(when.saturating_sub(now_unix)));
     }
     v.parse::<f64>()
@@ -92,7 +95,26 @@ mod tests {
             Some(Duration::ZERO),
             "a date in the past means now"
         );
+        // The two obsolete forms a recipient must still read (RFC 9110 5.6.7).
+        for old in [
+            "Wednesday, 21-Oct-15 07:28:00 GMT",
+            "Wed Oct 21 07:28:00 2015",
+        ] {
+            assert_eq!(
+                parse_retry_after_at(old, 1_445_412_480 - 7),
+                Some(Duration::from_secs(7)),
+                "{old}"
+            );
+        }
         assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28 GMT", 0), None);
+        assert_eq!(
+            parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 PST", 0),
+            None
+        );
+        assert_eq!(
+            parse_retry_after_at("Wed, 32 Oct 2015 07:28:00 GMT", 0),
+            None
+        );
         assert_eq!(parse_retry_after_at("soon", 0), None);
     }
 }

@@ -126,28 +126,19 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `token=…` from a query string (for the page's first load).
+/// `token=…` from a query string (for the page's first load), decoded as a
+/// form sends it: `+` is a space, then `%XX` escapes (so `%2B` stays a plus).
 fn query_token(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
-        .map(percent_decode)
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(key, _)| key == "token")
+        .map(|(_, value)| value.into_owned())
 }
 
-/// A query value as a form sends it: `+` is a space, then `%XX` escapes
-/// (so `%2B` stays a plus).
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(&s.replace('+', " "))
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// Compares two secrets in time that depends only on their lengths.
+/// Compares two secrets in time that depends only on their lengths
+/// (`subtle`'s slice compare: a length mismatch is not a secret).
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.ct_eq(b))
 }
 
 /// Hosts this server answers to: its own address, and the loopback names

@@ -4,8 +4,9 @@
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput, Truncation};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -30,9 +31,10 @@ impl FetchTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
+    /// The http:// or https:// URL to fetch.
     url: String,
 }
 
@@ -197,12 +199,7 @@ impl Tool for FetchTool {
         ToolDefinition::function(
             "fetch_url",
             "Fetch a web page or text document with an HTTP GET and return its text (HTML is returned as-is). Binary content is refused; long bodies are truncated.",
-            json!({
-                "type": "object",
-                "properties": {"url": {"type": "string", "description": "The http:// or https:// URL to fetch."}},
-                "required": ["url"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 
@@ -259,6 +256,7 @@ impl Tool for FetchTool {
 mod tests {
     use super::*;
     use crate::tools::approval::AlwaysApprove;
+    use serde_json::json;
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

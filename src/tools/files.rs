@@ -13,8 +13,9 @@ use super::{parse_args, window, Tool, ToolContext, ToolError, ToolOutput};
 use crate::host::{run_script, shell_quote};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -68,19 +69,27 @@ impl WriteFileTool {
 /// described, not diffed.
 const MAX_DIFF_SOURCE_BYTES: u64 = 1 << 20;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub(crate) struct ReadArgs {
+    /// Path of the file to read.
     path: String,
+    /// First line to read, 1-based (default 1).
+    #[schemars(range(min = 1))]
     offset: Option<u64>,
+    /// Most lines to read (default: as many as fit).
+    #[schemars(range(min = 1))]
     limit: Option<u64>,
+    /// Prefix each line with its number and a tab, as `cat -n` does (default false: the exact text).
     line_numbers: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
+pub(crate) struct WriteArgs {
+    /// Path of the file to write.
     path: String,
+    /// The complete new content of the file.
     content: String,
 }
 
@@ -94,17 +103,7 @@ impl Tool for ReadFileTool {
         ToolDefinition::function(
             "read_file",
             "Read a UTF-8 text file, whole or a window of lines. Relative paths are resolved against the working directory. A file too long for one answer ends with a note naming the lines shown and the offset of the next window.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Path of the file to read."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to read (default: as many as fit)."},
-                    "line_numbers": {"type": "boolean", "description": "Prefix each line with its number and a tab, as `cat -n` does (default false: the exact text)."}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<ReadArgs>(),
         )
     }
 
@@ -167,15 +166,7 @@ impl Tool for WriteFileTool {
         ToolDefinition::function(
             "write_file",
             "Write text to a file, replacing it atomically if it exists and creating parent directories. Relative paths are resolved against the working directory.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Path of the file to write."},
-                    "content": {"type": "string", "description": "The complete new content of the file."}
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<WriteArgs>(),
         )
     }
 
@@ -310,6 +301,7 @@ async fn old_content(ctx: &ToolContext, path: &Path) -> Old {
 mod tests {
     use super::*;
     use crate::tools::approval::AlwaysApprove;
+    use serde_json::json;
     use std::sync::Arc;
 
     fn ctx(dir: &Path) -> ToolContext {

@@ -17,8 +17,9 @@ use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::host::run_script;
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::Path;
@@ -54,11 +55,15 @@ impl GlobTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GlobArgs {
+pub(crate) struct GlobArgs {
+    /// Glob pattern, e.g. `**/*.rs` or `src/**/test_*.py`.
     pattern: String,
+    /// Directory to list under (default: the working directory).
     path: Option<String>,
+    /// Most files listed (default 200).
+    #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<usize>,
 }
 
@@ -249,16 +254,7 @@ impl Tool for GlobTool {
         ToolDefinition::function(
             "glob",
             "List files whose path matches a glob pattern, newest first. Read-only, needs no approval. Skips hidden files and what .gitignore/.ignore exclude. `*.rs` or `**/*.rs` match at any depth, `src/*.rs` only directly in src. Paths are relative to the listed directory.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Glob pattern, e.g. `**/*.rs` or `src/**/test_*.py`."},
-                    "path": {"type": "string", "description": "Directory to list under (default: the working directory)."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most files listed (default 200)."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<GlobArgs>(),
         )
     }
 

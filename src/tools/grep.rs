@@ -18,8 +18,9 @@ use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +62,7 @@ impl GrepTool {
 }
 
 /// What the answer lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// `path:line:text` for each matching line.
@@ -72,14 +73,21 @@ pub enum Mode {
     Count,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GrepArgs {
+pub(crate) struct GrepArgs {
+    /// Regular expression to search for.
     pattern: String,
+    /// Directory or file to search (default: the working directory).
     path: Option<String>,
+    /// Only files matching this glob, as rg -g: `*.rs` at any depth, `src/**/*.ts` from the searched path, `!*.min.js` to leave out.
     glob: Option<String>,
+    /// Match case-insensitively (default false).
     ignore_case: Option<bool>,
+    /// content: matching lines (default); files: paths of files with a match; count: matching lines per file.
     output: Option<Mode>,
+    /// Most lines (content) or files shown (default 100).
+    #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<usize>,
 }
 
@@ -589,19 +597,7 @@ impl Tool for GrepTool {
         ToolDefinition::function(
             "grep",
             "Search file contents with a regular expression (ripgrep syntax; on a remote target without rg, POSIX extended). Read-only, needs no approval. Skips hidden files, binary files and what .gitignore/.ignore exclude. Answers `path:line:text` lines (paths relative to the searched path), or file paths, or `path:count`, sorted by path, and says how many more matches there were.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression to search for."},
-                    "path": {"type": "string", "description": "Directory or file to search (default: the working directory)."},
-                    "glob": {"type": "string", "description": "Only files matching this glob, as rg -g: `*.rs` at any depth, `src/**/*.ts` from the searched path, `!*.min.js` to leave out."},
-                    "ignore_case": {"type": "boolean", "description": "Match case-insensitively (default false)."},
-                    "output": {"type": "string", "enum": ["content", "files", "count"], "description": "content: matching lines (default); files: paths of files with a match; count: matching lines per file."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most lines (content) or files shown (default 100)."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<GrepArgs>(),
         )
     }
 

@@ -19,6 +19,7 @@ pub mod live;
 pub mod pane;
 pub mod patch;
 pub mod protect;
+pub mod schema;
 pub mod search;
 pub mod shell;
 pub mod skill;

@@ -10,8 +10,9 @@ use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::host::tmux::{CaptureOptions, SendItem, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn pane_of(ctx: &ToolContext) -> Result<&TmuxTarget, ToolError> {
     ctx.pane.as_deref().ok_or_else(|| {
@@ -29,21 +30,35 @@ impl CapturePaneTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CaptureArgs {
+pub(crate) struct CaptureArgs {
+    /// tmux target pane (e.g. %3 or session:window.pane); default the shared pane.
     #[serde(default)]
     pane: Option<String>,
+    /// First line: 0 is the top of the screen, negative numbers reach into scrollback, "-" is the start of history.
     #[serde(default)]
+    #[schemars(schema_with = "integer_or_string")]
     start: Option<Value>,
+    /// Last line; "-" is the bottom of the screen.
     #[serde(default)]
+    #[schemars(schema_with = "integer_or_string")]
     end: Option<Value>,
+    /// Join lines the terminal wrapped.
     #[serde(default)]
     join_wrapped: bool,
+    /// Capture the alternate screen (full-screen programs); falls back to the normal screen when there is none.
     #[serde(default)]
     alternate_screen: bool,
+    /// Wait this long first (seconds or "2s"), for polling.
     #[serde(default)]
+    #[schemars(schema_with = "crate::tools::shell::number_or_string")]
     delay: Option<Value>,
+}
+
+/// A line number, or `-` (read by `line_bound`).
+fn integer_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["integer", "string"]})
 }
 
 /// A capture line bound: an integer, or `-` for the very start or end.
@@ -70,18 +85,7 @@ impl Tool for CapturePaneTool {
         ToolDefinition::function(
             "capture-pane",
             "Show the text of a tmux pane (by default the shared pane's visible screen), to follow a command started with wait=false or an interactive program.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pane": {"type": "string", "description": "tmux target pane (e.g. %3 or session:window.pane); default the shared pane."},
-                    "start": {"type": ["integer", "string"], "description": "First line: 0 is the top of the screen, negative numbers reach into scrollback, \"-\" is the start of history."},
-                    "end": {"type": ["integer", "string"], "description": "Last line; \"-\" is the bottom of the screen."},
-                    "join_wrapped": {"type": "boolean", "description": "Join lines the terminal wrapped."},
-                    "alternate_screen": {"type": "boolean", "description": "Capture the alternate screen (full-screen programs); falls back to the normal screen when there is none."},
-                    "delay": {"type": ["number", "string"], "description": "Wait this long first (seconds or \"2s\"), for polling."}
-                },
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<CaptureArgs>(),
         )
     }
 
@@ -126,15 +130,19 @@ impl Tool for CapturePaneTool {
 /// `run_shell`; named keys alone do not.
 pub struct SendKeysTool;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SendArgs {
+pub(crate) struct SendArgs {
+    /// tmux target pane; default the shared pane.
     #[serde(default)]
     pane: Option<String>,
+    /// Literal text to type.
     #[serde(default)]
     text: Option<String>,
+    /// Named keys: Enter, Escape, Tab, BSpace, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1..F12, C-c, C-d, C-z, M-x, or a single character.
     #[serde(default)]
     keys: Vec<String>,
+    /// Press Enter at the end.
     #[serde(default)]
     enter: bool,
 }
@@ -149,16 +157,7 @@ impl Tool for SendKeysTool {
         ToolDefinition::function(
             "send-keys",
             "Type into a tmux pane (default the shared pane) to drive interactive programs: first `text` literally, then the named `keys` in order, then Enter if `enter` is true. Read the result with capture-pane.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pane": {"type": "string", "description": "tmux target pane; default the shared pane."},
-                    "text": {"type": "string", "description": "Literal text to type."},
-                    "keys": {"type": "array", "items": {"type": "string"}, "description": "Named keys: Enter, Escape, Tab, BSpace, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1..F12, C-c, C-d, C-z, M-x, or a single character."},
-                    "enter": {"type": "boolean", "description": "Press Enter at the end."}
-                },
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<SendArgs>(),
         )
     }
 

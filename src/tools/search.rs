@@ -5,8 +5,9 @@ use super::fetch::get_text;
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 pub const DEFAULT_BASE_URL: &str = "https://html.duckduckgo.com";
@@ -42,9 +43,10 @@ impl SearchTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
+    /// What to search for.
     query: String,
 }
 
@@ -53,46 +55,6 @@ pub struct SearchResult {
     pub title: String,
     pub url: String,
     pub snippet: String,
-}
-
-/// Percent-encodes a query component (RFC 3986 unreserved characters pass).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Decodes the HTML entities search pages use.
@@ -207,12 +169,22 @@ fn has_class(tag: &str, class: &str) -> bool {
     attr(tag, "class").is_some_and(|c| c.split_ascii_whitespace().any(|t| t == class))
 }
 
+/// The results page's address for a query, the query form-encoded as the
+/// search form would send it (a space is `+`).
+fn search_url(base_url: &str, query: &str) -> String {
+    let query: String = form_urlencoded::byte_serialize(query.as_bytes()).collect();
+    format!("{}/html/?q={query}", base_url.trim_end_matches('/'))
+}
+
 /// DuckDuckGo wraps result links as `//duckduckgo.com/l/?uddg=<real url>&...`.
 fn real_url(href: &str) -> String {
     if href.contains("/l/?") {
         let query = href.split_once('?').map_or("", |(_, q)| q);
-        if let Some(target) = query.split('&').find_map(|pair| pair.strip_prefix("uddg=")) {
-            return percent_decode(target);
+        // The query is form-encoded: `+` is a space, then `%XX` escapes.
+        if let Some((_, target)) =
+            form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "uddg")
+        {
+            return target.into_owned();
         }
     }
     if let Some(rest) = href.strip_prefix("//") {
@@ -315,12 +287,7 @@ impl Tool for SearchTool {
         ToolDefinition::function(
             "web_search",
             "Search the web (DuckDuckGo) and return up to 8 results with title, URL and snippet. Use fetch_url to read a result.",
-            json!({
-                "type": "object",
-                "properties": {"query": {"type": "string", "description": "What to search for."}},
-                "required": ["query"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 
@@ -334,11 +301,7 @@ impl Tool for SearchTool {
         if query.is_empty() {
             return Err(ToolError::InvalidArguments("`query` is empty".into()));
         }
-        let url = format!(
-            "{}/html/?q={}",
-            self.opts.base_url.trim_end_matches('/'),
-            percent_encode(query)
-        );
+        let url = search_url(&self.opts.base_url, query);
         let page = get_text(
             &url,
             self.opts.timeout,
@@ -376,6 +339,7 @@ impl Tool for SearchTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const PAGE: &str = r#"<html><body>
 <div class="result results_links results_links_deep web-result ">
@@ -486,11 +450,20 @@ mod tests {
     }
 
     #[test]
-    fn encoding_round_trip() {
-        assert_eq!(percent_encode("rust & c++ é"), "rust+%26+c%2B%2B+%C3%A9");
-        assert_eq!(percent_decode("rust+%26+c%2B%2B+%C3%A9"), "rust & c++ é");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%é%zz"), "%é%zz");
+    fn queries_go_out_form_encoded() {
+        assert_eq!(
+            search_url("https://html.duckduckgo.com/", "rust & c++ é"),
+            "https://html.duckduckgo.com/html/?q=rust+%26+c%2B%2B+%C3%A9"
+        );
+    }
+
+    #[test]
+    fn wrapped_links_are_decoded() {
+        let wrapped = "//duckduckgo.com/l/?uddg=https%3A%2F%2Fe.com%2Fa+b%3Fx%3D1%262&rut=9";
+        assert_eq!(real_url(wrapped), "https://e.com/a b?x=1&2");
+        // Broken escapes pass through as written rather than failing.
+        assert_eq!(real_url("/l/?uddg=100%25%zz%"), "100%%zz%");
+        assert_eq!(real_url("//e.com/x"), "https://e.com/x");
     }
 
     #[tokio::test]

@@ -15,8 +15,9 @@ use crate::host::sandbox::Sandbox;
 use crate::host::tmux::{Job, Stream, TmuxTarget};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,14 +44,30 @@ pub struct ShellTool {
     opts: ShellOptions,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
+    /// The shell command to run.
     command: String,
+    /// Time limit in seconds, or a duration such as "30s" or "10m". Default 120 s.
     #[serde(default)]
+    #[schemars(schema_with = "number_or_string")]
     timeout: Option<Value>,
+    /// true (default): wait until it finishes, up to the timeout, then interrupt it. false: start it and return at once (follow up with capture-pane). A duration such as "30s": wait at most that long, then return the output so far and leave it running.
+    // Offered only when commands go to the tmux pane (`definition`).
     #[serde(default)]
+    #[schemars(schema_with = "boolean_or_string")]
     wait: Option<Value>,
+}
+
+/// Seconds, or a duration such as `30s`.
+pub(crate) fn number_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["number", "string"]})
+}
+
+/// `true`, `false`, or a duration.
+fn boolean_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["boolean", "string"]})
 }
 
 /// How long a tmux-backed call waits for its command.
@@ -137,41 +154,22 @@ impl Tool for ShellTool {
     }
 
     fn definition(&self) -> ToolDefinition {
-        let timeout = json!({
-            "type": ["number", "string"],
-            "description": "Time limit in seconds, or a duration such as \"30s\" or \"10m\". Default 120 s."
-        });
+        let mut params = crate::tools::schema::of::<Args>();
         if !self.opts.tmux {
+            // `wait` means nothing without the pane: not offered.
+            if let Some(props) = params.get_mut("properties").and_then(|p| p.as_object_mut()) {
+                props.remove("wait");
+            }
             return ToolDefinition::function(
                 "run_shell",
                 "Run a shell command (sh -c) in the working directory and return its exit code, stdout and stderr. Commands run non-interactively with no stdin; long output is truncated.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "command": {"type": "string", "description": "The shell command to run."},
-                        "timeout": timeout
-                    },
-                    "required": ["command"],
-                    "additionalProperties": false
-                }),
+                params,
             );
         }
         ToolDefinition::function(
             "run_shell",
             "Run a shell command in the shared tmux pane, where the user can watch, and return its exact exit code, stdout and stderr. Each command runs in a subshell of the pane's shell that starts in the working directory (cd and export do not carry over; chain with &&). One command at a time: a new one is refused while the last still runs. For full-screen or interactive programs use send-keys, and capture-pane to read the screen. Long output is truncated.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The shell command to run."},
-                    "timeout": timeout,
-                    "wait": {
-                        "type": ["boolean", "string"],
-                        "description": "true (default): wait until it finishes, up to the timeout, then interrupt it. false: start it and return at once (follow up with capture-pane). A duration such as \"30s\": wait at most that long, then return the output so far and leave it running."
-                    }
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            params,
         )
     }
 
@@ -557,6 +555,7 @@ impl Drop for GroupKiller {
 mod tests {
     use super::*;
     use crate::tools::approval::Approver;
+    use serde_json::json;
     use std::sync::Arc;
     use std::time::Instant;
 

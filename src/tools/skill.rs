@@ -9,8 +9,9 @@
 use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
 /// Largest file the tool returns (a SKILL.md or a file beside it).
@@ -38,9 +39,12 @@ impl SkillTool {
     }
 }
 
-#[derive(Deserialize)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Args {
+    /// the skill's name as listed
     name: String,
+    /// a path relative to the skill's folder (default: SKILL.md)
     #[serde(default)]
     file: Option<String>,
 }
@@ -83,15 +87,7 @@ impl Tool for SkillTool {
         ToolDefinition::function(
             "skill",
             "Read a skill listed in the system prompt: its instructions (SKILL.md), or with `file` a file in its folder that the instructions name by relative path.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "the skill's name as listed"},
-                    "file": {"type": "string", "description": "a path relative to the skill's folder (default: SKILL.md)"}
-                },
-                "required": ["name"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 

@@ -4,10 +4,15 @@ use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::clock::civil_from_days;
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub struct TimeTool;
+
+/// No arguments. Read for its schema only: whatever a model sends is ignored.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Args {}
 
 const WEEKDAYS: [&str; 7] = [
     "Thursday",
@@ -46,12 +51,7 @@ impl Tool for TimeTool {
         ToolDefinition::function(
             "time",
             "Get the current date and time (UTC, RFC 3339, Unix seconds and milliseconds).",
-            json!({
-                "type": "object",
-                "properties": {},
-                "required": [],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 

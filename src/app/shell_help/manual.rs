@@ -563,7 +563,7 @@ pub(crate) fn sections(page: Option<&str>) -> Roff {
     roff.control("SH", ["EXIT STATUS"]);
     let status = [
         (EXIT_OK.to_string(), "success"),
-        (EXIT_FAILURE.to_string(), "runtime failure: an API error after retries, a limit of the run reached, a failed login"),
+        (EXIT_FAILURE.to_string(), "runtime failure: an API error after retries, a limit of the run reached, a failed login, buddy serve unable to listen"),
         (EXIT_USAGE.to_string(), "usage or configuration error: bad flags, invalid TOML, an unknown profile, a missing key, an unreachable --ssh host; a session unknown, damaged or in use"),
         (EXIT_INTERRUPTED.to_string(), "interrupted (Ctrl-C)"),
         ((128 + 1).to_string(), "the REPL ended by SIGHUP (its terminal left usable)"),

@@ -19,8 +19,9 @@ use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use doc::Doc;
 use engine::{Change, Edit};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,18 +60,24 @@ impl EditFileTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
+    /// Path of the file to edit.
     path: String,
+    /// The exact text to replace.
     old_string: Option<String>,
+    /// The text to put in its place.
     new_string: Option<String>,
+    /// Replace every match instead of requiring one (default false).
     #[serde(default)]
     replace_all: bool,
+    /// Several replacements in one file, applied in order to the evolving text, all or nothing.
     edits: Option<Vec<EditArg>>,
 }
 
-#[derive(Deserialize)]
+// No doc comments on the fields: the model reads `Args`' for them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct EditArg {
     old_string: String,
@@ -119,31 +126,7 @@ impl Tool for EditFileTool {
         ToolDefinition::function(
             "edit_file",
             "Edit a text file in place by replacing old_string with new_string. old_string must match the file's text once: copy it exactly, with enough surrounding lines to be unique (small whitespace or quote differences are tolerated, but an ambiguous or missing match changes nothing and the error says where to look). replace_all changes every match. To make several changes to one file, pass `edits` instead: they are applied in order, each to the text the previous ones produced, all or nothing, and must not overlap. Line endings, indentation style and the final newline are kept. An empty old_string creates a file that does not exist yet.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Path of the file to edit."},
-                    "old_string": {"type": "string", "description": "The exact text to replace."},
-                    "new_string": {"type": "string", "description": "The text to put in its place."},
-                    "replace_all": {"type": "boolean", "description": "Replace every match instead of requiring one (default false)."},
-                    "edits": {
-                        "type": "array",
-                        "description": "Several replacements in one file, applied in order to the evolving text, all or nothing.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "old_string": {"type": "string"},
-                                "new_string": {"type": "string"},
-                                "replace_all": {"type": "boolean"}
-                            },
-                            "required": ["old_string", "new_string"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 

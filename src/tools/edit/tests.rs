@@ -1,5 +1,6 @@
 use super::*;
 use crate::tools::approval::AlwaysApprove;
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
 

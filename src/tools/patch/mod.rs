@@ -22,8 +22,9 @@ use super::{parse_args, Tool, ToolContext, ToolError, ToolOutput};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use parse::{Chunk, Op};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,9 +62,11 @@ impl ApplyPatchTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(crate) struct Args {
+    /// The whole patch, from *** Begin Patch to *** End Patch.
+    // `patch` is taken too (some models' name for it), but not offered.
     #[serde(alias = "patch")]
     input: String,
 }
@@ -78,14 +81,7 @@ impl Tool for ApplyPatchTool {
         ToolDefinition::function(
             "apply_patch",
             "Edit files with a patch. Format:\n*** Begin Patch\n*** Add File: path\n+line of the new file\n*** Delete File: path\n*** Update File: path\n*** Move to: new/path (optional)\n@@ a line just above the change, to locate it (optional)\n context line\n-removed line\n+added line\n*** End Patch\nGive about 3 lines of context around each change, and an @@ line when the context alone could match more than one place. The whole patch is applied or nothing is: a chunk that does not fit the file exactly once changes nothing, and the error shows where to look. Line endings and indentation style are kept.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "input": {"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch."}
-                },
-                "required": ["input"],
-                "additionalProperties": false
-            }),
+            crate::tools::schema::of::<Args>(),
         )
     }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::tools::approval::AlwaysApprove;
+use serde_json::json;
 use std::sync::Mutex;
 
 fn tempdir(label: &str) -> PathBuf {
