@@ -3,7 +3,8 @@
 //! `--json` form), `line` the plain line session, `repl` the interactive
 //! one, `resuming` what a resume before the conversation shows; `style`
 //! decides colour and formats previews; `markdown` renders streamed answers
-//! for a terminal; `session_table` lays out the listings commands print.
+//! for a terminal; `session_table` lays out the listings commands print;
+//! `transcript` writes a saved conversation as Markdown (`buddy export`).
 
 pub mod exec;
 pub mod json;
@@ -15,6 +16,7 @@ pub mod session_picker;
 pub mod session_table;
 pub mod style;
 pub mod toolview;
+pub mod transcript;
 
 use crate::agent::protocol::EventKind;
 use style::Style;
