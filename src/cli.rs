@@ -1,6 +1,6 @@
 //! The command line, declared with clap. Parsing only; `app` acts on it.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// What `buddy --version` prints: clap's own form, `NAME VERSION`.
@@ -204,6 +204,8 @@ pub enum Command {
     Resume(ResumeArgs),
     /// List this directory's saved sessions, most recently used first
     Sessions,
+    /// Write a saved session as Markdown to read or as JSON data
+    Export(ExportArgs),
     /// List the models the active profile's server offers (* marks the one in use)
     Models,
     /// Log in to a provider (device code flow); tokens go to auth.json
@@ -372,6 +374,30 @@ pub struct ResumeArgs {
     /// separately; the original is left as it is
     #[arg(long)]
     pub fork: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// Session id, or a unique prefix of one (see `buddy sessions`); without
+    /// one, the most recently used
+    #[arg(value_name = "SESSION")]
+    pub id: Option<String>,
+    /// Export the most recently used session
+    #[arg(long, conflicts_with = "id")]
+    pub last: bool,
+    /// `markdown` to read (prompts, answers, tool calls folded) or `json`,
+    /// the conversation's items as data
+    #[arg(long, value_enum, default_value_t = ExportFormat::Markdown)]
+    pub format: ExportFormat,
+    /// Write to FILE (replaced whole, owner-only) instead of stdout
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    Markdown,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]

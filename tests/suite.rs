@@ -20,6 +20,7 @@ mod events_json;
 mod exec;
 mod exec_input;
 mod exec_scripting;
+mod export;
 mod fake_provider_selftest;
 mod hooks;
 mod hostile_server;

@@ -3,7 +3,8 @@
 //! clipped, so the event stays small however big the session is. A user
 //! message appears as the user typed it (`!git status`, a prompt without the
 //! text piped in after it), not as the model got it. It does not decide how
-//! much a front end shows (that depends on its screen) or how.
+//! much a front end shows (that depends on its screen) or how. The same
+//! items, whole and unclipped, are the data `buddy export` writes.
 
 use super::protocol::{Replayed, ReplayedCall, REPLAY_MESSAGES};
 use crate::text::clip;
@@ -60,8 +61,20 @@ fn fold_stdin(text: &str) -> Option<String> {
 }
 
 /// The last `REPLAY_MESSAGES` messages of `history` (system messages left
-/// out, and context the user never saw: see `as_typed`).
+/// out, and context the user never saw: see `as_typed`), long texts clipped.
 pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
+    items(history, REPLAY_MESSAGES, true)
+}
+
+/// Every message of `history` as a `Replayed` item, nothing clipped: the
+/// whole conversation as data (`buddy export --format json`), with the same
+/// items a resume replays.
+pub fn transcript_of(history: &[Message]) -> Vec<Replayed> {
+    items(history, usize::MAX, false)
+}
+
+/// The last `window` messages as items; `clipped` bounds each text.
+fn items(history: &[Message], window: usize, clipped: bool) -> Vec<Replayed> {
     let history: Vec<&Message> = history.iter().filter(|m| m.role != Role::System).collect();
     // A result names its tool only through the call's id, which may sit
     // before the window.
@@ -70,7 +83,14 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
         .flat_map(|m| m.calls())
         .map(|c| (c.id.as_str(), c.function.name.as_str()))
         .collect();
-    let start = history.len().saturating_sub(REPLAY_MESSAGES);
+    let start = history.len().saturating_sub(window);
+    let bound = |s: &str, max: usize| {
+        if clipped {
+            clip(s, max).into_owned()
+        } else {
+            s.to_string()
+        }
+    };
     // Context the user never saw is counted on the next item, so a front
     // end still knows how many messages its items stand for.
     let mut unseen = 0;
@@ -78,13 +98,21 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
     for m in &history[start..] {
         let item = match m.role {
             Role::Assistant => Replayed::Assistant {
-                text: tail(m.text().trim(), TEXT_CHARS),
+                text: if clipped {
+                    tail(m.text().trim(), TEXT_CHARS)
+                } else {
+                    m.text().trim().to_string()
+                },
                 calls: m
                     .calls()
                     .iter()
                     .map(|c| ReplayedCall {
                         name: c.function.name.clone(),
-                        arguments: arguments(&c.function.arguments),
+                        arguments: if clipped {
+                            arguments(&c.function.arguments)
+                        } else {
+                            c.function.arguments.clone()
+                        },
                     })
                     .collect(),
             },
@@ -96,11 +124,11 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
                     .map(|n| n.to_string())
                     .or_else(|| m.name.clone())
                     .unwrap_or_else(|| "tool".to_string()),
-                text: clip(m.text(), RESULT_CHARS).into_owned(),
+                text: bound(m.text(), RESULT_CHARS),
             },
             Role::User | Role::System => match as_typed(m) {
                 Some(typed) => Replayed::User {
-                    text: clip(typed.trim_end(), TEXT_CHARS).into_owned(),
+                    text: bound(typed.trim_end(), TEXT_CHARS),
                     attached: std::mem::take(&mut unseen),
                 },
                 None => {

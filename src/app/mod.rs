@@ -24,6 +24,7 @@ mod discovery;
 mod error;
 mod exec;
 mod execution;
+mod export;
 mod hosted;
 mod interactive;
 mod login;
@@ -71,6 +72,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Exec(args)) => exec::exec(args, &overrides, cli.global.target).await,
         Some(Command::Resume(args)) => resume::resume(args, &overrides, &cli.global.target).await,
         Some(Command::Sessions) => sessions_cmd::list_sessions(overrides.no_color),
+        Some(Command::Export(args)) => export::export(args),
         Some(Command::Login(args)) => login::login(args.target.as_deref(), &overrides).await,
         Some(Command::Logout(args)) => login::logout(args.provider.as_deref()),
         Some(Command::Serve(args)) => serve::serve(args, &overrides, &cli.global.target).await,

@@ -35,6 +35,19 @@ impl ReplServices for Services {
         super::approvals::forget(&self.allowed, n)
     }
 
+    fn export(&self, id: &str, file: Option<&str>) -> Result<PathBuf, String> {
+        let dir = workdir();
+        let path = match file {
+            Some(f) => dir.join(f),
+            None => dir.join(format!("buddy-{id}.md")),
+        };
+        let store = crate::session::Store::for_workdir(&dir);
+        let bytes = super::export::render(&store, id, crate::cli::ExportFormat::Markdown)
+            .map_err(|e| e.to_string())?;
+        super::export::write_private(&path, &bytes).map_err(|e| e.to_string())?;
+        Ok(path)
+    }
+
     fn mcp(&self) -> Option<Vec<crate::mcp::ServerReport>> {
         super::mcp::running().map(|servers| servers.report())
     }

@@ -436,6 +436,11 @@ impl Store {
         }
     }
 
+    /// Session `id`'s title as a listing shows it.
+    pub fn title(&self, id: &str) -> Result<String, SessionError> {
+        self.summarize(id, 0).map(|s| s.title)
+    }
+
     /// Session `id`'s conversation as a resume would load it, read without
     /// taking its lock (it may be in use): for showing, not for continuing.
     pub fn read_history(&self, id: &str) -> Result<Vec<Message>, SessionError> {

@@ -4,7 +4,8 @@
 //! one, `resuming` what a resume before the conversation shows; `style`
 //! decides colour and formats previews; `terminal` holds the terminal's
 //! facts, read once at start-up; `markdown` renders streamed answers
-//! for a terminal; `session_table` lays out the listings commands print.
+//! for a terminal; `session_table` lays out the listings commands print;
+//! `transcript` writes a saved conversation as Markdown (`buddy export`).
 
 pub mod exec;
 pub mod json;
@@ -17,6 +18,7 @@ pub mod session_table;
 pub mod style;
 pub mod terminal;
 pub mod toolview;
+pub mod transcript;
 
 use crate::agent::protocol::{EventKind, UsageReport};
 use crate::agent::tokens;

@@ -449,6 +449,11 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy resume 3fa9", "the one whose id starts with 3fa9"),
         ],
         Some("sessions") => &[("buddy sessions", "id, age, messages, model and first prompt of each")],
+        Some("export") => &[
+            ("buddy export --last > session.md", "the latest session as Markdown to read or share"),
+            ("buddy export 3fa9 -o notes/3fa9.md", "one session to a file (0600)"),
+            ("buddy export --last --format json | jq '.items[].role'", "the conversation's items as data"),
+        ],
         Some("models") => &[
             ("buddy models", "the models the active profile's server offers"),
             ("buddy -m ollama models", "those of another profile's server"),

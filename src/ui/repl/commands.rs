@@ -7,8 +7,8 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/mcp", "/skills", "/help",
-    "/quit", "/exit", "/q",
+    "/session", "/rewind", "/fork", "/clear", "/export", "/init", "/login", "/mcp", "/skills",
+    "/help", "/quit", "/exit", "/q",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -33,6 +33,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
         "continue in a new session that shares this one's past",
     ),
     ("/clear", "clear the screen and start a fresh conversation"),
+    ("/export", "write this session as Markdown: /export [file]"),
     ("/login", "log in to a provider"),
     ("/mcp", "MCP servers: state, tools and last error"),
     ("/skills", "the skills the model can read"),
@@ -80,6 +81,9 @@ pub enum Slash {
     Rewind,
     /// `/fork`: go on in a new session branched from this one.
     Fork,
+    /// `/export [FILE]`: write this session's Markdown to FILE, or to
+    /// `buddy-<id>.md` in the working directory.
+    Export(Option<String>),
     Help,
     Quit,
     /// `/init`: ask the model to write the project's AGENTS.md.
@@ -219,6 +223,11 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
             [] => Ok(Slash::Login(None)),
             [t] => Ok(Slash::Login(Some(t.to_string()))),
             _ => Err(CommandError::Usage("usage: /login [provider|profile]")),
+        },
+        "/export" => match args {
+            [] => Ok(Slash::Export(None)),
+            [file] => Ok(Slash::Export(Some(file.to_string()))),
+            _ => Err(CommandError::Usage("usage: /export [file]")),
         },
         "/session" => match args {
             [] => Ok(Slash::SessionList),
@@ -360,6 +369,8 @@ pub const HELP: &str = "\
 /fork                    go on in a new session that shares this one's past
                          (the original stays as it is: buddy resume ID)
 /clear                   the same on a cleared screen (Ctrl-L clears the screen only)
+/export [file]           write this session as Markdown to read (prompts, answers,
+                         tool calls folded) to file, or buddy-ID.md here
 /init                    have the model write AGENTS.md, instructions for this
                          project that every later session reads
 /mcp                     MCP servers: state, tools and last error
@@ -445,6 +456,12 @@ mod tests {
             Some(Ok(Slash::SessionResume("last".into())))
         );
         assert_eq!(parse("/session new"), Some(Ok(Slash::SessionNew)));
+        assert_eq!(parse("/export"), Some(Ok(Slash::Export(None))));
+        assert_eq!(
+            parse("/export notes/s.md"),
+            Some(Ok(Slash::Export(Some("notes/s.md".into()))))
+        );
+        assert!(parse("/export a b").unwrap().is_err());
         assert_eq!(parse("/model 2"), Some(Ok(Slash::Model(Some("2".into())))));
         assert!(parse("/status now").unwrap().is_err());
         assert_eq!(parse("/q"), Some(Ok(Slash::Quit)));

@@ -101,6 +101,12 @@ pub trait ReplServices {
     fn mcp_prompt(&self, _name: &str, _args: &str) -> Option<Result<String, McpError>> {
         None
     }
+    /// `/export [FILE]`: writes saved session `id` as Markdown to `file`, or
+    /// to `buddy-<id>.md` in the working directory; the path written, or
+    /// why not, in one line.
+    fn export(&self, _id: &str, _file: Option<&str>) -> Result<PathBuf, String> {
+        Err("export is not available here".into())
+    }
 }
 
 /// A login that succeeded: the provider and where its tokens are kept.

@@ -96,6 +96,17 @@ impl Repl<'_> {
                 self.send(Op::Resume { query });
             }
             Slash::Rewind => self.ask(Op::Turns, Want::Turns),
+            // The session file is written as the conversation goes, so it is
+            // read as it stands, even while a task runs.
+            Slash::Export(file) => match self.session_id.clone() {
+                None => {
+                    self.say("nothing to export yet: the session is saved from the first prompt on")
+                }
+                Some(id) => match self.services.export(&id, file.as_deref()) {
+                    Ok(path) => self.say(&format!("exported session {id} to {}", path.display())),
+                    Err(why) => self.say_error(&format!("export failed: {}", visible(&why))),
+                },
+            },
             Slash::Fork => {
                 self.send(Op::Fork { query: None });
             }
