@@ -59,9 +59,7 @@ fn of_type<'a>(events: &'a [Map<String, Value>], ty: &str) -> Vec<&'a Map<String
 
 /// Runs the plain question and returns its events, after checking the answer.
 fn plain_answer(stream: bool) -> Option<Vec<Map<String, Value>>> {
-    let Some(server) = RealServer::start("plain answer") else {
-        return None;
-    };
+    let server = RealServer::start("plain answer")?;
     let out = BuddyCmd::new()
         .config(config(&server, stream, false))
         .args(["exec", "--json", "What is the capital of France?"])

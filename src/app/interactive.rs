@@ -150,6 +150,11 @@ pub(super) async fn interactive(
             .into_iter()
             .map(|s| (s.name, s.description))
             .collect(),
+        notify: crate::ui::repl::notify::NotifyOptions {
+            after: std::time::Duration::from_secs(settings.ui.notify_after),
+            command: settings.ui.notify.clone(),
+            terminal: crate::ui::repl::notify::Terminal::detect(&env),
+        },
     };
     let code = crate::ui::repl::Repl::new(agent.ops.clone(), &services, opts)
         .run(agent)

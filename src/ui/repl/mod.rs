@@ -32,6 +32,7 @@ mod input;
 mod mcp_report;
 pub mod mentions;
 pub mod menu;
+pub mod notify;
 mod pickers;
 mod render_events;
 pub mod replay;
@@ -169,6 +170,8 @@ pub struct ReplOptions {
     pub custom: Vec<commands::Custom>,
     /// The skills found, as (name, description), for `/skills`.
     pub skills: Vec<(String, String)>,
+    /// When and how the user is notified (`[ui]`).
+    pub notify: notify::NotifyOptions,
 }
 
 /// The agent's run in progress, as the user sees it.
@@ -278,12 +281,15 @@ pub struct Repl<'h> {
     pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
+    /// Notifications: long runs ended, approvals waiting.
+    notifier: notify::Notifier,
     out: Terminal,
 }
 
 impl<'h> Repl<'h> {
     pub fn new(ops: OpSender, services: &'h dyn ReplServices, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
+        let notifier = notify::Notifier::new(opts.notify.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
         let mut editor = Editor::new(prompt, history, commands::NAMES);
@@ -334,6 +340,7 @@ impl<'h> Repl<'h> {
             bang: None,
             pending_images: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            notifier,
             out: Terminal::new(),
         }
     }
