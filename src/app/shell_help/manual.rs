@@ -104,6 +104,7 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "compact_at",
         "share of the context window that triggers compaction, 0.1 to 0.95 (default 0.8)",
     ),
+    ("agent", "compact_threshold", "the older name of compact_at"),
     (
         "models.NAME",
         "api_base_url",
