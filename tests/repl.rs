@@ -924,3 +924,105 @@ fn an_attachment_too_long_for_the_window_fails_once_and_the_next_prompt_is_answe
     );
     assert_eq!(last_user(&reqs[1]), "a small follow-up");
 }
+
+#[test]
+fn compact_with_focus_text_sends_it_to_the_summariser() {
+    let p = FakeProvider::start(vec![
+        Reply::text("first answer: 41"),
+        Reply::text("second answer: 42"),
+    ])
+    .with_summaries(Reply::text(
+        "the user asked twice; the answers were 41 and 42",
+    ));
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = repl(&cmd, &[]);
+    t.line("what is forty-one?");
+    t.wait_text("first answer: 41");
+    t.line("and forty-two?");
+    t.wait_text("second answer: 42");
+    t.line("/compact keep the numbers");
+    t.wait_text("context compacted (older turns summarised)");
+    let reqs = p.chat_requests();
+    let summary: Vec<&RecordedRequest> = reqs
+        .iter()
+        .filter(|r| r.json().get("tools").is_none())
+        .collect();
+    assert_eq!(summary.len(), 1, "{reqs:?}");
+    let ms = messages(summary[0]);
+    let instructions = ms[0]["content"].as_str().unwrap_or_default();
+    assert!(instructions.contains("keep the numbers"), "{instructions}");
+    // The transcript holds the older turn, and not the focus.
+    let transcript = ms[1]["content"].as_str().unwrap_or_default();
+    assert!(transcript.contains("first answer: 41"), "{transcript}");
+    assert!(!transcript.contains("keep the numbers"), "{transcript}");
+}
+
+#[test]
+fn notify_program_gets_json_for_an_approval_and_a_finished_run() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("one", "expr notified")]),
+        Reply::text("all done here"),
+    ]);
+    let cmd = BuddyCmd::new();
+    let log = cmd.work_dir().join("notified.log");
+    // The program gets the JSON as its last argument ($1 of the script).
+    let config = format!(
+        "{}\n[ui]\nnotify_after = 0\nnotify = [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$1\\\" >> {}\", \"notify\"]\n",
+        fake_config(&p),
+        log.display()
+    );
+    let cmd = cmd.config(config);
+    let t = repl(&cmd, &[]);
+    t.line("run it");
+    t.wait_for("the approval", |_| {
+        t.cursor_line().contains("$ expr notified -- approve?")
+    });
+    let read = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect::<Vec<Value>>()
+    };
+    let first = support::wait::wait_until(
+        "the approval's notification",
+        std::time::Duration::from_secs(10),
+        || read().into_iter().next(),
+    );
+    assert_eq!(first["type"], "approval-requested", "{first}");
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("expr notified"),
+        "{first}"
+    );
+    t.line("y");
+    t.wait_text("all done here");
+    let all = support::wait::wait_until(
+        "the run's notification",
+        std::time::Duration::from_secs(10),
+        || {
+            let all = read();
+            (all.len() >= 2).then_some(all)
+        },
+    );
+    assert_eq!(all.len(), 2, "{all:?}");
+    let done = &all[1];
+    assert_eq!(done["type"], "run-finished", "{done}");
+    assert_eq!(
+        done["message"], "buddy: task 1 done: all done here",
+        "{done}"
+    );
+    assert!(done["duration_ms"].is_u64(), "{done}");
+    // The session is the one saved in the working directory.
+    let session = done["session"].as_str().expect("a session id");
+    assert_eq!(first["session"], done["session"]);
+    let saved = std::fs::read_dir(cmd.work_dir().join(".buddyx/sessions"))
+        .expect("sessions dir")
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().contains(session));
+    assert!(saved, "no saved session named {session}");
+    // Nothing of the terminal's own kind was written instead.
+    assert!(!t.screen().contains("]9;"));
+}

@@ -133,7 +133,7 @@ fn man_page_documents_keys_commands_config_environment_files_and_exit_status() {
     for needle in [
         "[discovery]",
         "local_servers",
-        "compact_threshold",
+        "compact_at",
         "BUDDY_BASE_URL",
         "BUDDY_API_KEY",
         "NO_COLOR",

@@ -75,8 +75,12 @@ pub enum Op {
         choice: String,
     },
     /// Shrinks the history now (old tool outputs, then a summary of older
-    /// turns). Refused during a run.
-    Compact,
+    /// turns). `focus`, when given, is the user's instruction to the
+    /// summariser (`/compact keep the numbers`). Refused during a run.
+    Compact {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+    },
     /// Starts over with an empty conversation, saved from its first prompt.
     NewSession,
     /// Continues a saved session (`last`, an id or a unique prefix).

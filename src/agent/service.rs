@@ -335,7 +335,8 @@ struct Core {
 enum Work {
     /// A prompt and the images attached to it.
     Converse(String, Vec<Image>),
-    Compact,
+    /// A compaction now, with the user's instruction for the summary.
+    Compact(Option<String>),
 }
 
 impl Core {
@@ -371,7 +372,7 @@ impl Core {
                 }
                 Op::Prompt { text, images } => Work::Converse(text, images),
                 Op::Steer { text } | Op::FollowUp { text } => Work::Converse(text, Vec::new()),
-                Op::Compact => Work::Compact,
+                Op::Compact { focus } => Work::Compact(focus),
                 Op::Shutdown | Op::Close => {
                     stopped_by = Some(id);
                     break;
@@ -501,8 +502,8 @@ impl Core {
                     Work::Converse(text, images) => {
                         Some(agent.run_with_images(text, images, cancel).await)
                     }
-                    Work::Compact => {
-                        if !agent.compact_now(cancel).await {
+                    Work::Compact(focus) => {
+                        if !agent.compact_now(cancel, focus.as_deref()).await {
                             em
                                 .emit(EventKind::error("nothing to compact: the conversation is too short, or the summary failed"))
                                 .await;
@@ -690,7 +691,7 @@ impl Core {
             | Op::Prompt { .. }
             | Op::Steer { .. }
             | Op::FollowUp { .. }
-            | Op::Compact
+            | Op::Compact { .. }
             | Op::Shutdown
             | Op::Close => {}
         }
@@ -915,7 +916,7 @@ async fn busy_op(
             }
         }
         Op::SwitchModel { .. }
-        | Op::Compact
+        | Op::Compact { .. }
         | Op::NewSession
         | Op::Resume { .. }
         | Op::Turns

@@ -152,6 +152,11 @@ pub(super) async fn interactive(
             .map(|s| (s.name, s.description))
             .collect(),
         cwd,
+        notify: crate::ui::repl::notify::NotifyOptions {
+            after: std::time::Duration::from_secs(settings.ui.notify_after),
+            command: settings.ui.notify.clone(),
+            terminal: crate::ui::repl::notify::Terminal::detect(&env),
+        },
     };
     let code = crate::ui::repl::Repl::new(agent.ops.clone(), &services, opts)
         .run(agent)

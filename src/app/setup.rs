@@ -281,7 +281,7 @@ pub(crate) fn agent_options(settings: &Settings) -> AgentOptions {
         context_limit: tokens::context_limit(settings.api.context_limit, &settings.api.model),
         compaction: CompactionOptions {
             auto: a.auto_compact,
-            threshold: a.compact_threshold,
+            threshold: a.compact_at,
             ..CompactionOptions::default()
         },
     }

@@ -18,6 +18,9 @@ pub struct ConfigFile {
     pub network: NetworkSection,
     #[serde(default)]
     pub display: DisplaySection,
+    /// `[ui]`: the REPL's notifications.
+    #[serde(default)]
+    pub ui: UiSection,
     #[serde(default)]
     pub execution: ExecutionSection,
     #[serde(default)]
@@ -152,12 +155,13 @@ pub struct AgentSection {
     pub steering_mode: QueueMode,
     #[serde(default)]
     pub follow_up_mode: QueueMode,
-    /// Compact the context on its own when it passes `compact_threshold`.
+    /// Compact the context on its own when it passes `compact_at`.
     #[serde(default = "yes")]
     pub auto_compact: bool,
-    /// Share of the context window that triggers compaction.
-    #[serde(default = "default_compact_threshold")]
-    pub compact_threshold: f64,
+    /// Share of the context window that triggers compaction, 0.1 to 0.95
+    /// (checked when the file is loaded); `compact_threshold` is its older name.
+    #[serde(default = "default_compact_at", alias = "compact_threshold")]
+    pub compact_at: f64,
 }
 
 impl Default for AgentSection {
@@ -177,7 +181,7 @@ impl Default for AgentSection {
             steering_mode: QueueMode::default(),
             follow_up_mode: QueueMode::default(),
             auto_compact: true,
-            compact_threshold: default_compact_threshold(),
+            compact_at: default_compact_at(),
         }
     }
 }
@@ -368,6 +372,32 @@ impl Default for DisplaySection {
     }
 }
 
+/// `[ui]`: how the REPL calls the user back when it wants them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiSection {
+    /// A run that took at least this many seconds notifies when it ends.
+    #[serde(default = "default_notify_after")]
+    pub notify_after: u64,
+    /// A program and its arguments run, with a JSON summary appended, instead
+    /// of the terminal's notification or bell. An untrusted project file's is
+    /// held back (`trust`).
+    pub notify: Option<Vec<String>>,
+}
+
+impl Default for UiSection {
+    fn default() -> Self {
+        UiSection {
+            notify_after: default_notify_after(),
+            notify: None,
+        }
+    }
+}
+
+fn default_notify_after() -> u64 {
+    10
+}
+
 /// Where and how shell work runs.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -536,7 +566,7 @@ fn default_max_iterations() -> u32 {
 fn default_batch_size() -> usize {
     4
 }
-fn default_compact_threshold() -> f64 {
+fn default_compact_at() -> f64 {
     0.8
 }
 fn default_shell_timeout() -> u64 {

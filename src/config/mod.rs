@@ -106,6 +106,8 @@ pub struct Settings {
     pub tools: ToolsSection,
     pub network: NetworkSection,
     pub display: DisplaySection,
+    /// `[ui]`: the REPL's notifications.
+    pub ui: UiSection,
     pub execution: ExecutionSection,
     /// Hook commands; empty when the file is an untrusted project file.
     pub hooks: HooksSection,
@@ -311,6 +313,9 @@ pub fn credential_env(file: &ConfigFile) -> Vec<String> {
 
 /// The most an `api_key_file` may hold.
 const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+/// The shares of the context window `[agent] compact_at` may name.
+pub const COMPACT_AT_RANGE: std::ops::RangeInclusive<f64> = 0.1..=0.95;
 
 fn read_config_bytes(path: &Path) -> Result<Vec<u8>, crate::localfile::ReadError> {
     crate::localfile::read_regular(path, MAX_CONFIG_BYTES)
@@ -570,11 +575,28 @@ pub fn resolve(
             message: "agent.max_turns (or max_iterations) must be at least 1".into(),
         });
     }
-    if !(file.agent.compact_threshold > 0.0 && file.agent.compact_threshold <= 1.0) {
+    // Below 0.1 it would summarise nearly every turn; above 0.95 the next
+    // reply may not fit before the compaction comes.
+    if !COMPACT_AT_RANGE.contains(&file.agent.compact_at) {
         return Err(ConfigError::Invalid {
             path: file_src,
-            message: "agent.compact_threshold must be a fraction of the context window, above 0 and at most 1".into(),
+            message: format!(
+                "agent.compact_at is {}: it must be a share of the context window from {} to {}, such as 0.8",
+                file.agent.compact_at,
+                COMPACT_AT_RANGE.start(),
+                COMPACT_AT_RANGE.end()
+            ),
         });
+    }
+    if let Some(notify) = &file.ui.notify {
+        if notify.first().is_none_or(|p| p.trim().is_empty()) {
+            return Err(ConfigError::Invalid {
+                path: file_src,
+                message:
+                    "ui.notify must name a program first, such as [\"notify-send\", \"buddy\"]"
+                        .into(),
+            });
+        }
     }
     if file.agent.tool_batch_size == 0 {
         return Err(ConfigError::Invalid {
@@ -632,6 +654,7 @@ pub fn resolve(
         tools: file.tools,
         network: file.network,
         display: file.display,
+        ui: file.ui,
         execution: file.execution,
         serve: file.serve,
         hooks: file.hooks,

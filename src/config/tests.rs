@@ -603,3 +603,58 @@ fn every_credential_variable_is_hidden_from_children() {
         assert!(hidden.iter().any(|h| h == name), "{name} in {hidden:?}");
     }
 }
+
+#[test]
+fn compact_at_is_a_share_of_the_window_within_its_range() {
+    let at = |line: &str| {
+        resolve_text(
+            &TWO_PROFILES.replacen("[agent]\n", &format!("[agent]\n{line}\n"), 1),
+            &[],
+            CliOverrides::default(),
+        )
+    };
+    assert_eq!(at("").unwrap().agent.compact_at, 0.8);
+    assert!(at("").unwrap().agent.auto_compact);
+    assert_eq!(at("compact_at = 0.5").unwrap().agent.compact_at, 0.5);
+    assert_eq!(at("compact_at = 0.1").unwrap().agent.compact_at, 0.1);
+    assert_eq!(at("compact_at = 0.95").unwrap().agent.compact_at, 0.95);
+    // The older name still reads.
+    assert_eq!(at("compact_threshold = 0.6").unwrap().agent.compact_at, 0.6);
+    assert!(!at("auto_compact = false").unwrap().agent.auto_compact);
+    for bad in ["0.05", "0.99", "1.0", "0", "-0.5", "nan"] {
+        let err = at(&format!("compact_at = {bad}")).unwrap_err().to_string();
+        assert!(
+            err.contains("agent.compact_at is") && err.contains("from 0.1 to 0.95"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn ui_notify_settings_default_and_need_a_program() {
+    let with = |section: &str| {
+        resolve_text(
+            &format!("{TWO_PROFILES}\n{section}"),
+            &[],
+            CliOverrides::default(),
+        )
+    };
+    let s = with("").unwrap();
+    assert_eq!(s.ui.notify_after, 10);
+    assert_eq!(s.ui.notify, None);
+    let s = with("[ui]\nnotify_after = 0\nnotify = [\"notify-send\", \"buddy\"]").unwrap();
+    assert_eq!(s.ui.notify_after, 0);
+    assert_eq!(
+        s.ui.notify.as_deref(),
+        Some(&["notify-send".to_string(), "buddy".to_string()][..])
+    );
+    for bad in ["notify = []", "notify = [\" \"]"] {
+        let err = with(&format!("[ui]\n{bad}")).unwrap_err().to_string();
+        assert!(
+            err.contains("ui.notify must name a program"),
+            "{bad}: {err}"
+        );
+    }
+    let err = with("[ui]\nnotify_afterr = 1").unwrap_err().to_string();
+    assert!(err.contains("notify_afterr"), "{err}");
+}

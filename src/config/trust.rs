@@ -9,7 +9,8 @@
 //!   takes) to a base URL the file chose, or with a CA file it chose; a
 //!   profile identical to one of the built-in template's is fine;
 //! - `[auth.*]` sections (they say where login tokens are refreshed);
-//! - `[hooks]` (each is a command buddy would run on its own, unasked);
+//! - `[hooks]` (each is a command buddy would run on its own, unasked), and
+//!   `[ui] notify` for the same reason;
 //! - settings in `[tools]` that lower safety (`shell_confirm = false`, a
 //!   denylist of its own, `auto_approve_read_only = true`;
 //!   `lowers_tool_safety` is where new ones belong);
@@ -241,6 +242,10 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
     if !std::mem::take(&mut file.hooks).is_empty() {
         out.held_back.push("hooks".into());
     }
+    // So does a notify program, after every long run.
+    if file.ui.notify.take().is_some() {
+        out.held_back.push("ui.notify".into());
+    }
     // Naming the tmux session to join would put the project's pane into a
     // session of the user's own choosing: the file must be trusted for that.
     if file.execution.tmux_session.take().is_some() {
@@ -301,6 +306,17 @@ mod tests {
         );
         assert!(file.hooks.is_empty());
         assert_eq!(u.held_back, ["hooks"]);
+    }
+
+    #[test]
+    fn an_untrusted_file_runs_no_notify_program() {
+        let (file, u) = held(
+            "[ui]\nnotify_after = 3\nnotify = [\"touch\", \"/tmp/owned\"]\n",
+            false,
+        );
+        assert_eq!(file.ui.notify, None);
+        assert_eq!(file.ui.notify_after, 3);
+        assert_eq!(u.held_back, ["ui.notify"]);
     }
 
     #[test]

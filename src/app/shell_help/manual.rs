@@ -101,9 +101,10 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "agent",
-        "compact_threshold",
-        "share of the context window that triggers compaction (default 0.8)",
+        "compact_at",
+        "share of the context window that triggers compaction, 0.1 to 0.95 (default 0.8)",
     ),
+    ("agent", "compact_threshold", "the older name of compact_at"),
     (
         "models.NAME",
         "api_base_url",
@@ -294,6 +295,16 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "display",
         "show_tool_calls",
         "tool calls and a preview of their results (default true)",
+    ),
+    (
+        "ui",
+        "notify_after",
+        "seconds a REPL run must take for its end to notify (default 10); approvals always notify",
+    ),
+    (
+        "ui",
+        "notify",
+        "[\"program\", \"arg\", ...] run with a JSON summary appended instead of OSC 9 or a bell",
     ),
     (
         "execution",
@@ -675,6 +686,7 @@ mod tests {
             ("tools", "tools"),
             ("network", "network"),
             ("display", "display"),
+            ("ui", "ui"),
             ("execution", "execution"),
             ("discovery", "discovery"),
             ("auth.x", "auth.PROVIDER"),

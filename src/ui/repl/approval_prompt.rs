@@ -266,6 +266,12 @@ impl Repl<'_> {
             stashed,
         });
         self.redraw();
+        let message = format!("buddy: approve? {actor}$ {shown}");
+        let took = self
+            .task
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |t| t.started.elapsed());
+        self.notify(super::notify::Kind::ApprovalRequested, &message, took);
     }
 
     /// A decision the user did not type here: the policy's, the allow list's,

@@ -20,7 +20,10 @@ pub const DESCRIBED: &[(&str, &str)] = &[
         "model, endpoint, tools, session and token counters",
     ),
     ("/context", "estimated context use and token totals"),
-    ("/compact", "shrink the context now"),
+    (
+        "/compact",
+        "shrink the context now: /compact [what the summary should keep]",
+    ),
     ("/model", "switch model profile or model id"),
     ("/approve", "shell approvals: ask, all, none or for a while"),
     ("/session", "list, resume or start sessions"),
@@ -61,7 +64,9 @@ pub enum ApproveArg {
 pub enum Slash {
     Status,
     Context,
-    Compact,
+    /// `/compact [focus]`: compact now; the words after it (if any) are an
+    /// instruction to the summariser.
+    Compact(Option<String>),
     Ps,
     Kill(u64),
     Timeout {
@@ -104,7 +109,7 @@ impl Slash {
                 | Slash::SessionNew
                 | Slash::Clear
                 | Slash::SessionResume(_)
-                | Slash::Compact
+                | Slash::Compact(_)
                 | Slash::Rewind
                 | Slash::Fork
                 | Slash::Init
@@ -171,7 +176,9 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
     match name {
         "/status" => no_args(Slash::Status),
         "/context" => no_args(Slash::Context),
-        "/compact" => no_args(Slash::Compact),
+        // The words are joined with single spaces: an instruction, not
+        // text whose layout matters.
+        "/compact" => Ok(Slash::Compact((!args.is_empty()).then(|| args.join(" ")))),
         "/ps" => no_args(Slash::Ps),
         "/help" => no_args(Slash::Help),
         "/clear" => no_args(Slash::Clear),
@@ -465,6 +472,16 @@ mod tests {
         assert_eq!(parse("/model 2"), Some(Ok(Slash::Model(Some("2".into())))));
         assert!(parse("/status now").unwrap().is_err());
         assert_eq!(parse("/q"), Some(Ok(Slash::Quit)));
+    }
+
+    #[test]
+    fn compact_takes_the_rest_of_the_line_as_its_focus() {
+        assert_eq!(parse("/compact"), Some(Ok(Slash::Compact(None))));
+        assert_eq!(parse("/compact   "), Some(Ok(Slash::Compact(None))));
+        assert_eq!(
+            parse("/compact keep  the numbers "),
+            Some(Ok(Slash::Compact(Some("keep the numbers".into()))))
+        );
     }
 
     #[test]

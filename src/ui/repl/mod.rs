@@ -32,6 +32,7 @@ mod input;
 mod mcp_report;
 pub mod mentions;
 pub mod menu;
+pub mod notify;
 mod pickers;
 mod render_events;
 pub mod replay;
@@ -178,6 +179,8 @@ pub struct ReplOptions {
     /// The working directory, read once at start-up: where the editor
     /// completes paths and `!` commands run.
     pub cwd: PathBuf,
+    /// When and how the user is notified (`[ui]`).
+    pub notify: notify::NotifyOptions,
 }
 
 /// The agent's run in progress, as the user sees it.
@@ -287,12 +290,15 @@ pub struct Repl<'h> {
     pending_images: Vec<crate::wire::Image>,
     /// Where `@path` mentions are read from.
     cwd: PathBuf,
+    /// Notifications: long runs ended, approvals waiting.
+    notifier: notify::Notifier,
     out: Terminal,
 }
 
 impl<'h> Repl<'h> {
     pub fn new(ops: OpSender, services: &'h dyn ReplServices, opts: ReplOptions) -> Repl<'h> {
         let history = history::History::load(opts.history_file.clone());
+        let notifier = notify::Notifier::new(opts.notify.clone());
         let prompt = opts.style.actor(&opts.prompt);
         let colour = opts.style.color;
         let mut editor = Editor::new(prompt, history, commands::NAMES, opts.cwd.clone());
@@ -344,6 +350,7 @@ impl<'h> Repl<'h> {
             bang: None,
             pending_images: Vec::new(),
             cwd,
+            notifier,
             out: Terminal::new(),
         }
     }

@@ -6,7 +6,7 @@
 //! after the text it follows.
 
 use super::approval::short_duration;
-use super::{bang, replay, rewind, Repl, Task, Want};
+use super::{bang, notify, replay, rewind, Repl, Task, Want};
 use crate::agent::protocol::{Event as AgentEvent, EventKind, OpId, RunOutcome, ToolCallResult};
 use crate::text::visible;
 use std::time::{Duration, Instant};
@@ -79,6 +79,19 @@ impl Repl<'_> {
         self.flush_partial();
         let st = self.opts.style;
         let id = self.task.as_ref().map_or(0, |t| t.id);
+        let took = self.task.as_ref().map(|t| t.started.elapsed());
+        // The user who interrupted the run is at the terminal already.
+        let note = match &outcome {
+            RunOutcome::Answered { text, .. } => Some(format!(
+                "buddy: task {id} done: {}",
+                text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+            )),
+            RunOutcome::Interrupted => None,
+            RunOutcome::Failed { message } => Some(format!("buddy: task {id} failed: {message}")),
+            RunOutcome::LimitReached { message } => {
+                Some(format!("buddy: task {id} stopped: {message}"))
+            }
+        };
         match outcome {
             RunOutcome::Answered { text, .. } => {
                 if !self.answer_streamed && !text.is_empty() {
@@ -110,6 +123,26 @@ impl Repl<'_> {
         self.tool_output.clear();
         self.update_status();
         self.redraw();
+        if let (Some(note), Some(took)) = (note, took) {
+            if self.notifier.run_is_long(took) {
+                self.notify(notify::Kind::RunFinished, &note, took);
+            }
+        }
+    }
+
+    /// Tells the user away from the screen (`notify`): the `notify` program
+    /// is started, or the terminal gets its sequence. `took`: how long the
+    /// run has gone on.
+    pub(super) fn notify(&mut self, kind: notify::Kind, message: &str, took: Duration) {
+        let session = self.session_id.clone();
+        if let Some(seq) = self
+            .notifier
+            .notify(kind, session.as_deref(), message, took)
+        {
+            use std::io::Write;
+            let _ = self.out.write_all(seq.as_bytes());
+            let _ = self.out.flush();
+        }
     }
 
     /// Shows one event from the agent: each kind goes to the method for its

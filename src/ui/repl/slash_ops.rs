@@ -79,8 +79,8 @@ impl Repl<'_> {
             Slash::Approve(arg) => self.on_approve(arg),
             Slash::Status => self.ask(Op::Status, Want::Status),
             Slash::Context => self.ask(Op::Status, Want::Context),
-            Slash::Compact => {
-                self.send(Op::Compact);
+            Slash::Compact(focus) => {
+                self.send(Op::Compact { focus });
             }
             Slash::SessionList => {
                 self.send(Op::ListSessions);
