@@ -124,6 +124,7 @@ pub(super) async fn interactive(
         parsed,
         overrides: overrides.clone(),
         allowed: allowed.clone(),
+        cwd: cwd.clone(),
     };
     let opts = crate::ui::repl::ReplOptions {
         style,

@@ -24,6 +24,8 @@ pub(crate) struct Services {
     pub parsed: Arc<Parsed>,
     pub overrides: CliOverrides,
     pub allowed: crate::agent::allowlist::SharedAllowList,
+    /// The working directory read at start-up: where `/export` writes.
+    pub cwd: PathBuf,
 }
 
 impl ReplServices for Services {
@@ -36,12 +38,12 @@ impl ReplServices for Services {
     }
 
     fn export(&self, id: &str, file: Option<&str>) -> Result<PathBuf, String> {
-        let dir = workdir();
+        let dir = &self.cwd;
         let path = match file {
             Some(f) => dir.join(f),
             None => dir.join(format!("buddy-{id}.md")),
         };
-        let store = crate::session::Store::for_workdir(&dir);
+        let store = crate::session::Store::for_workdir(dir);
         let bytes = super::export::render(&store, id, crate::cli::ExportFormat::Markdown)
             .map_err(|e| e.to_string())?;
         super::export::write_private(&path, &bytes).map_err(|e| e.to_string())?;
