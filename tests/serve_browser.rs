@@ -1005,7 +1005,7 @@ fn exec_runs_are_grouped_under_the_conversations_and_folded() {
     });
     // Folded: only the conversation is shown.
     let shown: Vec<bool> = b
-        .script("return [...document.querySelectorAll('#sessions .sess')].map((a) => a.offsetParent !== null);")
+        .script("return [...document.querySelectorAll('#sessions .sess')].map((a) => a.checkVisibility());")
         .as_array()
         .expect("a list")
         .iter()

@@ -44,7 +44,10 @@ fn complete(script: &str, words: &[&str]) -> Vec<String> {
 fn bash_completes_subcommands_and_their_flags() {
     let out = BuddyCmd::new().args(["completions", "bash"]).run();
     out.assert_success();
-    assert_eq!(complete(&out.stdout, &["buddy", "ex"]), vec!["exec"]);
+    assert_eq!(
+        complete(&out.stdout, &["buddy", "ex"]),
+        vec!["exec", "export"]
+    );
     assert_eq!(
         complete(&out.stdout, &["buddy", "exec", "--dang"]),
         vec!["--dangerously-auto-approve"]

@@ -7,8 +7,8 @@ use std::time::Duration;
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/rewind", "/fork", "/clear", "/export", "/init", "/login", "/mcp", "/skills",
-    "/help", "/quit", "/exit", "/q",
+    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/mcp", "/skills", "/help",
+    "/quit", "/exit", "/q", "/export",
 ];
 
 /// The commands with one line each, in the order the completion menu lists

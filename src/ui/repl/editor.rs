@@ -817,7 +817,7 @@ mod tests {
         e.handle(&key(KeyCode::Tab, KeyModifiers::NONE));
         assert_eq!(e.buffer.text(), "/status ");
         let mut e = editor();
-        typed(&mut e, "/e");
+        typed(&mut e, "/exi");
         e.handle(&key(KeyCode::Tab, KeyModifiers::NONE));
         assert_eq!(e.buffer.text(), "/exit ");
         let mut e = editor();
