@@ -88,6 +88,19 @@ pub fn clip(s: &str, max_chars: usize) -> Cow<'_, str> {
     }
 }
 
+/// The first `max` bytes of `s` (at a character boundary) and how many
+/// bytes were left out.
+pub fn head(s: &str, max: usize) -> (&str, usize) {
+    if s.len() <= max {
+        return (s, 0);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&s[..end], s.len() - end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

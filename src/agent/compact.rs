@@ -472,11 +472,7 @@ impl Agent {
                 }
             }
         }
-        self.saved = self.messages.len();
-        // The server's last count described the old history.
-        self.tracker.last_prompt_tokens = 0;
-        self.tracker.last_completion_tokens = 0;
-        self.warned_full = false;
+        self.history_replaced();
         self.emit(EventKind::Compacted {
             messages_before: before_len - base,
             messages_after: self.messages.len() - base,

@@ -274,12 +274,18 @@ impl Agent {
                 self.warn(format!("session not saved: {e}")).await;
             }
         }
+        self.history_replaced();
+        removed
+    }
+
+    /// After the history was shortened (compacted, rewound, set aside): all
+    /// of it is in the journal, and the server's last token count described
+    /// the longer one, so the window's use is estimated afresh.
+    pub(super) fn history_replaced(&mut self) {
         self.saved = self.messages.len();
-        // The server's last count described the longer history.
         self.tracker.last_prompt_tokens = 0;
         self.tracker.last_completion_tokens = 0;
         self.warned_full = false;
-        removed
     }
 }
 

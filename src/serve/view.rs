@@ -94,7 +94,7 @@ impl Render {
 }
 
 pub fn answer(text: &str) -> Item {
-    let (text, cut) = head(text, MAX_ANSWER_BYTES);
+    let (text, cut) = crate::text::head(text, MAX_ANSWER_BYTES);
     let mut html = to_html(text);
     if cut > 0 {
         html.push_str(&format!(
@@ -147,7 +147,7 @@ pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
         match m.role {
             Role::System => {}
             Role::User => {
-                let (text, cut) = head(m.text(), MAX_USER_BYTES);
+                let (text, cut) = crate::text::head(m.text(), MAX_USER_BYTES);
                 let mut text = crate::text::visible(text).into_owned();
                 if cut > 0 {
                     text.push_str(&format!("\n… {cut} more bytes"));
@@ -184,19 +184,6 @@ pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
         }
     }
     (items, skip)
-}
-
-/// The first `max` bytes of `s` (at a character boundary) and how many
-/// bytes were left out.
-fn head(s: &str, max: usize) -> (&str, usize) {
-    if s.len() <= max {
-        return (s, 0);
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&s[..end], s.len() - end)
 }
 
 #[cfg(test)]

@@ -242,10 +242,8 @@ impl ExecFrontEnd {
                 self.turn_text.clear();
                 self.clear_spinner();
                 eprintln!(
-                    "{} {}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
-                    st.warning("warning:"),
-                    crate::text::visible(&error),
-                    delay_ms as f64 / 1000.0
+                    "{}",
+                    super::retry_line(st, attempt, max_retries, delay_ms, &error)
                 );
             }
             EventKind::Warning { message } => {

@@ -100,9 +100,8 @@ impl JsonFrontEnd {
                 delay_ms,
                 error,
             } => eprintln!(
-                "{} {error}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
-                st.warning("warning:"),
-                *delay_ms as f64 / 1000.0
+                "{}",
+                crate::ui::retry_line(st, *attempt, *max_retries, *delay_ms, error)
             ),
             EventKind::Error { message, .. } => eprintln!("{} {message}", st.error("error:")),
             EventKind::ApprovalDecided {

@@ -189,6 +189,24 @@ pub fn hook_line(hook_event: &str, tool: Option<&str>, reason: &str) -> String {
     )
 }
 
+/// The line every terminal front end shows when a model request is retried:
+/// `warning: ERROR; retrying in 1.0 s (attempt 2 of 3)`, the server's text
+/// made visible.
+pub fn retry_line(
+    style: Style,
+    attempt: u32,
+    max_retries: u32,
+    delay_ms: u64,
+    error: &str,
+) -> String {
+    format!(
+        "{} {}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
+        style.warning("warning:"),
+        crate::text::visible(error),
+        delay_ms as f64 / 1000.0
+    )
+}
+
 /// The token (and cost) line a terminal front end shows after a model
 /// reply, the same in exec and the REPL: `tokens: prompt 120, completion
 /// 40, session 160, cost $0.0012 (session $0.0340)`. Estimated counts are

@@ -118,7 +118,7 @@ fn push_call(out: &mut String, name: &str, arguments: Option<&str>, result: Opti
 /// `text` in a fence longer than any backtick run in it, bounded, with
 /// `</details>` unable to end the fold around it.
 fn push_code(out: &mut String, lang: &str, text: &str) {
-    let (text, cut) = head(text, MAX_BLOCK_BYTES);
+    let (text, cut) = crate::text::head(text, MAX_BLOCK_BYTES);
     let text = defuse_details(text);
     let fence = "`".repeat(longest_run(&text, '`').max(2) + 1);
     let _ = writeln!(out, "{fence}{lang}");
@@ -239,19 +239,6 @@ fn escape_inline(s: &str) -> String {
         out.push(c);
     }
     out
-}
-
-/// The first `max` bytes of `s` (at a character boundary) and how many
-/// bytes were left out.
-fn head(s: &str, max: usize) -> (&str, usize) {
-    if s.len() <= max {
-        return (s, 0);
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&s[..end], s.len() - end)
 }
 
 #[cfg(test)]

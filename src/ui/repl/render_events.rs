@@ -328,11 +328,12 @@ impl Repl<'_> {
                 delay_ms,
                 error,
             } => {
-                self.say(&format!(
-                    "{} {}; retrying in {:.1} s (attempt {attempt} of {max_retries})",
-                    st.warning("warning:"),
-                    visible(&error),
-                    delay_ms as f64 / 1000.0
+                self.say(&crate::ui::retry_line(
+                    st,
+                    attempt,
+                    max_retries,
+                    delay_ms,
+                    &error,
                 ));
             }
             EventKind::Warning { message } => {
