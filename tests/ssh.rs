@@ -651,3 +651,62 @@ fn a_rewind_of_code_puts_files_back_over_ssh_byte_for_byte() {
     assert_eq!(meta.uid(), uid_of(USER), "not written over SSH");
     assert!(!std::path::Path::new(&made).exists(), "the new file stays");
 }
+
+/// A rewind over SSH puts files back where buddy wrote them, not where a
+/// directory symlink put in place since leads: the file outside that buddy
+/// never wrote is neither deleted nor overwritten.
+#[test]
+fn a_rewind_over_ssh_does_not_follow_a_directory_symlink_put_in_place_since() {
+    let sshd = Sshd::start();
+    let dir = RemoteDir::new("rewind-link");
+    let setup = Sshd::as_user(&format!(
+        "mkdir -p '{d}/sub' '{d}/outside' && printf 'first\\n' > '{d}/sub/old.txt' \
+         && printf 'not buddy s\\n' > '{d}/outside/old.txt' && printf 'keep me\\n' > '{d}/outside/new.txt'",
+        d = dir.0
+    ));
+    assert!(setup.status.success(), "{setup:?}");
+    let old = format!("{}/sub/old.txt", dir.0);
+    let new = format!("{}/sub/new.txt", dir.0);
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            ToolCallSpec::new(
+                "e1",
+                "edit_file",
+                json!({"path": old, "old_string": "first", "new_string": "second"}).to_string(),
+            ),
+            ToolCallSpec::new(
+                "e2",
+                "edit_file",
+                json!({"path": new, "old_string": "", "new_string": "made there\n"}).to_string(),
+            ),
+        ]),
+        Reply::text("edited there"),
+    ]);
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
+    let mut args: Vec<String> = sshd.buddy_args();
+    args.push("--no-tmux".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Tmux::start(&cmd, &args);
+    let prompt = format!("(ssh {USER}@127.0.0.1)>");
+    t.wait_for("the ssh prompt", |_| t.cursor_line().starts_with(&prompt));
+    t.line("edit over there");
+    t.wait_text("edited there");
+    assert_eq!(std::fs::read_to_string(&old).expect("old.txt"), "second\n");
+    // Later, a command on the host puts a symlink to another directory
+    // where `sub` was.
+    let swap = Sshd::as_user(&format!(
+        "rm -rf '{d}/sub' && ln -s '{d}/outside' '{d}/sub'",
+        d = dir.0
+    ));
+    assert!(swap.status.success(), "{swap:?}");
+
+    t.open_newest_turn("edit over there");
+    t.keys(&["c"]);
+    t.wait_texts(&["FAILED", "now leads to"]);
+    let outside = |f: &str| std::fs::read_to_string(format!("{}/outside/{f}", dir.0));
+    assert_eq!(
+        outside("old.txt").expect("outside old.txt"),
+        "not buddy s\n"
+    );
+    assert_eq!(outside("new.txt").expect("outside new.txt"), "keep me\n");
+}

@@ -49,7 +49,7 @@ pub(crate) async fn store(
             .map_err(|e| ToolError::Failed(format!("cannot write {}: {e}", path.display())));
     }
     if !ctx.target.is_local() {
-        return write_remote(ctx.target.as_ref(), &ctx.cwd, path, &bytes)
+        return write_remote(ctx.target.as_ref(), &ctx.cwd, path, &bytes, Follow::Links)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()));
     }
@@ -86,20 +86,86 @@ pub(crate) async fn remove(
             .await
             .map_err(|e| io_error("delete", path, e));
     }
-    remove_remote(ctx.target.as_ref(), &ctx.cwd, path)
+    remove_remote(ctx.target.as_ref(), &ctx.cwd, path, Follow::Links)
         .await
         .map_err(|e| ToolError::Failed(e.to_string()))
+}
+
+/// Whether a remote write or removal may go through symlinks. The tools
+/// follow them as the user's editor would; a rewind puts a file back where
+/// it was written, so a symlink put in its path since is refused.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    Links,
+    NoNewLinks,
+}
+
+/// A shell test that `path` (as the checkpoint recorded it: its directory
+/// resolved at the write) still leads where it did: the nearest existing
+/// directory of its path resolves to itself, and the file is no symlink.
+/// On failure it says where the path leads now and exits 25.
+fn unmoved_check(path: &str) -> String {
+    let dir = match path.rfind('/') {
+        Some(0) => "/".to_string(),
+        Some(i) => path[..i].to_string(),
+        None => ".".to_string(),
+    };
+    let (p, d) = (shell_quote(path), shell_quote(&dir));
+    let link = format!(
+        "if [ -L {p} ]; then echo \"not touched: it is now a symlink to $(readlink -- {p}) (put in its place since buddy wrote it)\" >&2; exit 25; fi; "
+    );
+    // A path the target could not resolve at the write was recorded as
+    // given; there is no resolved directory to compare with.
+    if !path.starts_with('/') {
+        return link;
+    }
+    format!(
+        "d={d}; while [ ! -d \"$d\" ] && [ ! -L \"$d\" ] && [ \"$d\" != / ]; do d=$(dirname -- \"$d\"); done; \
+         now=$(cd -P -- \"$d\" 2>/dev/null && pwd -P); \
+         if [ \"$now\" != \"$d\" ]; then echo \"not touched: $d now leads to ${{now:-nowhere}} (a symlink put in its path since buddy wrote it)\" >&2; exit 25; fi; {link}"
+    )
+}
+
+/// Where `path` on a remote target leads now: a symlink followed to its
+/// file and the directory resolved (the part that does not exist yet kept
+/// as written), so a checkpoint records the place the write goes to and a
+/// rewind can tell when a symlink has moved it since. None if the target
+/// could not say; the path is then recorded as given.
+pub(crate) async fn resolve_remote(
+    target: &dyn Target,
+    cwd: &Path,
+    path: &Path,
+) -> Option<PathBuf> {
+    let p = shell_quote(&path.to_string_lossy());
+    let script = format!(
+        "p={p}; if [ -L \"$p\" ]; then q=$(readlink -f -- \"$p\") && [ -n \"$q\" ] && p=$q; fi; \
+         case $p in */*) d=${{p%/*}}; f=${{p##*/}}; [ -n \"$d\" ] || d=/ ;; *) d=.; f=$p ;; esac; \
+         t=; while [ ! -d \"$d\" ] && [ \"$d\" != / ] && [ \"$d\" != . ]; do t=\"/${{d##*/}}$t\"; d=$(dirname -- \"$d\"); done; \
+         r=$(cd -P -- \"$d\" && pwd -P) || exit 1; [ \"$r\" = / ] && r=; printf '%s%s/%s' \"$r\" \"$t\" \"$f\""
+    );
+    match run_script(target, &script, cwd, None).await {
+        Ok((Some(0), out, _)) if out.starts_with(b"/") => {
+            Some(PathBuf::from(String::from_utf8(out).ok()?))
+        }
+        _ => None,
+    }
 }
 
 async fn remove_remote(
     target: &dyn Target,
     cwd: &Path,
     path: &Path,
+    follow: Follow,
 ) -> Result<(), TargetFileError> {
-    let p = shell_quote(&path.to_string_lossy());
+    let text = path.to_string_lossy();
+    let p = shell_quote(&text);
+    let guard = match follow {
+        Follow::Links => String::new(),
+        Follow::NoNewLinks => unmoved_check(&text),
+    };
     // Only a regular file or a symlink (itself) is removed.
     let script = format!(
-        "if [ -e {p} ] && [ ! -L {p} ] && [ ! -f {p} ]; then \
+        "{guard}if [ -e {p} ] && [ ! -L {p} ] && [ ! -f {p} ]; then \
          echo \"it is not a regular file ($(stat -c %F -- {p}))\" >&2; exit 25; fi; rm -f -- {p}"
     );
     let (code, _, err) = run_script(target, &script, cwd, None)
@@ -167,11 +233,18 @@ impl TargetFiles for RemoteFiles {
     }
 
     async fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), TargetFileError> {
-        write_remote(self.target.as_ref(), &self.cwd, path, bytes).await
+        write_remote(
+            self.target.as_ref(),
+            &self.cwd,
+            path,
+            bytes,
+            Follow::NoNewLinks,
+        )
+        .await
     }
 
     async fn remove(&self, path: &Path) -> Result<(), TargetFileError> {
-        remove_remote(self.target.as_ref(), &self.cwd, path).await
+        remove_remote(self.target.as_ref(), &self.cwd, path, Follow::NoNewLinks).await
     }
 
     async fn read(&self, path: &Path, max: u64) -> Prior {
@@ -246,8 +319,13 @@ async fn write_remote(
     cwd: &Path,
     path: &Path,
     bytes: &[u8],
+    follow: Follow,
 ) -> Result<(), TargetFileError> {
     let text = path.to_string_lossy();
+    let guard = match follow {
+        Follow::Links => String::new(),
+        Follow::NoNewLinks => unmoved_check(&text),
+    };
     let dir = match text.rfind('/') {
         Some(0) => "/".to_string(),
         Some(i) => text[..i].to_string(),
@@ -261,7 +339,7 @@ async fn write_remote(
     // The type is checked where the write happens: `mv` over a device
     // replaces it, and into a directory moves the file inside it.
     let script = format!(
-        "trap 'rm -f -- {t}' EXIT; if [ -e {p} ] && [ ! -f {p} ]; then \
+        "{guard}trap 'rm -f -- {t}' EXIT; if [ -e {p} ] && [ ! -f {p} ]; then \
          echo \"it is not a regular file ($(stat -L -c %F -- {p}))\" >&2; exit 25; fi; \
          mkdir -p -- {d} && cat > {t} && \
          {{ [ ! -e {p} ] || chmod \"$(stat -c %a -- {p})\" {t} 2>/dev/null || true; }} && mv -f -- {t} {p}"

@@ -145,7 +145,7 @@ impl ToolContext {
         if files.is_empty() {
             return Ok(());
         }
-        let paths: Vec<PathBuf> = files.iter().map(|(p, ..)| p.clone()).collect();
+        let mut paths: Vec<PathBuf> = files.iter().map(|(p, ..)| p.clone()).collect();
         let after: Vec<checkpoint::After> = files.iter().map(|(.., a)| a.clone()).collect();
         let remote = if self.target.is_local() {
             None
@@ -153,6 +153,16 @@ impl ToolContext {
             let mut now = Vec::with_capacity(files.len());
             for (path, known, _) in files {
                 now.push(door::prior(self, path, *known).await);
+            }
+            // Recorded where the write goes, as on this host (the store
+            // resolves local paths itself): a rewind then refuses a path
+            // that a symlink has moved since.
+            for path in &mut paths {
+                if let Some(real) =
+                    door::resolve_remote(self.target.as_ref(), &self.cwd, path).await
+                {
+                    *path = real;
+                }
             }
             Some(checkpoint::Remote {
                 actor: self.target.actor(),
