@@ -145,11 +145,11 @@ async fn ctrl_c() {
     }
 }
 
-/// Reads events until the run in progress has finished (after the user
-/// abandoned it), so the next prompt does not see its tail.
-pub async fn until_run_end(agent: &mut AgentHandle) {
+/// Reads events until the run op `op` started has finished (after the
+/// user abandoned it), so the next prompt does not see its tail.
+pub async fn until_run_end(agent: &mut AgentHandle, op: Option<crate::agent::protocol::OpId>) {
     while let Some(ev) = agent.events.recv().await {
-        if matches!(ev.kind, EventKind::RunFinished { .. }) {
+        if ev.ends_run_of(op) {
             return;
         }
     }

@@ -230,6 +230,15 @@ impl Event {
     }
 }
 
+impl Event {
+    /// Whether this is the end of the run that op `op` (a prompt) started;
+    /// with no op known, the end of any run. A front end waiting for its
+    /// prompt's answer stops on this, not on another run's end.
+    pub fn ends_run_of(&self, op: Option<OpId>) -> bool {
+        matches!(self.kind, EventKind::RunFinished(_)) && (op.is_none() || self.op_id == op)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
@@ -793,6 +802,21 @@ pub struct StatusReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_end_is_matched_to_the_prompt_that_started_it() {
+        let mut end = Event::fixture(EventKind::RunFinished(RunEnd {
+            outcome: RunOutcome::Interrupted,
+        }));
+        end.op_id = Some(7);
+        assert!(end.ends_run_of(Some(7)));
+        assert!(!end.ends_run_of(Some(8)), "another prompt's run");
+        assert!(end.ends_run_of(None), "no prompt known: any run's end");
+        let other = Event::fixture(EventKind::RunStarted {
+            prompt: "hi".into(),
+        });
+        assert!(!other.ends_run_of(Some(1)));
+    }
 
     #[test]
     fn ops_and_events_round_trip_as_tagged_json() {

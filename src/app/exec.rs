@@ -110,19 +110,23 @@ pub(super) async fn exec(
         )
         .await?;
     }
-    let _ = agent
+    let asked = agent
         .ops
         .send(Op::Prompt {
             text: prompt,
             images,
         })
-        .await;
+        .await
+        .ok();
     let outcome = match json {
-        Some(j) => j.run(&mut agent).await,
+        Some(j) => j.awaiting(asked).run(&mut agent).await,
         None => {
             let mut opts = exec_options(&settings, style, terminal);
             opts.plain_answer = output.is_some();
-            ExecFrontEnd::new(opts).run(&mut agent).await
+            ExecFrontEnd::new(opts)
+                .awaiting(asked)
+                .run(&mut agent)
+                .await
         }
     };
     finish(agent, &outcome).await;

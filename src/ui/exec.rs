@@ -12,7 +12,7 @@ use super::markdown::MarkdownRenderer;
 use super::style::{preview, Style, SPINNER};
 use super::terminal::Terminal;
 use crate::agent::protocol::{
-    ApprovalQuestion, DecidedBy, Decision, Event, EventKind, RunEnd, RunOutcome,
+    ApprovalQuestion, DecidedBy, Decision, Event, EventKind, OpId, RunEnd, RunOutcome,
 };
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
@@ -66,6 +66,8 @@ pub struct ExecFrontEnd {
     tick: tokio::time::Interval,
     /// How the run ended, once it has.
     outcome: Option<ExecOutcome>,
+    /// The prompt whose run this shows (its end ends the front end).
+    prompt: Option<OpId>,
 }
 
 /// The most of a turn's text kept for stderr; narration is short, and an
@@ -108,11 +110,19 @@ impl ExecFrontEnd {
             turn_text: String::new(),
             tick: spinner_tick(),
             outcome: None,
+            prompt: None,
         }
     }
 
     /// Renders events until the run finishes, through the drive loop.
     /// Ctrl-C interrupts the run (a second one gives up waiting).
+    /// Shows the run prompt `op` started (any run's end ends it when the
+    /// prompt's id is not known).
+    pub fn awaiting(mut self, op: Option<OpId>) -> ExecFrontEnd {
+        self.prompt = op;
+        self
+    }
+
     pub async fn run(mut self, agent: &mut AgentHandle) -> ExecOutcome {
         let end = drive(agent, &mut self).await;
         self.outcome(end)
@@ -493,6 +503,10 @@ impl Renderer for ExecFrontEnd {
     const CTRL_C: bool = true;
 
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
+        if !ev.ends_run_of(self.prompt) {
+            self.handle(ev.kind);
+            return Flow::Continue;
+        }
         if let EventKind::RunFinished(RunEnd { outcome }) = ev.kind {
             self.clear_spinner();
             self.outcome = Some(self.finish(outcome));

@@ -7,7 +7,9 @@
 
 use super::exec::ExecOutcome;
 use super::style::{preview, Style};
-use crate::agent::protocol::{ApprovalQuestion, DecidedBy, Event, EventKind, RunEnd, RunOutcome};
+use crate::agent::protocol::{
+    ApprovalQuestion, DecidedBy, Event, EventKind, OpId, RunEnd, RunOutcome,
+};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::drive::{drive, Approval, End, Flow, Renderer};
@@ -22,6 +24,8 @@ pub struct JsonFrontEnd {
     closed: bool,
     /// How the run ended, once it has.
     outcome: Option<ExecOutcome>,
+    /// The prompt whose run this shows (its end ends the front end).
+    prompt: Option<OpId>,
 }
 
 impl JsonFrontEnd {
@@ -30,7 +34,15 @@ impl JsonFrontEnd {
             style,
             closed: false,
             outcome: None,
+            prompt: None,
         }
+    }
+
+    /// Shows the run prompt `op` started (any run's end ends it when the
+    /// prompt's id is not known).
+    pub fn awaiting(mut self, op: Option<OpId>) -> JsonFrontEnd {
+        self.prompt = op;
+        self
     }
 
     /// The first line: what follows and in which version.
@@ -126,6 +138,9 @@ impl Renderer for JsonFrontEnd {
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
         self.event(&ev);
         self.diagnose(&ev.kind);
+        if !ev.ends_run_of(self.prompt) {
+            return Flow::Continue;
+        }
         match ev.kind {
             EventKind::RunFinished(RunEnd { outcome }) => {
                 self.outcome = Some(outcome_of(outcome));

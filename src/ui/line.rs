@@ -57,19 +57,20 @@ pub async fn run(agent: &mut AgentHandle, opts: LineOptions) -> LineEnd {
         if matches!(line.trim(), "/quit" | "/exit" | "/q") {
             return last;
         }
-        let _ = agent
+        let asked = agent
             .ops
             .send(Op::Prompt {
                 text: line,
                 images: Vec::new(),
             })
-            .await;
-        let mut shown = ExecFrontEnd::new(opts.exec);
+            .await
+            .ok();
+        let mut shown = ExecFrontEnd::new(opts.exec).awaiting(asked);
         let end = drive(agent, &mut shown).await;
         if end == End::Abandoned {
             // The user stopped waiting; the run still ends before the next
             // prompt goes.
-            crate::drive::until_run_end(agent).await;
+            crate::drive::until_run_end(agent, asked).await;
         }
         last = LineEnd::Ok;
         match shown.outcome(end) {
