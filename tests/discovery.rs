@@ -168,6 +168,45 @@ fn a_local_server_loading_its_model_is_named_as_loading_not_absent() {
     assert!(p.chat_requests().is_empty());
 }
 
+/// A local server that is there and fails its listing with a server
+/// error is a failure of that server (exit 1, its own words), not a missing
+/// key (exit 2).
+#[test]
+fn a_local_server_failing_its_listing_is_a_failure_not_a_missing_key() {
+    let p = FakeProvider::start(vec![Reply::text("never")]).with_models_reply(Reply::json(
+        500,
+        serde_json::json!({"error": {"message": "model store \u{1b}[31mbroken"}}),
+    ));
+    let out = BuddyCmd::new()
+        .config(probe_list(&[host_port(&p)]))
+        .args(["exec", "hello"])
+        .run();
+    out.assert_code(1);
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].contains(&format!(
+            "at {} failed to list its models (HTTP 500: model store",
+            p.base_url()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains('\u{1b}'),
+        "the server's text made visible: {}",
+        out.stderr
+    );
+    for absent in ["no API key", "OPENAI_API_KEY"] {
+        assert!(!out.stderr.contains(absent), "{}", out.stderr);
+    }
+    assert!(p.chat_requests().is_empty());
+}
+
 #[test]
 fn a_configured_server_loading_its_model_is_retried_and_then_answers() {
     let p = FakeProvider::start(vec![loading(), Reply::text("ready now")]);

@@ -37,6 +37,10 @@ pub(crate) enum Probe {
     /// A model server still loading its model (llama.cpp's 503 "Loading
     /// model"): there, but not ready to list or answer yet.
     Loading,
+    /// A server that failed the listing with a server error (5xx): the
+    /// status and what it said. Reported as a failure of the server (exit
+    /// 1), not as a missing key (exit 2) when nothing else answers.
+    Failed(String),
 }
 
 /// Probes every server at once; results in the order of `servers`.
@@ -99,6 +103,12 @@ async fn probe_one(client: &reqwest::Client, url: &str) -> Probe {
         let message = error_message_from_body(&String::from_utf8_lossy(&body));
         return if is_loading_model(status.as_u16(), &message) {
             Probe::Loading
+        } else if status.is_server_error() {
+            let said = crate::text::visible(crate::text::head(message.trim(), 200).0).into_owned();
+            Probe::Failed(match said.is_empty() {
+                true => format!("HTTP {}", status.as_u16()),
+                false => format!("HTTP {}: {said}", status.as_u16()),
+            })
         } else {
             Probe::Silent
         };
@@ -287,7 +297,7 @@ pub(super) async fn instead_of_missing_key(
             Probe::Models(models) => {
                 pick_model(models, file.discovery.model.as_deref()).map(|m| (base, models, m))
             }
-            Probe::Silent | Probe::Loading => None,
+            Probe::Silent | Probe::Loading | Probe::Failed(_) => None,
         });
     let Some((base, models, model)) = found else {
         // A server that is there but still loading is the news, not the
@@ -299,6 +309,17 @@ pub(super) async fn instead_of_missing_key(
         {
             return Err(AppError::Failed(format!(
                 "{} at {base} is still loading its model (HTTP 503); run buddy again in a moment",
+                server_name(base, &[])
+            )));
+        }
+        // Likewise a server that is there and failed: its error, exit 1.
+        if let Some((base, Probe::Failed(said))) = servers
+            .iter()
+            .zip(&probes)
+            .find(|(_, p)| matches!(p, Probe::Failed(_)))
+        {
+            return Err(AppError::Failed(format!(
+                "{} at {base} failed to list its models ({said})",
                 server_name(base, &[])
             )));
         }
