@@ -425,3 +425,50 @@ fn mcp_add_appends_after_the_example_configs_comments() {
     out.assert_success();
     assert!(out.stdout.contains("echo"), "{}", out.stdout);
 }
+
+/// Past `[tools] tool_search_after_bytes` of servers' definitions, the model
+/// gets the built-in tools whole and the servers' as one line each in
+/// `tool_search`'s description; a search loads the full definition for the
+/// next request, and the loaded tool is then called like any other.
+#[test]
+fn past_the_bound_server_tools_go_as_one_line_until_tool_search_loads_them() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![call("s1", "tool_search", json!({"query": "shout"}))]),
+        Reply::tool_calls(vec![call("c1", "mcp__py__shout", json!({"text": "hi"}))]),
+        Reply::text("done"),
+    ]);
+    let servers = format!(
+        "\n[tools]\ntool_search_after_bytes = 200\n{}",
+        mcp::python_server("py", "")
+    );
+    let (_cmd, out) = exec(&p, &servers, "shout hi");
+    out.assert_success();
+    assert_eq!(out.stdout.trim(), "done");
+    let reqs = p.chat_requests();
+    let definition = |req: &RecordedRequest, name: &str| -> Option<Value> {
+        req.json()["tools"]
+            .as_array()?
+            .iter()
+            .find(|d| d["function"]["name"] == name)
+            .cloned()
+    };
+    // First request: built-ins whole, the server's tools only listed.
+    let first = tool_names(&reqs[0]);
+    assert!(first.contains(&"run_shell".to_string()), "{first:?}");
+    assert!(!first.iter().any(|n| n.starts_with("mcp__py__")), "{first:?}");
+    let search = definition(&reqs[0], "tool_search").expect("tool_search offered");
+    let listing = search["function"]["description"].as_str().unwrap_or_default();
+    assert!(listing.contains("- mcp__py__shout:"), "{listing}");
+    assert!(listing.contains("- mcp__py__peek:"), "{listing}");
+    let result = tool_result(&reqs[1], "s1");
+    assert!(result.starts_with("Loaded 1 tool(s)"), "{result}");
+    // Next request: shout whole (its schema), the rest still listed.
+    let shout = definition(&reqs[1], "mcp__py__shout").expect("shout loaded");
+    assert!(
+        shout["function"]["parameters"]["properties"]["text"].is_object(),
+        "{shout}"
+    );
+    assert!(definition(&reqs[1], "mcp__py__peek").is_none());
+    let result = tool_result(&reqs[2], "c1");
+    assert!(result.contains("HI"), "{result}");
+}

@@ -471,6 +471,7 @@ pub(crate) fn build_tools(
     let cap =
         |own: Option<usize>, default: usize| own.or(t.max_output_chars).unwrap_or(default).max(100);
     let mut reg = ToolRegistry::new();
+    reg.defer_tools_after(t.tool_search_after_bytes);
     if t.shell_enabled {
         reg.register(Arc::new(tools::shell::ShellTool::new(
             tools::shell::ShellOptions {

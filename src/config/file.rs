@@ -271,6 +271,18 @@ pub struct ToolsSection {
     /// Whether sandboxed commands may open TCP connections and listen.
     #[serde(default = "yes")]
     pub sandbox_network: bool,
+    /// Past this many bytes of MCP servers' tool definitions, they are
+    /// sent as one line each and `tool_search` loads them; 0: always whole.
+    #[serde(default = "default_tool_search_after")]
+    pub tool_search_after_bytes: usize,
+}
+
+/// The default of `tool_search_after_bytes`: about 4,000 tokens, a few
+/// ordinary servers' worth of definitions.
+pub const DEFAULT_TOOL_SEARCH_AFTER_BYTES: usize = 16 * 1024;
+
+fn default_tool_search_after() -> usize {
+    DEFAULT_TOOL_SEARCH_AFTER_BYTES
 }
 
 /// `[tools] edit_format`: `edit_file` (exact text replacement) or
@@ -318,6 +330,7 @@ impl Default for ToolsSection {
             search_max_output_chars: None,
             sandbox: None,
             sandbox_network: true,
+            tool_search_after_bytes: DEFAULT_TOOL_SEARCH_AFTER_BYTES,
         })
     }
 }

@@ -6,6 +6,7 @@ pub mod approval;
 pub mod capture;
 pub mod checkpoint;
 pub mod content;
+pub mod deferred;
 pub mod denylist;
 pub mod diff;
 pub mod door;
@@ -232,6 +233,8 @@ pub struct ToolRegistry {
     sources: Vec<Arc<dyn ToolSource>>,
     editor: Option<Arc<dyn editor::EditorFiles>>,
     own: Arc<protect::Protected>,
+    /// Which sources' tools go as one line each until `tool_search` loads them.
+    deferral: Arc<deferred::Deferral>,
 }
 
 /// The outcome of one tool call, ready to become a `tool` message.
@@ -279,11 +282,18 @@ impl ToolRegistry {
         self.own.clone()
     }
 
+    /// Past `bytes` of the sources' definitions (JSON), they are sent as
+    /// one line each until `tool_search` loads them; 0 sends them whole.
+    pub fn defer_tools_after(&mut self, bytes: usize) {
+        self.deferral = Arc::new(deferred::Deferral::new(bytes));
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()
     }
 
-    /// The fixed tools' definitions, then every source's as it is now.
+    /// The fixed tools' definitions, then every source's as it is now
+    /// (past the deferral bound: the loaded ones and `tool_search`).
     /// Without sources, the registry's own list with its JSON encoded once;
     /// tools from MCP servers come and go, so with them the list is built
     /// (and encoded) per request.
@@ -292,10 +302,21 @@ impl ToolRegistry {
             return std::borrow::Cow::Borrowed(&self.definitions);
         }
         let mut all = self.definitions.to_vec();
-        for s in &self.sources {
-            all.extend(s.definitions());
+        let theirs = self.source_definitions();
+        if self.deferral.applies(&theirs) {
+            all.extend(self.deferral.shrink(theirs));
+        } else {
+            all.extend(theirs);
         }
         std::borrow::Cow::Owned(ToolList::from(all))
+    }
+
+    fn source_definitions(&self) -> Vec<ToolDefinition> {
+        let mut theirs = Vec::new();
+        for s in &self.sources {
+            theirs.extend(s.definitions());
+        }
+        theirs
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
@@ -313,6 +334,20 @@ impl ToolRegistry {
                 .iter()
                 .find_map(|s| s.max_output_chars(name).map(|limit| (s, limit))),
         };
+        if tool.is_none() && source.is_none() && name == deferred::TOOL_SEARCH {
+            let theirs = self.source_definitions();
+            if self.deferral.applies(&theirs) {
+                let query = serde_json::from_str::<Value>(raw_args)
+                    .ok()
+                    .and_then(|v| v.get("query").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                return CallResult {
+                    text: self.deferral.search(&theirs, &query),
+                    is_error: false,
+                    truncated: None,
+                };
+            }
+        }
         if tool.is_none() && source.is_none() {
             let known: Vec<String> = self
                 .definitions()

@@ -243,6 +243,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "tools",
+        "tool_search_after_bytes",
+        "past this many bytes of MCP tool definitions, send one line each and a tool_search tool (0: always whole)",
+    ),
+    (
+        "tools",
         "fetch_max_output_chars",
         "cap on fetch_url results",
     ),
