@@ -71,6 +71,7 @@ fn name(kind: &EventKind) -> &'static str {
         EventKind::Sessions { .. } => "sessions",
         EventKind::TimeoutSet { .. } => "timeout_set",
         EventKind::CommandRan(_) => "command_ran",
+        EventKind::Jobs { .. } => "jobs",
         EventKind::ApprovalPolicyChanged { .. } => "approval_policy_changed",
         EventKind::ModelSwitched { .. } => "model_switched",
         EventKind::SessionStarted { .. } => "session_started",

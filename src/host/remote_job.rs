@@ -53,11 +53,28 @@ impl RemoteJob {
     /// The script that runs `command` so that [`RemoteJob::stop`] can reach it;
     /// it exits with the command's status.
     pub fn wrap(&self, command: &str) -> String {
+        self.wrap_with(command, false)
+    }
+
+    /// As [`RemoteJob::wrap`], with the wrapper's stdin handed to the
+    /// command (a background job that reads input): a command started with
+    /// `&` reads /dev/null, and dash applies that before a plain `<&0`, so
+    /// stdin goes round through descriptor 3.
+    pub fn wrap_keeping_stdin(&self, command: &str) -> String {
+        self.wrap_with(command, true)
+    }
+
+    fn wrap_with(&self, command: &str, keep_stdin: bool) -> String {
         let f = &self.pid_file;
         let q = shell_quote(command);
+        let (open, stdin) = if keep_stdin {
+            ("exec 3<&0; ", " <&3 3<&-")
+        } else {
+            ("", "")
+        };
         format!(
             "[ -e {f}.stop ] && {{ rm -f {f}.stop; exit 143; }}\n\
-             if command -v setsid >/dev/null 2>&1; then setsid sh -c {q} & else sh -c {q} & fi\n\
+             {open}if command -v setsid >/dev/null 2>&1; then setsid sh -c {q}{stdin} & else sh -c {q}{stdin} & fi\n\
              p=$!; echo $p 2>/dev/null >{f}\n\
              {SIG}\n\
              [ -e {f}.stop ] && {{ sig TERM; (sleep 1; sig KILL) </dev/null >/dev/null 2>&1 & }}\n\
