@@ -35,6 +35,7 @@ const ALL: &[&str] = &[
     "sessions",
     "timeout_set",
     "command_ran",
+    "jobs",
     "approval_policy_changed",
     "model_switched",
     "session_started",
