@@ -197,6 +197,30 @@ mod tests {
         assert_eq!(out.stderr, b"err\n");
     }
 
+    #[tokio::test]
+    async fn a_wrapped_command_can_keep_the_wrappers_stdin() {
+        let job = RemoteJob::new(local());
+        let (code, out, _) = crate::host::run_script(
+            job.target.as_ref(),
+            &job.wrap_keeping_stdin("read l; echo \"got $l\""),
+            Path::new("/"),
+            Some(b"ping\n"),
+        )
+        .await
+        .unwrap();
+        assert_eq!((code, out.as_slice()), (Some(0), &b"got ping\n"[..]));
+        // The plain wrapper gives its command /dev/null, as `&` does.
+        let (_, out, _) = crate::host::run_script(
+            job.target.as_ref(),
+            &job.wrap("read l; echo \"got $l\""),
+            Path::new("/"),
+            Some(b"ping\n"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, b"got \n");
+    }
+
     /// Files this job left in the temporary directory.
     fn leftovers(job: &RemoteJob) -> Vec<String> {
         let name = job.pid_file.rsplit('/').next().unwrap().to_string();
