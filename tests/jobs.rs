@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::calls::{call, config_no_confirm, result_of};
 use support::fake_provider::{FakeProvider, Reply, ToolCallSpec};
+use support::tmux::Tmux;
 use support::wait::{poll_until, wait_until};
 use support::BuddyCmd;
 
@@ -195,4 +196,52 @@ fn a_denied_command_is_refused_in_the_background_too() {
         "{listed}"
     );
     assert!(!marker.exists(), "rm ran");
+}
+
+#[test]
+fn the_repl_lists_jobs_and_stops_them_on_clear_and_on_quit() {
+    let first = "echo $$ > first.pid; exec sleep 300";
+    let second = "echo $$ > second.pid; exec sleep 300";
+    let p = FakeProvider::start(vec![
+        call(
+            "one",
+            "run_shell",
+            json!({"command": first, "background": true}),
+        ),
+        Reply::text("first started"),
+        call(
+            "two",
+            "run_shell",
+            json!({"command": second, "background": true}),
+        ),
+        Reply::text("second started"),
+    ]);
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
+    let t = Tmux::start(&cmd, &[]);
+    t.wait_for("the prompt", |s| s.contains("\n>") || s.starts_with("> "));
+    t.line("start one");
+    t.wait_text("first started");
+    t.line("/jobs");
+    t.wait_text("job 1  running  ");
+    t.wait_text(first);
+    let first_pid = pid_in(&cmd.work_dir().join("first.pid"));
+    // A cleared session takes its jobs with it; the list starts again.
+    t.line("/clear");
+    assert!(
+        ends_within(first_pid, Duration::from_secs(10)),
+        "/clear left job 1 ({first_pid}) running"
+    );
+    t.line("/jobs");
+    t.wait_text("no background jobs");
+    t.line("start another");
+    t.wait_text("second started");
+    let second_pid = pid_in(&cmd.work_dir().join("second.pid"));
+    assert!(alive(second_pid));
+    t.line("/quit");
+    assert_eq!(t.wait_exit(&cmd.work_dir()), 0);
+    assert!(
+        ends_within(second_pid, Duration::from_secs(5)),
+        "job ({second_pid}) outlived the REPL"
+    );
+    assert!(result_of(&p.chat_requests(), "two").starts_with("started background job 1"));
 }
