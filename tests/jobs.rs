@@ -245,3 +245,99 @@ fn the_repl_lists_jobs_and_stops_them_on_clear_and_on_quit() {
     );
     assert!(result_of(&p.chat_requests(), "two").starts_with("started background job 1"));
 }
+
+/// Whether the SSH test user runs a process whose command line is `line`.
+fn remote_running(line: &str) -> bool {
+    std::process::Command::new("pgrep")
+        .args(["-u", support::sshd::USER, "-f", &format!("^{line}$")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("pgrep")
+        .success()
+}
+
+#[test]
+fn over_ssh_a_job_runs_on_the_server_reads_its_stdin_and_stops_with_buddy() {
+    let sshd = support::sshd::Sshd::start();
+    let line = "read l; echo \"got $l on $(id -un)\"; exec sleep 35.625";
+    let p = FakeProvider::start(vec![
+        call(
+            "bg",
+            "run_shell",
+            json!({"command": line, "background": true}),
+        ),
+        call("w", "shell_write", json!({"job_id": "1", "input": "hi\n"})),
+        call(
+            "out",
+            "shell_output",
+            json!({"job_id": "1", "wait_ms": 20000}),
+        ),
+        Reply::text("left it running"),
+    ]);
+    let runtime = support::TempDir::new("xdg-runtime");
+    BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .arg("exec")
+        .args(sshd.buddy_args())
+        .arg("start it there")
+        .run()
+        .assert_success();
+    let reqs = p.chat_requests();
+    assert_eq!(
+        result_of(&reqs, "out"),
+        format!("job 1: running\noutput:\ngot hi on {}", support::sshd::USER)
+    );
+    // buddy exec has ended: the job on the server went with it.
+    support::wait::wait_for(
+        "the job to stop on the server",
+        Duration::from_secs(5),
+        || !remote_running("sleep 35.625"),
+    );
+}
+
+#[test]
+fn in_a_container_a_job_runs_there_reads_its_stdin_and_stops_with_buddy() {
+    let ctr = support::container::Container::start();
+    let line = "read l; echo \"got $l on $(hostname)\"; exec sleep 36.875";
+    let p = FakeProvider::start(vec![
+        call(
+            "bg",
+            "run_shell",
+            json!({"command": line, "background": true}),
+        ),
+        call("w", "shell_write", json!({"job_id": "1", "input": "hi\n"})),
+        call(
+            "out",
+            "shell_output",
+            json!({"job_id": "1", "wait_ms": 20000}),
+        ),
+        Reply::text("left it running"),
+    ]);
+    let cmd = support::container::engine_env(BuddyCmd::new());
+    // A global config in place, as the container suite has it.
+    let dir = cmd.config_home().join("buddy");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("buddy.toml"), "").unwrap();
+    cmd.config(config_no_confirm(&p, ""))
+        .args(["exec", "--container", ctr.name(), "start it there"])
+        .run()
+        .assert_success();
+    assert_eq!(
+        result_of(&p.chat_requests(), "out"),
+        format!("job 1: running\noutput:\ngot hi on {}", ctr.hostname())
+    );
+    // buddy exec has ended: the job in the container went with it.
+    let running = || {
+        let out = ctr.exec("ps -o args 2>/dev/null || ps");
+        let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+        // ps lists itself: the listing is real, not an error's silence.
+        assert!(listing.contains("ps"), "{out:?}");
+        listing.contains("sleep 36.875")
+    };
+    support::wait::wait_for(
+        "the job to stop in the container",
+        Duration::from_secs(5),
+        || !running(),
+    );
+}
