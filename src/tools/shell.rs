@@ -224,7 +224,10 @@ impl Tool for ShellTool {
             tool: "run_shell".into(),
             actor: ctx.target.actor(),
             command: args.command.clone(),
-            detail: None,
+            // The one difference a person approving it should know of.
+            detail: args.background.then(|| {
+                "(a background job: it keeps running until stopped or the session ends)".to_string()
+            }),
             read_only: false,
         };
         match ctx.approver.approve(request).await {
