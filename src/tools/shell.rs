@@ -840,6 +840,44 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[tokio::test]
+    async fn background_returns_at_once_with_a_job_id_and_its_first_output() {
+        let c = ctx(Arc::new(crate::tools::approval::AlwaysApprove));
+        let t0 = Instant::now();
+        let out = tool(false, 1000)
+            .execute(
+                json!({"command": "echo up; exec sleep 30", "background": true}),
+                &c,
+            )
+            .await
+            .unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(
+            out.text
+                .starts_with("started background job 1 (job_id \"1\")"),
+            "{}",
+            out.text
+        );
+        // What it printed within the first look (none on a machine too
+        // busy to start it that soon).
+        assert!(
+            out.text.ends_with("job 1: running\noutput:\nup")
+                || out.text.ends_with("job 1: running\n(no new output)"),
+            "{}",
+            out.text
+        );
+        assert!(c.jobs.get("1").is_some_and(|j| j.ended().is_none()));
+        c.jobs.stop_all().await;
+        let err = tool(false, 1000)
+            .execute(
+                json!({"command": "true", "background": true, "wait": false}),
+                &c,
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("do not go together"), "{err}");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration(&json!(5)), Ok(Duration::from_secs(5)));
