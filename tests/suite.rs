@@ -25,6 +25,7 @@ mod fake_provider_selftest;
 mod hooks;
 mod hostile_server;
 mod images;
+mod jobs;
 mod live_output;
 mod login;
 mod mcp;

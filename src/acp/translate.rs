@@ -245,10 +245,10 @@ pub fn kind_of(name: &str) -> ToolKind {
 /// unit test in `app::setup` can tell a tool added without a kind.
 pub fn builtin_kind(name: &str) -> Option<ToolKind> {
     Some(match name {
-        "read_file" | "capture-pane" | "skill" => ToolKind::Read,
+        "read_file" | "capture-pane" | "skill" | "shell_output" => ToolKind::Read,
         "write_file" | "edit_file" | "apply_patch" => ToolKind::Edit,
         "grep" | "glob" | "web_search" => ToolKind::Search,
-        "run_shell" | "send-keys" => ToolKind::Execute,
+        "run_shell" | "send-keys" | "shell_write" | "shell_kill" => ToolKind::Execute,
         "fetch_url" => ToolKind::Fetch,
         "time" => ToolKind::Other,
         _ => return None,
@@ -270,6 +270,9 @@ fn started(call_id: &str, name: &str, arguments: &str) -> (Call, ToolCall) {
         ("glob", _) => s("pattern").map(|p| format!("Find {p}")),
         ("fetch_url", _) => s("url").map(|u| format!("Fetch {u}")),
         ("web_search", _) => s("query").map(|q| format!("Search the web for {q}")),
+        ("shell_output", _) => s("job_id").map(|j| format!("Read job {j}'s output")),
+        ("shell_write", _) => s("job_id").map(|j| format!("Write to job {j}")),
+        ("shell_kill", _) => s("job_id").map(|j| format!("Stop job {j}")),
         _ => None,
     }
     .unwrap_or_else(|| name.to_string());

@@ -359,6 +359,12 @@ impl Agent {
         self.session = Some(id);
     }
 
+    /// The session's background jobs, which the service stops when the
+    /// session is cleared or the agent ends.
+    pub(crate) fn jobs(&self) -> Arc<crate::tools::jobs::JobTable> {
+        self.tool_ctx.jobs.clone()
+    }
+
     pub fn session(&self) -> Option<&str> {
         self.session.as_deref()
     }

@@ -10,6 +10,7 @@
 //! from their order.
 
 use crate::tools::checkpoint::FileRestore;
+use crate::tools::jobs::JobInfo;
 use crate::tools::Truncation;
 use crate::wire::Image;
 use serde::{Deserialize, Serialize};
@@ -137,6 +138,8 @@ pub enum Op {
     /// Lists the saved sessions of the working directory (`Sessions`),
     /// idle or during a run.
     ListSessions,
+    /// Lists the session's background jobs (`Jobs`), idle or during a run.
+    ListJobs,
     /// Stops the run in progress `after_ms` from now, as its duration limit
     /// would (it ends with `LimitReached`); a later one replaces it.
     /// Answered by `TimeoutSet`; refused with `Error` when no run is going.
@@ -357,6 +360,11 @@ pub enum EventKind {
     /// The reply to `RunCommand` (and `StopCommand`): how the command ended
     /// and what it printed.
     CommandRan(Box<CommandRun>),
+    /// The reply to `ListJobs`: the session's background jobs (`run_shell`
+    /// with `background`), oldest first.
+    Jobs {
+        jobs: Vec<JobInfo>,
+    },
     ApprovalPolicyChanged {
         policy: ApprovalPolicy,
     },
@@ -594,6 +602,7 @@ impl EventKind {
                 r(&mut ran.output);
                 ran.error.iter_mut().for_each(r);
             }
+            EventKind::Jobs { jobs } => jobs.iter_mut().for_each(|j| r(&mut j.command)),
             EventKind::Sessions {
                 sessions, warnings, ..
             } => {

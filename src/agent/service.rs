@@ -398,6 +398,9 @@ impl Core {
         }
         self.emitter.set_op(stopped_by);
         self.agent.persist(false).await;
+        // Background jobs end with the agent (exec's end, the REPL's, a
+        // served or ACP session dropped), before it says it is done.
+        self.agent.jobs().stop_all().await;
         self.emit(EventKind::ShutdownComplete).await;
     }
 
@@ -495,6 +498,7 @@ impl Core {
             ..
         } = self;
         let sessions = sessions.as_deref();
+        let jobs = agent.jobs();
         let outcome = {
             let em = emitter.clone();
             let fut = async move {
@@ -530,6 +534,9 @@ impl Core {
                         }
                         Some(Submission { id, op: op @ (Op::RunCommand { .. } | Op::StopCommand) }) => {
                             command_op(commands, emitter, id, op).await;
+                        }
+                        Some(Submission { id, op: Op::ListJobs }) => {
+                            emitter.reply(id, EventKind::Jobs { jobs: jobs.list() }).await;
                         }
                         Some(Submission { id, op }) => match busy_op(op, id, control, emitter, sessions, &handle, run).await {
                             After::Continue => {}
@@ -654,6 +661,8 @@ impl Core {
                 }
             }
             Op::NewSession => {
+                // Jobs outlive a turn, not the session they were started in.
+                self.agent.jobs().stop_all().await;
                 self.agent.reset();
                 self.session_failed = false;
                 self.session_start = Some("clear");
@@ -681,6 +690,10 @@ impl Core {
             Op::ListSessions => {
                 let reply = sessions_reply(self.sessions.as_deref());
                 self.emit(reply).await;
+            }
+            Op::ListJobs => {
+                let jobs = self.agent.jobs().list();
+                self.emit(EventKind::Jobs { jobs }).await;
             }
             Op::SetTimeout { .. } => {
                 self.emit(EventKind::error("no task is running")).await;
@@ -932,8 +945,8 @@ async fn busy_op(
                 )
                 .await;
         }
-        // Served by `command_op`.
-        Op::RunCommand { .. } | Op::StopCommand => {}
+        // Served by `command_op`, and beside it (the job table is the agent's).
+        Op::RunCommand { .. } | Op::StopCommand | Op::ListJobs => {}
         Op::Shutdown => {
             handle.cancel();
             return After::Shutdown;

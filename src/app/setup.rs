@@ -484,6 +484,13 @@ pub(crate) fn build_tools(
                 sandbox,
             },
         )));
+        // Background jobs (`run_shell` with `background`) are followed with these.
+        reg.register(Arc::new(tools::jobs::tools::ShellOutputTool::new(cap(
+            t.shell_max_output_chars,
+            tools::shell::DEFAULT_MAX_OUTPUT_CHARS,
+        ))));
+        reg.register(Arc::new(tools::jobs::tools::ShellWriteTool));
+        reg.register(Arc::new(tools::jobs::tools::ShellKillTool));
         if tmux {
             reg.register(Arc::new(tools::pane::CapturePaneTool::new(cap(
                 t.shell_max_output_chars,

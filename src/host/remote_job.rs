@@ -53,11 +53,28 @@ impl RemoteJob {
     /// The script that runs `command` so that [`RemoteJob::stop`] can reach it;
     /// it exits with the command's status.
     pub fn wrap(&self, command: &str) -> String {
+        self.wrap_with(command, false)
+    }
+
+    /// As [`RemoteJob::wrap`], with the wrapper's stdin handed to the
+    /// command (a background job that reads input): a command started with
+    /// `&` reads /dev/null, and dash applies that before a plain `<&0`, so
+    /// stdin goes round through descriptor 3.
+    pub fn wrap_keeping_stdin(&self, command: &str) -> String {
+        self.wrap_with(command, true)
+    }
+
+    fn wrap_with(&self, command: &str, keep_stdin: bool) -> String {
         let f = &self.pid_file;
         let q = shell_quote(command);
+        let (open, stdin) = if keep_stdin {
+            ("exec 3<&0; ", " <&3 3<&-")
+        } else {
+            ("", "")
+        };
         format!(
             "[ -e {f}.stop ] && {{ rm -f {f}.stop; exit 143; }}\n\
-             if command -v setsid >/dev/null 2>&1; then setsid sh -c {q} & else sh -c {q} & fi\n\
+             {open}if command -v setsid >/dev/null 2>&1; then setsid sh -c {q}{stdin} & else sh -c {q}{stdin} & fi\n\
              p=$!; echo $p 2>/dev/null >{f}\n\
              {SIG}\n\
              [ -e {f}.stop ] && {{ sig TERM; (sleep 1; sig KILL) </dev/null >/dev/null 2>&1 & }}\n\
@@ -178,6 +195,30 @@ mod tests {
         assert_eq!(out.status.code(), Some(7));
         assert_eq!(out.stdout, b"its\n");
         assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[tokio::test]
+    async fn a_wrapped_command_can_keep_the_wrappers_stdin() {
+        let job = RemoteJob::new(local());
+        let (code, out, _) = crate::host::run_script(
+            job.target.as_ref(),
+            &job.wrap_keeping_stdin("read l; echo \"got $l\""),
+            Path::new("/"),
+            Some(b"ping\n"),
+        )
+        .await
+        .unwrap();
+        assert_eq!((code, out.as_slice()), (Some(0), &b"got ping\n"[..]));
+        // The plain wrapper gives its command /dev/null, as `&` does.
+        let (_, out, _) = crate::host::run_script(
+            job.target.as_ref(),
+            &job.wrap("read l; echo \"got $l\""),
+            Path::new("/"),
+            Some(b"ping\n"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, b"got \n");
     }
 
     /// Files this job left in the temporary directory.

@@ -80,6 +80,7 @@ impl SseName {
             EventKind::Sessions { .. } => "sessions",
             EventKind::TimeoutSet { .. } => "timeout_set",
             EventKind::CommandRan(_) => "command_ran",
+            EventKind::Jobs { .. } => "jobs",
             EventKind::ShutdownComplete => "shutdown_complete",
         })
     }

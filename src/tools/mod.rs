@@ -16,6 +16,7 @@ pub mod fetch;
 pub mod files;
 pub mod glob;
 pub mod grep;
+pub mod jobs;
 pub mod live;
 pub mod pane;
 pub mod patch;
@@ -99,6 +100,10 @@ pub struct ToolContext {
     /// buddy's own files on this host, which a rewind does not write
     /// either (the file tools hold their own copy of the list).
     pub protected: Arc<protect::Protected>,
+    /// The session's background jobs (`run_shell` with `background`),
+    /// shared by every call's copy of the context; the agent stops them
+    /// when the session ends or is cleared.
+    pub jobs: Arc<jobs::JobTable>,
 }
 
 impl ToolContext {
@@ -115,6 +120,7 @@ impl ToolContext {
             turn: String::new(),
             editor: None,
             protected: Default::default(),
+            jobs: Default::default(),
         }
     }
 

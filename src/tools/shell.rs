@@ -58,6 +58,9 @@ pub(crate) struct Args {
     #[serde(default)]
     #[schemars(schema_with = "boolean_or_string")]
     wait: Option<Value>,
+    /// true: start the command as a background job and return at once with its job id and what it printed so far. For dev servers, watchers and anything that keeps running; follow it with shell_output, send input with shell_write, stop it with shell_kill. No timeout applies; the job is stopped when the session ends.
+    #[serde(default)]
+    background: bool,
 }
 
 /// Seconds, or a duration such as `30s`.
@@ -162,13 +165,13 @@ impl Tool for ShellTool {
             }
             return ToolDefinition::function(
                 "run_shell",
-                "Run a shell command (sh -c) in the working directory and return its exit code, stdout and stderr. Commands run non-interactively with no stdin; long output is truncated.",
+                "Run a shell command (sh -c) in the working directory and return its exit code, stdout and stderr. Commands run non-interactively with no stdin; long output is truncated. For a dev server, a watcher or anything that keeps running, pass background: true and follow the job with shell_output, shell_write and shell_kill.",
                 params,
             );
         }
         ToolDefinition::function(
             "run_shell",
-            "Run a shell command in the shared tmux pane, where the user can watch, and return its exact exit code, stdout and stderr. Each command runs in a subshell of the pane's shell that starts in the working directory (cd and export do not carry over; chain with &&). One command at a time: a new one is refused while the last still runs. For full-screen or interactive programs use send-keys, and capture-pane to read the screen. Long output is truncated.",
+            "Run a shell command in the shared tmux pane, where the user can watch, and return its exact exit code, stdout and stderr. Each command runs in a subshell of the pane's shell that starts in the working directory (cd and export do not carry over; chain with &&). One command at a time: a new one is refused while the last still runs. For full-screen or interactive programs use send-keys, and capture-pane to read the screen. Long output is truncated. A command that keeps running (a dev server, a watcher) goes with background: true: it then runs beside the pane as a job to follow with shell_output, shell_write and shell_kill.",
             params,
         )
     }
@@ -187,14 +190,25 @@ impl Tool for ShellTool {
             None => self.opts.default_timeout,
         };
         let wait = parse_wait(args.wait.as_ref())?;
-        let pane = ctx.pane.as_deref();
+        if args.background && wait != Wait::Finish {
+            return Err(ToolError::InvalidArguments(
+                "`wait` and `background` do not go together; leave `wait` out".into(),
+            ));
+        }
+        // A background job runs beside the shared pane, on the host behind
+        // it, so its output can be kept and its stdin written.
+        let pane = ctx.pane.as_deref().filter(|_| !args.background);
+        let target = match (&ctx.pane, args.background) {
+            (Some(p), true) => p.base().clone(),
+            _ => ctx.target.clone(),
+        };
         if pane.is_none() && wait != Wait::Finish {
             return Err(ToolError::InvalidArguments(
                 "`wait` needs tmux-backed execution, which is off; leave it out".into(),
             ));
         }
         let sandbox = match &self.opts.sandbox {
-            Some(sb) if pane.is_none() && ctx.target.is_local() => Some(sb.as_ref()),
+            Some(sb) if pane.is_none() && target.is_local() => Some(sb.as_ref()),
             _ => None,
         };
         // A sandbox the user asked for that cannot be enforced runs nothing:
@@ -210,7 +224,10 @@ impl Tool for ShellTool {
             tool: "run_shell".into(),
             actor: ctx.target.actor(),
             command: args.command.clone(),
-            detail: None,
+            // The one difference a person approving it should know of.
+            detail: args.background.then(|| {
+                "(a background job: it keeps running until stopped or the session ends)".to_string()
+            }),
             read_only: false,
         };
         match ctx.approver.approve(request).await {
@@ -221,6 +238,9 @@ impl Tool for ShellTool {
             Approval::Refused { reason } => {
                 return Err(ToolError::Failed(format!("command refused: {reason}")))
             }
+        }
+        if args.background {
+            return start_background(&args.command, ctx, target, sandbox).await;
         }
         match pane {
             Some(pane) => {
@@ -246,6 +266,42 @@ impl Tool for ShellTool {
             }
         }
     }
+}
+
+/// How long a new background job is given to say something before
+/// `run_shell` returns (less when it prints or ends sooner).
+const FIRST_LOOK: Duration = Duration::from_millis(300);
+/// What of a new job's first output `run_shell` shows; the rest waits for
+/// `shell_output`.
+const FIRST_LOOK_BYTES: usize = 2000;
+
+/// Starts `command` (already approved) as one of the session's background
+/// jobs on `target`, confined by `sandbox` as a foreground command would be.
+async fn start_background(
+    command: &str,
+    ctx: &ToolContext,
+    target: Arc<dyn crate::host::Target>,
+    sandbox: Option<&Sandbox>,
+) -> Result<ToolOutput, ToolError> {
+    // As in `run`: a remote command outlives its local client unless stopped there.
+    let remote = (!target.is_local()).then(|| RemoteJob::new(target.clone()));
+    let script = match &remote {
+        Some(job) => job.wrap_keeping_stdin(command),
+        None => command.to_string(),
+    };
+    let process = match sandbox {
+        Some(sb) => sb.command(&script, &ctx.cwd),
+        None => target.command(&script, &ctx.cwd),
+    };
+    let job = ctx
+        .jobs
+        .start(command, process, remote)
+        .map_err(ToolError::Failed)?;
+    let first = super::jobs::tools::report(&job, FIRST_LOOK, FIRST_LOOK_BYTES).await;
+    Ok(ToolOutput::text(format!(
+        "started background job {id} (job_id \"{id}\"). Read its output with shell_output, send input with shell_write, stop it with shell_kill; it is stopped when the session ends.\n{first}",
+        id = job.id
+    )))
 }
 
 /// Runs `command` in the shared tmux pane and reports its exact output and exit
@@ -782,6 +838,44 @@ mod tests {
         }
         assert!(!alive(), "background sleep {pid} survived cancellation");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn background_returns_at_once_with_a_job_id_and_its_first_output() {
+        let c = ctx(Arc::new(crate::tools::approval::AlwaysApprove));
+        let t0 = Instant::now();
+        let out = tool(false, 1000)
+            .execute(
+                json!({"command": "echo up; exec sleep 30", "background": true}),
+                &c,
+            )
+            .await
+            .unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(
+            out.text
+                .starts_with("started background job 1 (job_id \"1\")"),
+            "{}",
+            out.text
+        );
+        // What it printed within the first look (none on a machine too
+        // busy to start it that soon).
+        assert!(
+            out.text.ends_with("job 1: running\noutput:\nup")
+                || out.text.ends_with("job 1: running\n(no new output)"),
+            "{}",
+            out.text
+        );
+        assert!(c.jobs.get("1").is_some_and(|j| j.ended().is_none()));
+        c.jobs.stop_all().await;
+        let err = tool(false, 1000)
+            .execute(
+                json!({"command": "true", "background": true, "wait": false}),
+                &c,
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("do not go together"), "{err}");
     }
 
     #[test]

@@ -171,7 +171,7 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     (
         "tools",
         "shell_enabled",
-        "offer run_shell, and in a tmux pane capture-pane and send-keys (default true)",
+        "offer run_shell (with background jobs: shell_output, shell_write, shell_kill), and in a tmux pane capture-pane and send-keys (default true)",
     ),
     (
         "tools",

@@ -8,7 +8,7 @@ use std::time::Duration;
 pub const NAMES: &[&str] = &[
     "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
     "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/mcp", "/skills", "/help",
-    "/quit", "/exit", "/q", "/export",
+    "/quit", "/exit", "/q", "/export", "/jobs",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -41,6 +41,7 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/mcp", "MCP servers: state, tools and last error"),
     ("/skills", "the skills the model can read"),
     ("/ps", "running tasks"),
+    ("/jobs", "background jobs the model started"),
     ("/kill", "cancel a task: /kill <id>"),
     ("/timeout", "give a task a deadline: /timeout 5m [id]"),
     ("/quit", "leave (also /exit, /q, Ctrl-D)"),
@@ -68,6 +69,8 @@ pub enum Slash {
     /// instruction to the summariser.
     Compact(Option<String>),
     Ps,
+    /// `/jobs`: the session's background jobs (`Op::ListJobs`).
+    Jobs,
     Kill(u64),
     Timeout {
         after: Duration,
@@ -180,6 +183,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         // text whose layout matters.
         "/compact" => Ok(Slash::Compact((!args.is_empty()).then(|| args.join(" ")))),
         "/ps" => no_args(Slash::Ps),
+        "/jobs" => no_args(Slash::Jobs),
         "/help" => no_args(Slash::Help),
         "/clear" => no_args(Slash::Clear),
         "/rewind" => no_args(Slash::Rewind),
@@ -355,6 +359,9 @@ pub const HELP: &str = "\
 /compact                 shrink the context now: old tool output, then a
                          summary of older turns
 /ps                      running tasks
+/jobs                    background jobs the model started (run_shell with
+                         background): id, state, command, run time; they
+                         stop when buddy exits or the session is cleared
 /kill <id>               cancel a task
 /timeout <dur> [id]      give a task a deadline (e.g. /timeout 5m)
 /approve ask|all|none|<dur>
@@ -420,6 +427,7 @@ mod tests {
     fn plain_text_is_not_a_command() {
         assert_eq!(parse("hello /status"), None);
         assert_eq!(parse("  /ps "), Some(Ok(Slash::Ps)));
+        assert_eq!(parse("/jobs"), Some(Ok(Slash::Jobs)));
     }
 
     #[test]
@@ -523,6 +531,7 @@ mod tests {
     #[test]
     fn only_task_commands_run_while_busy() {
         assert!(Slash::Ps.allowed_while_busy());
+        assert!(Slash::Jobs.allowed_while_busy());
         assert!(Slash::Approve(None).allowed_while_busy());
         assert!(Slash::Help.allowed_while_busy());
         assert!(!Slash::Quit.allowed_while_busy());

@@ -173,6 +173,7 @@ impl Repl<'_> {
             K::Queues { .. } | K::Unqueued { .. } => self.on_queue_event(ev),
             K::Status(_)
             | K::Sessions { .. }
+            | K::Jobs { .. }
             | K::ModelSwitched { .. }
             | K::Turns { .. }
             | K::Rewound { .. } => self.on_reply(ev),
@@ -444,6 +445,7 @@ impl Repl<'_> {
                 }
                 self.say(&text);
             }
+            EventKind::Jobs { jobs } => self.say(&jobs_table(&jobs)),
             EventKind::ModelSwitched {
                 model,
                 profile,
@@ -550,4 +552,34 @@ impl Repl<'_> {
             self.say(&st.dim(&format!("({} more bytes of output not kept)", ran.dropped)));
         }
     }
+}
+
+/// `/jobs`: one line per background job, id, state, run time and command
+/// (the model wrote it: made visible and kept to one line).
+fn jobs_table(jobs: &[crate::tools::jobs::JobInfo]) -> String {
+    if jobs.is_empty() {
+        return "no background jobs".into();
+    }
+    let rows: Vec<(String, String, String)> = jobs
+        .iter()
+        .map(|j| {
+            (
+                j.id.clone(),
+                j.state(),
+                short_duration(Duration::from_millis(j.runtime_ms)),
+            )
+        })
+        .collect();
+    let state_w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    let time_w = rows.iter().map(|r| r.2.len()).max().unwrap_or(0);
+    rows.iter()
+        .zip(jobs)
+        .map(|((id, state, time), j)| {
+            format!(
+                "job {id}  {state:<state_w$}  {time:>time_w$}  {}",
+                crate::text::one_line(&j.command, 120)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -85,6 +85,9 @@ impl Repl<'_> {
             Slash::SessionList => {
                 self.send(Op::ListSessions);
             }
+            Slash::Jobs => {
+                self.send(Op::ListJobs);
+            }
             Slash::SessionNew => {
                 self.send(Op::NewSession);
             }
