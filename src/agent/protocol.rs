@@ -288,6 +288,10 @@ pub enum EventKind {
     },
     /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
     ApprovalRequested(ApprovalQuestion),
+    /// An event of a sub-agent (the `agent` tool's child), tagged with the
+    /// parent's call that runs it. Its approvals are not wrapped: they come
+    /// as `ApprovalRequested` naming the child (`subagent`).
+    Subagent(SubagentEvent),
     /// How a request for consent ended, whoever decided it.
     ApprovalDecided {
         call_id: String,
@@ -495,6 +499,19 @@ pub struct ApprovalQuestion {
     /// a command prefix (`cargo test`); absent when "always" is not offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always: Option<String>,
+    /// The sub-agent that asks (its description), when a child asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
+}
+
+/// One event of a sub-agent (`EventKind::Subagent`): `event` is what the
+/// child reported, `call_id` the parent's `agent` call that runs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubagentEvent {
+    pub call_id: String,
+    /// What the child is for, as the model described it.
+    pub description: String,
+    pub event: Box<EventKind>,
 }
 
 /// How a run ended (`EventKind::RunFinished`).
@@ -529,6 +546,7 @@ impl EventKind {
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message, .. } => r(message),
             EventKind::HookBlocked { reason, .. } => r(reason),
+            EventKind::Subagent(sub) => sub.event.redact(secrets),
             EventKind::ApprovalRequested(q) => {
                 r(&mut q.command);
                 q.detail.iter_mut().chain(q.always.iter_mut()).for_each(r);
@@ -862,6 +880,7 @@ mod tests {
                     command: "ls".into(),
                     detail: None,
                     always: Some("ls".into()),
+                    subagent: None,
                 }),
                 r#"{"type":"approval_requested","call_id":"c","tool":"run_shell","actor":"me@here","command":"ls","always":"ls"}"#,
             ),

@@ -81,6 +81,7 @@ fn options(strategy: ToolStrategy) -> AgentOptions {
         strategy,
         context_limit: 8192,
         compaction: CompactionOptions::default(),
+        subagents: super::subagent::SubagentOptions::OFF,
     }
 }
 

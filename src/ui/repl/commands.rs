@@ -6,9 +6,28 @@ use std::time::Duration;
 
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
-    "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/mcp", "/skills", "/help",
-    "/quit", "/exit", "/q", "/export",
+    "/status",
+    "/context",
+    "/compact",
+    "/ps",
+    "/kill",
+    "/timeout",
+    "/approve",
+    "/model",
+    "/session",
+    "/rewind",
+    "/fork",
+    "/clear",
+    "/init",
+    "/login",
+    "/mcp",
+    "/skills",
+    "/help",
+    "/quit",
+    "/exit",
+    "/q",
+    "/export",
+    "/subagents",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -41,6 +60,10 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/mcp", "MCP servers: state, tools and last error"),
     ("/skills", "the skills the model can read"),
     ("/ps", "running tasks"),
+    (
+        "/subagents",
+        "the sub-agents of this conversation and their tool calls",
+    ),
     ("/kill", "cancel a task: /kill <id>"),
     ("/timeout", "give a task a deadline: /timeout 5m [id]"),
     ("/quit", "leave (also /exit, /q, Ctrl-D)"),
@@ -97,6 +120,8 @@ pub enum Slash {
     Mcp,
     /// `/skills`: list the skills found.
     Skills,
+    /// `/subagents`: the children seen, with their tool calls.
+    Subagents,
 }
 
 impl Slash {
@@ -187,6 +212,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/init" => no_args(Slash::Init),
         "/mcp" => no_args(Slash::Mcp),
         "/skills" => no_args(Slash::Skills),
+        "/subagents" => no_args(Slash::Subagents),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
             [id] => task_id(id).map(Slash::Kill),

@@ -161,6 +161,7 @@ impl Repl<'_> {
             | K::ToolProgress { .. }
             | K::ToolResult { .. }
             | K::CommandRan(_) => self.on_tool_event(ev),
+            K::Subagent(sub) => self.on_subagent_event(sub),
             K::Usage { .. }
             | K::Retrying { .. }
             | K::Warning { .. }
