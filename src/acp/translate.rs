@@ -342,6 +342,9 @@ fn replay_steps(replay: &[Replayed]) -> Vec<Step> {
                     ));
                 }
             }
+            // The call's result is the child's answer; its own steps are
+            // not the editor's conversation.
+            Replayed::Subagent { .. } => {}
         }
     }
     steps

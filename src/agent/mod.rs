@@ -264,6 +264,9 @@ pub struct Agent {
     /// What the `agent` tool's children share; none when this agent may
     /// have none.
     children: Option<subagent::Children>,
+    /// A child's file changes are checkpointed under its parent's turn, so
+    /// rewinding the parent's turn takes them back too.
+    parent_turn: Option<String>,
     /// The children's messages, for the sink (taken while a round runs).
     child_records: Option<tokio::sync::mpsc::UnboundedReceiver<subagent::ChildRecord>>,
 }
@@ -317,6 +320,7 @@ impl Agent {
             output: None,
             children,
             child_records,
+            parent_turn: None,
         }
     }
 

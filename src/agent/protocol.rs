@@ -587,15 +587,7 @@ impl EventKind {
                     .chain(last_prompt.iter_mut())
                     .chain(last_answer.iter_mut())
                     .for_each(r);
-                for item in replay {
-                    match item {
-                        Replayed::User { text, .. } | Replayed::Tool { text, .. } => r(text),
-                        Replayed::Assistant { text, calls } => {
-                            r(text);
-                            calls.iter_mut().for_each(|c| r(&mut c.arguments));
-                        }
-                    }
-                }
+                redact_items(replay, secrets);
             }
             EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
             EventKind::CommandRan(ran) => {
@@ -632,6 +624,24 @@ impl EventKind {
             | EventKind::SessionCleared
             | EventKind::SessionForked { .. }
             | EventKind::ShutdownComplete => {}
+        }
+    }
+}
+
+/// Replaces known secrets in replayed items, a sub-agent's included.
+fn redact_items(items: &mut [Replayed], secrets: &crate::redact::Secrets) {
+    let r = |t: &mut String| secrets.text_in_place(t);
+    for item in items {
+        match item {
+            Replayed::User { text, .. } | Replayed::Tool { text, .. } => r(text),
+            Replayed::Assistant { text, calls } => {
+                r(text);
+                calls.iter_mut().for_each(|c| r(&mut c.arguments));
+            }
+            Replayed::Subagent { description, items } => {
+                r(description);
+                redact_items(items, secrets);
+            }
         }
     }
 }
@@ -713,6 +723,12 @@ pub enum Replayed {
     },
     /// A tool's result; `name` is the tool that was called.
     Tool { name: String, text: String },
+    /// The sub-agent an `agent` call ran, right after that call's result:
+    /// its own conversation, as items (its prompt, answers, tool calls).
+    Subagent {
+        description: String,
+        items: Vec<Replayed>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ use super::allowlist::SharedAllowList;
 use super::cancel::Cancel;
 use super::control::{ApprovalRules, Control};
 use super::emitter::{Emitter, EVENT_CAPACITY};
-use super::protocol::{EventKind, QueueMode, RunOutcome, SubagentEvent, UsageReport};
+use super::protocol::{EventKind, QueueMode, RunEnd, RunOutcome, SubagentEvent, UsageReport};
 use super::{Agent, AgentOptions, HistorySink, HostedError, Limits, ModelInfo, TokenTracker};
 use crate::provider::ModelClient;
 use crate::tools::{
@@ -356,6 +356,7 @@ impl ChildRun {
             QueueMode::OneAtATime,
         );
         let checkpoints = ctx.checkpoints.clone();
+        let turn = ctx.turn.clone();
         let mut child = Agent::new(
             client,
             registry,
@@ -370,8 +371,10 @@ impl ChildRun {
             call_id: call_id.clone(),
             records: children.records.clone(),
         }));
-        // A child's file changes are kept in the parent's store.
+        // A child's file changes are kept in the parent's store, under the
+        // parent's turn.
         child.tool_ctx.checkpoints = checkpoints;
+        child.parent_turn = Some(turn);
         let run = async move {
             // The parent stops a child by dropping this task, not by this
             // handle; it only has to outlive the run.
@@ -395,6 +398,17 @@ impl ChildRun {
             }
         };
         let (outcome, ()) = tokio::join!(run, forward);
+        // The child's run is not a service's, which would say how it ended:
+        // front ends learn it here, before the call's result.
+        parent
+            .emit(EventKind::Subagent(SubagentEvent {
+                call_id,
+                description,
+                event: Box::new(EventKind::RunFinished(RunEnd {
+                    outcome: outcome.clone(),
+                })),
+            }))
+            .await;
         match outcome {
             RunOutcome::Answered { text, .. } => {
                 let (text, truncated) = crate::tools::truncate(&text, MAX_ANSWER_CHARS);
@@ -473,5 +487,91 @@ impl HistorySink for ChildSink {
             messages: new.to_vec(),
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keeps what it was asked, approves.
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<(String, Option<String>)>>);
+
+    #[async_trait]
+    impl Approver for Recording {
+        async fn approve(&self, request: ApprovalRequest) -> Approval {
+            self.approve_for(request, None).await
+        }
+        async fn approve_for(&self, request: ApprovalRequest, who: Option<&str>) -> Approval {
+            let mut asked = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            asked.push((request.call_id, who.map(str::to_string)));
+            Approval::Approved
+        }
+    }
+
+    fn request(id: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: id.into(),
+            tool: "run_shell".into(),
+            actor: "me@here".into(),
+            command: "make".into(),
+            detail: None,
+            read_only: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_childs_question_names_it_and_nests_its_call_id() {
+        let parent = Arc::new(Recording::default());
+        let child = ChildApprover {
+            inner: parent.clone(),
+            name: "build it".into(),
+            call_id: "p1".into(),
+        };
+        assert_eq!(child.approve(request("c1")).await, Approval::Approved);
+        // A grandchild asks through its parent's approver.
+        let grandchild = ChildApprover {
+            inner: Arc::new(child),
+            name: "run tests".into(),
+            call_id: "c2".into(),
+        };
+        grandchild.approve(request("g1")).await;
+        let asked = parent.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(
+            asked,
+            [
+                ("p1/c1".to_string(), Some("build it".to_string())),
+                (
+                    "p1/c2/g1".to_string(),
+                    Some("build it > run tests".to_string())
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_only_child_gets_only_the_tools_that_read() {
+        let mut reg = ToolRegistry::new();
+        reg.register(Arc::new(crate::tools::time::TimeTool));
+        reg.register(Arc::new(AgentTool));
+        let read_only = reg.filtered(
+            |name| name != TOOL_NAME && READ_ONLY_TOOLS.contains(&name),
+            false,
+        );
+        assert_eq!(read_only.names(), ["time"]);
+    }
+
+    #[test]
+    fn the_options_off_offer_no_children() {
+        assert!(!SubagentOptions::OFF.enabled());
+        let one = SubagentOptions {
+            max_turns: 20,
+            max_tokens: 1000,
+            max_parallel: 4,
+            depth: 1,
+        };
+        assert!(one.enabled());
+        assert!(!SubagentOptions { depth: 0, ..one }.enabled());
     }
 }

@@ -130,7 +130,10 @@ impl Agent {
             let tools = Arc::clone(&self.tools);
             let mut ctx = self.tool_ctx.clone();
             ctx.call_id = call.id.clone();
-            ctx.turn = self.turn.clone();
+            ctx.turn = self
+                .parent_turn
+                .clone()
+                .unwrap_or_else(|| self.turn.clone());
             ctx.progress = Some(self.progress_sink(&call.id));
             let name = call.function.name.clone();
             let args = call.function.arguments.clone();

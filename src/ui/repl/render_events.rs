@@ -497,8 +497,11 @@ impl Repl<'_> {
         let st = self.opts.style;
         match ev.kind {
             EventKind::SessionStarted { id } => self.session_id = Some(id),
-            EventKind::SessionResumed { ref id, .. } => {
+            EventKind::SessionResumed {
+                ref id, ref replay, ..
+            } => {
                 self.session_id = Some(id.clone());
+                self.subagents = super::subagents::from_replay(replay);
                 let (cols, rows) = crossterm::terminal::size().unwrap_or((80, 24));
                 let look = replay::Look {
                     style: st,

@@ -5,7 +5,7 @@
 //! as its `agent` call's result, like any tool's.
 
 use super::Repl;
-use crate::agent::protocol::{EventKind, SubagentEvent, ToolCallResult};
+use crate::agent::protocol::{EventKind, Replayed, SubagentEvent, ToolCallResult};
 use crate::text::visible;
 
 /// Children `/subagents` remembers (the latest).
@@ -80,6 +80,42 @@ pub(super) fn apply(children: &mut Vec<ChildView>, sub: &SubagentEvent) -> bool 
     true
 }
 
+/// The children of a resumed conversation's replay, for `/subagents`.
+pub(super) fn from_replay(items: &[Replayed]) -> Vec<ChildView> {
+    let children: Vec<ChildView> = items
+        .iter()
+        .filter_map(|item| match item {
+            Replayed::Subagent { description, items } => Some(ChildView {
+                call_id: "resumed".into(),
+                description: description.clone(),
+                requests: items
+                    .iter()
+                    .filter(|i| matches!(i, Replayed::Assistant { .. }))
+                    .count() as u32,
+                calls: items
+                    .iter()
+                    .flat_map(|i| match i {
+                        Replayed::Assistant { calls, .. } => calls.as_slice(),
+                        _ => &[],
+                    })
+                    .take(KEPT_CALLS)
+                    .map(|c| {
+                        let line = crate::ui::toolview::call_lines(&c.name, &c.arguments)
+                            .into_iter()
+                            .next()
+                            .unwrap_or_else(|| c.name.clone());
+                        crate::text::one_line(&line, 200)
+                    })
+                    .collect(),
+                done: true,
+            }),
+            _ => None,
+        })
+        .collect();
+    let skip = children.len().saturating_sub(KEPT_CHILDREN);
+    children.into_iter().skip(skip).collect()
+}
+
 /// What `/subagents` prints.
 pub(super) fn report(children: &[ChildView]) -> Vec<String> {
     if children.is_empty() {
@@ -88,9 +124,8 @@ pub(super) fn report(children: &[ChildView]) -> Vec<String> {
     let mut lines = Vec::new();
     for c in children {
         lines.push(format!(
-            "◆ {} ({}, {} request{}{})",
+            "◆ {} ({} request{}{})",
             visible(&c.description),
-            c.call_id,
             c.requests,
             if c.requests == 1 { "" } else { "s" },
             if c.done { "" } else { ", running" }
