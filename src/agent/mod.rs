@@ -335,6 +335,12 @@ impl Agent {
 
     /// The hooks, when any is configured for `event`.
     fn hooks_for(&self, event: HookEvent) -> Option<Arc<HookRunner>> {
+        // A sub-agent (it runs under its parent's turn) gets the user's
+        // tool hooks only: its prompt is the model's, and its end is its
+        // parent's call ending.
+        if self.parent_turn.is_some() {
+            return None;
+        }
         self.hooks.clone().filter(|h| h.has(event))
     }
 

@@ -205,6 +205,7 @@ pub(super) struct ChildRun {
     model: ModelInfo,
     parent: Emitter,
     children: Children,
+    hooks: Option<Arc<super::hooks::HookRunner>>,
 }
 
 impl Agent {
@@ -225,6 +226,7 @@ impl Agent {
             model: self.model.clone(),
             parent: self.emitter.clone(),
             children,
+            hooks: self.hooks.clone(),
         })
     }
 
@@ -314,6 +316,7 @@ impl ChildRun {
             model,
             parent,
             children,
+            hooks,
         } = self;
         // Closed never: the semaphore lives as long as `children`.
         let Ok(_slot) = children.slots.clone().acquire_owned().await else {
@@ -375,6 +378,9 @@ impl ChildRun {
         // parent's turn.
         child.tool_ctx.checkpoints = checkpoints;
         child.parent_turn = Some(turn);
+        // The user's PreToolUse and PostToolUse hooks see a child's calls
+        // as they see the parent's (`hooks_for` keeps the rest away).
+        child.hooks = hooks;
         let run = async move {
             // The parent stops a child by dropping this task, not by this
             // handle; it only has to outlive the run.

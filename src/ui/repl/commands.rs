@@ -381,6 +381,8 @@ pub const HELP: &str = "\
 /compact                 shrink the context now: old tool output, then a
                          summary of older turns
 /ps                      running tasks
+/subagents               the sub-agents of this conversation (the model's agent
+                         tool) and their tool calls
 /kill <id>               cancel a task
 /timeout <dur> [id]      give a task a deadline (e.g. /timeout 5m)
 /approve ask|all|none|<dur>

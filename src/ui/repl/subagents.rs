@@ -28,7 +28,10 @@ pub(super) struct ChildView {
 impl ChildView {
     /// The status line of a running child.
     fn progress(&self) -> String {
-        let last = self.calls.last().map_or("thinking", String::as_str);
+        let last = self
+            .calls
+            .last()
+            .map_or("thinking".into(), |c| visible(c).into_owned());
         format!(
             "◆ {} · {} request{} · {}",
             visible(&self.description),
