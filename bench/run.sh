@@ -57,6 +57,8 @@ if [ -z "$ONLY" ]; then
 cargo bench --quiet --bench sessions -- --keep "$WORK/sessions" > "$WORK/sessions.txt" 2>/dev/null
 # The checkpoint of a turn that touches 100 files (library level).
 cargo bench --quiet --bench checkpoint > "$WORK/checkpoint.txt" 2>/dev/null
+# A sub-agent's own cost beyond its model call (library level).
+cargo bench --quiet --bench subagents > "$WORK/subagents.txt" 2>/dev/null
 fi
 export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" NO_COLOR=1
 mkdir -p "$XDG_CONFIG_HOME/buddy"
@@ -242,6 +244,7 @@ cd - > /dev/null
 # the same files.
 cat "$WORK/sessions.txt"
 cat "$WORK/checkpoint.txt"
+cat "$WORK/subagents.txt"
 start_fake resume '[{"text":"resumed"}]'
 config "$WORK/sessions"
 cd "$WORK/sessions"

@@ -93,7 +93,10 @@ fn main() {
     let cases = [
         ("no MCP server", String::new()),
         ("everything", everything_cfg.clone()),
-        ("everything + 100 tools", format!("{everything_cfg}{many_cfg}")),
+        (
+            "everything + 100 tools",
+            format!("{everything_cfg}{many_cfg}"),
+        ),
     ];
     println!("request bytes of one turn (first request of `buddy exec hi`):");
     for (name, servers) in &cases {

@@ -71,6 +71,36 @@ async fn json_reply_is_served_with_its_status_and_body() {
 }
 
 #[tokio::test]
+async fn a_marked_reply_answers_the_request_that_carries_its_marker() {
+    let provider = FakeProvider::start(vec![
+        Reply::json(200, json!({"for": "a"})).for_marker("MARK-A"),
+        Reply::json(200, json!({"for": "b"})).for_marker("MARK-B"),
+        Reply::json(200, json!({"for": "any"})),
+    ]);
+    let client = reqwest::Client::new();
+    let url = chat_url(&provider);
+    let ask = |text: &str| json!({"messages": [{"role": "user", "content": text}]});
+    // Out of script order: B's request first, then one without a marker,
+    // then A's.
+    let b = body_text(post(&client, &url, &ask("do MARK-B")).await).await;
+    let any = body_text(post(&client, &url, &ask("plain")).await).await;
+    let a = body_text(post(&client, &url, &ask("do MARK-A")).await).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&b).unwrap(),
+        json!({"for": "b"})
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&any).unwrap(),
+        json!({"for": "any"})
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&a).unwrap(),
+        json!({"for": "a"})
+    );
+    assert_eq!(provider.remaining_replies(), 0);
+}
+
+#[tokio::test]
 async fn sse_chunks_arrive_as_separate_reads_after_their_delays() {
     let step = Duration::from_millis(120);
     let chunks = vec![

@@ -455,9 +455,14 @@ fn past_the_bound_server_tools_go_as_one_line_until_tool_search_loads_them() {
     // First request: built-ins whole, the server's tools only listed.
     let first = tool_names(&reqs[0]);
     assert!(first.contains(&"run_shell".to_string()), "{first:?}");
-    assert!(!first.iter().any(|n| n.starts_with("mcp__py__")), "{first:?}");
+    assert!(
+        !first.iter().any(|n| n.starts_with("mcp__py__")),
+        "{first:?}"
+    );
     let search = definition(&reqs[0], "tool_search").expect("tool_search offered");
-    let listing = search["function"]["description"].as_str().unwrap_or_default();
+    let listing = search["function"]["description"]
+        .as_str()
+        .unwrap_or_default();
     assert!(listing.contains("- mcp__py__shout:"), "{listing}");
     assert!(listing.contains("- mcp__py__peek:"), "{listing}");
     let result = tool_result(&reqs[1], "s1");

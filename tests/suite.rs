@@ -48,6 +48,7 @@ mod shell_help;
 mod ssh;
 mod startup;
 mod startup_layout;
+mod subagents;
 mod tls_proxy;
 mod tmux_exec;
 mod wire_fixtures;

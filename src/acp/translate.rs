@@ -95,11 +95,17 @@ impl Translator {
                 command,
                 detail,
                 always,
+                subagent,
                 ..
             }) => {
+                // A child's question names the child in its title.
+                let title = match subagent {
+                    Some(name) => format!("[{name}] {command}"),
+                    None => command.clone(),
+                };
                 let mut fields = ToolCallUpdateFields::new()
                     .status(ToolCallStatus::Pending)
-                    .title(crate::text::one_line(command, TITLE_CHARS));
+                    .title(crate::text::one_line(&title, TITLE_CHARS));
                 let diff = self.calls.get(call_id).and_then(|c| c.diff.clone());
                 let mut content = Vec::new();
                 if let Some(d) = diff {
@@ -339,6 +345,9 @@ fn replay_steps(replay: &[Replayed]) -> Vec<Step> {
                     ));
                 }
             }
+            // The call's result is the child's answer; its own steps are
+            // not the editor's conversation.
+            Replayed::Subagent { .. } => {}
         }
     }
     steps
@@ -418,6 +427,7 @@ mod tests {
                 command: "edit a.txt".into(),
                 detail: Some("-x\n+y".into()),
                 always: None,
+                subagent: None,
             },
         )));
         let Step::Ask { tool_call, .. } = &s[0] else {

@@ -288,6 +288,10 @@ pub struct Gate {
 #[async_trait]
 impl Approver for Gate {
     async fn approve(&self, request: ApprovalRequest) -> Approval {
+        self.approve_for(request, None).await
+    }
+
+    async fn approve_for(&self, request: ApprovalRequest, subagent: Option<&str>) -> Approval {
         let control = &self.control;
         let _turn = control.one_at_a_time.lock().await;
         let decided = |approved: bool,
@@ -330,6 +334,7 @@ impl Approver for Gate {
                 command: request.command.clone(),
                 detail: request.detail.clone(),
                 always: offered.as_deref().map(allowlist::shown),
+                subagent: subagent.map(str::to_string),
             }))
             .await;
         if let Some(hooks) = self

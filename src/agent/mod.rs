@@ -24,6 +24,7 @@ pub mod protocol;
 pub mod replay;
 pub mod rewind;
 pub mod service;
+pub mod subagent;
 pub mod tokens;
 mod tool_round;
 
@@ -112,6 +113,8 @@ pub struct AgentOptions {
     pub strategy: ToolStrategy,
     pub context_limit: u64,
     pub compaction: CompactionOptions,
+    /// The `agent` tool's children.
+    pub subagents: subagent::SubagentOptions,
 }
 
 /// The model in use, as the user knows it.
@@ -193,6 +196,13 @@ pub trait HistorySink: Send + Sync {
         Ok(())
     }
 
+    /// A sub-agent run by the call `call_id` added `new` to its own
+    /// history (its system prompt not included): kept under the call.
+    fn subagent(&mut self, call_id: &str, new: &[Message]) -> Result<(), HostedError> {
+        let _ = (call_id, new);
+        Ok(())
+    }
+
     /// Where the content of files is kept before the tools change them, if
     /// this sink keeps it.
     fn checkpoints(&self) -> Option<Arc<dyn crate::tools::checkpoint::Checkpoints>> {
@@ -251,6 +261,14 @@ pub struct Agent {
     /// The window is known (configured, catalogued, reported or named by
     /// a refusal), not the fallback guess: only then is anything cut to it.
     context_known: bool,
+    /// What the `agent` tool's children share; none when this agent may
+    /// have none.
+    children: Option<subagent::Children>,
+    /// A child's file changes are checkpointed under its parent's turn, so
+    /// rewinding the parent's turn takes them back too.
+    parent_turn: Option<String>,
+    /// The children's messages, for the sink (taken while a round runs).
+    child_records: Option<tokio::sync::mpsc::UnboundedReceiver<subagent::ChildRecord>>,
 }
 
 impl Agent {
@@ -271,6 +289,14 @@ impl Agent {
         }
         // The system prompt is rebuilt at every start, so it is never saved.
         let saved = messages.len();
+        let mut tools = tools;
+        let (children, child_records) = if options.subagents.enabled() {
+            tools.register(Arc::new(subagent::AgentTool));
+            let (children, rx) = subagent::Children::new(options.subagents);
+            (Some(children), Some(rx))
+        } else {
+            (None, None)
+        };
         Agent {
             client,
             tools: Arc::new(tools),
@@ -292,6 +318,9 @@ impl Agent {
             hooks: None,
             hook_context: Vec::new(),
             output: None,
+            children,
+            child_records,
+            parent_turn: None,
         }
     }
 
@@ -306,6 +335,12 @@ impl Agent {
 
     /// The hooks, when any is configured for `event`.
     fn hooks_for(&self, event: HookEvent) -> Option<Arc<HookRunner>> {
+        // A sub-agent (it runs under its parent's turn) gets the user's
+        // tool hooks only: its prompt is the model's, and its end is its
+        // parent's call ending.
+        if self.parent_turn.is_some() {
+            return None;
+        }
         self.hooks.clone().filter(|h| h.has(event))
     }
 
@@ -792,7 +827,12 @@ impl Agent {
                 continue;
             }
             self.persist(false).await;
-            if let ToolsEnd::Stopped(stop) = self.run_tools(&calls, &mut cancel, deadline).await {
+            let end = self.run_tools(&calls, &mut cancel, deadline).await;
+            // What the children spent counts as this run's own.
+            let (child_tokens, child_cost) = self.take_child_spend().await;
+            tokens_used += child_tokens;
+            cost_nanos += child_cost;
+            if let ToolsEnd::Stopped(stop) = end {
                 return self.stopped(stop, started);
             }
         }

@@ -300,6 +300,10 @@ pub enum EventKind {
     },
     /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
     ApprovalRequested(ApprovalQuestion),
+    /// An event of a sub-agent (the `agent` tool's child), tagged with the
+    /// parent's call that runs it. Its approvals are not wrapped: they come
+    /// as `ApprovalRequested` naming the child (`subagent`).
+    Subagent(SubagentEvent),
     /// How a request for consent ended, whoever decided it.
     ApprovalDecided {
         call_id: String,
@@ -512,6 +516,19 @@ pub struct ApprovalQuestion {
     /// a command prefix (`cargo test`); absent when "always" is not offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always: Option<String>,
+    /// The sub-agent that asks (its description), when a child asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
+}
+
+/// One event of a sub-agent (`EventKind::Subagent`): `event` is what the
+/// child reported, `call_id` the parent's `agent` call that runs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubagentEvent {
+    pub call_id: String,
+    /// What the child is for, as the model described it.
+    pub description: String,
+    pub event: Box<EventKind>,
 }
 
 /// How a run ended (`EventKind::RunFinished`).
@@ -546,6 +563,7 @@ impl EventKind {
             EventKind::Retrying { error, .. } => r(error),
             EventKind::Warning { message } | EventKind::Error { message, .. } => r(message),
             EventKind::HookBlocked { reason, .. } => r(reason),
+            EventKind::Subagent(sub) => sub.event.redact(secrets),
             EventKind::ApprovalRequested(q) => {
                 r(&mut q.command);
                 q.detail.iter_mut().chain(q.always.iter_mut()).for_each(r);
@@ -586,15 +604,7 @@ impl EventKind {
                     .chain(last_prompt.iter_mut())
                     .chain(last_answer.iter_mut())
                     .for_each(r);
-                for item in replay {
-                    match item {
-                        Replayed::User { text, .. } | Replayed::Tool { text, .. } => r(text),
-                        Replayed::Assistant { text, calls } => {
-                            r(text);
-                            calls.iter_mut().for_each(|c| r(&mut c.arguments));
-                        }
-                    }
-                }
+                redact_items(replay, secrets);
             }
             EventKind::ModelSwitched { note, .. } => note.iter_mut().for_each(r),
             EventKind::CommandRan(ran) => {
@@ -632,6 +642,24 @@ impl EventKind {
             | EventKind::SessionCleared
             | EventKind::SessionForked { .. }
             | EventKind::ShutdownComplete => {}
+        }
+    }
+}
+
+/// Replaces known secrets in replayed items, a sub-agent's included.
+fn redact_items(items: &mut [Replayed], secrets: &crate::redact::Secrets) {
+    let r = |t: &mut String| secrets.text_in_place(t);
+    for item in items {
+        match item {
+            Replayed::User { text, .. } | Replayed::Tool { text, .. } => r(text),
+            Replayed::Assistant { text, calls } => {
+                r(text);
+                calls.iter_mut().for_each(|c| r(&mut c.arguments));
+            }
+            Replayed::Subagent { description, items } => {
+                r(description);
+                redact_items(items, secrets);
+            }
         }
     }
 }
@@ -713,6 +741,12 @@ pub enum Replayed {
     },
     /// A tool's result; `name` is the tool that was called.
     Tool { name: String, text: String },
+    /// The sub-agent an `agent` call ran, right after that call's result:
+    /// its own conversation, as items (its prompt, answers, tool calls).
+    Subagent {
+        description: String,
+        items: Vec<Replayed>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -895,6 +929,7 @@ mod tests {
                     command: "ls".into(),
                     detail: None,
                     always: Some("ls".into()),
+                    subagent: None,
                 }),
                 r#"{"type":"approval_requested","call_id":"c","tool":"run_shell","actor":"me@here","command":"ls","always":"ls"}"#,
             ),

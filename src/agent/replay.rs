@@ -63,18 +63,35 @@ fn fold_stdin(text: &str) -> Option<String> {
 /// The last `REPLAY_MESSAGES` messages of `history` (system messages left
 /// out, and context the user never saw: see `as_typed`), long texts clipped.
 pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
-    items(history, REPLAY_MESSAGES, true)
+    items(history, REPLAY_MESSAGES, true, &[])
+}
+
+/// `replay_of`, each `agent` call's sub-agent (from `subagents`, by the
+/// parent's call id) right after the call's result, its own items clipped
+/// the same way.
+pub fn replay_with(history: &[Message], subagents: &[(String, Vec<Message>)]) -> Vec<Replayed> {
+    items(history, REPLAY_MESSAGES, true, subagents)
+}
+
+/// `transcript_of` with the sub-agents, as `replay_with` places them.
+pub fn transcript_with(history: &[Message], subagents: &[(String, Vec<Message>)]) -> Vec<Replayed> {
+    items(history, usize::MAX, false, subagents)
 }
 
 /// Every message of `history` as a `Replayed` item, nothing clipped: the
 /// whole conversation as data (`buddy export --format json`), with the same
 /// items a resume replays.
 pub fn transcript_of(history: &[Message]) -> Vec<Replayed> {
-    items(history, usize::MAX, false)
+    items(history, usize::MAX, false, &[])
 }
 
 /// The last `window` messages as items; `clipped` bounds each text.
-fn items(history: &[Message], window: usize, clipped: bool) -> Vec<Replayed> {
+fn items(
+    history: &[Message],
+    window: usize,
+    clipped: bool,
+    subagents: &[(String, Vec<Message>)],
+) -> Vec<Replayed> {
     let history: Vec<&Message> = history.iter().filter(|m| m.role != Role::System).collect();
     // A result names its tool only through the call's id, which may sit
     // before the window.
@@ -138,8 +155,38 @@ fn items(history: &[Message], window: usize, clipped: bool) -> Vec<Replayed> {
             },
         };
         out.push(item);
+        if let Some((description, child)) = m
+            .tool_call_id
+            .as_deref()
+            .and_then(|id| child_of(history.as_slice(), subagents, id))
+        {
+            // A grandchild's records are not kept apart from its parent's
+            // (the child's own calls are its history's), so none nest here.
+            out.push(Replayed::Subagent {
+                description,
+                items: items(child, window, clipped, &[]),
+            });
+        }
     }
     out
+}
+
+/// The sub-agent the call `id` ran, with its description (from the call's
+/// arguments), when `subagents` holds one.
+fn child_of<'a>(
+    history: &[&Message],
+    subagents: &'a [(String, Vec<Message>)],
+    id: &str,
+) -> Option<(String, &'a [Message])> {
+    let (_, child) = subagents.iter().find(|(call, _)| call == id)?;
+    let description = history
+        .iter()
+        .flat_map(|m| m.calls())
+        .find(|c| c.id == id)
+        .and_then(|c| serde_json::from_str::<Value>(&c.function.arguments).ok())
+        .and_then(|v| v["description"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "sub-agent".to_string());
+    Some((description, child))
 }
 
 /// The last `max` characters of `s`, marked with `…` when cut: the end of
@@ -220,6 +267,44 @@ mod tests {
                 attached: 0
             }
         );
+    }
+
+    #[test]
+    fn a_sub_agent_follows_its_calls_result_with_its_own_items() {
+        let mut asked = Message::assistant("");
+        asked.tool_calls = Some(vec![
+            ToolCall::new("a1", "agent", r#"{"description":"look","prompt":"p"}"#),
+            ToolCall::new("t1", "time", "{}"),
+        ]);
+        let history = [
+            Message::user("go"),
+            asked,
+            Message::tool_result("a1", "found"),
+            Message::tool_result("t1", "noon"),
+            Message::assistant("done"),
+        ];
+        let child = vec![Message::user("p"), Message::assistant("found")];
+        let items = transcript_with(&history, &[("a1".to_string(), child)]);
+        let kinds: Vec<&str> = items
+            .iter()
+            .map(|i| match i {
+                Replayed::User { .. } => "user",
+                Replayed::Assistant { .. } => "assistant",
+                Replayed::Tool { .. } => "tool",
+                Replayed::Subagent { .. } => "subagent",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["user", "assistant", "tool", "subagent", "tool", "assistant"]
+        );
+        let Replayed::Subagent { description, items } = &items[3] else {
+            panic!("{items:?}");
+        };
+        assert_eq!(description, "look");
+        assert_eq!(items.len(), 2);
+        // Without the records, the same history has no child.
+        assert_eq!(transcript_of(&history).len(), 5);
     }
 
     #[test]

@@ -145,6 +145,8 @@ pub struct OpenedSession {
     pub warnings: Vec<String>,
     /// The model and profile of its last turn.
     pub last_model: Option<(String, String)>,
+    /// Sub-agents' histories by the parent's call id, for the replay.
+    pub subagents: Vec<(String, Vec<Message>)>,
 }
 
 /// Switches the model on `Op::SwitchModel`.
@@ -740,7 +742,7 @@ impl Core {
             });
         let (last_prompt, last_answer) = last_exchange(&opened.history);
         let messages = opened.history.len();
-        let replay = super::replay::replay_of(&opened.history);
+        let replay = super::replay::replay_with(&opened.history, &opened.subagents);
         self.agent.reset();
         self.agent
             .restore(opened.history, opened.tokens, opened.saved);

@@ -7,7 +7,7 @@ use crate::tools::{Tool, ToolError, ToolOutput};
 use crate::wire::{ToolCall, ToolDefinition};
 use async_trait::async_trait;
 use control::ApprovalRules;
-use protocol::{Decision, QueueMode, RunEnd, ToolCallResult};
+use protocol::{Decision, QueueMode, RunEnd, ToolCallResult, UsageReport};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
@@ -81,6 +81,7 @@ fn options(strategy: ToolStrategy) -> AgentOptions {
         strategy,
         context_limit: 8192,
         compaction: CompactionOptions::default(),
+        subagents: super::subagent::SubagentOptions::OFF,
     }
 }
 
@@ -947,6 +948,10 @@ async fn any_interleaving_of_steer_follow_up_interrupt_and_tools_keeps_the_histo
 
 /// The agent as a service with the scripted model and the `sleepy` tool.
 fn service(replies: Vec<Message>) -> AgentHandle {
+    service_with(replies, options(ToolStrategy::Parallel))
+}
+
+fn service_with(replies: Vec<Message>, options: AgentOptions) -> AgentHandle {
     let mut tools = ToolRegistry::new();
     tools.register(Arc::new(Sleepy));
     spawn(AgentSetup {
@@ -957,7 +962,7 @@ fn service(replies: Vec<Message>) -> AgentHandle {
         cwd: PathBuf::from("/"),
         target: Arc::new(crate::host::LocalTarget),
         pane: None,
-        options: options(ToolStrategy::Parallel),
+        options,
         system_prompt: None,
         model: ModelInfo::default(),
         approval: ApprovalRules {
@@ -1165,4 +1170,93 @@ async fn a_users_command_runs_in_the_agent_and_joins_the_conversation_after_the_
     // the run; the stopped one left nothing.
     assert_eq!(after, before_run + 4, "messages after the run");
     agent.shutdown().await;
+}
+
+/// A sub-agent's answer is its call's result; its events come wrapped
+/// under the call, ending with how its run ended; its usage (estimated
+/// here) counts toward the parent's totals.
+#[tokio::test]
+async fn a_childs_answer_is_its_calls_result_and_its_events_come_wrapped() {
+    let mut opts = options(ToolStrategy::Parallel);
+    opts.subagents = subagent::SubagentOptions {
+        max_turns: 3,
+        max_tokens: 100_000,
+        max_parallel: 2,
+        depth: 1,
+    };
+    let mut agent = service_with(
+        vec![
+            calls_message(vec![ToolCall::new(
+                "a1",
+                "agent",
+                r#"{"description":"look","prompt":"find it"}"#,
+            )]),
+            Message::assistant("it is in a.rs"),
+            Message::assistant("done"),
+        ],
+        opts,
+    );
+    agent
+        .ops
+        .send(Op::Prompt {
+            text: "go".into(),
+            images: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let mut wrapped = Vec::new();
+    let mut usage = Vec::new();
+    let mut result = None;
+    let outcome = loop {
+        let ev = agent.events.recv().await.expect("the agent runs");
+        match ev.kind {
+            EventKind::Subagent(sub) => {
+                assert_eq!(
+                    (sub.call_id.as_str(), sub.description.as_str()),
+                    ("a1", "look")
+                );
+                wrapped.push(*sub.event);
+            }
+            EventKind::Usage(u) => usage.push(u),
+            EventKind::ToolResult(r) => result = Some(r),
+            EventKind::RunFinished(end) => break end.outcome,
+            _ => {}
+        }
+    };
+    let result = result.expect("the call's result");
+    assert_eq!(
+        (result.call_id.as_str(), result.text.as_str()),
+        ("a1", "it is in a.rs")
+    );
+    assert!(!result.is_error);
+    assert!(matches!(
+        wrapped.first(),
+        Some(EventKind::UserMessage { text, .. }) if text == "find it"
+    ));
+    assert!(matches!(
+        wrapped.last(),
+        Some(EventKind::RunFinished(RunEnd { outcome: RunOutcome::Answered { text, .. } })) if text == "it is in a.rs"
+    ));
+    // The parent's first reply, the child's spend (counted once, as the
+    // child reported it), the parent's answer.
+    let child: Vec<&UsageReport> = wrapped
+        .iter()
+        .filter_map(|k| match k {
+            EventKind::Usage(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((usage.len(), child.len()), (3, 1), "{usage:?}");
+    assert_eq!(usage[1].prompt_tokens, child[0].prompt_tokens);
+    assert_eq!(
+        usage[1].session_total,
+        usage[0].session_total + child[0].prompt_tokens + child[0].completion_tokens
+    );
+    assert_eq!(
+        outcome,
+        RunOutcome::Answered {
+            text: "done".into(),
+            refused: false
+        }
+    );
 }

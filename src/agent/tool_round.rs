@@ -130,10 +130,20 @@ impl Agent {
             let tools = Arc::clone(&self.tools);
             let mut ctx = self.tool_ctx.clone();
             ctx.call_id = call.id.clone();
-            ctx.turn = self.turn.clone();
+            ctx.turn = self
+                .parent_turn
+                .clone()
+                .unwrap_or_else(|| self.turn.clone());
             ctx.progress = Some(self.progress_sink(&call.id));
             let name = call.function.name.clone();
             let args = call.function.arguments.clone();
+            if name == super::subagent::TOOL_NAME {
+                if let Some(child) = self.child_run(ctx.clone()) {
+                    let run = child.run(args);
+                    set.spawn(async move { (i, run.await) });
+                    continue;
+                }
+            }
             let hooks = self.hooks.clone();
             set.spawn(async move {
                 (
@@ -143,19 +153,30 @@ impl Agent {
             });
         }
         let mut steered = false;
-        loop {
+        // Taken for the round, so its wait can sit beside the others.
+        let mut records = self.child_records.take();
+        let end = loop {
             let next = tokio::select! {
                 biased;
                 stop = stop_signal(cancel, deadline) => {
-                    // Aborting the tasks drops their children (kill_on_drop).
+                    // Aborting the tasks drops their children (kill_on_drop),
+                    // sub-agents with their model streams too.
                     set.abort_all();
                     self.control.drop_waiting();
-                    return Err(stop);
+                    break Err(stop);
+                }
+                record = next_record(&mut records) => {
+                    let saved = self.save_child_record(record);
+                    self.child_saved(saved).await;
+                    continue;
                 }
                 n = set.join_next() => n,
             };
+            // A child's last messages are in before its result.
+            let saved = self.save_child_records(&mut records);
+            self.child_saved(saved).await;
             match next {
-                None => return Ok(steered),
+                None => break Ok(steered),
                 Some(Ok((i, r))) => {
                     self.report(&batch.calls[i], &r).await;
                     batch.results[i] = Some(r);
@@ -166,6 +187,20 @@ impl Agent {
                     // A tool panicked: say so; its call gets a result below.
                     self.warn(format!("a tool task failed: {e}")).await;
                 }
+            }
+        };
+        let saved = self.save_child_records(&mut records);
+        self.child_saved(saved).await;
+        self.child_records = records;
+        end
+    }
+
+    /// Reports a failure to journal a child's messages, once.
+    async fn child_saved(&mut self, saved: Result<(), super::HostedError>) {
+        if let Err(e) = saved {
+            if !self.save_failing {
+                self.save_failing = true;
+                self.warn(format!("session not saved: {e}")).await;
             }
         }
     }
@@ -219,6 +254,20 @@ impl Agent {
             truncated: r.truncated,
         }))
         .await;
+    }
+}
+
+/// The next message record of a child, when this agent has children.
+async fn next_record(
+    rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<super::subagent::ChildRecord>>,
+) -> super::subagent::ChildRecord {
+    match rx {
+        // The sending end lives in the agent, so `None` never comes.
+        Some(rx) => match rx.recv().await {
+            Some(r) => r,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
     }
 }
 

@@ -41,8 +41,8 @@ pub(crate) fn render(
     id: &str,
     format: ExportFormat,
 ) -> Result<Vec<u8>, crate::session::SessionError> {
-    let history = store.read_history(id)?;
-    let items = crate::agent::replay::transcript_of(&history);
+    let (history, subagents) = store.read_transcript(id)?;
+    let items = crate::agent::replay::transcript_with(&history, &subagents);
     // The title a listing shows; a session whose file cannot be summarised
     // still exports, under its id.
     let title = store

@@ -284,6 +284,12 @@ pub(crate) fn agent_options(settings: &Settings) -> AgentOptions {
             threshold: a.compact_at,
             ..CompactionOptions::default()
         },
+        subagents: crate::agent::subagent::SubagentOptions {
+            max_turns: a.subagent_max_turns,
+            max_tokens: a.subagent_max_tokens,
+            max_parallel: a.max_subagents,
+            depth: a.subagent_depth,
+        },
     }
 }
 

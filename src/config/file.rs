@@ -162,6 +162,38 @@ pub struct AgentSection {
     /// (checked when the file is loaded); `compact_threshold` is its older name.
     #[serde(default = "default_compact_at", alias = "compact_threshold")]
     pub compact_at: f64,
+    /// Model requests per sub-agent run (the `agent` tool's child).
+    #[serde(default = "default_subagent_max_turns")]
+    pub subagent_max_turns: u32,
+    /// Tokens (prompt + completion, summed over requests) per sub-agent run.
+    #[serde(default = "default_subagent_max_tokens")]
+    pub subagent_max_tokens: u64,
+    /// Sub-agents of one reply that run at the same time.
+    #[serde(default = "default_max_subagents")]
+    pub max_subagents: usize,
+    /// Generations of sub-agents below the agent: 0 offers no `agent`
+    /// tool, 1 (the default) children that cannot start their own.
+    #[serde(default = "default_subagent_depth")]
+    pub subagent_depth: u32,
+}
+
+// A child is for a focused errand: a few dozen requests and a bounded
+// spend keep a runaway one cheap; four at once keep a reply's children
+// from flooding the server.
+fn default_subagent_max_turns() -> u32 {
+    20
+}
+
+fn default_subagent_max_tokens() -> u64 {
+    400_000
+}
+
+fn default_max_subagents() -> usize {
+    4
+}
+
+fn default_subagent_depth() -> u32 {
+    1
 }
 
 impl Default for AgentSection {
@@ -182,6 +214,10 @@ impl Default for AgentSection {
             follow_up_mode: QueueMode::default(),
             auto_compact: true,
             compact_at: default_compact_at(),
+            subagent_max_turns: default_subagent_max_turns(),
+            subagent_max_tokens: default_subagent_max_tokens(),
+            max_subagents: default_max_subagents(),
+            subagent_depth: default_subagent_depth(),
         }
     }
 }

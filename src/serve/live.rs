@@ -56,6 +56,7 @@ impl SseName {
             EventKind::RunFinished { .. } => "done",
             EventKind::Reasoning { .. } => "reasoning",
             EventKind::ApprovalRequested { .. } => "approval_request",
+            EventKind::Subagent(_) => "subagent",
             EventKind::ApprovalDecided { .. } => "approval_decided",
             EventKind::Usage { .. } => "usage",
             EventKind::Error { .. } => "error",

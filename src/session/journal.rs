@@ -1,15 +1,16 @@
 //! The session file format and its reader and writer. A session file is a
 //! journal: one JSON record per line, only ever appended to, so saving a turn
-//! costs the size of the turn, not of the history. Seven kinds of record:
+//! costs the size of the turn, not of the history. Eight kinds of record:
 //!
 //! ```text
-//! {"header":{"version":3,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
+//! {"header":{"version":4,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
 //! {"message":{"role":"user","content":"…"}}
 //! {"partial":{"text":"…"}}
 //! {"started":{"ids":["call_1","call_2"]}}
 //! {"turn":{"at":…,"messages":12,"model":"…","profile":"…","title":"…","tokens":{…}}}
 //! {"compaction":{"replaces":9,"messages":[{"role":"user","content":"[Summary…"}]}}
 //! {"rewind":{"keep":4}}
+//! {"subagent":{"call":"call_3","message":{"role":"user","content":"…"}}}
 //! ```
 //!
 //! `partial` records carry an answer's text as it streams (each one the text
@@ -42,10 +43,10 @@ use std::fs::File;
 use std::io::{self, Write};
 
 /// Written into every header; a file from a newer format is refused, not guessed at.
-/// Version 2 added `partial` and `started` records, version 3 `rewind` (an
-/// older reader would take them for damage, so it is told the file is newer
-/// instead).
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 2 added `partial` and `started` records, version 3 `rewind`,
+/// version 4 `subagent` (an older reader would take them for damage, so it
+/// is told the file is newer instead).
+pub const FORMAT_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
@@ -163,6 +164,19 @@ pub struct Started {
     pub ids: Vec<String>,
 }
 
+/// A message of a sub-agent's history, under the parent's call `call`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Subagent {
+    pub call: String,
+    pub message: Message,
+}
+
+#[derive(Serialize)]
+pub struct SubagentRef<'a> {
+    pub call: &'a str,
+    pub message: &'a Message,
+}
+
 #[derive(Serialize)]
 pub struct CompactionRef<'a> {
     pub replaces: u64,
@@ -181,6 +195,7 @@ pub enum Record {
     Partial(Partial),
     Started(Started),
     Rewind(Rewind),
+    Subagent(Subagent),
 }
 
 /// The borrowed twin of `Record`, so writing never clones a message.
@@ -194,6 +209,7 @@ pub enum RecordRef<'a> {
     Partial(&'a Partial),
     Started(&'a Started),
     Rewind(&'a Rewind),
+    Subagent(SubagentRef<'a>),
 }
 
 const HEADER_PREFIX: &[u8] = b"{\"header\":";
@@ -255,6 +271,9 @@ pub struct Parsed {
     pub started: HashSet<String>,
     /// Answers rebuilt from `partial` records (streaming cut off by a stop).
     pub interrupted: u64,
+    /// Sub-agents' histories by the parent's call id, in the order their
+    /// first records came.
+    pub subagents: Vec<(String, Vec<Message>)>,
 }
 
 impl Parsed {
@@ -346,6 +365,12 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                         streamed.get_or_insert_with(String::new).push_str(&p.text)
                     }
                     Record::Started(s) => out.started.extend(s.ids),
+                    Record::Subagent(s) => {
+                        match out.subagents.iter_mut().find(|(call, _)| *call == s.call) {
+                            Some((_, messages)) => messages.push(s.message),
+                            None => out.subagents.push((s.call, vec![s.message])),
+                        }
+                    }
                     Record::Rewind(r) => {
                         let present = out
                             .messages

@@ -79,6 +79,8 @@ pub struct Opened {
     pub last_turn: Option<TurnMark>,
     /// Things the user should know (a dropped torn record, repairs, permissions).
     pub warnings: Vec<String>,
+    /// Sub-agents' histories by the parent's call id (`subagent` records).
+    pub subagents: Vec<(String, Vec<Message>)>,
 }
 
 /// Where the images of the session whose journal is `journal` are kept:
@@ -456,6 +458,25 @@ impl Store {
         Ok(history)
     }
 
+    /// `read_history`, with the sub-agents' histories by the parent's call
+    /// id: what an export shows.
+    #[allow(clippy::type_complexity)]
+    pub fn read_transcript(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<Message>, Vec<(String, Vec<Message>)>), SessionError> {
+        let path = self.path_of(id);
+        let bytes =
+            localfile::read_regular(&path, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
+        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
+            .into_iter()
+            .filter(|m| m.role != Role::System)
+            .collect();
+        repair(&mut history, &parsed);
+        Ok((history, std::mem::take(&mut parsed.subagents)))
+    }
+
     /// Session `id`'s conversation (its images' bytes loaded) and token
     /// totals, read without taking its lock (for a fork, which leaves the
     /// original as it is), and what the user should know about it.
@@ -576,6 +597,7 @@ impl Store {
             tokens,
             last_turn: parsed.last_turn,
             warnings,
+            subagents: std::mem::take(&mut parsed.subagents),
         })
     }
 
@@ -1008,6 +1030,24 @@ impl HistorySink for Session {
             text: text.to_string(),
         };
         self.append_record(RecordRef::Partial(&record))
+    }
+
+    fn subagent(&mut self, call_id: &str, new: &[Message]) -> Result<(), HostedError> {
+        let mut buf = Vec::new();
+        for m in new.iter().filter(|m| m.role != Role::System) {
+            let record = journal::SubagentRef {
+                call: call_id,
+                message: m,
+            };
+            journal::encode(RecordRef::Subagent(record), &self.info.secrets, &mut buf)
+                .map_err(|e| SessionError::io("write", &self.path, e))?;
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.writer
+            .append(&buf)
+            .map_err(|e| SessionError::io("write", &self.path, e).into())
     }
 
     fn tools_started(&mut self, ids: &[&str]) -> Result<(), HostedError> {

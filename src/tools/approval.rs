@@ -42,6 +42,14 @@ pub enum Approval {
 #[async_trait]
 pub trait Approver: Send + Sync {
     async fn approve(&self, request: ApprovalRequest) -> Approval;
+
+    /// `approve` for a sub-agent's tool (`subagent` is the child's name, for
+    /// the question a front end shows). An approver that asks nobody may
+    /// ignore the name.
+    async fn approve_for(&self, request: ApprovalRequest, subagent: Option<&str>) -> Approval {
+        let _ = subagent;
+        self.approve(request).await
+    }
 }
 
 /// Approves everything; for tests and for callers that already decided.

@@ -24,7 +24,7 @@ pub const DEFAULT_AFTER_BYTES: usize = crate::config::DEFAULT_TOOL_SEARCH_AFTER_
 const MAX_MATCHES: usize = 8;
 
 /// The longest one-line description in the listing, in characters.
-const LINE_CHARS: usize = 100;
+const LINE_CHARS: usize = 72;
 
 /// Which of the servers' tools this agent has loaded, and the bound past
 /// which the others are deferred. Shared by the clones of one registry.
@@ -47,6 +47,11 @@ impl Deferral {
             after_bytes,
             loaded: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// The same bound with nothing loaded (a sub-agent's registry).
+    pub fn fresh(&self) -> Deferral {
+        Deferral::new(self.after_bytes)
     }
 
     fn loaded(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {

@@ -294,6 +294,25 @@ impl ToolRegistry {
         self.deferral = Arc::new(deferred::Deferral::new(bytes));
     }
 
+    /// The tools whose name `keep` accepts, and the sources (MCP servers'
+    /// tools) when `sources`: what a sub-agent is given.
+    pub fn filtered(&self, keep: impl Fn(&str) -> bool, sources: bool) -> ToolRegistry {
+        let mut reg = ToolRegistry {
+            editor: self.editor.clone(),
+            own: self.own.clone(),
+            // A child loads its own deferred tools, past the same bound.
+            deferral: Arc::new(self.deferral.fresh()),
+            ..ToolRegistry::default()
+        };
+        for tool in self.tools.iter().filter(|t| keep(t.name())) {
+            reg.register(tool.clone());
+        }
+        if sources {
+            reg.sources = self.sources.clone();
+        }
+        reg
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()
     }

@@ -557,8 +557,13 @@ pub(crate) async fn ask(st: Style, question: ApprovalQuestion) -> Decision {
         command,
         detail,
         always,
+        subagent,
         ..
     } = question;
+    let actor = match subagent {
+        Some(name) => format!("[{name}] {actor}"),
+        None => actor,
+    };
     let (shown, note) = super::approval_command(&command);
     let mut prompt = String::new();
     for line in detail

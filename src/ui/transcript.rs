@@ -36,46 +36,58 @@ pub fn markdown(title: &str, items: &[Replayed]) -> String {
         "# {}\n",
         escape_inline(&crate::text::one_line(title, 200))
     );
+    push_items(&mut out, items, "##");
+    out
+}
+
+/// `items` with `heading` for the prompts and answers; a sub-agent's
+/// conversation nested one level down in a fold of its own.
+fn push_items(out: &mut String, items: &[Replayed], heading: &str) {
     // Calls wait here for their results, which follow in the calls' order.
     let mut pending: VecDeque<&ReplayedCall> = VecDeque::new();
     for item in items {
-        if !matches!(item, Replayed::Tool { .. }) {
-            flush_unanswered(&mut out, &mut pending);
+        // A sub-agent comes right after its call's result, among the
+        // results of the reply's other calls.
+        if !matches!(item, Replayed::Tool { .. } | Replayed::Subagent { .. }) {
+            flush_unanswered(out, &mut pending);
         }
         match item {
             Replayed::User { text, .. } => match text.strip_prefix(SUMMARY_MARKER) {
                 Some(body) => {
-                    out.push_str("## Summary of the earlier conversation\n\n");
+                    let _ = write!(out, "{heading} Summary of the earlier conversation\n\n");
                     out.push_str(
                         "*Written by the assistant when the context filled up; it stands for the messages before it.*\n\n",
                     );
-                    push_prose(&mut out, body.trim_start_matches('\n'));
+                    push_prose(out, body.trim_start_matches('\n'));
                 }
                 None => {
-                    out.push_str("## You\n\n");
-                    push_prose(&mut out, text);
+                    let _ = write!(out, "{heading} You\n\n");
+                    push_prose(out, text);
                 }
             },
             Replayed::Assistant { text, calls } => {
                 if !text.trim().is_empty() {
-                    out.push_str("## Assistant\n\n");
-                    push_prose(&mut out, text);
+                    let _ = write!(out, "{heading} Assistant\n\n");
+                    push_prose(out, text);
                 }
                 pending.extend(calls);
             }
             Replayed::Tool { name, text } => {
                 let call = pending.pop_front();
-                push_call(
-                    &mut out,
-                    name,
-                    call.map(|c| c.arguments.as_str()),
-                    Some(text),
+                push_call(out, name, call.map(|c| c.arguments.as_str()), Some(text));
+            }
+            Replayed::Subagent { description, items } => {
+                let _ = write!(
+                    out,
+                    "<details>\n<summary>sub-agent: {}</summary>\n\n",
+                    escape_html(&crate::text::one_line(description, SUMMARY_CHARS)),
                 );
+                push_items(out, items, &format!("{heading}#"));
+                out.push_str("</details>\n\n");
             }
         }
     }
-    flush_unanswered(&mut out, &mut pending);
-    out
+    flush_unanswered(out, &mut pending);
 }
 
 /// Calls that got no result (the history was cut after them) still show.
@@ -278,6 +290,51 @@ mod tests {
         assert!(at("## You\n\nlist it") < at("<details>\n<summary>run_shell: $ ls</summary>"));
         assert!(at("\"command\": \"ls\"") < at("a.txt\n```\n\n</details>"));
         assert!(at("</details>") < at("## Assistant\n\nThere is **a.txt**."));
+    }
+
+    #[test]
+    fn a_sub_agent_nests_under_its_call_one_heading_down() {
+        let items = [
+            Replayed::User {
+                text: "find it".into(),
+                attached: 0,
+            },
+            Replayed::Assistant {
+                text: String::new(),
+                calls: vec![
+                    call("agent", r#"{"description":"look","prompt":"where?"}"#),
+                    call("time", "{}"),
+                ],
+            },
+            Replayed::Tool {
+                name: "agent".into(),
+                text: "in a.rs".into(),
+            },
+            Replayed::Subagent {
+                description: "look <here>".into(),
+                items: vec![
+                    Replayed::User {
+                        text: "where?".into(),
+                        attached: 0,
+                    },
+                    Replayed::Assistant {
+                        text: "in a.rs".into(),
+                        calls: vec![],
+                    },
+                ],
+            },
+            Replayed::Tool {
+                name: "time".into(),
+                text: "noon".into(),
+            },
+        ];
+        let md = markdown("find it", &items);
+        let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s:?} not in\n{md}"));
+        assert!(at("<summary>agent: ") < at("<summary>sub-agent: look &lt;here&gt;</summary>"));
+        assert!(at("sub-agent: look") < at("### You\n\nwhere?"));
+        assert!(at("### Assistant\n\nin a.rs") < at("<summary>time: "));
+        // The second call keeps its own result: the child did not end the reply's calls.
+        assert!(!md.contains("No result was recorded"), "{md}");
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl FakeProvider {
                 requests: Vec::new(),
                 script,
                 next: 0,
+                used: Vec::new(),
                 repeat,
                 connections: 0,
                 summary: None,
@@ -266,6 +267,9 @@ struct State {
     requests: Vec<RecordedRequest>,
     script: Vec<Reply>,
     next: usize,
+    /// Positions of the replies already sent, when replies are matched by
+    /// content ([`Reply::for_marker`]).
+    used: Vec<usize>,
     repeat: bool,
     connections: usize,
     /// Answers requests that offer no tools (a context summary), outside the script.
@@ -321,6 +325,15 @@ impl Shared {
             let i = state.next % state.script.len();
             state.next = state.next.wrapping_add(1);
             Some(state.script[i].clone())
+        } else if state.script.iter().any(|r| r.marker.is_some()) {
+            // Matched by content: the first unused reply that fits.
+            let found = (0..state.script.len())
+                .find(|&i| !state.used.contains(&i) && state.script[i].fits(&request));
+            found.map(|i| {
+                state.used.push(i);
+                state.next += 1;
+                state.script[i].clone()
+            })
         } else {
             let reply = state.script.get(state.next).cloned();
             state.next += 1;
@@ -369,6 +382,24 @@ pub fn tool_result(req: &RecordedRequest, id: &str) -> String {
 }
 
 impl RecordedRequest {
+    /// The text of the last user message of a Chat Completions request.
+    pub fn last_user_text(&self) -> Option<String> {
+        let messages = self.body_json.as_ref()?.get("messages")?.as_array()?;
+        let last = messages.iter().rev().find(|m| m["role"] == "user")?;
+        match &last["content"] {
+            Value::String(s) => Some(s.clone()),
+            // Parts: the text parts, joined.
+            Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        }
+    }
+
     /// The body as JSON; panics (showing the body) when it is not JSON.
     pub fn json(&self) -> &Value {
         match &self.body_json {
@@ -436,6 +467,9 @@ pub struct Reply {
     kind: ReplyKind,
     headers: Vec<(String, String)>,
     delay: Duration,
+    /// Sent only for a request whose last user message contains this
+    /// ([`Reply::for_marker`]).
+    marker: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -496,6 +530,27 @@ impl Reply {
             kind,
             headers: Vec::new(),
             delay: Duration::ZERO,
+            marker: None,
+        }
+    }
+
+    /// This reply answers only a request whose last user message contains
+    /// `marker`, whenever it comes. With such replies in the script, each
+    /// request takes the first unused reply that fits it (an unmarked one
+    /// fits any request), so requests made at the same time (sub-agents)
+    /// get their own answers whatever order they arrive in.
+    pub fn for_marker(mut self, marker: impl Into<String>) -> Reply {
+        self.marker = Some(marker.into());
+        self
+    }
+
+    /// Whether this reply may answer `request` (see [`Reply::for_marker`]).
+    fn fits(&self, request: &RecordedRequest) -> bool {
+        match &self.marker {
+            None => true,
+            Some(m) => request
+                .last_user_text()
+                .is_some_and(|t| t.contains(m.as_str())),
         }
     }
 

@@ -106,6 +106,26 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ),
     ("agent", "compact_threshold", "the older name of compact_at"),
     (
+        "agent",
+        "subagent_max_turns",
+        "model requests per sub-agent (the agent tool's child) run (default 20)",
+    ),
+    (
+        "agent",
+        "subagent_max_tokens",
+        "tokens per sub-agent run (default 400000)",
+    ),
+    (
+        "agent",
+        "max_subagents",
+        "sub-agents of one reply that run at the same time (default 4)",
+    ),
+    (
+        "agent",
+        "subagent_depth",
+        "generations of sub-agents: 0 offers no agent tool, 1 (default) children without their own",
+    ),
+    (
         "models.NAME",
         "api_base_url",
         "the server's API base URL, e.g. http://127.0.0.1:8080/v1",

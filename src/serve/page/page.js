@@ -223,13 +223,15 @@ function showApproval(ev) {
   // line someone would type at a prompt.
   const verb = FILE_TOOLS[ev.tool];
   const code = el("code");
+  // A sub-agent's question names the child that asks.
+  const who = ev.subagent ? "sub-agent \u201c" + visible(ev.subagent) + "\u201d" : "buddy";
   if (verb) {
     d.classList.add("file");
-    d.appendChild(el("div", "ask", "buddy wants to " + verb));
+    d.appendChild(el("div", "ask", who + " wants to " + verb));
     const what = String(ev.command ?? "");
     code.append(el("span", "actor", verb + " "), visible(what.replace(new RegExp("^" + ev.tool + ":? "), "")));
   } else {
-    d.appendChild(el("div", "ask", "buddy wants to run"));
+    d.appendChild(el("div", "ask", who + " wants to run"));
     code.append(el("span", "actor", visible(ev.actor) + "$ "), visible(ev.command));
   }
   d.appendChild(code);

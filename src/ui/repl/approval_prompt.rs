@@ -215,6 +215,7 @@ impl Repl<'_> {
             command,
             detail,
             always,
+            subagent,
         } = question;
         let st = self.opts.style;
         self.flush_partial();
@@ -224,7 +225,11 @@ impl Repl<'_> {
         if let Some(detail) = &detail {
             self.say(&crate::ui::detail_lines(detail, st).join("\n"));
         }
-        let actor = visible(&actor).into_owned();
+        // A child's question says which child asks.
+        let actor = match &subagent {
+            Some(name) => format!("[{}] {}", visible(name), visible(&actor)),
+            None => visible(&actor).into_owned(),
+        };
         let (shown, note) = crate::ui::approval_command(&command);
         if let Some(note) = note {
             self.say(&st.warning(&format!("note: {note}")));

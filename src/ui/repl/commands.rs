@@ -6,9 +6,29 @@ use std::time::Duration;
 
 /// Every command the REPL knows, for completion and suggestions.
 pub const NAMES: &[&str] = &[
-    "/status", "/context", "/compact", "/ps", "/kill", "/timeout", "/approve", "/model",
-    "/session", "/rewind", "/fork", "/clear", "/init", "/login", "/mcp", "/skills", "/help",
-    "/quit", "/exit", "/q", "/export", "/jobs",
+    "/status",
+    "/context",
+    "/compact",
+    "/ps",
+    "/kill",
+    "/timeout",
+    "/approve",
+    "/model",
+    "/session",
+    "/rewind",
+    "/fork",
+    "/clear",
+    "/init",
+    "/login",
+    "/mcp",
+    "/skills",
+    "/help",
+    "/quit",
+    "/exit",
+    "/q",
+    "/export",
+    "/jobs",
+    "/subagents",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -42,6 +62,10 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ("/skills", "the skills the model can read"),
     ("/ps", "running tasks"),
     ("/jobs", "background jobs the model started"),
+    (
+        "/subagents",
+        "the sub-agents of this conversation and their tool calls",
+    ),
     ("/kill", "cancel a task: /kill <id>"),
     ("/timeout", "give a task a deadline: /timeout 5m [id]"),
     ("/quit", "leave (also /exit, /q, Ctrl-D)"),
@@ -100,6 +124,8 @@ pub enum Slash {
     Mcp,
     /// `/skills`: list the skills found.
     Skills,
+    /// `/subagents`: the children seen, with their tool calls.
+    Subagents,
 }
 
 impl Slash {
@@ -191,6 +217,7 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
         "/init" => no_args(Slash::Init),
         "/mcp" => no_args(Slash::Mcp),
         "/skills" => no_args(Slash::Skills),
+        "/subagents" => no_args(Slash::Subagents),
         "/quit" | "/exit" | "/q" => no_args(Slash::Quit),
         "/kill" => match args {
             [id] => task_id(id).map(Slash::Kill),
@@ -362,6 +389,8 @@ pub const HELP: &str = "\
 /jobs                    background jobs the model started (run_shell with
                          background): id, state, command, run time; they
                          stop when buddy exits or the session is cleared
+/subagents               the sub-agents of this conversation (the model's agent
+                         tool) and their tool calls
 /kill <id>               cancel a task
 /timeout <dur> [id]      give a task a deadline (e.g. /timeout 5m)
 /approve ask|all|none|<dur>

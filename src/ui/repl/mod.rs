@@ -40,6 +40,7 @@ pub mod replies;
 pub mod rewind;
 mod slash_ops;
 mod status_area;
+mod subagents;
 mod terminal;
 
 use crate::agent::allowlist::{AllowRule, SharedAllowList};
@@ -276,6 +277,8 @@ pub struct Repl<'h> {
     /// The latest output lines of running tool calls, by call id, shown
     /// above the status line until their results arrive.
     tool_output: Vec<(String, String)>,
+    /// The sub-agents seen, for their progress lines and `/subagents`.
+    subagents: Vec<subagents::ChildView>,
     /// Reasoning text not yet ending in a newline.
     reasoning: String,
     /// Whether a reasoning block's first line (with its label) is printed.
@@ -343,6 +346,7 @@ impl<'h> Repl<'h> {
             quit_hinted: false,
             answer_streamed: false,
             tool_output: Vec::new(),
+            subagents: Vec::new(),
             reasoning: String::new(),
             reasoning_open: false,
             spin: 0,

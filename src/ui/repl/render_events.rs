@@ -161,6 +161,7 @@ impl Repl<'_> {
             | K::ToolProgress { .. }
             | K::ToolResult { .. }
             | K::CommandRan(_) => self.on_tool_event(ev),
+            K::Subagent(sub) => self.on_subagent_event(sub),
             K::Usage { .. }
             | K::Retrying { .. }
             | K::Warning { .. }
@@ -498,8 +499,11 @@ impl Repl<'_> {
         let st = self.opts.style;
         match ev.kind {
             EventKind::SessionStarted { id } => self.session_id = Some(id),
-            EventKind::SessionResumed { ref id, .. } => {
+            EventKind::SessionResumed {
+                ref id, ref replay, ..
+            } => {
                 self.session_id = Some(id.clone());
+                self.subagents = super::subagents::from_replay(replay);
                 let (cols, rows) = crossterm::terminal::size().unwrap_or((80, 24));
                 let look = replay::Look {
                     style: st,

@@ -163,6 +163,23 @@ fn item_lines(item: &Replayed, look: &Look, cols: usize) -> Vec<String> {
             toolview::result_lines(name, text, false, st)
         }
         Replayed::Tool { .. } => Vec::new(),
+        // Folded to a line; `/subagents` lists its tool calls.
+        Replayed::Subagent { description, items } => {
+            let calls: usize = items
+                .iter()
+                .map(|i| match i {
+                    Replayed::Assistant { calls, .. } => calls.len(),
+                    _ => 0,
+                })
+                .sum();
+            vec![st.dim(&format!(
+                "  ◆ sub-agent {}: {} message{}, {calls} tool call{} (/subagents)",
+                visible(description),
+                items.len(),
+                if items.len() == 1 { "" } else { "s" },
+                if calls == 1 { "" } else { "s" },
+            ))]
+        }
     }
 }
 

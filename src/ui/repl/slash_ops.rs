@@ -26,6 +26,10 @@ impl Repl<'_> {
                 };
                 self.say(&text);
             }
+            Slash::Subagents => {
+                let lines = super::subagents::report(&self.subagents);
+                self.say(&lines.join("\n"));
+            }
             Slash::Skills => {
                 let text = if self.opts.skills.is_empty() {
                     "no skills: put folders with a SKILL.md in .buddy/skills/ (trusted projects) or ~/.config/buddy/skills/".to_string()
