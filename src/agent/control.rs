@@ -70,6 +70,9 @@ struct State {
     waiting: HashMap<String, oneshot::Sender<Decision>>,
     /// The latest status the running agent published.
     snapshot: Option<StatusReport>,
+    /// Plan mode (`Op::SetPlanMode`): whatever needs consent is refused,
+    /// but for shell lines that only read.
+    plan_mode: bool,
 }
 
 pub struct Control {
@@ -177,6 +180,14 @@ impl Control {
         Some(report)
     }
 
+    pub fn plan_mode(&self) -> bool {
+        self.lock().plan_mode
+    }
+
+    pub fn set_plan_mode(&self, on: bool) {
+        self.lock().plan_mode = on;
+    }
+
     /// Answers a waiting approval; false when nothing waits under that id.
     pub fn answer(&self, call_id: &str, decision: Decision) -> bool {
         match self.lock().waiting.remove(call_id) {
@@ -194,6 +205,11 @@ impl Control {
     /// prefix that approved it, if one did.
     fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy, Option<String>)> {
         let mut st = self.lock();
+        if st.plan_mode {
+            if let Some(refusal) = plan_mode_refusal(request) {
+                return Some((refusal, DecidedBy::PlanMode, None));
+            }
+        }
         let rules = &st.rules;
         if let Some(denial) = rules.denylist.check(&request.command) {
             return Some((
@@ -262,6 +278,25 @@ impl Control {
         self.lock().waiting.insert(call_id.to_string(), tx);
         rx
     }
+}
+
+/// What plan mode says to a request for consent: every tool that asks
+/// would change something, so all are refused but a shell line that only
+/// reads, a tool trusted to only read, and the question that ends planning.
+fn plan_mode_refusal(request: &ApprovalRequest) -> Option<Approval> {
+    let reads = request.read_only
+        || request.tool == super::plan::EXIT_PLAN_MODE
+        || request.tool == "run_shell" && crate::shell::readonly::is_read_only(&request.command);
+    if reads {
+        return None;
+    }
+    let what = crate::text::one_line(&request.command, 200);
+    Some(Approval::Refused {
+        reason: format!(
+            "plan mode: {} `{what}` is not read-only; only reading tools and read-only commands run while planning. Finish the plan with exit_plan_mode",
+            request.tool
+        ),
+    })
 }
 
 fn queues(st: &State) -> (Vec<String>, Vec<String>) {

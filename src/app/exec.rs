@@ -110,6 +110,9 @@ pub(super) async fn exec(
         )
         .await?;
     }
+    if args.plan {
+        let _ = agent.ops.send(Op::SetPlanMode { on: true }).await;
+    }
     let _ = agent
         .ops
         .send(Op::Prompt {
@@ -118,11 +121,14 @@ pub(super) async fn exec(
         })
         .await;
     let outcome = match json {
-        Some(j) => j.run(&mut agent).await,
+        Some(j) => j.ending_at_plan(args.plan).run(&mut agent).await,
         None => {
             let mut opts = exec_options(&settings, style, terminal);
             opts.plain_answer = output.is_some();
-            ExecFrontEnd::new(opts).run(&mut agent).await
+            ExecFrontEnd::new(opts)
+                .ending_at_plan(args.plan)
+                .run(&mut agent)
+                .await
         }
     };
     finish(agent, &outcome).await;

@@ -97,6 +97,7 @@ impl SessionHost for Sessions {
             saved: opened.saved,
             tokens: opened.tokens,
             warnings: opened.warnings,
+            plan: opened.plan,
         })
     }
 

@@ -81,6 +81,9 @@ impl SseName {
             EventKind::TimeoutSet { .. } => "timeout_set",
             EventKind::CommandRan(_) => "command_ran",
             EventKind::ShutdownComplete => "shutdown_complete",
+            EventKind::Plan { .. } => "plan",
+            EventKind::PlanMode { .. } => "plan_mode",
+            EventKind::PlanReady { .. } => "plan_ready",
         })
     }
 }

@@ -1,6 +1,6 @@
 //! The session file format and its reader and writer. A session file is a
 //! journal: one JSON record per line, only ever appended to, so saving a turn
-//! costs the size of the turn, not of the history. Seven kinds of record:
+//! costs the size of the turn, not of the history. Eight kinds of record:
 //!
 //! ```text
 //! {"header":{"version":3,"id":"…","created":1763905509,"cwd":"/home/me/proj"}}
@@ -10,6 +10,7 @@
 //! {"turn":{"at":…,"messages":12,"model":"…","profile":"…","title":"…","tokens":{…}}}
 //! {"compaction":{"replaces":9,"messages":[{"role":"user","content":"[Summary…"}]}}
 //! {"rewind":{"keep":4}}
+//! {"plan":{"entries":[{"content":"…","status":"in_progress"}]}}
 //! ```
 //!
 //! `partial` records carry an answer's text as it streams (each one the text
@@ -27,13 +28,16 @@
 //! is still the whole transcript; only what is loaded for continuing shrinks.
 //! A `rewind` (the user took the conversation back to before a turn) keeps
 //! only the first `keep` messages of the history as loaded up to it; the
-//! messages after it continue from there. A forked session's header names
+//! messages after it continue from there. A `plan` is the session's plan as
+//! a `todo_write` left it, whole; the last one is the plan on resume (a
+//! rewind does not take it back). A forked session's header names
 //! the session it came from (`forked_from`).
 //!
 //! A crash can leave the last record half-written; the reader drops such a
 //! tail and reports it, but a bad record with good ones after it means the
 //! file was damaged some other way, and it is refused whole.
 
+use crate::agent::protocol::PlanEntry;
 use crate::agent::TokenTracker;
 use crate::wire::{Message, Role};
 use serde::{Deserialize, Serialize};
@@ -42,10 +46,10 @@ use std::fs::File;
 use std::io::{self, Write};
 
 /// Written into every header; a file from a newer format is refused, not guessed at.
-/// Version 2 added `partial` and `started` records, version 3 `rewind` (an
-/// older reader would take them for damage, so it is told the file is newer
-/// instead).
-pub const FORMAT_VERSION: u32 = 3;
+/// Version 2 added `partial` and `started` records, version 3 `rewind`,
+/// version 4 `plan` (an older reader would take them for damage, so it is
+/// told the file is newer instead).
+pub const FORMAT_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
@@ -163,6 +167,12 @@ pub struct Started {
     pub ids: Vec<String>,
 }
 
+/// The session's plan, whole, as the last `todo_write` left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub entries: Vec<PlanEntry>,
+}
+
 #[derive(Serialize)]
 pub struct CompactionRef<'a> {
     pub replaces: u64,
@@ -181,6 +191,7 @@ pub enum Record {
     Partial(Partial),
     Started(Started),
     Rewind(Rewind),
+    Plan(Plan),
 }
 
 /// The borrowed twin of `Record`, so writing never clones a message.
@@ -194,6 +205,7 @@ pub enum RecordRef<'a> {
     Partial(&'a Partial),
     Started(&'a Started),
     Rewind(&'a Rewind),
+    Plan(&'a Plan),
 }
 
 const HEADER_PREFIX: &[u8] = b"{\"header\":";
@@ -255,6 +267,8 @@ pub struct Parsed {
     pub started: HashSet<String>,
     /// Answers rebuilt from `partial` records (streaming cut off by a stop).
     pub interrupted: u64,
+    /// The last `plan` record's entries (empty without one).
+    pub plan: Vec<PlanEntry>,
 }
 
 impl Parsed {
@@ -346,6 +360,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                         streamed.get_or_insert_with(String::new).push_str(&p.text)
                     }
                     Record::Started(s) => out.started.extend(s.ids),
+                    Record::Plan(p) => out.plan = p.entries,
                     Record::Rewind(r) => {
                         let present = out
                             .messages

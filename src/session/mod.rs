@@ -79,6 +79,8 @@ pub struct Opened {
     pub last_turn: Option<TurnMark>,
     /// Things the user should know (a dropped torn record, repairs, permissions).
     pub warnings: Vec<String>,
+    /// The plan as last written (`todo_write`); empty when none.
+    pub plan: Vec<crate::agent::protocol::PlanEntry>,
 }
 
 /// Where the images of the session whose journal is `journal` are kept:
@@ -576,6 +578,7 @@ impl Store {
             tokens,
             last_turn: parsed.last_turn,
             warnings,
+            plan: parsed.plan,
         })
     }
 
@@ -1015,6 +1018,13 @@ impl HistorySink for Session {
             ids: ids.iter().map(|s| s.to_string()).collect(),
         };
         self.append_record(RecordRef::Started(&record))
+    }
+
+    fn plan(&mut self, entries: &[crate::agent::protocol::PlanEntry]) -> Result<(), HostedError> {
+        let record = journal::Plan {
+            entries: entries.to_vec(),
+        };
+        self.append_record(RecordRef::Plan(&record))
     }
 
     fn rewound(&mut self, keep: usize, tokens: &TokenTracker) -> Result<(), HostedError> {

@@ -22,6 +22,8 @@ pub struct JsonFrontEnd {
     closed: bool,
     /// How the run ended, once it has.
     outcome: Option<ExecOutcome>,
+    /// `exec --plan`: the model's finished plan (`plan_ready`) ends the run.
+    plan_ends: bool,
 }
 
 impl JsonFrontEnd {
@@ -30,7 +32,14 @@ impl JsonFrontEnd {
             style,
             closed: false,
             outcome: None,
+            plan_ends: false,
         }
+    }
+
+    /// With `on`, stops at the model's finished plan, which is the answer.
+    pub fn ending_at_plan(mut self, on: bool) -> JsonFrontEnd {
+        self.plan_ends = on;
+        self
     }
 
     /// The first line: what follows and in which version.
@@ -129,6 +138,10 @@ impl Renderer for JsonFrontEnd {
         match ev.kind {
             EventKind::RunFinished(RunEnd { outcome }) => {
                 self.outcome = Some(outcome_of(outcome));
+                Flow::Stop
+            }
+            EventKind::PlanReady { plan, .. } if self.plan_ends => {
+                self.outcome = Some(ExecOutcome::Answered(plan));
                 Flow::Stop
             }
             _ => Flow::Continue,

@@ -34,6 +34,7 @@ pub mod mentions;
 pub mod menu;
 pub mod notify;
 mod pickers;
+mod plan_view;
 mod render_events;
 pub mod replay;
 pub mod replies;
@@ -276,6 +277,11 @@ pub struct Repl<'h> {
     /// The latest output lines of running tool calls, by call id, shown
     /// above the status line until their results arrive.
     tool_output: Vec<(String, String)>,
+    /// The session's plan as the agent last reported it, shown above
+    /// the status line.
+    plan: Vec<crate::agent::protocol::PlanEntry>,
+    /// Plan mode, as the agent last reported it.
+    plan_mode: bool,
     /// Reasoning text not yet ending in a newline.
     reasoning: String,
     /// Whether a reasoning block's first line (with its label) is printed.
@@ -343,6 +349,8 @@ impl<'h> Repl<'h> {
             quit_hinted: false,
             answer_streamed: false,
             tool_output: Vec::new(),
+            plan: Vec::new(),
+            plan_mode: false,
             reasoning: String::new(),
             reasoning_open: false,
             spin: 0,
