@@ -135,6 +135,13 @@ impl Planner {
     }
 }
 
+/// A `todo_write` call's arguments as the plan they make, if they make
+/// one (for a view of a saved conversation).
+pub fn parse_todos(arguments: &str) -> Option<Vec<PlanEntry>> {
+    let args: TodoArgs = serde_json::from_str(arguments).ok()?;
+    checked(args.todos).ok()
+}
+
 /// The list as the model sent it, if it fits the bounds.
 fn checked(todos: Vec<PlanEntry>) -> Result<Vec<PlanEntry>, ToolError> {
     if todos.len() > MAX_ENTRIES {
