@@ -293,8 +293,7 @@ fn plan_mode_refusal(request: &ApprovalRequest) -> Option<Approval> {
     let what = crate::text::one_line(&request.command, 200);
     Some(Approval::Refused {
         reason: format!(
-            "plan mode: {} `{what}` is not read-only; only reading tools and read-only commands run while planning. Finish the plan with exit_plan_mode",
-            request.tool
+            "plan mode: `{what}` is not read-only; only reading tools and read-only commands run while planning. Finish the plan with exit_plan_mode"
         ),
     })
 }
