@@ -16,6 +16,7 @@
 use super::allowlist::{self, SharedAllowList};
 use super::emitter::Emitter;
 use super::hooks::{About, HookEvent, HookRunner};
+use super::plan::PlanMode;
 use super::protocol::{
     ApprovalPolicy, ApprovalQuestion, DecidedBy, Decision, EventKind, QueueMode, StatusReport,
 };
@@ -70,9 +71,6 @@ struct State {
     waiting: HashMap<String, oneshot::Sender<Decision>>,
     /// The latest status the running agent published.
     snapshot: Option<StatusReport>,
-    /// Plan mode (`Op::SetPlanMode`): whatever needs consent is refused,
-    /// but for shell lines that only read.
-    plan_mode: bool,
 }
 
 pub struct Control {
@@ -83,6 +81,9 @@ pub struct Control {
     allowed: SharedAllowList,
     /// Approvals are asked one at a time, so front ends show one prompt.
     one_at_a_time: tokio::sync::Mutex<()>,
+    /// Plan mode (`Op::SetPlanMode`): whatever needs consent is refused,
+    /// but for what only reads (`plan::refusal`).
+    plan_mode: PlanMode,
 }
 
 impl Control {
@@ -103,6 +104,7 @@ impl Control {
             emitter,
             allowed,
             one_at_a_time: tokio::sync::Mutex::new(()),
+            plan_mode: PlanMode::default(),
         })
     }
 
@@ -180,12 +182,12 @@ impl Control {
         Some(report)
     }
 
-    pub fn plan_mode(&self) -> bool {
-        self.lock().plan_mode
+    pub fn plan_mode(&self) -> &PlanMode {
+        &self.plan_mode
     }
 
     pub fn set_plan_mode(&self, on: bool) {
-        self.lock().plan_mode = on;
+        self.plan_mode.set(on);
     }
 
     /// Answers a waiting approval; false when nothing waits under that id.
@@ -204,12 +206,12 @@ impl Control {
     /// Decides without asking, when the rules allow; with the allow-list
     /// prefix that approved it, if one did.
     fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy, Option<String>)> {
-        let mut st = self.lock();
-        if st.plan_mode {
-            if let Some(refusal) = plan_mode_refusal(request) {
+        if self.plan_mode.is_on() {
+            if let Some(refusal) = super::plan::refusal(request) {
                 return Some((refusal, DecidedBy::PlanMode, None));
             }
         }
+        let mut st = self.lock();
         let rules = &st.rules;
         if let Some(denial) = rules.denylist.check(&request.command) {
             return Some((
@@ -278,24 +280,6 @@ impl Control {
         self.lock().waiting.insert(call_id.to_string(), tx);
         rx
     }
-}
-
-/// What plan mode says to a request for consent: every tool that asks
-/// would change something, so all are refused but a shell line that only
-/// reads, a tool trusted to only read, and the question that ends planning.
-fn plan_mode_refusal(request: &ApprovalRequest) -> Option<Approval> {
-    let reads = request.read_only
-        || request.tool == super::plan::EXIT_PLAN_MODE
-        || request.tool == "run_shell" && crate::shell::readonly::is_read_only(&request.command);
-    if reads {
-        return None;
-    }
-    let what = crate::text::one_line(&request.command, 200);
-    Some(Approval::Refused {
-        reason: format!(
-            "plan mode: `{what}` is not read-only; only reading tools and read-only commands run while planning. Finish the plan with exit_plan_mode"
-        ),
-    })
 }
 
 fn queues(st: &State) -> (Vec<String>, Vec<String>) {

@@ -4,13 +4,12 @@
 //! mode, shows the model's finished plan (`EventKind::PlanReady`) and asks
 //! the user, through the approval gate, to switch to normal work.
 //!
-//! Plan mode itself is a flag of `control` (the gate refuses there whatever
-//! is not read-only); this module only reads it and clears it when the user
-//! accepts a plan. Journaling the plan is the agent loop's (`tool_round`),
+//! Plan mode is a flag (`PlanMode`) that `control` holds: its gate asks
+//! `refusal` here about every request for consent. The plan tools read the
+//! flag and clear it when the user accepts a plan. Journaling the plan is the agent loop's (`tool_round`),
 //! which saves it after a `todo_write` that succeeded; front ends only render
 //! the events.
 
-use super::control::Control;
 use super::emitter::Emitter;
 use super::protocol::{EventKind, PlanEntry};
 use crate::tools::ToolSource;
@@ -19,6 +18,7 @@ use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub const TODO_WRITE: &str = "todo_write";
@@ -45,17 +45,50 @@ struct ExitArgs {
     plan: String,
 }
 
+/// Plan mode, shared by the op loop that sets it, the approval gate that
+/// enforces it and the plan tools.
+#[derive(Debug, Clone, Default)]
+pub struct PlanMode(Arc<AtomicBool>);
+
+impl PlanMode {
+    pub fn is_on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
+}
+
+/// What plan mode says to a request for consent: every tool that asks
+/// would change something, so all are refused but a shell line that only
+/// reads, a tool trusted to only read, and the question that ends planning.
+pub fn refusal(request: &ApprovalRequest) -> Option<Approval> {
+    let reads = request.read_only
+        || request.tool == EXIT_PLAN_MODE
+        || request.tool == "run_shell" && crate::shell::readonly::is_read_only(&request.command);
+    if reads {
+        return None;
+    }
+    let what = crate::text::one_line(&request.command, 200);
+    Some(Approval::Refused {
+        reason: format!(
+            "plan mode: `{what}` is not read-only; only reading tools and read-only commands run while planning. Finish the plan with exit_plan_mode"
+        ),
+    })
+}
+
 /// The plan tools of one agent, with the plan they keep.
 pub struct Planner {
-    control: Arc<Control>,
+    mode: PlanMode,
     emitter: Emitter,
     entries: Mutex<Vec<PlanEntry>>,
 }
 
 impl Planner {
-    pub fn new(control: Arc<Control>, emitter: Emitter) -> Arc<Planner> {
+    pub fn new(mode: PlanMode, emitter: Emitter) -> Arc<Planner> {
         Arc::new(Planner {
-            control,
+            mode,
             emitter,
             entries: Mutex::new(Vec::new()),
         })
@@ -87,7 +120,7 @@ impl Planner {
         args: Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        if !self.control.plan_mode() {
+        if !self.mode.is_on() {
             return Err(ToolError::Failed(
                 "not in plan mode: go on with the work".into(),
             ));
@@ -120,7 +153,7 @@ impl Planner {
         };
         match ctx.approver.approve(request).await {
             Approval::Approved => {
-                self.control.set_plan_mode(false);
+                self.mode.set(false);
                 self.emitter.emit(EventKind::PlanMode { on: false }).await;
                 Ok(ToolOutput::text(
                     "The user approved the plan and plan mode is off: carry it out now.",
@@ -219,14 +252,14 @@ fn exit_definition() -> ToolDefinition {
 impl ToolSource for Planner {
     fn definitions(&self) -> Vec<ToolDefinition> {
         let mut defs = vec![todo_definition()];
-        if self.control.plan_mode() {
+        if self.mode.is_on() {
             defs.push(exit_definition());
         }
         defs
     }
 
     fn max_output_chars(&self, name: &str) -> Option<usize> {
-        let offered = name == TODO_WRITE || name == EXIT_PLAN_MODE && self.control.plan_mode();
+        let offered = name == TODO_WRITE || name == EXIT_PLAN_MODE && self.mode.is_on();
         offered.then_some(MAX_OUTPUT_CHARS)
     }
 
@@ -241,5 +274,65 @@ impl ToolSource for Planner {
             EXIT_PLAN_MODE => self.exit_plan_mode(args, ctx).await,
             _ => Err(ToolError::Failed(format!("unknown tool `{name}`"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(tool: &str, command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: "c".into(),
+            tool: tool.into(),
+            actor: "me@here".into(),
+            command: command.into(),
+            detail: None,
+            read_only: false,
+        }
+    }
+
+    #[test]
+    fn plan_mode_refuses_what_changes_and_lets_reading_through() {
+        for (tool, command) in [
+            ("write_file", "write_file a.txt (2 bytes, new file)"),
+            ("run_shell", "touch made"),
+            ("run_shell", "ls > list.txt"),
+            ("apply_patch", "apply_patch: add a.txt"),
+        ] {
+            match refusal(&asking(tool, command)) {
+                Some(Approval::Refused { reason }) => {
+                    assert!(reason.starts_with("plan mode: "), "{reason}");
+                    assert!(reason.contains("exit_plan_mode"), "{reason}");
+                }
+                other => panic!("{tool} {command}: {other:?}"),
+            }
+        }
+        assert_eq!(refusal(&asking("run_shell", "git status")), None);
+        assert_eq!(refusal(&asking(EXIT_PLAN_MODE, "leave plan mode")), None);
+        let trusted = ApprovalRequest {
+            read_only: true,
+            ..asking("mcp_read", "mcp_read {}")
+        };
+        assert_eq!(refusal(&trusted), None);
+    }
+
+    #[test]
+    fn a_plan_is_bounded_and_each_item_is_one_line() {
+        let entry = |content: &str| PlanEntry {
+            content: content.into(),
+            status: super::super::protocol::PlanStatus::Pending,
+        };
+        let too_many = vec![entry("x"); MAX_ENTRIES + 1];
+        assert!(checked(too_many).is_err());
+        assert!(checked(vec![entry("  ")]).is_err());
+        let long = "y".repeat(MAX_CONTENT_CHARS * 2);
+        let kept = checked(vec![entry("a\nb"), entry(&long)]).unwrap();
+        assert_eq!(kept[0].content, "a b");
+        assert!(kept[1].content.chars().count() <= MAX_CONTENT_CHARS + 1);
+        assert_eq!(
+            parse_todos(r#"{"todos":[{"content":"a","status":"done"}]}"#),
+            None
+        );
     }
 }

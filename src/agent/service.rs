@@ -284,7 +284,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     let mut tools = setup.tools;
     // The plan tools come with the others; an agent without tools gets none.
     let planner = (!tools.is_empty()).then(|| {
-        let planner = Planner::new(control.clone(), emitter.clone());
+        let planner = Planner::new(control.plan_mode().clone(), emitter.clone());
         tools.add_source(planner.clone());
         planner
     });
