@@ -754,6 +754,12 @@ impl Core {
         let (last_prompt, last_answer) = last_exchange(&opened.history);
         let messages = opened.history.len();
         let replay = super::replay::replay_of(&opened.history);
+        // A front end showing the plan of the session left must clear it.
+        let had_plan = self
+            .agent
+            .planner
+            .as_ref()
+            .is_some_and(|p| !p.entries().is_empty());
         self.agent.reset();
         self.agent
             .restore(opened.history, opened.tokens, opened.saved);
@@ -774,7 +780,7 @@ impl Core {
             replay,
         })
         .await;
-        if !plan.is_empty() {
+        if !plan.is_empty() || had_plan {
             self.emit(EventKind::Plan { entries: plan }).await;
         }
     }
