@@ -260,3 +260,31 @@ fn the_repl_shows_the_plan_above_the_input_and_plan_toggles_plan_mode() {
     t.line("/plan");
     t.wait_for("plan mode off", |s| !s.contains("[plan mode]"));
 }
+
+#[test]
+fn accepting_the_plan_in_the_repl_ends_plan_mode_and_the_model_goes_on() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "x",
+            "exit_plan_mode",
+            json!({ "plan": "# Fix\n\n1. **Read** the parser\n2. Add a test" }).to_string(),
+        )]),
+        Reply::text("Starting the work."),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let t = Tmux::start(&cmd, &["--plan"]);
+    t.wait_text("[plan mode]");
+    t.line("how would you fix it?");
+    t.wait_for("the question", |_| t.cursor_line().contains("[y]es"));
+    let screen = t.screen();
+    // The plan is rendered Markdown (the bold's `**` gone) under its label.
+    let lines: Vec<&str> = screen.lines().collect();
+    let label = lines.iter().position(|l| *l == "the plan:");
+    let item = lines.iter().position(|l| *l == "1. Read the parser");
+    assert!(label.is_some() && label < item, "{screen}");
+    t.keys(&["y"]);
+    t.wait_texts(&["plan mode off", "Starting the work."]);
+    t.wait_for("the mark gone", |s| !s.contains("[plan mode]"));
+    let result = tool_result(&p.chat_requests()[1], "x");
+    assert!(result.contains("plan mode is off"), "{result}");
+}
