@@ -299,6 +299,17 @@ impl ExecFrontEnd {
                 self.clear_spinner();
                 eprintln!("{}", st.dim(&crate::ui::plan::summary_line(&entries)));
             }
+            // Shown before the question that asks to start the work (the
+            // line session in plan mode); `--plan` stops at it instead.
+            EventKind::PlanReady { plan, .. } => {
+                self.clear_spinner();
+                self.end_stream_line();
+                eprintln!(
+                    "{}\n{}",
+                    st.accent("the plan:"),
+                    crate::text::visible(&plan)
+                );
+            }
             EventKind::PlanMode { on } => {
                 self.clear_spinner();
                 eprintln!(
