@@ -643,4 +643,24 @@ mod token_tests {
         let plain = serde_json::to_string(&SavedTokens::of(&TokenTracker::default())).unwrap();
         assert!(!plain.contains("cache"), "{plain}");
     }
+
+    #[test]
+    fn the_last_plan_record_is_the_plan() {
+        let file = concat!(
+            "{\"header\":{\"version\":4,\"id\":\"s\",\"created\":1,\"cwd\":\"/\"}}\n",
+            "{\"plan\":{\"entries\":[{\"content\":\"old\",\"status\":\"pending\"}]}}\n",
+            "{\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n",
+            "{\"plan\":{\"entries\":[{\"content\":\"new\",\"status\":\"in_progress\"}]}}\n",
+        );
+        let parsed = parse(file.as_bytes()).unwrap();
+        assert_eq!(parsed.messages.len(), 1);
+        assert_eq!(parsed.plan.len(), 1);
+        assert_eq!(parsed.plan[0].content, "new");
+        let mut buf = Vec::new();
+        let record = Plan {
+            entries: parsed.plan.clone(),
+        };
+        encode(RecordRef::Plan(&record), &[], &mut buf).unwrap();
+        assert!(buf.starts_with(b"{\"plan\":{\"entries\":["), "{buf:?}");
+    }
 }
