@@ -643,6 +643,11 @@ mod token_tests {
         let plain = serde_json::to_string(&SavedTokens::of(&TokenTracker::default())).unwrap();
         assert!(!plain.contains("cache"), "{plain}");
     }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
 
     #[test]
     fn the_last_plan_record_is_the_plan() {
