@@ -151,6 +151,10 @@ pub struct GlobalArgs {
     /// Never use colour
     #[arg(long, global = true, help_heading = HEADING_OUTPUT)]
     pub no_color: bool,
+    /// Start in plan mode: only read-only tools run until you accept the
+    /// model's plan (`/plan` toggles it)
+    #[arg(long, help_heading = HEADING_INPUT)]
+    pub plan: bool,
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -416,6 +420,10 @@ pub struct ExecArgs {
     /// Continue a saved session (an id, a unique prefix, or `last`) and add this turn to it
     #[arg(long, value_name = "ID|last", help_heading = HEADING_INPUT)]
     pub resume: Option<String>,
+    /// Plan mode: only read-only tools run; the plan the model ends with
+    /// (exit_plan_mode) is printed on stdout and exec exits 0
+    #[arg(long, help_heading = HEADING_INPUT)]
+    pub plan: bool,
     /// Stop after this many model requests (default: agent.max_turns)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = HEADING_LIMITS)]
     pub max_turns: Option<u32>,

@@ -47,6 +47,9 @@ const ALL: &[&str] = &[
     "session_forked",
     "error",
     "shutdown_complete",
+    "plan",
+    "plan_mode",
+    "plan_ready",
 ];
 
 fn name(kind: &EventKind) -> &'static str {
@@ -85,6 +88,9 @@ fn name(kind: &EventKind) -> &'static str {
         EventKind::SessionForked { .. } => "session_forked",
         EventKind::Error { .. } => "error",
         EventKind::ShutdownComplete => "shutdown_complete",
+        EventKind::Plan { .. } => "plan",
+        EventKind::PlanMode { .. } => "plan_mode",
+        EventKind::PlanReady { .. } => "plan_ready",
     }
 }
 

@@ -5,14 +5,16 @@
 //! `stopReason`). It only maps: it sends nothing and owns no channel, so the
 //! connection (`acp::run`) does the I/O and this stays a pure function of
 //! the events seen, testable without a client. A replayed session
-//! (`SessionResumed`'s `replay`) is mapped here too.
+//! (`SessionResumed`'s `replay`) is mapped here too, and so is the session's
+//! plan (`Plan`, ACP's `plan` update).
 
 use crate::agent::protocol::{
     ApprovalQuestion, Event, EventKind, Replayed, RunEnd, RunOutcome, ToolCallResult,
 };
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Diff, SessionUpdate, StopReason, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, StopReason, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -189,9 +191,29 @@ impl Translator {
                 steps
             }
             EventKind::SessionResumed { replay, .. } => replay_steps(replay),
+            EventKind::Plan { entries } => vec![Step::Update(SessionUpdate::Plan(plan(entries)))],
             _ => Vec::new(),
         }
     }
+}
+
+/// The session's plan as ACP's: every entry, whole (the client replaces
+/// its plan with each). buddy's items have no priority; all are medium.
+fn plan(entries: &[crate::agent::protocol::PlanEntry]) -> Plan {
+    use crate::agent::protocol::PlanStatus;
+    Plan::new(
+        entries
+            .iter()
+            .map(|e| {
+                let status = match e.status {
+                    PlanStatus::Pending => PlanEntryStatus::Pending,
+                    PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                    PlanStatus::Completed => PlanEntryStatus::Completed,
+                };
+                PlanEntry::new(e.content.clone(), PlanEntryPriority::Medium, status)
+            })
+            .collect(),
+    )
 }
 
 /// How a run's outcome ends the prompt turn. A run that fails for any
@@ -364,6 +386,30 @@ mod tests {
             Step::Ask { tool_call, .. } => serde_json::to_value(tool_call).unwrap(),
             Step::Done(r) => serde_json::json!(format!("{r:?}")),
         }
+    }
+
+    #[test]
+    fn the_plan_becomes_a_plan_update_with_every_entry() {
+        use crate::agent::protocol::{PlanEntry, PlanStatus};
+        let mut t = Translator::new();
+        let steps = t.on_event(&Event::fixture(EventKind::Plan {
+            entries: vec![
+                PlanEntry {
+                    content: "read".into(),
+                    status: PlanStatus::Completed,
+                },
+                PlanEntry {
+                    content: "write".into(),
+                    status: PlanStatus::InProgress,
+                },
+            ],
+        }));
+        let v = json(&steps[0]);
+        assert_eq!(v["sessionUpdate"], "plan");
+        assert_eq!(v["entries"][0]["content"], "read");
+        assert_eq!(v["entries"][0]["status"], "completed");
+        assert_eq!(v["entries"][1]["status"], "in_progress");
+        assert_eq!(v["entries"][1]["priority"], "medium");
     }
 
     #[test]

@@ -16,6 +16,7 @@
 use super::allowlist::{self, SharedAllowList};
 use super::emitter::Emitter;
 use super::hooks::{About, HookEvent, HookRunner};
+use super::plan::PlanMode;
 use super::protocol::{
     ApprovalPolicy, ApprovalQuestion, DecidedBy, Decision, EventKind, QueueMode, StatusReport,
 };
@@ -80,6 +81,9 @@ pub struct Control {
     allowed: SharedAllowList,
     /// Approvals are asked one at a time, so front ends show one prompt.
     one_at_a_time: tokio::sync::Mutex<()>,
+    /// Plan mode (`Op::SetPlanMode`): whatever needs consent is refused,
+    /// but for what only reads (`plan::refusal`).
+    plan_mode: PlanMode,
 }
 
 impl Control {
@@ -100,6 +104,7 @@ impl Control {
             emitter,
             allowed,
             one_at_a_time: tokio::sync::Mutex::new(()),
+            plan_mode: PlanMode::default(),
         })
     }
 
@@ -177,6 +182,14 @@ impl Control {
         Some(report)
     }
 
+    pub fn plan_mode(&self) -> &PlanMode {
+        &self.plan_mode
+    }
+
+    pub fn set_plan_mode(&self, on: bool) {
+        self.plan_mode.set(on);
+    }
+
     /// Answers a waiting approval; false when nothing waits under that id.
     pub fn answer(&self, call_id: &str, decision: Decision) -> bool {
         match self.lock().waiting.remove(call_id) {
@@ -193,6 +206,11 @@ impl Control {
     /// Decides without asking, when the rules allow; with the allow-list
     /// prefix that approved it, if one did.
     fn decide(&self, request: &ApprovalRequest) -> Option<(Approval, DecidedBy, Option<String>)> {
+        if self.plan_mode.is_on() {
+            if let Some(refusal) = super::plan::refusal(request) {
+                return Some((refusal, DecidedBy::PlanMode, None));
+            }
+        }
         let mut st = self.lock();
         let rules = &st.rules;
         if let Some(denial) = rules.denylist.check(&request.command) {

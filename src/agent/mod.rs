@@ -19,6 +19,7 @@ pub mod emitter;
 pub mod hooks;
 mod overflow;
 mod partial;
+pub mod plan;
 pub mod prompt;
 pub mod protocol;
 pub mod replay;
@@ -203,6 +204,13 @@ pub trait HistorySink: Send + Sync {
         Ok(())
     }
 
+    /// The session's plan is now `entries` (a `todo_write`): the sink
+    /// records it so a resume shows it again.
+    fn plan(&mut self, entries: &[protocol::PlanEntry]) -> Result<(), HostedError> {
+        let _ = entries;
+        Ok(())
+    }
+
     /// Where the content of files is kept before the tools change them, if
     /// this sink keeps it.
     fn checkpoints(&self) -> Option<Arc<dyn crate::tools::checkpoint::Checkpoints>> {
@@ -269,6 +277,9 @@ pub struct Agent {
     parent_turn: Option<String>,
     /// The children's messages, for the sink (taken while a round runs).
     child_records: Option<tokio::sync::mpsc::UnboundedReceiver<subagent::ChildRecord>>,
+    /// The plan tools, whose list is journaled after each `todo_write`;
+    /// none where the agent has no tools.
+    pub(crate) planner: Option<Arc<plan::Planner>>,
 }
 
 impl Agent {
@@ -321,6 +332,7 @@ impl Agent {
             children,
             child_records,
             parent_turn: None,
+            planner: None,
         }
     }
 
@@ -385,6 +397,22 @@ impl Agent {
         self.warned_full = false;
         self.tool_ctx.checkpoints = None;
         self.hook_context.clear();
+        if let Some(p) = &self.planner {
+            p.restore(Vec::new());
+        }
+    }
+
+    /// Hands the plan as it is now to the sink (after a `todo_write`).
+    async fn save_plan(&mut self) {
+        let (Some(planner), Some(sink)) = (&self.planner, self.sink.as_mut()) else {
+            return;
+        };
+        if let Err(e) = sink.plan(&planner.entries()) {
+            if !self.save_failing {
+                self.save_failing = true;
+                self.warn(format!("session not saved: {e}")).await;
+            }
+        }
     }
 
     /// Sends every message added from now on to `sink`, a session called `id`.

@@ -146,6 +146,12 @@ pub enum Op {
     SetTimeout {
         after_ms: u64,
     },
+    /// Turns plan mode on or off, idle or during a run: in plan mode only
+    /// read-only tools run and the model may end planning with
+    /// `exit_plan_mode`. Answered by `PlanMode`.
+    SetPlanMode {
+        on: bool,
+    },
     /// Ends a run in progress, saves, reports `ShutdownComplete` and stops.
     Shutdown,
     /// Stops once the run in progress, and whatever was queued for it, is
@@ -443,6 +449,48 @@ pub enum EventKind {
         code: Option<ErrorCode>,
     },
     ShutdownComplete,
+    /// The session's plan (`todo_write`) as it is now, whole: each one
+    /// replaces the last. Also sent after a resume that restored one.
+    Plan {
+        entries: Vec<PlanEntry>,
+    },
+    /// Plan mode was turned on or off (`Op::SetPlanMode`, or the user
+    /// accepted a plan from `exit_plan_mode`).
+    PlanMode {
+        on: bool,
+    },
+    /// The model finished planning (`exit_plan_mode`): its plan in Markdown.
+    /// An approval question for `call_id` follows where someone can answer:
+    /// approving it ends plan mode.
+    PlanReady {
+        call_id: String,
+        plan: String,
+    },
+}
+
+/// One item of the session's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+impl PlanStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStatus::Pending => "pending",
+            PlanStatus::InProgress => "in_progress",
+            PlanStatus::Completed => "completed",
+        }
+    }
 }
 
 /// Kinds of `Error` a front end may tell apart. So far the ways opening a
@@ -632,7 +680,10 @@ impl EventKind {
                 prompt.iter_mut().for_each(r);
                 commands.iter_mut().for_each(r);
             }
+            EventKind::Plan { entries } => entries.iter_mut().for_each(|e| r(&mut e.content)),
+            EventKind::PlanReady { plan, .. } => r(plan),
             EventKind::ModelRequest { .. }
+            | EventKind::PlanMode { .. }
             | EventKind::Usage(_)
             | EventKind::Compacted { .. }
             | EventKind::Status(_)
@@ -678,6 +729,8 @@ pub enum DecidedBy {
     ReadOnly,
     /// Nobody can be asked (exec without a terminal).
     NoApprover,
+    /// Plan mode refuses whatever is not read-only.
+    PlanMode,
     /// The run ended first.
     Interrupted,
 }

@@ -17,8 +17,9 @@ use super::command::{command_op, Commands};
 use super::control::{ApprovalRules, Control, Gate};
 use super::emitter::{Emitter, EVENT_CAPACITY};
 use super::hooks::{About, HookEvent, HookRunner, Hooks, Verdict};
+use super::plan::Planner;
 use super::protocol::{
-    ErrorCode, Event, EventKind, Op, OpId, QueueKind, QueueMode, RunEnd, RunOutcome,
+    ErrorCode, Event, EventKind, Op, OpId, PlanEntry, QueueKind, QueueMode, RunEnd, RunOutcome,
     SessionSummary, Submission,
 };
 use super::{Agent, AgentOptions, HistorySink, HostedError, ModelInfo, TokenTracker};
@@ -147,6 +148,8 @@ pub struct OpenedSession {
     pub last_model: Option<(String, String)>,
     /// Sub-agents' histories by the parent's call id, for the replay.
     pub subagents: Vec<(String, Vec<Message>)>,
+    /// Its plan as last written (`todo_write`), empty when none.
+    pub plan: Vec<PlanEntry>,
 }
 
 /// Switches the model on `Op::SwitchModel`.
@@ -280,14 +283,21 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
         None => setup.target.clone(),
     };
     let cwd = setup.cwd.clone();
+    let mut tools = setup.tools;
+    // The plan tools come with the others; an agent without tools gets none.
+    let planner = (!tools.is_empty()).then(|| {
+        let planner = Planner::new(control.plan_mode().clone(), emitter.clone());
+        tools.add_source(planner.clone());
+        planner
+    });
     let mut ctx = ToolContext::local(setup.cwd, gate);
     ctx.target = setup.target;
     ctx.pane = setup.pane;
-    ctx.editor = setup.tools.editor_files();
-    ctx.protected = setup.tools.own_files();
+    ctx.editor = tools.editor_files();
+    ctx.protected = tools.own_files();
     let mut agent = Agent::new(
         setup.client,
-        setup.tools,
+        tools,
         ctx,
         setup.options,
         setup.system_prompt,
@@ -297,6 +307,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     );
     agent.set_hooks(hooks.clone());
     agent.output = setup.output;
+    agent.planner = planner;
     let core = Core {
         hooks,
         session_start: Some("startup"),
@@ -640,6 +651,10 @@ impl Core {
                 self.control.set_policy(policy);
                 self.emit(EventKind::ApprovalPolicyChanged { policy }).await;
             }
+            Op::SetPlanMode { on } => {
+                self.control.set_plan_mode(on);
+                self.emit(EventKind::PlanMode { on }).await;
+            }
             Op::SwitchModel { choice } => {
                 let result = match self.models.as_mut() {
                     Some(m) => m
@@ -665,7 +680,18 @@ impl Core {
             Op::NewSession => {
                 // Jobs outlive a turn, not the session they were started in.
                 self.agent.jobs().stop_all().await;
+                let had_plan = self
+                    .agent
+                    .planner
+                    .as_ref()
+                    .is_some_and(|p| !p.entries().is_empty());
                 self.agent.reset();
+                if had_plan {
+                    self.emit(EventKind::Plan {
+                        entries: Vec::new(),
+                    })
+                    .await;
+                }
                 self.session_failed = false;
                 self.session_start = Some("clear");
                 self.emit(EventKind::SessionCleared).await;
@@ -743,9 +769,20 @@ impl Core {
         let (last_prompt, last_answer) = last_exchange(&opened.history);
         let messages = opened.history.len();
         let replay = super::replay::replay_with(&opened.history, &opened.subagents);
+        let replay = super::replay::replay_of(&opened.history);
+        // A front end showing the plan of the session left must clear it.
+        let had_plan = self
+            .agent
+            .planner
+            .as_ref()
+            .is_some_and(|p| !p.entries().is_empty());
         self.agent.reset();
         self.agent
             .restore(opened.history, opened.tokens, opened.saved);
+        let plan = opened.plan;
+        if let Some(p) = &self.agent.planner {
+            p.restore(plan.clone());
+        }
         self.agent.set_history_sink(opened.id.clone(), opened.sink);
         self.session_failed = false;
         self.session_start = Some("resume");
@@ -759,6 +796,9 @@ impl Core {
             replay,
         })
         .await;
+        if !plan.is_empty() || had_plan {
+            self.emit(EventKind::Plan { entries: plan }).await;
+        }
     }
 }
 
@@ -917,6 +957,10 @@ async fn busy_op(
             emitter
                 .reply(id, EventKind::ApprovalPolicyChanged { policy })
                 .await;
+        }
+        Op::SetPlanMode { on } => {
+            control.set_plan_mode(on);
+            emitter.reply(id, EventKind::PlanMode { on }).await;
         }
         Op::ListSessions => emitter.reply(id, sessions_reply(sessions)).await,
         Op::SetTimeout { after_ms } => {

@@ -179,6 +179,9 @@ impl Agent {
                 None => break Ok(steered),
                 Some(Ok((i, r))) => {
                     self.report(&batch.calls[i], &r).await;
+                    if batch.calls[i].function.name == super::plan::TODO_WRITE && !r.is_error {
+                        self.save_plan().await;
+                    }
                     batch.results[i] = Some(r);
                     self.push_finished(batch).await;
                     steered |= self.control.has_steering();

@@ -110,6 +110,9 @@ pub(super) async fn exec(
         )
         .await?;
     }
+    if args.plan {
+        let _ = agent.ops.send(Op::SetPlanMode { on: true }).await;
+    }
     let asked = agent
         .ops
         .send(Op::Prompt {
@@ -119,12 +122,18 @@ pub(super) async fn exec(
         .await
         .ok();
     let outcome = match json {
-        Some(j) => j.awaiting(asked).run(&mut agent).await,
+        Some(j) => {
+            j.awaiting(asked)
+                .ending_at_plan(args.plan)
+                .run(&mut agent)
+                .await
+        }
         None => {
             let mut opts = exec_options(&settings, style, terminal);
             opts.plain_answer = output.is_some();
             ExecFrontEnd::new(opts)
                 .awaiting(asked)
+                .ending_at_plan(args.plan)
                 .run(&mut agent)
                 .await
         }

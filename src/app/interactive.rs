@@ -11,6 +11,7 @@ use super::{
 };
 use super::{AppError, Exit, Resolved, EXIT_FAILURE};
 use crate::agent;
+use crate::agent::protocol::Op;
 use crate::cli::TargetArgs;
 use crate::config;
 use crate::ui::line::{LineEnd, LineOptions};
@@ -24,6 +25,7 @@ pub(super) async fn interactive(
     resolved: Resolved,
     resume: Option<Continue>,
     target_args: &TargetArgs,
+    plan: bool,
 ) -> Result<Exit, AppError> {
     let editor = resolved.terminal.editor();
     let Resolved {
@@ -65,6 +67,10 @@ pub(super) async fn interactive(
     }
     let allowed = setup.allowed.clone();
     let mut agent = agent::spawn(setup);
+    if plan {
+        // Its `PlanMode` reply reaches the front end with the first events.
+        let _ = agent.ops.send(Op::SetPlanMode { on: true }).await;
+    }
     if !editor {
         if let Some(a) = &execution.attach {
             eprintln!("{}", style.dim(a));

@@ -69,7 +69,10 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         ..CliOverrides::default()
     };
     let outcome = match cli.command {
-        Some(Command::Exec(args)) => exec::exec(args, &overrides, cli.global.target).await,
+        Some(Command::Exec(mut args)) => {
+            args.plan |= cli.global.plan;
+            exec::exec(args, &overrides, cli.global.target).await
+        }
         Some(Command::Resume(args)) => resume::resume(args, &overrides, &cli.global.target).await,
         Some(Command::Sessions) => sessions_cmd::list_sessions(overrides.no_color),
         Some(Command::Export(args)) => export::export(args),
@@ -86,7 +89,9 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         }
         Some(Command::Acp) => acp::acp(&overrides, &cli.global.target).await,
         None => match load_settings(&overrides, &workdir()).await {
-            Ok(resolved) => interactive::interactive(resolved, None, &cli.global.target).await,
+            Ok(resolved) => {
+                interactive::interactive(resolved, None, &cli.global.target, cli.global.plan).await
+            }
             Err(e) => Err(e),
         },
     };

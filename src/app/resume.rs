@@ -41,5 +41,5 @@ pub(super) async fn resume(
         query,
         fork: args.fork,
     };
-    interactive(resolved, Some(what), target_args).await
+    interactive(resolved, Some(what), target_args, false).await
 }

@@ -98,6 +98,7 @@ impl SessionHost for Sessions {
             tokens: opened.tokens,
             warnings: opened.warnings,
             subagents: opened.subagents,
+            plan: opened.plan,
         })
     }
 

@@ -85,6 +85,11 @@ impl CallRenderer {
                 ))
             }
             EventKind::Compacted { .. } => Update::Progress("compacted the conversation".into()),
+            // The plan's count done and its current item, as progress.
+            EventKind::Plan { entries } => Update::Progress(one_line(
+                &crate::ui::plan::summary_line(entries),
+                PROGRESS_CHARS,
+            )),
             EventKind::RunFinished(end) => {
                 self.outcome = Some(end.outcome.clone());
                 Update::Finished

@@ -445,13 +445,16 @@ async fn view_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
     // Reading and rendering a long session is work for a blocking thread,
     // not for a worker relaying other sessions' streams.
     let made = tokio::task::spawn_blocking(move || {
-        backend
-            .history(&read)
-            .map(|messages| super::view::history(&messages))
+        backend.history(&read).map(|messages| {
+            (
+                super::view::history(&messages),
+                super::view::plan(&messages),
+            )
+        })
     })
     .await;
     match made {
-        Ok(Ok((items, omitted))) => {
+        Ok(Ok(((items, omitted), plan))) => {
             let (running, last_event) = match state.sessions().get(&id) {
                 Some(l) => (l.running(), l.next_id().saturating_sub(1)),
                 None => (false, 0),
@@ -462,6 +465,7 @@ async fn view_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
                 "last_event": last_event,
                 "omitted": omitted,
                 "items": items,
+                "plan": plan,
             }))
             .into_response()
         }

@@ -83,6 +83,9 @@ impl SseName {
             EventKind::CommandRan(_) => "command_ran",
             EventKind::Jobs { .. } => "jobs",
             EventKind::ShutdownComplete => "shutdown_complete",
+            EventKind::Plan { .. } => "plan",
+            EventKind::PlanMode { .. } => "plan_mode",
+            EventKind::PlanReady { .. } => "plan_ready",
         })
     }
 }

@@ -131,6 +131,18 @@ pub fn result(call_id: &str, name: &str, text: &str, is_error: bool) -> Item {
     }
 }
 
+/// The plan a saved conversation left: its last `todo_write` call that
+/// the plan tools would take (empty when none, or when a compaction took it).
+pub fn plan(messages: &[Message]) -> Vec<crate::agent::protocol::PlanEntry> {
+    messages
+        .iter()
+        .rev()
+        .flat_map(|m| m.calls().iter().rev())
+        .filter(|c| c.function.name == crate::agent::plan::TODO_WRITE)
+        .find_map(|c| crate::agent::plan::parse_todos(&c.function.arguments))
+        .unwrap_or_default()
+}
+
 /// A saved conversation as items: the last [`MAX_MESSAGES`] messages, and
 /// how many came before them.
 pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {

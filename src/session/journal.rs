@@ -11,6 +11,7 @@
 //! {"compaction":{"replaces":9,"messages":[{"role":"user","content":"[Summary…"}]}}
 //! {"rewind":{"keep":4}}
 //! {"subagent":{"call":"call_3","message":{"role":"user","content":"…"}}}
+//! {"plan":{"entries":[{"content":"…","status":"in_progress"}]}}
 //! ```
 //!
 //! `partial` records carry an answer's text as it streams (each one the text
@@ -28,13 +29,16 @@
 //! is still the whole transcript; only what is loaded for continuing shrinks.
 //! A `rewind` (the user took the conversation back to before a turn) keeps
 //! only the first `keep` messages of the history as loaded up to it; the
-//! messages after it continue from there. A forked session's header names
+//! messages after it continue from there. A `plan` is the session's plan as
+//! a `todo_write` left it, whole; the last one is the plan on resume (a
+//! rewind does not take it back). A forked session's header names
 //! the session it came from (`forked_from`).
 //!
 //! A crash can leave the last record half-written; the reader drops such a
 //! tail and reports it, but a bad record with good ones after it means the
 //! file was damaged some other way, and it is refused whole.
 
+use crate::agent::protocol::PlanEntry;
 use crate::agent::TokenTracker;
 use crate::wire::{Message, Role};
 use serde::{Deserialize, Serialize};
@@ -44,8 +48,8 @@ use std::io::{self, Write};
 
 /// Written into every header; a file from a newer format is refused, not guessed at.
 /// Version 2 added `partial` and `started` records, version 3 `rewind`,
-/// version 4 `subagent` (an older reader would take them for damage, so it
-/// is told the file is newer instead).
+/// version 4 `subagent` and `plan` (an older reader would take them for
+/// damage, so it is told the file is newer instead).
 pub const FORMAT_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,6 +181,12 @@ pub struct SubagentRef<'a> {
     pub message: &'a Message,
 }
 
+/// The session's plan, whole, as the last `todo_write` left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub entries: Vec<PlanEntry>,
+}
+
 #[derive(Serialize)]
 pub struct CompactionRef<'a> {
     pub replaces: u64,
@@ -196,6 +206,7 @@ pub enum Record {
     Started(Started),
     Rewind(Rewind),
     Subagent(Subagent),
+    Plan(Plan),
 }
 
 /// The borrowed twin of `Record`, so writing never clones a message.
@@ -210,6 +221,7 @@ pub enum RecordRef<'a> {
     Started(&'a Started),
     Rewind(&'a Rewind),
     Subagent(SubagentRef<'a>),
+    Plan(&'a Plan),
 }
 
 const HEADER_PREFIX: &[u8] = b"{\"header\":";
@@ -274,6 +286,8 @@ pub struct Parsed {
     /// Sub-agents' histories by the parent's call id, in the order their
     /// first records came.
     pub subagents: Vec<(String, Vec<Message>)>,
+    /// The last `plan` record's entries (empty without one).
+    pub plan: Vec<PlanEntry>,
 }
 
 impl Parsed {
@@ -371,6 +385,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                             None => out.subagents.push((s.call, vec![s.message])),
                         }
                     }
+                    Record::Plan(p) => out.plan = p.entries,
                     Record::Rewind(r) => {
                         let present = out
                             .messages
@@ -652,5 +667,30 @@ mod token_tests {
         // And a session without cache use writes none.
         let plain = serde_json::to_string(&SavedTokens::of(&TokenTracker::default())).unwrap();
         assert!(!plain.contains("cache"), "{plain}");
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    #[test]
+    fn the_last_plan_record_is_the_plan() {
+        let file = concat!(
+            "{\"header\":{\"version\":4,\"id\":\"s\",\"created\":1,\"cwd\":\"/\"}}\n",
+            "{\"plan\":{\"entries\":[{\"content\":\"old\",\"status\":\"pending\"}]}}\n",
+            "{\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n",
+            "{\"plan\":{\"entries\":[{\"content\":\"new\",\"status\":\"in_progress\"}]}}\n",
+        );
+        let parsed = parse(file.as_bytes()).unwrap();
+        assert_eq!(parsed.messages.len(), 1);
+        assert_eq!(parsed.plan.len(), 1);
+        assert_eq!(parsed.plan[0].content, "new");
+        let mut buf = Vec::new();
+        let record = Plan {
+            entries: parsed.plan.clone(),
+        };
+        encode(RecordRef::Plan(&record), &[], &mut buf).unwrap();
+        assert!(buf.starts_with(b"{\"plan\":{\"entries\":["), "{buf:?}");
     }
 }

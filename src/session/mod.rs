@@ -81,6 +81,8 @@ pub struct Opened {
     pub warnings: Vec<String>,
     /// Sub-agents' histories by the parent's call id (`subagent` records).
     pub subagents: Vec<(String, Vec<Message>)>,
+    /// The plan as last written (`todo_write`); empty when none.
+    pub plan: Vec<crate::agent::protocol::PlanEntry>,
 }
 
 /// Where the images of the session whose journal is `journal` are kept:
@@ -598,6 +600,7 @@ impl Store {
             last_turn: parsed.last_turn,
             warnings,
             subagents: std::mem::take(&mut parsed.subagents),
+            plan: parsed.plan,
         })
     }
 
@@ -1055,6 +1058,13 @@ impl HistorySink for Session {
             ids: ids.iter().map(|s| s.to_string()).collect(),
         };
         self.append_record(RecordRef::Started(&record))
+    }
+
+    fn plan(&mut self, entries: &[crate::agent::protocol::PlanEntry]) -> Result<(), HostedError> {
+        let record = journal::Plan {
+            entries: entries.to_vec(),
+        };
+        self.append_record(RecordRef::Plan(&record))
     }
 
     fn rewound(&mut self, keep: usize, tokens: &TokenTracker) -> Result<(), HostedError> {

@@ -68,6 +68,8 @@ pub struct ExecFrontEnd {
     outcome: Option<ExecOutcome>,
     /// The prompt whose run this shows (its end ends the front end).
     prompt: Option<OpId>,
+    /// `exec --plan`: the model's finished plan (`PlanReady`) is the answer.
+    plan_ends: bool,
 }
 
 /// The most of a turn's text kept for stderr; narration is short, and an
@@ -111,7 +113,14 @@ impl ExecFrontEnd {
             tick: spinner_tick(),
             outcome: None,
             prompt: None,
+            plan_ends: false,
         }
+    }
+
+    /// With `on`, the model's finished plan ends the run as its answer.
+    pub fn ending_at_plan(mut self, on: bool) -> Self {
+        self.plan_ends = on;
+        self
     }
 
     /// Renders events until the run finishes, through the drive loop.
@@ -293,6 +302,46 @@ impl ExecFrontEnd {
                     "{}",
                     st.dim(&format!(
                         "context compacted: {messages_before} messages (~{tokens_before} tokens) -> {messages_after} (~{tokens_after})"
+                    ))
+                );
+            }
+            EventKind::Plan { entries } => {
+                self.clear_spinner();
+                eprintln!("{}", st.dim(&crate::ui::plan::summary_line(&entries)));
+            }
+            // Shown before the question that asks to start the work (the
+            // line session in plan mode); `--plan` stops at it instead.
+            EventKind::PlanReady { plan, .. } => {
+                self.clear_spinner();
+                self.end_stream_line();
+                eprintln!(
+                    "{}\n{}",
+                    st.accent("the plan:"),
+                    crate::text::visible(&plan)
+                );
+            }
+            EventKind::PlanMode { on } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{}",
+                    st.dim(if on {
+                        "plan mode: only reading tools and read-only commands run"
+                    } else {
+                        "plan mode off"
+                    })
+                );
+            }
+            EventKind::ApprovalDecided {
+                command,
+                by: DecidedBy::PlanMode,
+                ..
+            } => {
+                self.clear_spinner();
+                eprintln!(
+                    "{}",
+                    st.dim(&format!(
+                        "refused in plan mode: {}",
+                        crate::text::visible(&command)
                     ))
                 );
             }
@@ -511,6 +560,24 @@ impl Renderer for ExecFrontEnd {
             self.clear_spinner();
             self.outcome = Some(self.finish(outcome));
             return Flow::Stop;
+        }
+        if let EventKind::PlanReady { plan, .. } = &ev.kind {
+            if self.plan_ends {
+                self.clear_spinner();
+                // Text the model streamed before the call is not the plan:
+                // what the renderer still holds of it goes out first.
+                if let Some(md) = self.md.as_mut() {
+                    let held = md.finish();
+                    self.write_answer(&held);
+                }
+                self.streamed_any = false;
+                let text = plan.clone();
+                self.outcome = Some(self.finish(RunOutcome::Answered {
+                    text,
+                    refused: false,
+                }));
+                return Flow::Stop;
+            }
         }
         self.handle(ev.kind);
         Flow::Continue

@@ -26,6 +26,8 @@ pub struct JsonFrontEnd {
     outcome: Option<ExecOutcome>,
     /// The prompt whose run this shows (its end ends the front end).
     prompt: Option<OpId>,
+    /// `exec --plan`: the model's finished plan (`plan_ready`) ends the run.
+    plan_ends: bool,
 }
 
 impl JsonFrontEnd {
@@ -35,6 +37,7 @@ impl JsonFrontEnd {
             closed: false,
             outcome: None,
             prompt: None,
+            plan_ends: false,
         }
     }
 
@@ -42,6 +45,12 @@ impl JsonFrontEnd {
     /// prompt's id is not known).
     pub fn awaiting(mut self, op: Option<OpId>) -> JsonFrontEnd {
         self.prompt = op;
+        self
+    }
+
+    /// With `on`, stops at the model's finished plan, which is the answer.
+    pub fn ending_at_plan(mut self, on: bool) -> JsonFrontEnd {
+        self.plan_ends = on;
         self
     }
 
@@ -144,6 +153,10 @@ impl Renderer for JsonFrontEnd {
         match ev.kind {
             EventKind::RunFinished(RunEnd { outcome }) => {
                 self.outcome = Some(outcome_of(outcome));
+                Flow::Stop
+            }
+            EventKind::PlanReady { plan, .. } if self.plan_ends => {
+                self.outcome = Some(ExecOutcome::Answered(plan));
                 Flow::Stop
             }
             _ => Flow::Continue,

@@ -11,6 +11,7 @@ pub mod exec;
 pub mod json;
 pub mod line;
 pub mod markdown;
+pub mod plan;
 pub mod repl;
 pub mod resuming;
 pub mod session_picker;

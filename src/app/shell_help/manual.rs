@@ -478,6 +478,7 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy exec --json \"list the files here\" | jq -r .type", "every event as a JSON line"),
             ("buddy exec --resume last \"and now the tests\"", "one more turn of the latest session"),
             ("buddy exec --max-turns 5 --timeout 2m \"fix the build\"", "limits on the run"),
+            ("buddy exec --plan \"how would you add a --dry-run flag?\" > plan.md", "plan mode: only reads, prints the model's plan and exits 0"),
         ],
         Some("resume") => &[
             ("buddy resume", "pick one of this directory's sessions"),
@@ -574,6 +575,10 @@ pub(crate) fn sections(page: Option<&str>) -> Roff {
             (
                 "approvals".to_string(),
                 "command lines that only read (ls, cat, wc, grep, git status…, no redirection to a file, no substitution) run without asking ([tools] auto_approve_read_only); a command or file write that may change something asks, answered with one key: y, n, a (always: that command prefix, for the session, never with options that write files or run programs), r (remember that rule in approvals.toml in the config directory) or e (tell the model why not); /approve lists the rules, /approve remove N drops one".to_string(),
+            ),
+            (
+                "the plan".to_string(),
+                "the model's todo_write list shows above the input, the item in progress highlighted, and is saved with the session; plan mode (buddy --plan, /plan) runs only reading tools and read-only commands until the model shows its plan (exit_plan_mode) and you answer y to start the work".to_string(),
             ),
         ];
         for (tag, meaning) in &input {

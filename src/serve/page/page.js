@@ -271,6 +271,14 @@ function showApproval(ev) {
   $("approvals").appendChild(d);
 }
 
+// The session's plan (todo_write), whole each time; hidden when empty.
+function drawPlan(entries) {
+  const p = $("plan");
+  p.textContent = "";
+  for (const e of entries || []) p.appendChild(el("li", e.status, e.content));
+  p.hidden = !p.children.length;
+}
+
 function dropApproval(callId) {
   for (const d of [...$("approvals").children]) if (d.dataset.call === callId) d.remove();
 }
@@ -286,6 +294,9 @@ function onEvent(name, ev, gen) {
     case "tool_progress": showProgress(ev); break;
     case "tool_call_result": onToolResult(ev, gen); break;
     case "approval_request": showApproval(ev); break;
+    case "plan": drawPlan(ev.entries); break;
+    case "plan_mode": note(ev.on ? "plan mode: only reading tools and read-only commands run" : "plan mode off"); break;
+    case "plan_ready": endAnswer(); note("the plan:\n" + ev.plan); break;
     case "approval_decided": {
       dropApproval(ev.call_id);
       const by = ev.by && ev.by !== "user" ? " (" + ev.by.replace(/_/g, " ") + ")" : "";
@@ -504,6 +515,7 @@ function reset() {
   calls = new Map();
   log.textContent = "";
   $("approvals").textContent = "";
+  drawPlan([]);
   setRunning(false);
 }
 
@@ -547,6 +559,7 @@ async function openSession(id, push) {
   log.textContent = "";
   if (v.omitted) note(v.omitted + " earlier message" + (v.omitted === 1 ? "" : "s") + " not shown");
   for (const it of v.items) showItem(it);
+  drawPlan(v.plan);
   if (!v.items.length) showEmpty();
   log.scrollTop = log.scrollHeight;
   if (v.running) {

@@ -308,6 +308,9 @@ impl Repl<'_> {
             DecidedBy::Denylist => {
                 self.say(&st.warning(&format!("refused by the denylist: {}", visible(&command))))
             }
+            DecidedBy::PlanMode => {
+                self.say(&st.dim(&format!("refused in plan mode: {}", visible(&command))))
+            }
             DecidedBy::Interrupted => {
                 if self.approval.as_ref().is_some_and(|p| p.call_id == call_id) {
                     if let Some(p) = self.approval.take() {

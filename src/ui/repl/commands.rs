@@ -29,6 +29,7 @@ pub const NAMES: &[&str] = &[
     "/export",
     "/jobs",
     "/subagents",
+    "/plan",
 ];
 
 /// The commands with one line each, in the order the completion menu lists
@@ -46,6 +47,10 @@ pub const DESCRIBED: &[(&str, &str)] = &[
     ),
     ("/model", "switch model profile or model id"),
     ("/approve", "shell approvals: ask, all, none or for a while"),
+    (
+        "/plan",
+        "plan mode on or off: only read-only tools run until the plan is accepted",
+    ),
     ("/session", "list, resume or start sessions"),
     (
         "/rewind",
@@ -126,6 +131,8 @@ pub enum Slash {
     Skills,
     /// `/subagents`: the children seen, with their tool calls.
     Subagents,
+    /// `/plan [on|off]`: plan mode toggled, or set.
+    Plan(Option<bool>),
 }
 
 impl Slash {
@@ -261,6 +268,12 @@ fn parse_named(name: &str, args: &[&str]) -> Result<Slash, CommandError> {
             [] => Ok(Slash::Login(None)),
             [t] => Ok(Slash::Login(Some(t.to_string()))),
             _ => Err(CommandError::Usage("usage: /login [provider|profile]")),
+        },
+        "/plan" => match args {
+            [] => Ok(Slash::Plan(None)),
+            ["on"] => Ok(Slash::Plan(Some(true))),
+            ["off"] => Ok(Slash::Plan(Some(false))),
+            _ => Err(CommandError::Usage("usage: /plan [on|off]")),
         },
         "/export" => match args {
             [] => Ok(Slash::Export(None)),
@@ -399,6 +412,8 @@ pub const HELP: &str = "\
                          no argument: the policy and the numbered always-rules
                          (remembered ones are saved in approvals.toml)
 /approve remove <n>      drop always-rule n, from the saved file too
+/plan [on|off]           plan mode: only read-only tools run, and the model
+                         ends it by showing a plan for you to accept
 /model [name|index]      switch model profile, or model id for this profile
                          (no argument: pick from profiles and the server's models)
 /login [provider]         log in to a provider (device code; default: this profile's)
@@ -501,6 +516,9 @@ mod tests {
         );
         assert_eq!(parse("/session new"), Some(Ok(Slash::SessionNew)));
         assert_eq!(parse("/export"), Some(Ok(Slash::Export(None))));
+        assert_eq!(parse("/plan"), Some(Ok(Slash::Plan(None))));
+        assert_eq!(parse("/plan off"), Some(Ok(Slash::Plan(Some(false)))));
+        assert!(parse("/plan maybe").is_some_and(|r| r.is_err()));
         assert_eq!(
             parse("/export notes/s.md"),
             Some(Ok(Slash::Export(Some("notes/s.md".into()))))

@@ -34,6 +34,7 @@ pub mod mentions;
 pub mod menu;
 pub mod notify;
 mod pickers;
+mod plan_view;
 mod render_events;
 pub mod replay;
 pub mod replies;
@@ -279,6 +280,11 @@ pub struct Repl<'h> {
     tool_output: Vec<(String, String)>,
     /// The sub-agents seen, for their progress lines and `/subagents`.
     subagents: Vec<subagents::ChildView>,
+    /// The session's plan as the agent last reported it, shown above
+    /// the status line.
+    plan: Vec<crate::agent::protocol::PlanEntry>,
+    /// Plan mode, as the agent last reported it.
+    plan_mode: bool,
     /// Reasoning text not yet ending in a newline.
     reasoning: String,
     /// Whether a reasoning block's first line (with its label) is printed.
@@ -347,6 +353,8 @@ impl<'h> Repl<'h> {
             answer_streamed: false,
             tool_output: Vec::new(),
             subagents: Vec::new(),
+            plan: Vec::new(),
+            plan_mode: false,
             reasoning: String::new(),
             reasoning_open: false,
             spin: 0,

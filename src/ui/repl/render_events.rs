@@ -183,6 +183,7 @@ impl Repl<'_> {
             | K::SessionForked { .. }
             | K::SessionCleared
             | K::ShutdownComplete => self.on_session_event(ev),
+            K::Plan { .. } | K::PlanMode { .. } | K::PlanReady { .. } => self.on_plan_event(ev),
         }
     }
 

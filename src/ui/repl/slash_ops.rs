@@ -81,6 +81,11 @@ impl Repl<'_> {
                 }),
             },
             Slash::Approve(arg) => self.on_approve(arg),
+            // The agent keeps the mode; its `PlanMode` reply updates ours.
+            Slash::Plan(on) => {
+                let on = on.unwrap_or(!self.plan_mode);
+                self.send(Op::SetPlanMode { on });
+            }
             Slash::Status => self.ask(Op::Status, Want::Status),
             Slash::Context => self.ask(Op::Status, Want::Context),
             Slash::Compact(focus) => {

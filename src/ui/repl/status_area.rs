@@ -1,6 +1,7 @@
 //! The status area above the input line: the task's state, spinner and
 //! elapsed time, what waits in the agent's queues, the running tool calls'
-//! latest output, and a hint naming the keys that work now.
+//! latest output, a hint naming the keys that work now, and above them the
+//! plan and plan mode (`plan_view`).
 
 use super::approval::short_duration;
 use super::Repl;
@@ -52,7 +53,7 @@ impl Repl<'_> {
         if let (Some(first), Some(hint), true) = (lines.first_mut(), hint, self.task.is_some()) {
             first.push_str(&st.dim(hint));
         }
-        let lines = [self.tool_output_lines(), lines].concat();
+        let lines = [self.plan_lines(), self.tool_output_lines(), lines].concat();
         self.editor
             .set_status((!lines.is_empty()).then(|| lines.join("\n")));
     }
