@@ -282,6 +282,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     ctx.target = setup.target;
     ctx.pane = setup.pane;
     ctx.editor = setup.tools.editor_files();
+    ctx.terminal = setup.tools.editor_terminal();
     ctx.protected = setup.tools.own_files();
     let mut agent = Agent::new(
         setup.client,

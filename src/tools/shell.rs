@@ -222,6 +222,19 @@ impl Tool for ShellTool {
                 return Err(ToolError::Failed(format!("command refused: {reason}")))
             }
         }
+        // In an editor that offers terminals, this host's commands run in
+        // one of them: decided and confined as above, shown where the user is.
+        if let (Some(term), None, true) = (&ctx.terminal, pane, ctx.target.is_local()) {
+            return run_in_editor(
+                term.as_ref(),
+                &args.command,
+                ctx,
+                sandbox,
+                timeout,
+                &self.opts,
+            )
+            .await;
+        }
         match pane {
             Some(pane) => {
                 run_in_pane(
@@ -246,6 +259,33 @@ impl Tool for ShellTool {
             }
         }
     }
+}
+
+/// Runs `command` in the editor's terminal (`terminal.rs`) and reports its
+/// exit and output as a local run does.
+async fn run_in_editor(
+    term: &dyn super::terminal::EditorTerminal,
+    command: &str,
+    ctx: &ToolContext,
+    sandbox: Option<&Sandbox>,
+    timeout: Duration,
+    opts: &ShellOptions,
+) -> Result<ToolOutput, ToolError> {
+    use super::terminal::{command_line, result_text, TerminalCommand};
+    let run = TerminalCommand {
+        call_id: &ctx.call_id,
+        argv: command_line(command, sandbox, crate::host::hidden_env()),
+        cwd: &ctx.cwd,
+        env: Vec::new(),
+        // Characters are at most four bytes: room for the whole limit.
+        output_bytes: (opts.max_output_chars as u64).saturating_mul(4),
+        timeout,
+    };
+    let done = term
+        .run(run)
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    Ok(ToolOutput::text(result_text(&done, timeout)))
 }
 
 /// Runs `command` in the shared tmux pane and reports its exact output and exit
