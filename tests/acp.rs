@@ -604,6 +604,19 @@ fn a_command_runs_in_the_editors_terminal_when_it_offers_one() {
         "{seen}"
     );
     assert!(cmd.work_dir().join("ran.txt").exists());
+    // The terminal was shown in its call, after the call itself.
+    let all = seen["updates"].as_array().unwrap();
+    let call_at = all
+        .iter()
+        .position(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "t")
+        .expect("the call was shown");
+    let shown_at = all
+        .iter()
+        .position(|u| u["content"][0]["type"] == "terminal")
+        .unwrap_or_else(|| panic!("no terminal was shown: {seen}"));
+    assert!(call_at < shown_at, "{seen}");
+    assert_eq!(all[shown_at]["toolCallId"], "t");
+    assert_eq!(all[shown_at]["content"][0]["terminalId"], "term-1");
     let result = tool_result(&p.chat_requests()[1], "t");
     assert!(result.contains("exit code: 3"), "{result}");
     assert!(result.contains("from-the-editor"), "{result}");

@@ -28,7 +28,6 @@ pub mod translate;
 mod transport;
 
 pub use files::ClientFiles;
-pub use terminal::offered as client_terminal;
 
 use crate::agent::protocol::{ApprovalQuestion, Event, EventKind, Op, OpId};
 use crate::agent::service::OpSender;
@@ -474,9 +473,10 @@ impl Conn {
                 .create(cwd)
                 .map_err(|e| internal(e.to_string()))?,
         };
+        let shown = Arc::new(terminal::Shown::default());
         let client = ClientSide {
             files: files::offered(&self.client, &self.cx, &id),
-            terminal: terminal::offered(&self.client, &self.cx, &id),
+            terminal: terminal::offered(&self.client, &self.cx, &id, &shown),
         };
         let commands = self.backend.commands(cwd);
         let Spawned { mut agent, servers } = self
@@ -500,6 +500,7 @@ impl Conn {
                 answer: None,
             }),
             commands,
+            shown,
         };
         // The resume's answer, on the drive loop like the rest: the session
         // opens only if it holds.
@@ -649,6 +650,9 @@ struct Session {
     opening: Option<Opening>,
     /// The custom commands and skills a prompt may start with.
     commands: Vec<Command>,
+    /// The tool calls the client was told of, for the terminals shown in
+    /// them (`terminal::Shown`).
+    shown: Arc<terminal::Shown>,
 }
 
 impl Session {
@@ -799,6 +803,11 @@ impl Renderer for Session {
         }
         for u in updates {
             notify(&self.cx, &self.sid, u);
+        }
+        match &ev.kind {
+            EventKind::ToolCall { call_id, .. } => self.shown.told(&self.cx, &self.sid, call_id),
+            EventKind::ToolResult(r) => self.shown.done(&r.call_id),
+            _ => {}
         }
         Flow::Continue
     }

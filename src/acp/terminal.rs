@@ -5,17 +5,24 @@
 //! (`tools::terminal`). Offered only when the client said, in `initialize`,
 //! that it has terminals. Every terminal made is released: when the run
 //! ends, and, for a run dropped half-way (a cancelled call), by a task the
-//! drop starts, which kills the command first.
+//! drop starts, which kills the command first. While it runs, the terminal
+//! is shown in its tool call (a `terminal` content), so the editor shows
+//! the command's output live; `Shown` makes sure that update never comes
+//! before the call it belongs to.
 
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, CreateTerminalRequest, EnvVariable, KillTerminalRequest,
-    ReleaseTerminalRequest, TerminalId, TerminalOutputRequest, WaitForTerminalExitRequest,
+    ReleaseTerminalRequest, SessionNotification, SessionUpdate, Terminal, TerminalId,
+    TerminalOutputRequest, ToolCallContent, ToolCallUpdate, ToolCallUpdateFields,
+    WaitForTerminalExitRequest,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error as RpcError};
 use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::tools::terminal::{EditorTerminal, TerminalCommand, TerminalError, TerminalRun};
@@ -27,20 +34,81 @@ const ANSWER_TIME: Duration = Duration::from_secs(30);
 struct AcpTerminal {
     cx: ConnectionTo<Client>,
     session: String,
+    shown: Arc<Shown>,
 }
 
-/// The client's terminals for `session`, when it offers them.
+/// The client's terminals for `session`, when it offers them; `shown` is
+/// the session's record of the calls the client was told of.
 pub fn offered(
     caps: &ClientCapabilities,
     cx: &ConnectionTo<Client>,
     session: &str,
+    shown: &Arc<Shown>,
 ) -> Option<Arc<dyn EditorTerminal>> {
     caps.terminal.then(|| {
         Arc::new(AcpTerminal {
             cx: cx.clone(),
             session: session.to_string(),
+            shown: shown.clone(),
         }) as Arc<dyn EditorTerminal>
     })
+}
+
+/// Which of a session's tool calls the client has been told of, and the
+/// terminals waiting for theirs: the session's renderer sends a call's
+/// `tool_call`, a running command its terminal, in either order, and the
+/// client must see the call first.
+#[derive(Default)]
+pub struct Shown {
+    state: Mutex<ShownState>,
+}
+
+#[derive(Default)]
+struct ShownState {
+    told: HashSet<String>,
+    waiting: HashMap<String, TerminalId>,
+}
+
+impl Shown {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ShownState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The client was just told of `call_id`: its terminal, if one waits,
+    /// goes now.
+    pub fn told(&self, cx: &ConnectionTo<Client>, session: &str, call_id: &str) {
+        let mut st = self.lock();
+        st.told.insert(call_id.to_string());
+        if let Some(id) = st.waiting.remove(call_id) {
+            show(cx, session, call_id, id);
+        }
+    }
+
+    /// `call_id` has its result: nothing more is shown in it.
+    pub fn done(&self, call_id: &str) {
+        let mut st = self.lock();
+        st.told.remove(call_id);
+        st.waiting.remove(call_id);
+    }
+
+    /// Shows terminal `id` in `call_id` once the client knows the call.
+    fn terminal(&self, cx: &ConnectionTo<Client>, session: &str, call_id: &str, id: TerminalId) {
+        // Under the lock, so `told` cannot slip in between the check and
+        // the send.
+        let mut st = self.lock();
+        if st.told.contains(call_id) {
+            show(cx, session, call_id, id);
+        } else {
+            st.waiting.insert(call_id.to_string(), id);
+        }
+    }
+}
+
+fn show(cx: &ConnectionTo<Client>, session: &str, call_id: &str, id: TerminalId) {
+    let fields =
+        ToolCallUpdateFields::new().content(vec![ToolCallContent::Terminal(Terminal::new(id))]);
+    let update = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.to_string(), fields));
+    let _ = cx.send_notification(SessionNotification::new(session.to_string(), update));
 }
 
 /// The client's answer within `ANSWER_TIME`, or why there is none.
@@ -110,6 +178,10 @@ impl EditorTerminal for AcpTerminal {
             session: self.session.clone(),
             id: Some(id.clone()),
         };
+        if !run.call_id.is_empty() {
+            self.shown
+                .terminal(&self.cx, &self.session, run.call_id, id.clone());
+        }
         let wait = WaitForTerminalExitRequest::new(self.session.clone(), id.clone());
         let exited =
             tokio::time::timeout(run.timeout, self.cx.send_request(wait).block_task()).await;
