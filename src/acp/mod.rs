@@ -594,11 +594,12 @@ impl Conn {
     /// answered as cancelled.
     async fn close(&mut self) {
         let open: Vec<Open> = self.sessions.drain().map(|(_, o)| o).collect();
+        // All told first, so they stop side by side.
         for o in &open {
             let _ = o.inbox.send(ToSession::Close);
         }
         for o in open {
-            stop(o).await;
+            stopped(o).await;
         }
     }
 }
@@ -607,6 +608,11 @@ impl Conn {
 /// its agent saved and stopped.
 async fn stop(open: Open) {
     let _ = open.inbox.send(ToSession::Close);
+    stopped(open).await;
+}
+
+/// Waits for a session's task, told to stop, to end.
+async fn stopped(open: Open) {
     // The task gives its agent `SHUTDOWN_WAIT`; a little more here for the
     // rest of its stop.
     let _ = tokio::time::timeout(SHUTDOWN_WAIT + Duration::from_secs(5), open.task).await;

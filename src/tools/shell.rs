@@ -742,6 +742,57 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// An editor's terminal that records what it is asked to run.
+    #[derive(Default)]
+    struct FakeTerminal {
+        asked: std::sync::Mutex<Vec<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl crate::tools::terminal::EditorTerminal for FakeTerminal {
+        async fn run(
+            &self,
+            run: crate::tools::terminal::TerminalCommand<'_>,
+        ) -> Result<crate::tools::terminal::TerminalRun, crate::tools::terminal::TerminalError>
+        {
+            self.asked.lock().unwrap().push(run.argv);
+            Ok(crate::tools::terminal::TerminalRun {
+                output: "from the editor\n".into(),
+                truncated: false,
+                exit_code: Some(0),
+                signal: None,
+                timed_out: false,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn with_an_editors_terminal_commands_run_there_only_when_approved() {
+        let dir = std::env::temp_dir().join(format!("buddy-shell-term-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let term = Arc::new(FakeTerminal::default());
+        let mut c = ToolContext::local(dir.clone(), Arc::new(Deny));
+        c.terminal = Some(term.clone());
+        let out = tool(false, 1000)
+            .execute(json!({"command": "touch x"}), &c)
+            .await
+            .unwrap();
+        assert_eq!(out.text, "command not run: the user said no");
+        assert!(term.asked.lock().unwrap().is_empty());
+        c.approver = Arc::new(crate::tools::approval::AlwaysApprove);
+        let out = tool(false, 1000)
+            .execute(json!({"command": "touch x"}), &c)
+            .await
+            .unwrap();
+        assert_eq!(out.text, "exit code: 0\noutput:\nfrom the editor");
+        let asked = term.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0][asked[0].len() - 3..], ["sh", "-c", "touch x"]);
+        // It ran there, not here.
+        assert!(!dir.join("x").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[tokio::test]
     async fn huge_output_is_bounded_and_counted() {
         let out = run_cmd(

@@ -115,6 +115,17 @@ mod tests {
     }
 
     #[test]
+    fn a_sandboxed_command_runs_inside_the_wrapper() {
+        use crate::host::sandbox::{Mode, Policy};
+        let policy = Policy::for_workdir(Mode::ReadOnly, Path::new("/w"), false);
+        let sb = Sandbox::unenforceable(policy, "test");
+        let argv = command_line("ls", Some(&sb), &[]);
+        assert_eq!(argv[0], "/nonexistent/buddy");
+        assert!(argv.iter().any(|a| a == "--no-network"), "{argv:?}");
+        assert_eq!(argv[argv.len() - 3..], ["sh", "-c", "ls"]);
+    }
+
+    #[test]
     fn results_read_like_a_local_runs() {
         let run = TerminalRun {
             output: "hi\n".into(),
