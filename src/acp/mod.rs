@@ -577,8 +577,11 @@ impl Conn {
             .skip(from)
             .take(LIST_PAGE)
             .map(|l| {
+                // A session with no prompt yet has no title to show.
+                let title =
+                    (!l.title.trim().is_empty()).then(|| crate::text::one_line(&l.title, 200));
                 SessionInfo::new(l.id.clone(), l.cwd.clone())
-                    .title(crate::text::one_line(&l.title, 200))
+                    .title(title)
                     .updated_at(crate::clock::rfc3339_utc(l.updated))
             })
             .collect();
