@@ -47,6 +47,20 @@ pub fn compact_utc(unix: u64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ` (ISO 8601 / RFC 3339, UTC), for protocols that
+/// carry a timestamp as text.
+pub fn rfc3339_utc(unix: u64) -> String {
+    let secs = unix as i64;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 /// A short age such as `just now`, `42s ago`, `5m ago`, `3h ago`, `12d ago`.
 pub fn age(then: u64, now: u64) -> String {
     let s = now.saturating_sub(then);
@@ -101,6 +115,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, BadDuration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_is_the_utc_moment() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_763_905_509), "2025-11-23T13:45:09Z");
+    }
 
     #[test]
     fn known_dates() {

@@ -2,7 +2,10 @@
 //! (`@agentclientprotocol/sdk`, tests/acp/client.mjs) against the scripted
 //! fake provider: a prompt with a tool call, a permission answered both
 //! ways, a cancel mid-stream, a model's refusal, a saved session loaded
-//! again, the file tools going through the editor's buffers; and, with no
+//! again, listed, resumed and closed, session modes changing what is
+//! asked, custom commands and skills offered and expanded, the file tools
+//! going through the editor's buffers, a command run in the editor's
+//! terminal; and, with no
 //! library in between, malformed messages answered with JSON-RPC errors
 //! on a stdout that carries nothing else, and two sessions in two
 //! directories working at once, each in its own.
@@ -39,6 +42,12 @@ fn a_prompt_with_a_tool_call_streams_the_call_its_result_and_the_answer() {
         true
     );
     assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
+    for method in ["list", "resume", "close"] {
+        assert!(
+            init["agentCapabilities"]["sessionCapabilities"][method].is_object(),
+            "{method} is not offered: {init}"
+        );
+    }
     assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
     let thought: String = updates(&seen, "agent_thought_chunk")
         .iter()
@@ -422,4 +431,193 @@ fn two_sessions_in_different_directories_each_work_in_their_own() {
             child.try_wait().unwrap()
         });
     assert!(status.success(), "{status}");
+}
+
+#[test]
+fn saved_sessions_are_listed_resumed_without_a_replay_and_closed() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell("c1", "ls")]),
+        Reply::text("the answer to remember"),
+        Reply::text("resumed"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let first = run(&cmd, "answer", &[]);
+    let id = first["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    let seen = run(&cmd, "sessions", &[("ACP_TEST_SESSION", &id)]);
+    let listed = seen["list"]["sessions"].as_array().expect("sessions");
+    assert_eq!(listed.len(), 1, "{seen}");
+    assert_eq!(listed[0]["sessionId"], id.as_str());
+    assert_eq!(listed[0]["title"], "list the files");
+    let cwd = cmd.work_dir().canonicalize().unwrap();
+    assert_eq!(
+        std::path::Path::new(listed[0]["cwd"].as_str().unwrap())
+            .canonicalize()
+            .unwrap(),
+        cwd
+    );
+    assert!(
+        listed[0]["updatedAt"]
+            .as_str()
+            .is_some_and(|t| t.len() == 20 && t.ends_with('Z')),
+        "{seen}"
+    );
+    // Resumed: the mode state, no replay, and the conversation goes on.
+    assert_eq!(seen["resumed"]["modes"]["currentModeId"], "default");
+    assert_eq!(seen["replayedOnResume"], 0, "{seen}");
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let reqs = p.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(
+        reqs[2].body_text().contains("the answer to remember"),
+        "the resumed session lost its history"
+    );
+    // Closed: it answers, and the session is gone.
+    assert_eq!(seen["closed"], json!({}), "{seen}");
+    assert_eq!(seen["afterClose"], -32002, "{seen}");
+}
+
+fn write_file(id: &str, path: &str) -> ToolCallSpec {
+    ToolCallSpec::new(
+        id,
+        "write_file",
+        json!({ "path": path, "content": "x\n" }).to_string(),
+    )
+}
+
+#[test]
+fn auto_edit_mode_approves_edits_and_still_asks_for_commands() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            write_file("e1", "one.txt"),
+            shell("c1", "touch made1.txt"),
+        ]),
+        Reply::text("done"),
+        Reply::tool_calls(vec![
+            write_file("e2", "two.txt"),
+            shell("c2", "touch made2.txt"),
+        ]),
+        Reply::text("done again"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "modes", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn", "end_turn"]), "{seen}");
+    let modes = &seen["modes"];
+    assert_eq!(modes["currentModeId"], "default", "{seen}");
+    let ids: Vec<&str> = modes["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["default", "auto-edit", "full-auto", "read-only"]);
+    // In the default mode both the edit and the command were asked about.
+    assert_eq!(seen["permissionsBeforeMode"], 2, "{seen}");
+    let changed = updates(&seen, "current_mode_update");
+    assert_eq!(changed.len(), 1, "{seen}");
+    assert_eq!(changed[0]["currentModeId"], "auto-edit");
+    // In auto-edit only the command was.
+    let asked = seen["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 3, "{seen}");
+    assert_eq!(asked[2]["toolCall"]["toolCallId"], "c2");
+    for f in ["one.txt", "two.txt", "made1.txt", "made2.txt"] {
+        assert!(cmd.work_dir().join(f).exists(), "{f} is missing");
+    }
+    assert_eq!(seen["badMode"], -32602, "{seen}");
+}
+
+#[test]
+fn custom_commands_and_skills_are_offered_and_a_command_expands() {
+    let p = FakeProvider::start(vec![Reply::text("hello")]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let user = cmd.config_home().join("buddy");
+    for (path, text) in [
+        (
+            "commands/greet.md",
+            "---\ndescription: greet someone\n---\nSay hello to $1 warmly.\n",
+        ),
+        (
+            "skills/notes/SKILL.md",
+            "---\nname: notes\ndescription: the user's note-taking habits\n---\nbody\n",
+        ),
+    ] {
+        let path = user.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let seen = run(&cmd, "commands", &[("ACP_TEST_PROMPT", "/greet Ada")]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let offered = updates(&seen, "available_commands_update");
+    assert_eq!(offered.len(), 1, "{seen}");
+    let commands = offered[0]["availableCommands"].as_array().unwrap();
+    let names: Vec<&str> = commands.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["greet", "notes"], "{seen}");
+    assert_eq!(commands[0]["description"], "greet someone");
+    // The model got the command's prompt, not the slash line.
+    let body = p.chat_requests()[0].body_text();
+    assert!(body.contains("Say hello to Ada warmly."), "{body}");
+    assert!(!body.contains("/greet"), "{body}");
+}
+
+#[test]
+fn a_command_runs_in_the_editors_terminal_when_it_offers_one() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![shell(
+            "t",
+            "echo from-the-editor; touch ran.txt; exit 3",
+        )]),
+        Reply::text("ran"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "terminal", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    // Asked first, as a command run here would be.
+    assert_eq!(
+        seen["permissions"][0]["toolCall"]["toolCallId"], "t",
+        "{seen}"
+    );
+    let terms = seen["terminals"].as_array().unwrap();
+    assert_eq!(terms.len(), 1, "{seen}");
+    let args: Vec<&str> = terms[0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        args.last(),
+        Some(&"echo from-the-editor; touch ran.txt; exit 3"),
+        "{seen}"
+    );
+    assert_eq!(
+        std::path::Path::new(terms[0]["cwd"].as_str().unwrap())
+            .canonicalize()
+            .unwrap(),
+        cmd.work_dir().canonicalize().unwrap()
+    );
+    // Waited for, read and released.
+    assert_eq!(
+        terms[0]["calls"],
+        json!(["create", "wait_for_exit", "output", "release"]),
+        "{seen}"
+    );
+    assert!(cmd.work_dir().join("ran.txt").exists());
+    // The terminal was shown in its call, after the call itself.
+    let all = seen["updates"].as_array().unwrap();
+    let call_at = all
+        .iter()
+        .position(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "t")
+        .expect("the call was shown");
+    let shown_at = all
+        .iter()
+        .position(|u| u["content"][0]["type"] == "terminal")
+        .unwrap_or_else(|| panic!("no terminal was shown: {seen}"));
+    assert!(call_at < shown_at, "{seen}");
+    assert_eq!(all[shown_at]["toolCallId"], "t");
+    assert_eq!(all[shown_at]["content"][0]["terminalId"], "term-1");
+    let result = tool_result(&p.chat_requests()[1], "t");
+    assert!(result.contains("exit code: 3"), "{result}");
+    assert!(result.contains("from-the-editor"), "{result}");
 }

@@ -21,7 +21,9 @@
 //! client's servers are started with (`mcp`).
 
 mod files;
+pub mod modes;
 mod permission;
+mod terminal;
 pub mod translate;
 mod transport;
 
@@ -34,15 +36,20 @@ use crate::config::McpServer;
 use crate::drive::{drive, Approval, Flow, Renderer};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ClientCapabilities, ContentBlock, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
+    ContentBlock, CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    PromptResponse, SessionNotification,
+    PromptResponse, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionResumeCapabilities, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
+    UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error as RpcError, ErrorCode, Lines};
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +58,10 @@ use translate::{Step, Translator};
 
 /// How long a session's agent gets to save and stop when the client goes.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+
+/// Sessions in one `session/list` page: a store may hold thousands, and
+/// each is read (its summary) to be listed.
+const LIST_PAGE: usize = 50;
 
 /// Why `buddy acp` stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -83,14 +94,50 @@ pub trait Backend: Send + Sync {
     /// A new saved session for `cwd`; its id (the ACP session id).
     fn create(&self, cwd: &Path) -> Result<String, BackendError>;
     /// An agent working in `cwd` with the client's MCP servers as well as
-    /// the configured ones, and file tools that go through `files` when
-    /// the client offered its files.
+    /// the configured ones, and tools that go through the client's files
+    /// and terminals where it offered them.
     fn spawn(
         &self,
         cwd: &Path,
         servers: BTreeMap<String, McpServer>,
-        files: Option<Arc<dyn ClientFiles>>,
+        client: ClientSide,
     ) -> Result<Spawned, BackendError>;
+    /// The saved sessions of `cwd` (the directory `buddy acp` started in
+    /// when `None`), most recently used first.
+    fn list(&self, cwd: Option<&Path>) -> Result<Vec<Listed>, BackendError>;
+    /// The custom commands and skills a prompt in `cwd` may start with
+    /// (`/name arguments`).
+    fn commands(&self, cwd: &Path) -> Vec<Command>;
+}
+
+/// What the client offered to serve for a session's tools.
+#[derive(Default)]
+pub struct ClientSide {
+    /// Its buffers (`fs/read_text_file`, `fs/write_text_file`).
+    pub files: Option<Arc<dyn ClientFiles>>,
+    /// Its terminals (`terminal/*`), for `run_shell`.
+    pub terminal: Option<Arc<dyn crate::tools::terminal::EditorTerminal>>,
+}
+
+/// One saved session as `session/list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub title: String,
+    /// Unix seconds of its last write.
+    pub updated: u64,
+}
+
+/// A command the client may offer as `/name`: a custom command, or a
+/// skill to use. `body` is the prompt it stands for, with `$ARGUMENTS`
+/// and `$1`…`$9` filled in from what follows the name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// Without the slash.
+    pub name: String,
+    pub description: String,
+    pub body: String,
 }
 
 /// A session's agent and what to stop with it.
@@ -106,6 +153,10 @@ enum Incoming {
     Initialize(Box<InitializeRequest>, Responder<InitializeResponse>),
     New(Box<NewSessionRequest>, Responder<NewSessionResponse>),
     Load(Box<LoadSessionRequest>, Responder<LoadSessionResponse>),
+    Resume(Box<ResumeSessionRequest>, Responder<ResumeSessionResponse>),
+    List(Box<ListSessionsRequest>, Responder<ListSessionsResponse>),
+    Close(CloseSessionRequest, Responder<CloseSessionResponse>),
+    SetMode(SetSessionModeRequest, Responder<SetSessionModeResponse>),
     Prompt(PromptRequest, Responder<PromptResponse>),
     Cancel(CancelNotification),
 }
@@ -116,7 +167,8 @@ pub async fn run(backend: Arc<dyn Backend>) -> Result<(), AcpError> {
     let (tx, rx) = mpsc::unbounded_channel::<Incoming>();
     let transport = Lines::new(transport::outgoing(), transport::incoming());
     // Each handler only forwards: the loop below answers.
-    let (t1, t2, t3, t4, t5) = (tx.clone(), tx.clone(), tx.clone(), tx.clone(), tx);
+    let (t1, t2, t3, t4, t5) = (tx.clone(), tx.clone(), tx.clone(), tx.clone(), tx.clone());
+    let (t6, t7, t8, t9) = (tx.clone(), tx.clone(), tx.clone(), tx);
     Agent
         .v1()
         .name("buddy")
@@ -141,6 +193,30 @@ pub async fn run(backend: Arc<dyn Backend>) -> Result<(), AcpError> {
         .on_receive_request(
             async move |r: PromptRequest, resp, _cx: ConnectionTo<Client>| {
                 forward(&t4, Incoming::Prompt(r, resp))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: ResumeSessionRequest, resp, _cx: ConnectionTo<Client>| {
+                forward(&t6, Incoming::Resume(Box::new(r), resp))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: ListSessionsRequest, resp, _cx: ConnectionTo<Client>| {
+                forward(&t7, Incoming::List(Box::new(r), resp))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: CloseSessionRequest, resp, _cx: ConnectionTo<Client>| {
+                forward(&t8, Incoming::Close(r, resp))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: SetSessionModeRequest, resp, _cx: ConnectionTo<Client>| {
+                forward(&t9, Incoming::SetMode(r, resp))
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -189,7 +265,18 @@ struct Open {
     ops: OpSender,
     /// A prompt turn is in progress.
     prompting: Arc<AtomicBool>,
+    /// The session mode (`modes`) last set.
+    mode: &'static str,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// How a session is opened: a new one, or a saved one with its history
+/// replayed to the client (`session/load`) or not (`session/resume`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpenAs {
+    New,
+    Load,
+    Resume,
 }
 
 /// The loop that owns the sessions: it takes what the SDK hands over and
@@ -232,27 +319,117 @@ impl Conn {
                 let _ = resp.respond(initialize_response());
             }
             Incoming::New(req, resp) => {
-                let answer = self
-                    .open(&req.cwd, &req.mcp_servers, None)
+                match self
+                    .open(&req.cwd, &req.mcp_servers, OpenAs::New, None)
                     .await
-                    .map(NewSessionResponse::new);
-                let _ = resp.respond_with_result(answer);
+                {
+                    Ok(id) => {
+                        let answer =
+                            NewSessionResponse::new(id.clone()).modes(modes::state(modes::DEFAULT));
+                        let _ = resp.respond(answer);
+                        self.announce_commands(&id, &req.cwd);
+                    }
+                    Err(e) => {
+                        let _ = resp.respond_with_error(e);
+                    }
+                }
             }
             Incoming::Load(req, resp) => {
                 let id = req.session_id.0.to_string();
-                let answer = self
-                    .open(&req.cwd, &req.mcp_servers, Some(&id))
+                match self
+                    .open(&req.cwd, &req.mcp_servers, OpenAs::Load, Some(&id))
                     .await
-                    .map(|_| LoadSessionResponse::new());
-                let _ = resp.respond_with_result(answer);
+                {
+                    Ok(_) => {
+                        let answer = LoadSessionResponse::new().modes(modes::state(modes::DEFAULT));
+                        let _ = resp.respond(answer);
+                        self.announce_commands(&id, &req.cwd);
+                    }
+                    Err(e) => {
+                        let _ = resp.respond_with_error(e);
+                    }
+                }
+            }
+            Incoming::Resume(req, resp) => {
+                let id = req.session_id.0.to_string();
+                // Already open here: nothing to start, the mode is as it is.
+                if let Some(open) = self.sessions.get(&id) {
+                    let _ =
+                        resp.respond(ResumeSessionResponse::new().modes(modes::state(open.mode)));
+                    return;
+                }
+                match self
+                    .open(&req.cwd, &req.mcp_servers, OpenAs::Resume, Some(&id))
+                    .await
+                {
+                    Ok(_) => {
+                        let answer =
+                            ResumeSessionResponse::new().modes(modes::state(modes::DEFAULT));
+                        let _ = resp.respond(answer);
+                        self.announce_commands(&id, &req.cwd);
+                    }
+                    Err(e) => {
+                        let _ = resp.respond_with_error(e);
+                    }
+                }
+            }
+            Incoming::List(req, resp) => {
+                let _ = resp.respond_with_result(self.list(&req));
+            }
+            Incoming::Close(req, resp) => {
+                let sid = req.session_id.0.to_string();
+                match self.sessions.remove(&sid) {
+                    Some(open) => {
+                        // Its prompt is answered as cancelled, the agent
+                        // saved and stopped, before the close is answered.
+                        stop(open).await;
+                        let _ = resp.respond(CloseSessionResponse::new());
+                    }
+                    None => {
+                        let _ = resp.respond_with_error(not_open(&sid));
+                    }
+                }
+            }
+            Incoming::SetMode(req, resp) => {
+                let sid = req.session_id.0.to_string();
+                let Some(open) = self.sessions.get_mut(&sid) else {
+                    let _ = resp.respond_with_error(not_open(&sid));
+                    return;
+                };
+                let Some(mode) = modes::find(&req.mode_id.0) else {
+                    let _ = resp.respond_with_error(invalid_params(&format!(
+                        "no mode `{}`; the modes are {}",
+                        crate::text::one_line(&req.mode_id.0, 60),
+                        modes::list()
+                            .iter()
+                            .map(|m| m.id)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                    return;
+                };
+                let policy = mode.policy;
+                if open
+                    .ops
+                    .send(Op::SetApprovalPolicy { policy })
+                    .await
+                    .is_err()
+                {
+                    let _ = resp.respond_with_error(internal("the agent stopped".into()));
+                    return;
+                }
+                open.mode = mode.id;
+                let _ = resp.respond(SetSessionModeResponse::new());
+                notify(
+                    &self.cx,
+                    &sid,
+                    SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id)),
+                );
             }
             Incoming::Prompt(req, resp) => {
                 let sid = req.session_id.0.to_string();
                 let Some(open) = self.sessions.get(&sid) else {
-                    let _ = resp.respond_with_error(RpcError::new(
-                        ErrorCode::RESOURCE_NOT_FOUND,
-                        format!("no session {sid} is open"),
-                    ));
+                    let _ = resp.respond_with_error(not_open(&sid));
                     return;
                 };
                 if let Err(mpsc::error::SendError(ToSession::Prompt(p))) =
@@ -271,34 +448,40 @@ impl Conn {
         }
     }
 
-    /// Starts a session's agent: a new saved session, or `load` (replayed to
-    /// the client as updates before the answer).
+    /// Starts a session's agent: a new saved session, or a saved one
+    /// (`Load` replays it to the client as updates before the answer).
     async fn open(
         &mut self,
         cwd: &Path,
         servers: &[agent_client_protocol::v1::schema::McpServer],
-        load: Option<&str>,
+        how: OpenAs,
+        saved: Option<&str>,
     ) -> Result<String, RpcError> {
         if !cwd.is_absolute() {
             return Err(invalid_params("cwd must be an absolute path"));
         }
-        if let Some(id) = load {
+        if let Some(id) = saved {
             if self.sessions.contains_key(id) {
                 return Err(invalid_params(&format!("session {id} is already open")));
             }
         }
         let servers = client_servers(servers)?;
-        let id = match load {
+        let id = match saved {
             Some(id) => id.to_string(),
             None => self
                 .backend
                 .create(cwd)
                 .map_err(|e| internal(e.to_string()))?,
         };
-        let files = files::offered(&self.client, &self.cx, &id);
+        let shown = Arc::new(terminal::Shown::default());
+        let client = ClientSide {
+            files: files::offered(&self.client, &self.cx, &id),
+            terminal: terminal::offered(&self.client, &self.cx, &id, &shown),
+        };
+        let commands = self.backend.commands(cwd);
         let Spawned { mut agent, servers } = self
             .backend
-            .spawn(cwd, servers, files)
+            .spawn(cwd, servers, client)
             .map_err(|e| internal(e.to_string()))?;
         let resume = agent.ops.send(Op::Resume { query: id.clone() }).await.ok();
         let (inbox, rx) = mpsc::unbounded_channel();
@@ -313,9 +496,11 @@ impl Conn {
             asking: None,
             opening: Some(Opening {
                 op: resume,
-                replay: load.is_some(),
+                replay: how == OpenAs::Load,
                 answer: None,
             }),
+            commands,
+            shown,
         };
         // The resume's answer, on the drive loop like the rest: the session
         // opens only if it holds.
@@ -340,25 +525,107 @@ impl Conn {
                 inbox,
                 ops,
                 prompting,
+                mode: modes::DEFAULT,
                 task,
             },
         );
         Ok(id)
     }
 
+    /// Tells the client the commands a prompt of session `sid` may start
+    /// with, when there are any.
+    fn announce_commands(&self, sid: &str, cwd: &Path) {
+        let commands: Vec<AvailableCommand> = self
+            .backend
+            .commands(cwd)
+            .into_iter()
+            .map(|c| {
+                AvailableCommand::new(c.name, c.description).input(
+                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new("arguments")),
+                )
+            })
+            .collect();
+        if !commands.is_empty() {
+            notify(
+                &self.cx,
+                sid,
+                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),
+            );
+        }
+    }
+
+    /// One page of the saved sessions of the asked directory.
+    fn list(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, RpcError> {
+        if let Some(cwd) = &req.cwd {
+            if !cwd.is_absolute() {
+                return Err(invalid_params("cwd must be an absolute path"));
+            }
+        }
+        // The cursor is the count of sessions already listed.
+        let from = match &req.cursor {
+            Some(c) => c
+                .parse::<usize>()
+                .map_err(|_| invalid_params("the cursor is not one buddy gave"))?,
+            None => 0,
+        };
+        let all = self
+            .backend
+            .list(req.cwd.as_deref())
+            .map_err(|e| internal(e.to_string()))?;
+        let page: Vec<SessionInfo> = all
+            .iter()
+            .skip(from)
+            .take(LIST_PAGE)
+            .map(|l| {
+                // A session with no prompt yet has no title to show.
+                let title =
+                    (!l.title.trim().is_empty()).then(|| crate::text::one_line(&l.title, 200));
+                SessionInfo::new(l.id.clone(), l.cwd.clone())
+                    .title(title)
+                    .updated_at(crate::clock::rfc3339_utc(l.updated))
+            })
+            .collect();
+        let next = from + page.len();
+        let mut answer = ListSessionsResponse::new(page);
+        if next < all.len() {
+            answer = answer.next_cursor(next.to_string());
+        }
+        Ok(answer)
+    }
+
     /// Every session saved and its agent stopped; prompts still waiting are
     /// answered as cancelled.
     async fn close(&mut self) {
         let open: Vec<Open> = self.sessions.drain().map(|(_, o)| o).collect();
+        // All told first, so they stop side by side.
         for o in &open {
             let _ = o.inbox.send(ToSession::Close);
         }
         for o in open {
-            // Each task gives its agent `SHUTDOWN_WAIT`; a little more here
-            // for the rest of its stop.
-            let _ = tokio::time::timeout(SHUTDOWN_WAIT + Duration::from_secs(5), o.task).await;
+            stopped(o).await;
         }
     }
+}
+
+/// Tells a session's task to stop and waits for it: its prompt answered,
+/// its agent saved and stopped.
+async fn stop(open: Open) {
+    let _ = open.inbox.send(ToSession::Close);
+    stopped(open).await;
+}
+
+/// Waits for a session's task, told to stop, to end.
+async fn stopped(open: Open) {
+    // The task gives its agent `SHUTDOWN_WAIT`; a little more here for the
+    // rest of its stop.
+    let _ = tokio::time::timeout(SHUTDOWN_WAIT + Duration::from_secs(5), open.task).await;
+}
+
+fn not_open(sid: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::RESOURCE_NOT_FOUND,
+        format!("no session {} is open", crate::text::one_line(sid, 80)),
+    )
 }
 
 /// The resume a session opens with, while it is waited for.
@@ -390,6 +657,11 @@ struct Session {
     )>,
     /// Waiting for the answer to the first `Op::Resume`.
     opening: Option<Opening>,
+    /// The custom commands and skills a prompt may start with.
+    commands: Vec<Command>,
+    /// The tool calls the client was told of, for the terminals shown in
+    /// them (`terminal::Shown`).
+    shown: Arc<terminal::Shown>,
 }
 
 impl Session {
@@ -459,7 +731,7 @@ impl Session {
             return;
         }
         let (text, images) = match prompt_content(&req.prompt) {
-            Ok(p) => p,
+            Ok((text, images)) => (expand_command(text, &self.commands), images),
             Err(e) => {
                 let _ = resp.respond_with_error(invalid_params(&e.to_string()));
                 return;
@@ -541,6 +813,11 @@ impl Renderer for Session {
         for u in updates {
             notify(&self.cx, &self.sid, u);
         }
+        match &ev.kind {
+            EventKind::ToolCall { call_id, .. } => self.shown.told(&self.cx, &self.sid, call_id),
+            EventKind::ToolResult(r) => self.shown.done(&r.call_id),
+            _ => {}
+        }
         Flow::Continue
     }
 
@@ -592,13 +869,37 @@ fn notify(
     let _ = cx.send_notification(SessionNotification::new(sid.to_string(), update));
 }
 
-/// What buddy offers: protocol 1, saved sessions, images in prompts, MCP
-/// servers over stdio and Streamable HTTP.
+/// A prompt that starts with `/name` of one of `commands` as the prompt
+/// that command stands for; any other prompt as it is.
+fn expand_command(text: String, commands: &[Command]) -> String {
+    let Some(line) = text.strip_prefix('/') else {
+        return text;
+    };
+    let (name, args) = match line.split_once(char::is_whitespace) {
+        Some((n, a)) => (n, a.trim()),
+        None => (line.trim_end(), ""),
+    };
+    match commands.iter().find(|c| c.name == name) {
+        Some(c) => crate::ui::repl::commands::expand(&c.body, args),
+        None => text,
+    }
+}
+
+/// What buddy offers: protocol 1, saved sessions (loaded, resumed,
+/// listed, closed), images in prompts, MCP servers over stdio and
+/// Streamable HTTP. All of it is in the stable protocol: no unstable
+/// feature of the SDK is needed.
 fn initialize_response() -> InitializeResponse {
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
+                .session_capabilities(
+                    SessionCapabilities::new()
+                        .list(SessionListCapabilities::new())
+                        .resume(SessionResumeCapabilities::new())
+                        .close(SessionCloseCapabilities::new()),
+                )
                 .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
                 .mcp_capabilities(McpCapabilities::new().http(true)),
         )
@@ -710,4 +1011,34 @@ fn invalid_params(message: &str) -> RpcError {
 
 fn internal(message: String) -> RpcError {
     RpcError::new(ErrorCode::INTERNAL_ERROR, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_naming_a_command_becomes_its_prompt() {
+        let commands = vec![Command {
+            name: "review".into(),
+            description: "review a file".into(),
+            body: "Review $1 carefully.".into(),
+        }];
+        assert_eq!(
+            expand_command("/review src/main.rs".into(), &commands),
+            "Review src/main.rs carefully."
+        );
+        // Anything else is the prompt as typed.
+        assert_eq!(expand_command("/other x".into(), &commands), "/other x");
+        assert_eq!(expand_command("review".into(), &commands), "review");
+    }
+
+    #[test]
+    fn initialize_offers_list_resume_and_close() {
+        let v = serde_json::to_value(initialize_response()).unwrap();
+        let caps = &v["agentCapabilities"]["sessionCapabilities"];
+        for method in ["list", "resume", "close"] {
+            assert!(caps[method].is_object(), "{method}: {v}");
+        }
+    }
 }

@@ -244,7 +244,10 @@ impl Control {
                 return Some((Approval::Approved, DecidedBy::Policy, None))
             }
             ApprovalPolicy::Until { .. } => st.rules.policy = ApprovalPolicy::Ask,
-            ApprovalPolicy::Ask => {}
+            ApprovalPolicy::Edits if crate::tools::is_file_change(&request.tool) => {
+                return Some((Approval::Approved, DecidedBy::Policy, None))
+            }
+            ApprovalPolicy::Ask | ApprovalPolicy::Edits => {}
         }
         // Only `run_shell`: text typed into a pane may not be shell at all.
         // A tool the user trusts to say it only reads (MCP's readOnlyHint
@@ -598,6 +601,43 @@ mod tests {
             Approval::Denied { reason } => assert_eq!(reason, "no terminal"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn the_edits_policy_approves_file_changes_and_asks_for_commands() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let rules = ApprovalRules {
+            policy: ApprovalPolicy::Edits,
+            // Asking denies, so what would be asked shows as a denial.
+            no_approver_reason: Some("would ask".into()),
+            ..ApprovalRules::default()
+        };
+        let control = Control::new(
+            Emitter::new(tx),
+            rules,
+            SharedAllowList::default(),
+            QueueMode::OneAtATime,
+            QueueMode::OneAtATime,
+        );
+        let gate = Gate {
+            control,
+            hooks: None,
+        };
+        for tool in crate::tools::FILE_CHANGE_TOOLS {
+            let mut edit = shell("e", "write notes.txt");
+            edit.tool = tool.into();
+            assert_eq!(gate.approve(edit).await, Approval::Approved, "{tool}");
+            let _decided = rx.recv().await;
+        }
+        match gate.approve(shell("c", "touch a")).await {
+            Approval::Denied { reason } => assert_eq!(reason, "would ask"),
+            other => panic!("{other:?}"),
+        }
+        // Under `ask` the same edit is asked about.
+        gate.control.set_policy(ApprovalPolicy::Ask);
+        let mut edit = shell("e2", "write notes.txt");
+        edit.tool = "write_file".into();
+        assert!(matches!(gate.approve(edit).await, Approval::Denied { .. }));
     }
 
     #[tokio::test]

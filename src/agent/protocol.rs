@@ -194,6 +194,10 @@ pub enum ApprovalPolicy {
     All,
     /// Deny everything.
     None,
+    /// Approve file changes (`write_file`, `edit_file`, `apply_patch`) and
+    /// ask for everything else, commands included (the denylist still
+    /// applies): an editor's "accept edits" mode.
+    Edits,
     /// Approve everything until this moment (Unix milliseconds), then ask.
     Until { unix_ms: u64 },
 }

@@ -294,6 +294,7 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     ctx.target = setup.target;
     ctx.pane = setup.pane;
     ctx.editor = tools.editor_files();
+    ctx.terminal = tools.editor_terminal();
     ctx.protected = tools.own_files();
     let mut agent = Agent::new(
         setup.client,

@@ -7,19 +7,20 @@
 
 use super::hosted::Hosted;
 use super::{AppError, Exit};
-use crate::acp::{Backend, BackendError, ClientFiles, Spawned};
+use crate::acp::{Backend, BackendError, ClientSide, Command, Listed, Spawned};
 use crate::cli::TargetArgs;
 use crate::config::{CliOverrides, McpServer};
 use crate::session::{SessionInfo, Store};
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) async fn acp(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
-    let (hosted, _style) = Hosted::load(overrides, target_args, &super::workdir()).await?;
+    let workdir = super::workdir();
+    let (hosted, _style) = Hosted::load(overrides, target_args, &workdir).await?;
     super::remember_secrets(&hosted.settings);
     eprintln!(
         "buddy {} speaking ACP on stdin/stdout ({} via {})",
@@ -30,6 +31,7 @@ pub(crate) async fn acp(
     let backend = Arc::new(AcpBackend {
         secrets: crate::redact::known().all().to_vec(),
         hosted,
+        workdir,
     });
     crate::acp::run(backend)
         .await
@@ -40,6 +42,8 @@ pub(crate) async fn acp(
 struct AcpBackend {
     hosted: Hosted,
     secrets: Vec<String>,
+    /// Where `buddy acp` started: the sessions a list without a `cwd` shows.
+    workdir: PathBuf,
 }
 
 fn failed(e: impl std::fmt::Display) -> BackendError {
@@ -65,7 +69,7 @@ impl Backend for AcpBackend {
         &self,
         cwd: &Path,
         servers: BTreeMap<String, McpServer>,
-        files: Option<Arc<dyn ClientFiles>>,
+        client: ClientSide,
     ) -> Result<Spawned, BackendError> {
         let settings = &self.hosted.settings;
         // The session's directory is data: its tools, project files and
@@ -74,8 +78,11 @@ impl Backend for AcpBackend {
         if let Some(sessions) = setup.sessions.as_mut() {
             sessions.set_origin("editor");
         }
-        if let Some(files) = files {
+        if let Some(files) = client.files {
             setup.tools.use_editor_files(files);
+        }
+        if let Some(terminal) = client.terminal {
+            setup.tools.use_editor_terminal(terminal);
         }
         let servers: BTreeMap<String, McpServer> = servers
             .into_iter()
@@ -110,5 +117,49 @@ impl Backend for AcpBackend {
             agent: crate::agent::spawn(setup),
             servers: started,
         })
+    }
+
+    fn list(&self, cwd: Option<&Path>) -> Result<Vec<Listed>, BackendError> {
+        let cwd = cwd.unwrap_or(&self.workdir).to_path_buf();
+        // Files that cannot be read are left out: a listing shows what opens.
+        let (summaries, _unreadable) = Store::for_workdir(&cwd).list().map_err(failed)?;
+        Ok(summaries
+            .into_iter()
+            .map(|s| Listed {
+                id: s.id,
+                cwd: cwd.clone(),
+                title: s.title,
+                updated: s.used,
+            })
+            .collect())
+    }
+
+    fn commands(&self, cwd: &Path) -> Vec<Command> {
+        let found = super::setup::custom_files(&self.hosted.settings, cwd);
+        let mut out: Vec<Command> = found
+            .commands
+            .into_iter()
+            .map(|c| Command {
+                name: c.name.trim_start_matches('/').to_string(),
+                description: c.description,
+                body: c.body,
+            })
+            .collect();
+        // A skill is offered as a command that asks the model to use it; a
+        // custom command of the same name wins.
+        for skill in found.skills {
+            if out.iter().any(|c| c.name == skill.name) {
+                continue;
+            }
+            out.push(Command {
+                body: format!(
+                    "Use the skill `{}` (read it with the skill tool first).\n\n$ARGUMENTS",
+                    skill.name
+                ),
+                name: skill.name,
+                description: skill.description,
+            });
+        }
+        out
     }
 }

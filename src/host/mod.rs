@@ -46,6 +46,12 @@ pub fn hide_env(vars: Vec<String>) {
     let _ = HIDDEN_ENV.set(vars);
 }
 
+/// The variables `hide_env` named, for a process another program starts
+/// for us (an editor's terminal), which must drop them itself.
+pub fn hidden_env() -> &'static [String] {
+    HIDDEN_ENV.get().map_or(&[], Vec::as_slice)
+}
+
 /// Removes the hidden variables from a process about to start here (a local
 /// command, or the ssh or container client that carries a remote one).
 pub(crate) fn scrub(c: &mut Command) {

@@ -204,6 +204,20 @@ impl Sandbox {
         c
     }
 
+    /// The program and arguments that run `script` with `sh -c` inside the
+    /// sandbox, for a process someone else starts (an editor's terminal).
+    pub fn argv(&self, script: &str) -> Vec<String> {
+        let mut argv = vec![self.exe.to_string_lossy().into_owned()];
+        argv.extend(
+            self.policy
+                .wrapper_args()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned()),
+        );
+        argv.extend(["sh".to_string(), "-c".to_string(), script.to_string()]);
+        argv
+    }
+
     /// `command` as one shell command line that runs it inside the sandbox,
     /// every word quoted: for paths that type or source a command line (the
     /// tmux pane) rather than spawn a process.

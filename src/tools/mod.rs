@@ -25,6 +25,7 @@ pub mod schema;
 pub mod search;
 pub mod shell;
 pub mod skill;
+pub mod terminal;
 pub mod time;
 pub mod window;
 
@@ -104,6 +105,9 @@ pub struct ToolContext {
     /// shared by every call's copy of the context; the agent stops them
     /// when the session ends or is cleared.
     pub jobs: Arc<jobs::JobTable>,
+    /// The editor's terminals, when buddy runs inside one that offers them
+    /// (`buddy acp`): `run_shell` runs this host's commands there.
+    pub terminal: Option<Arc<dyn terminal::EditorTerminal>>,
 }
 
 impl ToolContext {
@@ -121,6 +125,7 @@ impl ToolContext {
             editor: None,
             protected: Default::default(),
             jobs: Default::default(),
+            terminal: None,
         }
     }
 
@@ -210,6 +215,14 @@ pub trait Tool: Send + Sync {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 
+/// The built-in tools that change files (and only files): what an
+/// approval policy for edits approves.
+pub const FILE_CHANGE_TOOLS: [&str; 3] = ["write_file", "edit_file", "apply_patch"];
+
+pub fn is_file_change(tool: &str) -> bool {
+    FILE_CHANGE_TOOLS.contains(&tool)
+}
+
 /// Parses a tool's argument object into its typed form.
 pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))
@@ -238,6 +251,7 @@ pub struct ToolRegistry {
     definitions: ToolList,
     sources: Vec<Arc<dyn ToolSource>>,
     editor: Option<Arc<dyn editor::EditorFiles>>,
+    terminal: Option<Arc<dyn terminal::EditorTerminal>>,
     own: Arc<protect::Protected>,
     /// Which sources' tools go as one line each until `tool_search` loads them.
     deferral: Arc<deferred::Deferral>,
@@ -277,6 +291,16 @@ impl ToolRegistry {
 
     pub fn editor_files(&self) -> Option<Arc<dyn editor::EditorFiles>> {
         self.editor.clone()
+    }
+
+    /// `run_shell` in the agent built with this registry runs this host's
+    /// commands in the editor's terminals (`ToolContext::terminal`).
+    pub fn use_editor_terminal(&mut self, terminal: Arc<dyn terminal::EditorTerminal>) {
+        self.terminal = Some(terminal);
+    }
+
+    pub fn editor_terminal(&self) -> Option<Arc<dyn terminal::EditorTerminal>> {
+        self.terminal.clone()
     }
 
     /// buddy's own files, for the agent's `ToolContext::protected`.

@@ -242,6 +242,19 @@ impl Tool for ShellTool {
         if args.background {
             return start_background(&args.command, ctx, target, sandbox).await;
         }
+        // In an editor that offers terminals, this host's commands run in
+        // one of them: decided and confined as above, shown where the user is.
+        if let (Some(term), None, true) = (&ctx.terminal, pane, ctx.target.is_local()) {
+            return run_in_editor(
+                term.as_ref(),
+                &args.command,
+                ctx,
+                sandbox,
+                timeout,
+                &self.opts,
+            )
+            .await;
+        }
         match pane {
             Some(pane) => {
                 run_in_pane(
@@ -302,6 +315,33 @@ async fn start_background(
         "started background job {id} (job_id \"{id}\"). Read its output with shell_output, send input with shell_write, stop it with shell_kill; it is stopped when the session ends.\n{first}",
         id = job.id
     )))
+}
+
+/// Runs `command` in the editor's terminal (`terminal.rs`) and reports its
+/// exit and output as a local run does.
+async fn run_in_editor(
+    term: &dyn super::terminal::EditorTerminal,
+    command: &str,
+    ctx: &ToolContext,
+    sandbox: Option<&Sandbox>,
+    timeout: Duration,
+    opts: &ShellOptions,
+) -> Result<ToolOutput, ToolError> {
+    use super::terminal::{command_line, result_text, TerminalCommand};
+    let run = TerminalCommand {
+        call_id: &ctx.call_id,
+        argv: command_line(command, sandbox, crate::host::hidden_env()),
+        cwd: &ctx.cwd,
+        env: Vec::new(),
+        // Characters are at most four bytes: room for the whole limit.
+        output_bytes: (opts.max_output_chars as u64).saturating_mul(4),
+        timeout,
+    };
+    let done = term
+        .run(run)
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    Ok(ToolOutput::text(result_text(&done, timeout)))
 }
 
 /// Runs `command` in the shared tmux pane and reports its exact output and exit
@@ -754,6 +794,57 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out.text, "command not run: the user said no");
+        assert!(!dir.join("x").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An editor's terminal that records what it is asked to run.
+    #[derive(Default)]
+    struct FakeTerminal {
+        asked: std::sync::Mutex<Vec<Vec<String>>>,
+    }
+
+    #[async_trait]
+    impl crate::tools::terminal::EditorTerminal for FakeTerminal {
+        async fn run(
+            &self,
+            run: crate::tools::terminal::TerminalCommand<'_>,
+        ) -> Result<crate::tools::terminal::TerminalRun, crate::tools::terminal::TerminalError>
+        {
+            self.asked.lock().unwrap().push(run.argv);
+            Ok(crate::tools::terminal::TerminalRun {
+                output: "from the editor\n".into(),
+                truncated: false,
+                exit_code: Some(0),
+                signal: None,
+                timed_out: false,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn with_an_editors_terminal_commands_run_there_only_when_approved() {
+        let dir = std::env::temp_dir().join(format!("buddy-shell-term-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let term = Arc::new(FakeTerminal::default());
+        let mut c = ToolContext::local(dir.clone(), Arc::new(Deny));
+        c.terminal = Some(term.clone());
+        let out = tool(false, 1000)
+            .execute(json!({"command": "touch x"}), &c)
+            .await
+            .unwrap();
+        assert_eq!(out.text, "command not run: the user said no");
+        assert!(term.asked.lock().unwrap().is_empty());
+        c.approver = Arc::new(crate::tools::approval::AlwaysApprove);
+        let out = tool(false, 1000)
+            .execute(json!({"command": "touch x"}), &c)
+            .await
+            .unwrap();
+        assert_eq!(out.text, "exit code: 0\noutput:\nfrom the editor");
+        let asked = term.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0][asked[0].len() - 3..], ["sh", "-c", "touch x"]);
+        // It ran there, not here.
         assert!(!dir.join("x").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -5,9 +5,14 @@
 //
 //   node client.mjs SCENARIO
 //   env: ACP_TEST_SDK (the SDK's entry file), ACP_TEST_BUDDY (the binary),
-//        ACP_TEST_SESSION (for `load`), ACP_TEST_FILE (for `files`),
-//        ACP_TEST_PROMPT (the first prompt of `overflow`)
-import { spawn } from "node:child_process";
+//        ACP_TEST_SESSION (for `load` and `sessions`), ACP_TEST_FILE (for
+//        `files`), ACP_TEST_PROMPT (the first prompt of `overflow`, the
+//        prompt of `commands`)
+//
+// In `terminal` the client offers terminals and runs each command it is
+// asked to itself (sh is started with the program and arguments given),
+// recording them in `terminals`.
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -16,7 +21,15 @@ const sdk = await import(pathToFileURL(process.env.ACP_TEST_SDK).href);
 const { client, methods, ndJsonStream, PROTOCOL_VERSION } = sdk;
 
 const scenario = process.argv[2];
-const seen = { updates: [], permissions: [], stops: [], errors: [], reads: [], writes: [] };
+const seen = {
+  updates: [],
+  permissions: [],
+  stops: [],
+  errors: [],
+  reads: [],
+  writes: [],
+  terminals: [],
+};
 // Answers to permission questions, in order, by option kind.
 const answers = [];
 // The editor's unsaved buffers, by absolute path.
@@ -53,13 +66,56 @@ const app = client({ name: "buddy-acp-test" })
     seen.writes.push({ path: ctx.params.path, content: ctx.params.content });
     buffers.set(ctx.params.path, ctx.params.content);
     return {};
+  })
+  // A terminal runs to its end when it is created (the test's commands are
+  // short); its output and exit are kept for the requests that follow.
+  .onRequest(methods.client.terminal.create, (ctx) => {
+    const { command, args, cwd } = ctx.params;
+    const run = spawnSync(command, args ?? [], { cwd, encoding: "utf8" });
+    const terminalId = `term-${seen.terminals.length + 1}`;
+    seen.terminals.push({
+      terminalId,
+      command,
+      args,
+      cwd,
+      output: (run.stdout ?? "") + (run.stderr ?? ""),
+      exitStatus: { exitCode: run.status, signal: run.signal },
+      calls: ["create"],
+    });
+    return { terminalId };
+  })
+  .onRequest(methods.client.terminal.waitForExit, (ctx) => {
+    const t = terminal(ctx.params.terminalId, "wait_for_exit");
+    return t.exitStatus;
+  })
+  .onRequest(methods.client.terminal.output, (ctx) => {
+    const t = terminal(ctx.params.terminalId, "output");
+    return { output: t.output, truncated: false, exitStatus: t.exitStatus };
+  })
+  .onRequest(methods.client.terminal.kill, (ctx) => {
+    terminal(ctx.params.terminalId, "kill");
+    return {};
+  })
+  .onRequest(methods.client.terminal.release, (ctx) => {
+    terminal(ctx.params.terminalId, "release");
+    return {};
   });
+
+function terminal(id, call) {
+  const t = seen.terminals.find((t) => t.terminalId === id);
+  if (!t) throw new Error(`no terminal ${id}`);
+  t.calls.push(call);
+  return t;
+}
 
 const files = scenario === "files";
 await app.connectWith(stream, async (agent) => {
   const init = await agent.request(methods.agent.initialize, {
     protocolVersion: PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: files, writeTextFile: files } },
+    clientCapabilities: {
+      fs: { readTextFile: files, writeTextFile: files },
+      terminal: scenario === "terminal",
+    },
   });
   seen.initialize = init;
   const cwd = process.cwd();
@@ -82,8 +138,36 @@ await app.connectWith(stream, async (agent) => {
     seen.replayed = seen.updates.length;
     return;
   }
-  const { sessionId } = await agent.request(methods.agent.session.new, { cwd, mcpServers: [] });
+  if (scenario === "sessions") {
+    // Listed, resumed without a replay, closed, then gone.
+    seen.list = await agent.request(methods.agent.session.list, { cwd });
+    const sessionId = process.env.ACP_TEST_SESSION;
+    const before = seen.updates.length;
+    seen.resumed = await agent.request(methods.agent.session.resume, {
+      sessionId,
+      cwd,
+      mcpServers: [],
+    });
+    seen.replayedOnResume = seen.updates
+      .slice(before)
+      .filter((u) => u.sessionUpdate !== "available_commands_update").length;
+    await prompt(sessionId, "and now");
+    seen.closed = await agent.request(methods.agent.session.close, { sessionId });
+    try {
+      await agent.request(methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: "still there?" }],
+      });
+      seen.afterClose = "answered";
+    } catch (e) {
+      seen.afterClose = e?.code ?? String(e);
+    }
+    return;
+  }
+  const opened = await agent.request(methods.agent.session.new, { cwd, mcpServers: [] });
+  const { sessionId } = opened;
   seen.sessionId = sessionId;
+  seen.modes = opened.modes;
   switch (scenario) {
     case "tool":
     case "answer":
@@ -107,6 +191,31 @@ await app.connectWith(stream, async (agent) => {
     case "overflow":
       await prompt(sessionId, process.env.ACP_TEST_PROMPT);
       await prompt(sessionId, "a small follow-up");
+      break;
+    case "modes":
+      // Asked first in the default mode, then the same kinds of call in
+      // auto-edit, where only the command is asked about.
+      answers.push("allow_once", "allow_once", "allow_once");
+      await prompt(sessionId, "edit then run, asked");
+      seen.permissionsBeforeMode = seen.permissions.length;
+      seen.setMode = await agent.request(methods.agent.session.setMode, {
+        sessionId,
+        modeId: "auto-edit",
+      });
+      await prompt(sessionId, "edit then run, in auto-edit");
+      try {
+        await agent.request(methods.agent.session.setMode, { sessionId, modeId: "no-such-mode" });
+        seen.badMode = "accepted";
+      } catch (e) {
+        seen.badMode = e?.code ?? String(e);
+      }
+      break;
+    case "commands":
+      await prompt(sessionId, process.env.ACP_TEST_PROMPT);
+      break;
+    case "terminal":
+      answers.push("allow_once");
+      await prompt(sessionId, "run it in the editor");
       break;
     case "files":
       buffers.set(process.env.ACP_TEST_FILE, "unsaved text\n");

@@ -65,6 +65,7 @@ fn describe_at(policy: &ApprovalPolicy, now_unix_ms: u64) -> String {
         ApprovalPolicy::Ask => "ask before each shell command".into(),
         ApprovalPolicy::All => "approve every shell command".into(),
         ApprovalPolicy::None => "deny every shell command".into(),
+        ApprovalPolicy::Edits => "approve file edits, ask before each shell command".into(),
         ApprovalPolicy::Until { unix_ms } if *unix_ms > now_unix_ms => format!(
             "approve every shell command for {} more, then ask",
             short_duration(Duration::from_millis(unix_ms - now_unix_ms))

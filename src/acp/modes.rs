@@ -1,0 +1,96 @@
+//! Session modes (`session/set_mode`): the approval policies an editor can
+//! switch a session between, as ACP's `SessionModeState`. `list` is the one
+//! place a mode is defined; everything else (the state sent with a new,
+//! loaded or resumed session, what `set_mode` accepts, the op it sends) is
+//! read from it. A mode only changes the policy: the denylist, the sandbox,
+//! read-only shell lines and `tools.shell_confirm` hold in every mode, as
+//! the agent's approval gate (`agent::control`) applies them.
+
+use crate::agent::protocol::ApprovalPolicy;
+use agent_client_protocol::v1::schema::{SessionMode, SessionModeState};
+
+/// The mode a session opens in.
+pub const DEFAULT: &str = "default";
+
+/// One mode an editor may pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mode {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The policy the agent gets when the mode is picked.
+    pub policy: ApprovalPolicy,
+}
+
+/// Every mode, in the order an editor lists them; the first is `DEFAULT`.
+pub fn list() -> Vec<Mode> {
+    vec![
+        Mode {
+            id: DEFAULT,
+            name: "Default",
+            description: "Ask before each command and file change, as configured",
+            policy: ApprovalPolicy::Ask,
+        },
+        Mode {
+            id: "auto-edit",
+            name: "Auto-edit",
+            description: "File edits are approved; commands still ask",
+            policy: ApprovalPolicy::Edits,
+        },
+        Mode {
+            id: "full-auto",
+            name: "Full auto",
+            description:
+                "Commands and file changes run without asking (the denylist still refuses)",
+            policy: ApprovalPolicy::All,
+        },
+        Mode {
+            id: "read-only",
+            name: "Read-only",
+            description: "Every command and file change is denied; the agent only reads",
+            policy: ApprovalPolicy::None,
+        },
+    ]
+}
+
+/// The mode called `id`, if there is one.
+pub fn find(id: &str) -> Option<Mode> {
+    list().into_iter().find(|m| m.id == id)
+}
+
+/// The modes as ACP states them, with `current` as the current one.
+pub fn state(current: &str) -> SessionModeState {
+    let modes = list()
+        .into_iter()
+        .map(|m| SessionMode::new(m.id, m.name).description(m.description.to_string()))
+        .collect();
+    SessionModeState::new(current.to_string(), modes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_comes_first_and_ids_are_unique() {
+        let modes = list();
+        assert_eq!(modes[0].id, DEFAULT);
+        assert_eq!(modes[0].policy, ApprovalPolicy::Ask);
+        let mut ids: Vec<&str> = modes.iter().map(|m| m.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), modes.len());
+    }
+
+    #[test]
+    fn auto_edit_approves_edits_only() {
+        assert_eq!(
+            find("auto-edit").map(|m| m.policy),
+            Some(ApprovalPolicy::Edits)
+        );
+        assert_eq!(find("yolo"), None);
+        let v = serde_json::to_value(state("auto-edit")).unwrap();
+        assert_eq!(v["currentModeId"], "auto-edit");
+        assert_eq!(v["availableModes"][1]["id"], "auto-edit");
+    }
+}
