@@ -512,7 +512,10 @@ fn auto_edit_mode_approves_edits_and_still_asks_for_commands() {
         .iter()
         .filter_map(|m| m["id"].as_str())
         .collect();
-    assert_eq!(ids, ["default", "auto-edit", "full-auto", "read-only"]);
+    assert_eq!(
+        ids,
+        ["default", "auto-edit", "full-auto", "read-only", "plan"]
+    );
     // In the default mode both the edit and the command were asked about.
     assert_eq!(seen["permissionsBeforeMode"], 2, "{seen}");
     let changed = updates(&seen, "current_mode_update");
@@ -526,6 +529,44 @@ fn auto_edit_mode_approves_edits_and_still_asks_for_commands() {
         assert!(cmd.work_dir().join(f).exists(), "{f} is missing");
     }
     assert_eq!(seen["badMode"], -32602, "{seen}");
+}
+
+/// The editor's `plan` mode is buddy's plan mode: a write is refused with a
+/// reason the model can act on, without asking the editor, while reading
+/// runs; the plan the model keeps arrives as a `plan` update.
+#[test]
+fn plan_mode_from_the_editor_refuses_changes_and_lets_reading_run() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            write_file("e1", "planned.txt"),
+            shell("c1", "ls"),
+            ToolCallSpec::new(
+                "t1",
+                "todo_write",
+                json!({"todos": [{"content": "read the code", "status": "in_progress"}]})
+                    .to_string(),
+            ),
+        ]),
+        Reply::text("here is the plan"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "plan-mode", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let changed = updates(&seen, "current_mode_update");
+    assert_eq!(changed[0]["currentModeId"], "plan", "{seen}");
+    assert!(!cmd.work_dir().join("planned.txt").exists());
+    assert_eq!(
+        seen["permissions"].as_array().map(Vec::len),
+        Some(0),
+        "{seen}"
+    );
+    let refused = support::fake_provider::tool_result(&p.chat_requests()[1], "e1");
+    assert!(refused.contains("plan mode"), "{refused}");
+    let listed = support::fake_provider::tool_result(&p.chat_requests()[1], "c1");
+    assert!(!listed.contains("plan mode"), "{listed}");
+    let plans = updates(&seen, "plan");
+    assert_eq!(plans.len(), 1, "{seen}");
+    assert_eq!(plans[0]["entries"][0]["content"], "read the code");
 }
 
 #[test]

@@ -409,12 +409,11 @@ impl Conn {
                     return;
                 };
                 let policy = mode.policy;
-                if open
-                    .ops
-                    .send(Op::SetApprovalPolicy { policy })
-                    .await
-                    .is_err()
-                {
+                let sent = match open.ops.send(Op::SetApprovalPolicy { policy }).await {
+                    Ok(_) => open.ops.send(Op::SetPlanMode { on: mode.plan }).await.ok(),
+                    Err(_) => None,
+                };
+                if sent.is_none() {
                     let _ = resp.respond_with_error(internal("the agent stopped".into()));
                     return;
                 }

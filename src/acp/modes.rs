@@ -20,6 +20,9 @@ pub struct Mode {
     pub description: &'static str,
     /// The policy the agent gets when the mode is picked.
     pub policy: ApprovalPolicy,
+    /// Plan mode: only reading runs until the model's plan is accepted
+    /// (`Op::SetPlanMode`).
+    pub plan: bool,
 }
 
 /// Every mode, in the order an editor lists them; the first is `DEFAULT`.
@@ -30,12 +33,14 @@ pub fn list() -> Vec<Mode> {
             name: "Default",
             description: "Ask before each command and file change, as configured",
             policy: ApprovalPolicy::Ask,
+            plan: false,
         },
         Mode {
             id: "auto-edit",
             name: "Auto-edit",
             description: "File edits are approved; commands still ask",
             policy: ApprovalPolicy::Edits,
+            plan: false,
         },
         Mode {
             id: "full-auto",
@@ -43,12 +48,21 @@ pub fn list() -> Vec<Mode> {
             description:
                 "Commands and file changes run without asking (the denylist still refuses)",
             policy: ApprovalPolicy::All,
+            plan: false,
         },
         Mode {
             id: "read-only",
             name: "Read-only",
             description: "Every command and file change is denied; the agent only reads",
             policy: ApprovalPolicy::None,
+            plan: false,
+        },
+        Mode {
+            id: "plan",
+            name: "Plan",
+            description: "Only reading runs; the agent ends with a plan for you to accept",
+            policy: ApprovalPolicy::Ask,
+            plan: true,
         },
     ]
 }
@@ -89,6 +103,9 @@ mod tests {
             Some(ApprovalPolicy::Edits)
         );
         assert_eq!(find("yolo"), None);
+        let plan = find("plan").expect("plan mode");
+        assert!(plan.plan && plan.policy == ApprovalPolicy::Ask);
+        assert!(list().iter().filter(|m| m.plan).count() == 1);
         let v = serde_json::to_value(state("auto-edit")).unwrap();
         assert_eq!(v["currentModeId"], "auto-edit");
         assert_eq!(v["availableModes"][1]["id"], "auto-edit");

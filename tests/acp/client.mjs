@@ -210,6 +210,14 @@ await app.connectWith(stream, async (agent) => {
         seen.badMode = e?.code ?? String(e);
       }
       break;
+    case "plan-mode":
+      // In the plan mode a change is refused without a question.
+      seen.setMode = await agent.request(methods.agent.session.setMode, {
+        sessionId,
+        modeId: "plan",
+      });
+      await prompt(sessionId, "plan first");
+      break;
     case "commands":
       await prompt(sessionId, process.env.ACP_TEST_PROMPT);
       break;
