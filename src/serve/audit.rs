@@ -27,8 +27,8 @@ pub struct AuditOptions {
 /// A team's month of prompts and approvals in a few files a person can read;
 /// small enough that a full disk is not the log's doing.
 pub const AUDIT_MAX_BYTES: u64 = 16 * 1024 * 1024;
-/// Most characters of a prompt kept when `audit_text` is on: a line stays a
-/// line a person can read, whatever was pasted.
+/// Most bytes of a prompt (when `audit_text` is on) or of a command kept:
+/// a line stays a line a person can read, whatever was pasted.
 const TEXT_BYTES: usize = 4000;
 
 pub struct Audit {
@@ -75,7 +75,11 @@ impl Audit {
             "outcome": if e.status < 400 { "ok" } else { "refused" },
         });
         if let (Value::Object(map), Value::Object(detail)) = (&mut line, e.detail) {
-            map.extend(detail);
+            // A command is the model's to write: bounded like a prompt.
+            map.extend(detail.into_iter().map(|(k, v)| match v {
+                Value::String(t) => (k, json!(crate::text::head(&t, TEXT_BYTES).0)),
+                v => (k, v),
+            }));
         }
         if self.opts.text {
             if let Some(t) = e.text {

@@ -689,19 +689,6 @@ fn limited(state: &State, l: super::team::Limited) -> Response {
     r
 }
 
-/// How many of `user`'s sessions are running now.
-fn running_of(state: &State, user: Option<&str>) -> usize {
-    let Some(user) = user else {
-        return 0;
-    };
-    let team = &state.inner.team;
-    state
-        .sessions()
-        .values()
-        .filter(|l| l.running() && team.owner_of(&l.id).is_some_and(|o| o == user))
-        .count()
-}
-
 async fn send_message(state: &State, caller: &Caller, id: String, body: MessageBody) -> Response {
     let state = state.clone();
     if !known(&state, caller, &id) {
@@ -744,19 +731,21 @@ async fn send_message(state: &State, caller: &Caller, id: String, body: MessageB
     } else if live.running() {
         return in_progress();
     }
-    // A new run: the caller's own limits first.
-    if let Err(l) = state
-        .inner
-        .team
-        .may_start(caller, running_of(&state, caller.user()))
-    {
-        return limited(&state, l);
-    }
-    let Ok(slot) = Arc::clone(&state.inner.running).try_acquire_owned() else {
+    // A new run: the caller's own limits first. The user's place is taken
+    // here and held with the run, so two prompts at once cannot both pass.
+    let user_place = match state.inner.team.may_start(caller) {
+        Ok(place) => place,
+        Err(l) => return limited(&state, l),
+    };
+    let Ok(server_place) = Arc::clone(&state.inner.running).try_acquire_owned() else {
         return busy(format!(
             "{} sessions are running already; retry when one is done",
             state.inner.opts.limits.running
         ));
+    };
+    let slot = super::live::RunSlot {
+        _server: server_place,
+        _user: user_place,
     };
     // One prompt wins the session; another at the same moment gets 409.
     let Some(kept) = live.claim() else {

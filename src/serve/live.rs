@@ -147,9 +147,13 @@ struct State {
     pump: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// One of the server's places for a running session, held until the run's
-/// agent is gone.
-pub type RunSlot = tokio::sync::OwnedSemaphorePermit;
+/// The places a running session holds until the run's agent is gone: one
+/// of the server's, and one of its user's when users have a running limit.
+/// Held, never read: dropping them gives them back.
+pub struct RunSlot {
+    pub _server: tokio::sync::OwnedSemaphorePermit,
+    pub _user: Option<tokio::sync::OwnedSemaphorePermit>,
+}
 
 /// What a subscriber gets: the events it missed, then a live feed.
 pub struct Subscription {

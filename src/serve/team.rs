@@ -23,6 +23,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What the server is told about its users.
 #[derive(Debug, Clone, Default)]
@@ -80,6 +81,9 @@ pub struct Team {
     owners: Mutex<HashMap<String, String>>,
     /// Per user: the UTC day (days since 1970) and dollars spent on it.
     spent: Mutex<HashMap<String, (u64, f64)>>,
+    /// Per user: a place per run they may have at once
+    /// (`user_max_running`), held by each run until it is over.
+    running: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub metrics: Arc<Metrics>,
     pub audit: Option<Audit>,
     /// The model the served agents use, for the metrics' labels.
@@ -101,6 +105,7 @@ impl Team {
             audit: opts.audit.clone().map(Audit::new),
             owners: Mutex::new(owners),
             spent: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
             metrics: Arc::new(Metrics::default()),
             model,
             opts,
@@ -149,23 +154,13 @@ impl Team {
         f.sync_data()
     }
 
-    /// Refuses a new run for `caller` when one of their limits is reached;
-    /// `running` counts the caller's sessions running now.
-    pub fn may_start(&self, caller: &Caller, running: usize) -> Result<(), Limited> {
+    /// A place for a new run of `caller`'s, to hold until the run is over
+    /// (`None` when users have no running limit, or for the admin), or the
+    /// limit that refuses it.
+    pub fn may_start(&self, caller: &Caller) -> Result<Option<OwnedSemaphorePermit>, Limited> {
         let Some(user) = caller.user() else {
-            return Ok(());
+            return Ok(None);
         };
-        if let Some(max) = self.opts.user_max_running {
-            if running >= max {
-                return Err(Limited {
-                    reason: format!(
-                        "user {user} has {running} sessions running, the most allowed at once ({max}); retry when one is done"
-                    ),
-                    retry_after: super::RETRY_AFTER_SECS,
-                    limit: "running",
-                });
-            }
-        }
         if let Some(max) = self.opts.user_daily_usd {
             let spent = self.spent_today(user);
             if spent >= max {
@@ -180,7 +175,26 @@ impl Team {
                 });
             }
         }
-        Ok(())
+        let Some(max) = self.opts.user_max_running else {
+            return Ok(None);
+        };
+        let places = {
+            let mut all = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(
+                all.entry(user.to_string())
+                    .or_insert_with(|| Arc::new(Semaphore::new(max))),
+            )
+        };
+        match places.try_acquire_owned() {
+            Ok(place) => Ok(Some(place)),
+            Err(_) => Err(Limited {
+                reason: format!(
+                    "user {user} has {max} sessions running, the most allowed at once; retry when one is done"
+                ),
+                retry_after: super::RETRY_AFTER_SECS,
+                limit: "running",
+            }),
+        }
     }
 
     fn spent_today(&self, user: &str) -> f64 {
@@ -333,18 +347,20 @@ mod tests {
         let t = team(None, Some(0.01));
         t.own("s1", "ann").unwrap();
         let ann = Caller::User("ann".into());
-        assert!(t.may_start(&ann, 0).is_ok());
-        let busy = t.may_start(&ann, 1).err().unwrap();
+        let place = t.may_start(&ann).ok().unwrap();
+        assert!(place.is_some());
+        let busy = t.may_start(&ann).err().unwrap();
         assert_eq!(busy.limit, "running");
+        drop(place);
         let w = t.watch("s1");
         w.saw(&EventKind::Usage(crate::agent::protocol::UsageReport {
             cost_usd: Some(0.02),
             ..Default::default()
         }));
-        let spent = t.may_start(&ann, 0).err().unwrap();
+        let spent = t.may_start(&ann).err().unwrap();
         assert_eq!(spent.limit, "daily_cost");
         assert!(spent.reason.contains("daily limit"), "{}", spent.reason);
         assert!(spent.retry_after >= 1 && spent.retry_after <= 86_400);
-        assert!(t.may_start(&Caller::Admin, 5).is_ok());
+        assert!(t.may_start(&Caller::Admin).is_ok_and(|p| p.is_none()));
     }
 }
