@@ -311,7 +311,10 @@ pub struct TrustArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ServeArgs {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
     /// Address to listen on; anything but loopback needs a token
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8421")]
     pub listen: std::net::SocketAddr,
@@ -349,6 +352,20 @@ pub struct ServeArgs {
     /// prompt builds a new one [default: 5m]
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub agent_idle: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ServeCommand {
+    /// Add a user (or give one a new token): prints the new token once, on
+    /// stdout, and stores only its hash in the users file (0600)
+    AddUser {
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The users file [default: serve.users_file, else
+        /// .buddyx/serve/users here]
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

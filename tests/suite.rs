@@ -44,6 +44,7 @@ mod sandbox;
 mod search;
 mod serve;
 mod serve_browser;
+mod serve_team;
 mod sessions;
 mod shell_help;
 mod ssh;

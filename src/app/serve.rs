@@ -6,11 +6,12 @@ use super::{workdir, AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::SessionSummary;
 use crate::agent::{self, AgentHandle, HostedError};
-use crate::cli::{ServeArgs, TargetArgs};
+use crate::cli::{ServeArgs, ServeCommand, TargetArgs};
 use crate::config::{CliOverrides, ServeSection};
 use crate::serve::{Backend, Limits, ServeOptions};
 use crate::session::{self, Store};
 use crate::wire::Message;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +20,14 @@ pub(crate) async fn serve(
     overrides: &CliOverrides,
     target_args: &TargetArgs,
 ) -> Result<Exit, AppError> {
+    if let Some(ServeCommand::AddUser { name, file }) = &args.command {
+        return add_user(name, file.as_deref(), overrides);
+    }
     let (hosted, style) = Hosted::load(overrides, target_args, &workdir()).await?;
     let settings = &hosted.settings;
     let limits = limits(&args, &settings.serve)?;
+    let team = team(&settings.serve, hosted.workdir())?;
+    let users = team.users.len();
     let token = args
         .token
         .or_else(|| std::env::var(crate::config::SERVE_TOKEN_ENV).ok())
@@ -37,6 +43,7 @@ pub(crate) async fn serve(
                 usize::try_from(b).unwrap_or(usize::MAX)
             }),
         limits,
+        team,
     };
     super::remember_secrets(settings);
     crate::redact::remember(token.iter());
@@ -67,6 +74,14 @@ pub(crate) async fn serve(
             style.actor("buddy"),
             backend_dir.display()
         );
+        if users > 0 {
+            eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "{users} users: each sees only their own sessions; every request needs a token"
+                ))
+            );
+        }
         if token.is_some() {
             eprintln!(
                 "{}",
@@ -77,6 +92,91 @@ pub(crate) async fn serve(
     crate::serve::run(opts, backend, ready, crate::serve::shutdown_signal()).await?;
     eprintln!("{}", style.dim("stopped; every session is saved"));
     Ok(Exit::Ok)
+}
+
+/// Where `buddy serve` keeps its own files for the directory it serves
+/// (owners, users, the audit log): beside the sessions.
+fn state_dir(workdir: &Path) -> PathBuf {
+    let sessions = Store::for_workdir(workdir).dir().to_path_buf();
+    sessions
+        .parent()
+        .map_or_else(|| workdir.join(session::DIR), Path::to_path_buf)
+        .join("serve")
+}
+
+/// The users file: the config's `users_file` (relative to the served
+/// directory), else `.buddyx/serve/users` there.
+fn users_file(file: &ServeSection, workdir: &Path) -> PathBuf {
+    match &file.users_file {
+        Some(p) => workdir.join(p),
+        None => state_dir(workdir).join("users"),
+    }
+}
+
+/// `buddy serve add-user NAME`: the new token on stdout (the only place it
+/// ever appears), its hash in the users file.
+fn add_user(name: &str, file: Option<&Path>, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let cwd = workdir();
+    let path = match file {
+        Some(p) => cwd.join(p),
+        None => {
+            let env = |k: &str| std::env::var(k).ok();
+            let trust = crate::config::trust::TrustStore::of_user(&env);
+            let (config, _) = crate::config::load_file(&cwd, &env, overrides, trust.as_deref())
+                .map_err(|e| AppError::Usage(e.to_string()))?;
+            users_file(&config.serve, &cwd)
+        }
+    };
+    let token = crate::serve::add_user(&path, name).map_err(|e| AppError::Usage(e.to_string()))?;
+    println!("{token}");
+    eprintln!(
+        "user {name} added to {}; the token above is shown once and stored only as a hash",
+        path.display()
+    );
+    Ok(Exit::Ok)
+}
+
+/// Users, their limits and the audit log, from `[serve]` and the users file.
+fn team(file: &ServeSection, workdir: &Path) -> Result<crate::serve::TeamOptions, AppError> {
+    let usage = |e: crate::serve::UsersError| AppError::Usage(format!("config error: {e}"));
+    let mut users = crate::serve::Users::default();
+    for (name, hash) in &file.users {
+        users.insert(name, hash).map_err(usage)?;
+    }
+    users.load_file(&users_file(file, workdir)).map_err(usage)?;
+    if file.user_max_running == Some(0) {
+        return Err(AppError::Usage(
+            "config error: serve.user_max_running must be at least 1".into(),
+        ));
+    }
+    if let Some(usd) = file.user_daily_usd {
+        if !usd.is_finite() || usd < 0.0 {
+            return Err(AppError::Usage(
+                "config error: serve.user_daily_usd is US dollars, not negative".into(),
+            ));
+        }
+    }
+    let state_dir = state_dir(workdir);
+    let audit =
+        (!users.is_empty() || file.audit_log.is_some()).then(|| crate::serve::AuditOptions {
+            path: file
+                .audit_log
+                .as_ref()
+                .map_or_else(|| state_dir.join("audit.log"), |p| workdir.join(p)),
+            text: file.audit_text.unwrap_or(false),
+            max_bytes: file
+                .audit_max_mib
+                .map_or(crate::serve::AUDIT_MAX_BYTES, |m| {
+                    m.saturating_mul(1024 * 1024)
+                }),
+        });
+    Ok(crate::serve::TeamOptions {
+        users,
+        state_dir: Some(state_dir),
+        audit,
+        user_max_running: file.user_max_running.map(|n| n as usize),
+        user_daily_usd: file.user_daily_usd,
+    })
 }
 
 /// The server's caps: a flag, else the config file's `[serve]`, else the
@@ -92,6 +192,7 @@ fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
         ("idle_timeout_secs", file.idle_timeout_secs),
         ("agent_idle_secs", file.agent_idle_secs),
         ("max_body_bytes", file.max_body_bytes),
+        ("audit_max_mib", file.audit_max_mib),
     ]
     .into_iter()
     .find(|(_, v)| *v == Some(0));

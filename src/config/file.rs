@@ -488,6 +488,26 @@ pub struct ServeSection {
     /// A session's agent left idle this long is closed.
     pub agent_idle_secs: Option<u64>,
     pub max_body_bytes: Option<u64>,
+    /// `[serve.users]`: `NAME = "sha256:HEX"`, the hash of each user's
+    /// token (what `buddy serve add-user` prints and stores). With users,
+    /// every request needs a token and each sees only their own sessions.
+    #[serde(default)]
+    pub users: std::collections::BTreeMap<String, String>,
+    /// The file `buddy serve add-user` writes; default
+    /// `.buddyx/serve/users` in the served directory.
+    pub users_file: Option<std::path::PathBuf>,
+    /// Most sessions one user may have running at once (429 past it).
+    pub user_max_running: Option<u32>,
+    /// Most US dollars one user's runs may cost per UTC day, by the cost
+    /// table (429 until midnight UTC past it).
+    pub user_daily_usd: Option<f64>,
+    /// The audit log; default `.buddyx/serve/audit.log` in the served
+    /// directory, written when the server has users or this is set.
+    pub audit_log: Option<std::path::PathBuf>,
+    /// Also write prompts' text into the audit log (default false).
+    pub audit_text: Option<bool>,
+    /// The audit log is rotated at this size (default 16).
+    pub audit_max_mib: Option<u64>,
 }
 
 /// `[discovery]`: local model servers tried when the active profile has no key.

@@ -53,6 +53,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: &Limits,
+    open: Arc<std::sync::atomic::AtomicUsize>,
     stopping: watch::Receiver<bool>,
     stop: impl std::future::Future<Output = ()>,
 ) {
@@ -81,14 +82,11 @@ pub async fn serve(
                     requests: place.requests(),
                 };
                 let stopping = stopping.clone();
-                tokio::spawn(connection(
-                    tcp,
-                    place,
-                    service,
-                    header_timeout,
-                    idle_timeout,
-                    stopping,
-                ));
+                let open = Open::count(&open);
+                tokio::spawn(async move {
+                    connection(tcp, place, service, header_timeout, idle_timeout, stopping).await;
+                    drop(open);
+                });
             }
             None => {
                 if let Ok(turn) = Arc::clone(&refusing).try_acquire_owned() {
@@ -102,6 +100,22 @@ pub async fn serve(
     }
     drop(listener);
     let _ = tokio::time::timeout(DRAIN_TIME, admission.drained()).await;
+}
+
+/// One open connection in the count `/metrics` reports, until dropped.
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Open {
+    fn count(n: &Arc<std::sync::atomic::AtomicUsize>) -> Open {
+        n.fetch_add(1, Ordering::Relaxed);
+        Open(Arc::clone(n))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A place for a new connection, or `None` when every place has a request

@@ -1,13 +1,16 @@
 //! The guard every request to `buddy serve` passes before any route:
 //! a Host that names this server (a rebound DNS name is refused), an Origin
 //! of this server when a browser sends one, the token when one is set, and
-//! a body read in full within its size and time bounds. Also the page's
+//! a body read in full within its size and time bounds. It finds who is
+//! calling (`team::Caller`: a user by their token, the admin by `--token`,
+//! anyone on a server with no token) and hands it to the routes. Also the page's
 //! security headers: its Content-Security-Policy (its own inline script and
 //! style by hash, nothing else) and the headers beside it.
 //!
 //! Not here: the routes and what they answer (`http.rs`), the limits on
 //! connections (`accept.rs`, `admission.rs`).
 
+use super::team::Caller;
 use axum::body::Body;
 use axum::extract::{Request, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -18,12 +21,13 @@ use serde_json::json;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// What the guard checks against: the server's address, its token, the
-/// largest body.
+/// What the guard checks against: the server's address, its token, its
+/// users, the largest body.
 #[derive(Clone)]
 pub(super) struct Guard {
     pub addr: SocketAddr,
     pub token: Option<String>,
+    pub team: std::sync::Arc<super::team::Team>,
     pub max_body: usize,
 }
 
@@ -36,7 +40,7 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
 /// Every request: a Host that names this server, an Origin (when a browser
 /// sends one) of this server, the token when one is set, then its body read
 /// in full within `max_body` bytes and `BODY_TIMEOUT`.
-pub(super) async fn guard(Ext(guard): Ext<Guard>, req: Request, next: Next) -> Response {
+pub(super) async fn guard(Ext(guard): Ext<Guard>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     // RFC 9112: one Host, and an absolute-form target that agrees with it;
     // anything else is a malformed request, whichever of them a check reads.
@@ -71,15 +75,36 @@ pub(super) async fn guard(Ext(guard): Ext<Guard>, req: Request, next: Next) -> R
             return error(StatusCode::FORBIDDEN, "cross-origin requests are refused");
         }
     }
-    if let Some(token) = &guard.token {
-        let given = bearer(headers).or_else(|| query_token(req.uri().query()));
-        if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
-            return error(StatusCode::UNAUTHORIZED, "a valid token is required");
-        }
-    }
+    let caller = match caller(&guard, headers, req.uri().query()) {
+        Some(c) => c,
+        None => return error(StatusCode::UNAUTHORIZED, "a valid token is required"),
+    };
+    req.extensions_mut().insert(caller);
     match bounded(req, guard.max_body).await {
         Ok(req) => next.run(req).await,
         Err(refusal) => refusal,
+    }
+}
+
+/// Who sent the request: the admin (the server's token), a user (theirs),
+/// or anyone when the server has neither; `None` when a token is needed and
+/// the one given (if any) is nobody's. Every user's hash is compared even
+/// after the admin's token matched, so the time taken says nothing.
+fn caller(guard: &Guard, headers: &HeaderMap, query: Option<&str>) -> Option<Caller> {
+    let users = guard.team.users();
+    if guard.token.is_none() && users.is_empty() {
+        return Some(Caller::Anyone);
+    }
+    let given = bearer(headers).or_else(|| query_token(query))?;
+    let admin = guard
+        .token
+        .as_ref()
+        .is_some_and(|t| same_secret(given.as_bytes(), t.as_bytes()));
+    let user = users.who(&given);
+    match (admin, user) {
+        (true, _) => Some(Caller::Admin),
+        (false, Some(name)) => Some(Caller::User(name.to_string())),
+        (false, None) => None,
     }
 }
 

@@ -1,20 +1,27 @@
 //! The HTTP side of `buddy serve`: routes and the SSE streams, behind the
 //! guard every request passes first (`guard.rs`: Host, Origin, token, body
-//! bounds, the page's security headers).
+//! bounds, the page's security headers). With users (`team.rs`), each
+//! route answers only about the caller's own sessions: another's is 404,
+//! as if it did not exist; what changes something is written to the audit
+//! log; every answer is counted for `/metrics`.
 
+use super::audit::Entry;
 use super::guard::{content_security_policy, error, Guard, PAGE_HEADERS};
 use super::live::{Live, Pooled, Stamped, StartError, Subscription};
+use super::metrics;
+use super::team::{Caller, Team};
 use super::RETRY_AFTER_SECS;
 use super::{Backend, ServeOptions};
 use crate::agent::protocol::{Decision, ErrorCode, Op};
 use crate::agent::HostedError;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Query, State as Ext};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware;
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
@@ -69,12 +76,16 @@ struct Inner {
     agents: Arc<tokio::sync::Semaphore>,
     /// A place per event stream (`Limits::subscribers_total`).
     streams: Arc<tokio::sync::Semaphore>,
+    /// Users, owners, per-user limits, the audit log and the metrics.
+    team: Arc<Team>,
 }
 
 impl State {
     pub fn new(opts: ServeOptions, backend: Arc<dyn Backend>, addr: SocketAddr) -> State {
+        let team = Arc::new(Team::new(opts.team.clone(), backend.about().model));
         State {
             inner: Arc::new(Inner {
+                team,
                 backend,
                 addr,
                 sessions: Mutex::new(HashMap::new()),
@@ -98,8 +109,26 @@ impl State {
     fn live(&self, id: &str) -> Arc<Live> {
         self.sessions()
             .entry(id.to_string())
-            .or_insert_with(|| Live::new(id.to_string()))
+            .or_insert_with(|| Live::watched(id.to_string(), Some(self.inner.team.watch(id))))
             .clone()
+    }
+
+    /// The count of open connections the accept loop keeps for `/metrics`.
+    pub fn open_connections(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        Arc::clone(&self.inner.team.metrics.open_connections)
+    }
+
+    /// A failure of the session store as an answer, counted for `/metrics`.
+    fn store_error(&self, e: HostedError) -> Response {
+        self.inner.team.metrics.inc(metrics::STORE_ERRORS, &[]);
+        error(store_status(&e), e.to_string())
+    }
+
+    /// Writes an audit line, when the server keeps an audit log.
+    fn audit(&self, e: Entry<'_>) {
+        if let Some(a) = &self.inner.team.audit {
+            a.record(e);
+        }
     }
 
     /// Drops the records of sessions idle for `idle` that nothing would miss
@@ -243,16 +272,59 @@ pub fn router(state: State) -> Router {
         .route("/api/sessions/{id}/events", get(events))
         .route("/api/sessions/{id}/approvals/{call_id}", post(approve))
         .route("/api/sessions/{id}/interrupt", post(interrupt))
+        .route("/metrics", get(metrics_text))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(
             Guard {
                 addr: state.inner.addr,
                 token: state.inner.opts.token.clone(),
+                team: Arc::clone(&state.inner.team),
                 max_body: limit,
             },
             super::guard::guard,
         ))
+        // Outside the guard, so its refusals are counted too.
+        .layer(middleware::from_fn_with_state(state.clone(), count_request))
         .with_state(state)
+}
+
+/// Counts every answer by route (the route's pattern, so ids do not make
+/// a series each) and status.
+async fn count_request(Ext(state): Ext<State>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    state
+        .inner
+        .team
+        .metrics
+        .inc(metrics::REQUESTS, &[("route", &route), ("status", &status)]);
+    response
+}
+
+/// `GET /metrics`: the Prometheus text format, behind the guard (any
+/// user's token or the admin's: the figures are the server's, with no
+/// session's content or owner in them).
+async fn metrics_text(Ext(state): Ext<State>) -> Response {
+    let running = state.sessions().values().filter(|l| l.running()).count();
+    let limits = &state.inner.opts.limits;
+    let gauges = metrics::Gauges {
+        live_agents: limits
+            .sessions
+            .saturating_sub(state.inner.agents.available_permits()),
+        running,
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.inner.team.metrics.render(&gauges),
+    )
+        .into_response()
 }
 
 /// 503 for a limit that is full for now: the client may retry after a while.
@@ -281,10 +353,6 @@ fn store_status(e: &HostedError) -> StatusCode {
     StatusCode::INTERNAL_SERVER_ERROR
 }
 
-fn store_error(e: HostedError) -> Response {
-    error(store_status(&e), e.to_string())
-}
-
 async fn page() -> Response {
     static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let csp = CSP.get_or_init(|| content_security_policy(PAGE_SCRIPT, PAGE_STYLE));
@@ -302,12 +370,14 @@ async fn page() -> Response {
         .into_response()
 }
 
-async fn list_sessions(Ext(state): Ext<State>) -> Response {
+async fn list_sessions(Ext(state): Ext<State>, Extension(caller): Extension<Caller>) -> Response {
     match state.inner.backend.list() {
         Ok(list) => {
             let live = state.sessions();
+            let team = &state.inner.team;
             let items: Vec<serde_json::Value> = list
                 .into_iter()
+                .filter(|s| team.may_see(&caller, &s.id))
                 .map(|s| {
                     let l = live.get(&s.id);
                     let mut v = serde_json::to_value(&s).unwrap_or_default();
@@ -318,7 +388,7 @@ async fn list_sessions(Ext(state): Ext<State>) -> Response {
                 .collect();
             Json(json!({ "sessions": items })).into_response()
         }
-        Err(e) => store_error(e),
+        Err(e) => state.store_error(e),
     }
 }
 
@@ -329,32 +399,73 @@ struct CreateBody {
     resume: Option<String>,
 }
 
-async fn create_session(Ext(state): Ext<State>, body: Option<Json<CreateBody>>) -> Response {
+async fn create_session(
+    Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
+    body: Option<Json<CreateBody>>,
+) -> Response {
     let body = body.map(|Json(b)| b).unwrap_or_default();
+    let team = &state.inner.team;
     let result = match &body.resume {
-        Some(query) => state
-            .inner
-            .backend
-            .resolve(query)
-            .map_err(|e| match store_status(&e) {
-                StatusCode::SERVICE_UNAVAILABLE => store_error(e),
+        Some(query) => match state.inner.backend.resolve(query) {
+            // Another user's session is answered as if there were none.
+            Ok(id) if !team.may_see(&caller, &id) => Err(error(
+                StatusCode::NOT_FOUND,
+                format!("no session matches {query:?}"),
+            )),
+            Ok(id) => Ok(id),
+            Err(e) => Err(match store_status(&e) {
+                StatusCode::SERVICE_UNAVAILABLE => state.store_error(e),
                 _ => error(StatusCode::NOT_FOUND, e.to_string()),
             }),
-        None => state.inner.backend.create_session().map_err(store_error),
+        },
+        None => {
+            let made = state
+                .inner
+                .backend
+                .create_session()
+                .map_err(|e| state.store_error(e));
+            if let (Ok(id), Some(user)) = (&made, caller.user()) {
+                if let Err(e) = team.own(id, user) {
+                    // Owned in memory for this server's life; said once
+                    // on stderr for whoever runs it.
+                    eprintln!("buddy serve: cannot record the owner of session {id}: {e}");
+                }
+            }
+            made
+        }
     };
+    let (status, session) = match &result {
+        Ok(id) => (StatusCode::CREATED, Some(id.as_str())),
+        Err(r) => (r.status(), None),
+    };
+    state.audit(Entry {
+        action: if body.resume.is_some() {
+            "resume"
+        } else {
+            "create"
+        },
+        user: Some(caller.audit_name()),
+        session,
+        status: status.as_u16(),
+        detail: json!({}),
+        text: None,
+    });
     match result {
         Ok(id) => (StatusCode::CREATED, Json(json!({ "id": id }))).into_response(),
         Err(r) => r,
     }
 }
 
-/// Whether the id in a path names an existing session exactly.
-fn known(state: &State, id: &str) -> bool {
-    state
-        .inner
-        .backend
-        .resolve(id)
-        .is_ok_and(|found| found == id)
+/// Whether the id in a path names an existing session exactly, one the
+/// caller may see.
+fn known(state: &State, caller: &Caller, id: &str) -> bool {
+    state.inner.team.may_see(caller, id)
+        && state
+            .inner
+            .backend
+            .resolve(id)
+            .is_ok_and(|found| found == id)
 }
 
 fn no_session(id: &str) -> Response {
@@ -364,8 +475,12 @@ fn no_session(id: &str) -> Response {
     )
 }
 
-async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
-    if !known(&state, &id) {
+async fn read_session(
+    Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if !known(&state, &caller, &id) {
         return no_session(&id);
     }
     match state.inner.backend.history(&id) {
@@ -382,7 +497,7 @@ async fn read_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
             }))
             .into_response()
         }
-        Err(e) => store_error(e),
+        Err(e) => state.store_error(e),
     }
 }
 
@@ -394,8 +509,26 @@ async fn about(Ext(state): Ext<State>) -> Response {
 /// Deletes a session: its file and what lies beside it. Refused (409) while
 /// it runs here or another buddy process holds it. It passes the guard as
 /// every request does (Host, Origin, token).
-async fn delete_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
-    if !known(&state, &id) {
+async fn delete_session(
+    Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    let answer = delete_known(&state, &caller, &id).await;
+    state.audit(Entry {
+        action: "delete",
+        user: Some(caller.audit_name()),
+        session: Some(&id),
+        status: answer.status().as_u16(),
+        detail: json!({}),
+        text: None,
+    });
+    answer
+}
+
+async fn delete_known(state: &State, caller: &Caller, id: &str) -> Response {
+    let (state, id) = (state.clone(), id.to_string());
+    if !known(&state, caller, &id) {
         return no_session(&id);
     }
     let live = state.live(&id);
@@ -423,7 +556,7 @@ async fn delete_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respo
             match e.downcast_ref::<SessionError>() {
                 Some(SessionError::Locked { .. }) => error(StatusCode::CONFLICT, e.to_string()),
                 Some(SessionError::NotFound { .. }) => no_session(&id),
-                _ => store_error(e),
+                _ => state.store_error(e),
             }
         }
         Err(e) => error(
@@ -436,8 +569,12 @@ async fn delete_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respo
 /// The conversation as the page shows it (`view.rs`): the latest messages
 /// as display items, answers as safe HTML, with the id of the session's last
 /// event so a page can follow a run in progress from there.
-async fn view_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
-    if !known(&state, &id) {
+async fn view_session(
+    Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if !known(&state, &caller, &id) {
         return no_session(&id);
     }
     let backend = Arc::clone(&state.inner.backend);
@@ -469,7 +606,7 @@ async fn view_session(Ext(state): Ext<State>, Path(id): Path<String>) -> Respons
             }))
             .into_response()
         }
-        Ok(Err(e)) => store_error(e),
+        Ok(Err(e)) => state.store_error(e),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("cannot read the session: {e}"),
@@ -502,12 +639,63 @@ struct MessageBody {
     mode: Mode,
 }
 
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Prompt => "prompt",
+            Mode::Steer => "steer",
+            Mode::FollowUp => "follow_up",
+        }
+    }
+}
+
+/// A prompt, steer or follow-up ([`send_message`]), written to the audit
+/// log with how it was answered.
 async fn post_message(
     Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Json(body): Json<MessageBody>,
 ) -> Response {
-    if !known(&state, &id) {
+    let mode = body.mode;
+    // Kept for the audit line only when it may hold text.
+    let text = state
+        .inner
+        .team
+        .audit
+        .as_ref()
+        .filter(|a| a.keeps_text())
+        .map(|_| body.text.clone());
+    let answer = send_message(&state, &caller, id.clone(), body).await;
+    state.audit(Entry {
+        action: mode.name(),
+        user: Some(caller.audit_name()),
+        session: Some(&id),
+        status: answer.status().as_u16(),
+        detail: json!({}),
+        text: text.as_deref(),
+    });
+    answer
+}
+
+/// A per-user limit reached: 429 with the reason and when to retry.
+fn limited(state: &State, l: super::team::Limited) -> Response {
+    state
+        .inner
+        .team
+        .metrics
+        .inc(metrics::LIMITED, &[("limit", l.limit)]);
+    let mut r = error(StatusCode::TOO_MANY_REQUESTS, l.reason);
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(l.retry_after),
+    );
+    r
+}
+
+async fn send_message(state: &State, caller: &Caller, id: String, body: MessageBody) -> Response {
+    let state = state.clone();
+    if !known(&state, caller, &id) {
         return no_session(&id);
     }
     if body.text.trim().is_empty() {
@@ -547,11 +735,21 @@ async fn post_message(
     } else if live.running() {
         return in_progress();
     }
-    let Ok(slot) = Arc::clone(&state.inner.running).try_acquire_owned() else {
+    // A new run: the caller's own limits first. The user's place is taken
+    // here and held with the run, so two prompts at once cannot both pass.
+    let user_place = match state.inner.team.may_start(caller) {
+        Ok(place) => place,
+        Err(l) => return limited(&state, l),
+    };
+    let Ok(server_place) = Arc::clone(&state.inner.running).try_acquire_owned() else {
         return busy(format!(
             "{} sessions are running already; retry when one is done",
             state.inner.opts.limits.running
         ));
+    };
+    let slot = super::live::RunSlot {
+        _server: server_place,
+        _user: user_place,
     };
     // One prompt wins the session; another at the same moment gets 409.
     let Some(kept) = live.claim() else {
@@ -615,11 +813,12 @@ struct EventsQuery {
 /// `?after=`), then live ones, until the client goes away.
 async fn events(
     Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !known(&state, &id) {
+    if !known(&state, &caller, &id) {
         return no_session(&id);
     }
     let after = headers
@@ -656,45 +855,80 @@ struct ApproveBody {
 
 async fn approve(
     Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
     Path((id, call_id)): Path<(String, String)>,
     Json(body): Json<ApproveBody>,
 ) -> Response {
-    if !known(&state, &id) {
-        return no_session(&id);
-    }
-    let live = state.live(&id);
-    if !live.is_waiting(&call_id) {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no approval is waiting for call {call_id:?}"),
-        );
-    }
-    let decision = if body.approve && body.always {
-        Decision::ApproveAlways
-    } else if body.approve {
-        Decision::Approve
-    } else {
-        Decision::Deny {
-            reason: body.reason,
-        }
+    let decided = match (body.approve, body.always) {
+        (true, true) => "approve_always",
+        (true, false) => "approve",
+        (false, _) => "deny",
     };
-    match live.send(Op::Approve { call_id, decision }).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(_) => error(StatusCode::CONFLICT, "the run has ended"),
+    let mut command = None;
+    let answer = async {
+        if !known(&state, &caller, &id) {
+            return no_session(&id);
+        }
+        let live = state.live(&id);
+        command = live.waiting_command(&call_id);
+        if command.is_none() {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("no approval is waiting for call {call_id:?}"),
+            );
+        }
+        let decision = if body.approve && body.always {
+            Decision::ApproveAlways
+        } else if body.approve {
+            Decision::Approve
+        } else {
+            Decision::Deny {
+                reason: body.reason,
+            }
+        };
+        let call_id = call_id.clone();
+        match live.send(Op::Approve { call_id, decision }).await {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(_) => error(StatusCode::CONFLICT, "the run has ended"),
+        }
     }
+    .await;
+    state.audit(Entry {
+        action: "approval",
+        user: Some(caller.audit_name()),
+        session: Some(&id),
+        status: answer.status().as_u16(),
+        detail: json!({ "call_id": call_id, "decision": decided, "command": command }),
+        text: None,
+    });
+    answer
 }
 
-async fn interrupt(Ext(state): Ext<State>, Path(id): Path<String>) -> Response {
-    if !known(&state, &id) {
-        return no_session(&id);
-    }
-    match state.live(&id).send(Op::Interrupt).await {
-        Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "interrupting": true }))).into_response(),
-        Err(_) => error(
-            StatusCode::CONFLICT,
-            "no run is in progress in this session",
-        ),
-    }
+async fn interrupt(
+    Ext(state): Ext<State>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    let answer = if !known(&state, &caller, &id) {
+        no_session(&id)
+    } else {
+        match state.live(&id).send(Op::Interrupt).await {
+            Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "interrupting": true }))).into_response(),
+            Err(_) => error(
+                StatusCode::CONFLICT,
+                "no run is in progress in this session",
+            ),
+        }
+    };
+    state.audit(Entry {
+        action: "interrupt",
+        user: Some(caller.audit_name()),
+        session: Some(&id),
+        status: answer.status().as_u16(),
+        detail: json!({}),
+        text: None,
+    });
+    answer
 }
 
 /// What one SSE response still has to send.
@@ -898,6 +1132,7 @@ mod tests {
             approval_timeout: Duration::from_secs(1),
             max_body: 1024,
             limits: super::super::Limits::default(),
+            team: Default::default(),
         };
         let state = State::new(opts, Arc::new(NoBackend), "127.0.0.1:0".parse().unwrap());
         drop(state.live("idle"));
@@ -918,6 +1153,7 @@ mod tests {
             approval_timeout: Duration::from_secs(1),
             max_body: 1024,
             limits: super::super::Limits::default(),
+            team: Default::default(),
         }
     }
 

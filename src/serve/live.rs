@@ -15,7 +15,7 @@ use crate::agent::protocol::{ApprovalQuestion, Decision, ErrorCode, Event, Event
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use crate::drive::{drive, Approval, End, Flow, Renderer};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -99,6 +99,14 @@ pub struct Live {
     /// Told whenever `busy` or `ops` changes, for a steer that arrived as a
     /// run was ending ([`Live::settled`]).
     changed: Notify,
+    /// Sees every event published (the server's metrics and spending).
+    watch: Option<Box<dyn Watch>>,
+}
+
+/// Something that sees a session's every published event, in order, as it
+/// is published (`team.rs`: metrics, spending). It must not block.
+pub trait Watch: Send + Sync {
+    fn saw(&self, kind: &EventKind);
 }
 
 /// One of the server's places for a live agent (`Limits::sessions`), held
@@ -135,17 +143,22 @@ struct State {
     parked: Option<(Pooled, Instant)>,
     /// The agent a pump drives, for a shutdown to reach it in any state.
     agent_ops: Option<OpSender>,
-    /// Approvals asked and not yet decided.
-    waiting: HashSet<String>,
+    /// Approvals asked and not yet decided, with the command each asks
+    /// to run (for the audit log).
+    waiting: HashMap<String, String>,
     /// When the record was made or last published an event.
     touched: Option<Instant>,
     /// The pump of the agent in progress finishes when this is taken.
     pump: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// One of the server's places for a running session, held until the run's
-/// agent is gone.
-pub type RunSlot = tokio::sync::OwnedSemaphorePermit;
+/// The places a running session holds until the run's agent is gone: one
+/// of the server's, and one of its user's when users have a running limit.
+/// Held, never read: dropping them gives them back.
+pub struct RunSlot {
+    pub _server: tokio::sync::OwnedSemaphorePermit,
+    pub _user: Option<tokio::sync::OwnedSemaphorePermit>,
+}
 
 /// What a subscriber gets: the events it missed, then a live feed.
 pub struct Subscription {
@@ -154,7 +167,13 @@ pub struct Subscription {
 }
 
 impl Live {
+    #[cfg(test)]
     pub fn new(id: String) -> Arc<Live> {
+        Live::watched(id, None)
+    }
+
+    /// A record whose events `watch` sees as well.
+    pub fn watched(id: String, watch: Option<Box<dyn Watch>>) -> Arc<Live> {
         let (tx, _) = broadcast::channel(LIVE_CAPACITY);
         Arc::new(Live {
             id,
@@ -166,6 +185,7 @@ impl Live {
             tx,
             allowed: SharedAllowList::default(),
             changed: Notify::new(),
+            watch,
         })
     }
 
@@ -301,6 +321,9 @@ impl Live {
     }
 
     fn publish(&self, ev: &Event) {
+        if let Some(w) = &self.watch {
+            w.saw(&ev.kind);
+        }
         let Ok(data) = serde_json::to_string(ev) else {
             return;
         };
@@ -330,7 +353,12 @@ impl Live {
     }
 
     pub fn is_waiting(&self, call_id: &str) -> bool {
-        self.lock().waiting.contains(call_id)
+        self.lock().waiting.contains_key(call_id)
+    }
+
+    /// The command an approval still waiting asks to run.
+    pub fn waiting_command(&self, call_id: &str) -> Option<String> {
+        self.lock().waiting.get(call_id).cloned()
     }
 
     /// Starts a run on `pooled` (the session must be claimed): resume this
@@ -516,7 +544,9 @@ impl Renderer for Publisher {
             EventKind::ApprovalRequested(question) => {
                 // Waiting before it is published: a client may answer as
                 // soon as it sees the request.
-                live.lock().waiting.insert(question.call_id.clone());
+                live.lock()
+                    .waiting
+                    .insert(question.call_id.clone(), question.command.clone());
             }
             EventKind::ApprovalDecided { call_id, .. } => {
                 live.lock().waiting.remove(call_id);

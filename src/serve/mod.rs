@@ -21,16 +21,27 @@
 //! `Retry-After` when full; at the connection cap the connection waiting
 //! longest for a request head makes room first), and a client slow to send
 //! its request, or on whose connection nothing moves, is cut off. See docs/SERVE.md.
+//!
+//! For a team (`team.rs`): users with their own tokens (`users.rs`), each
+//! seeing only the sessions they created, with limits of their own; an
+//! audit log of what changed (`audit.rs`); `GET /metrics` (`metrics.rs`).
 
 mod accept;
 mod admission;
+mod audit;
 pub mod descriptors;
 mod guard;
 mod http;
 mod live;
+mod metrics;
+mod team;
+mod users;
 mod view;
 
+pub use audit::{AuditOptions, AUDIT_MAX_BYTES};
 pub use live::SseName;
+pub use team::TeamOptions;
+pub use users::{add_user, Users, UsersError};
 
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::SessionSummary;
@@ -85,6 +96,8 @@ pub struct ServeOptions {
     /// Largest request body accepted.
     pub max_body: usize,
     pub limits: Limits,
+    /// Users, their limits and the audit log; the default is none of them.
+    pub team: TeamOptions,
 }
 
 /// How much of this server a set of clients may hold at once. A server
@@ -227,7 +240,7 @@ impl std::fmt::Display for ServeError {
         match self {
             ServeError::TokenRequired(a) => write!(
                 f,
-                "{a} is not a loopback address: set a token with --token or BUDDY_SERVE_TOKEN so only clients that know it can drive buddy"
+                "{a} is not a loopback address: set a token with --token or BUDDY_SERVE_TOKEN (or add users: buddy serve add-user NAME) so only clients that know one can drive buddy"
             ),
             ServeError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             ServeError::Serve(e) => write!(f, "the server stopped: {e}"),
@@ -247,7 +260,7 @@ pub async fn run(
     ready: impl FnOnce(Started),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    if !opts.listen.ip().is_loopback() && opts.token.is_none() {
+    if !opts.listen.ip().is_loopback() && opts.token.is_none() && opts.team.users.is_empty() {
         return Err(ServeError::TokenRequired(opts.listen));
     }
     let listener = listen(opts.listen).map_err(|e| ServeError::Bind(opts.listen, e))?;
@@ -274,7 +287,16 @@ pub async fn run(
         // SSE streams end and running sessions are interrupted and saved.
         stop.shut_down().await;
     };
-    accept::serve(listener, router, &limits, state.stopping_rx(), stopped).await;
+    let open = state.open_connections();
+    accept::serve(
+        listener,
+        router,
+        &limits,
+        open,
+        state.stopping_rx(),
+        stopped,
+    )
+    .await;
     // `stopping` is sent again (the accept loop ends only after it was) so
     // the sweep surely ends; a sweep that panicked has nothing left to stop.
     state.shut_down().await;
@@ -310,6 +332,16 @@ pub async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         Some(()) = async { term.as_mut()?.recv().await } => {}
     }
+}
+
+/// An empty directory of this test process's own, for unit tests that
+/// write files.
+#[cfg(test)]
+pub(crate) fn scratch_dir(label: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("buddy-serve-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("a scratch directory");
+    d
 }
 
 #[cfg(test)]

@@ -19,6 +19,11 @@ impl Response {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
     }
+
+    /// The first header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
 }
 
 /// One server-sent event.

@@ -310,6 +310,13 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("serve", "idle_timeout_secs", "a connection with nothing moving is closed after this (default 60)"),
     ("serve", "agent_idle_secs", "a session's agent kept this long without a run (default 300)"),
     ("serve", "max_body_bytes", "largest request body, every endpoint (default 1 MiB; 413 past it)"),
+    ("serve", "users", "[serve.users] NAME = \"sha256:HEX\": users with their own tokens, each seeing only their sessions"),
+    ("serve", "users_file", "the file buddy serve add-user writes (default .buddyx/serve/users)"),
+    ("serve", "user_max_running", "sessions one user may run at once (429 past it)"),
+    ("serve", "user_daily_usd", "US dollars one user's runs may cost per UTC day (429 past it)"),
+    ("serve", "audit_log", "the audit log (default .buddyx/serve/audit.log, written with users)"),
+    ("serve", "audit_text", "also write prompts' text into the audit log (default false)"),
+    ("serve", "audit_max_mib", "the audit log is rotated to audit.log.1 at this size (default 16)"),
     ("display", "color", "colour on a terminal (default true)"),
     (
         "display",
@@ -503,6 +510,7 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
         Some("serve") => &[
             ("buddy serve", "the web page and API at http://127.0.0.1:8421/"),
             ("BUDDY_SERVE_TOKEN=$(openssl rand -hex 16) buddy serve --listen 0.0.0.0:8421", "off loopback, a token is required"),
+            ("buddy serve add-user ann", "a user with a token of their own (printed once, stored as a hash)"),
         ],
         Some("mcp") => &[
             ("buddy mcp add everything -- npx -y @modelcontextprotocol/server-everything", "a stdio server, into your config file"),
