@@ -13,6 +13,7 @@
 
 mod bound;
 pub mod content;
+mod era;
 mod error;
 pub mod http;
 pub mod lines;
@@ -26,8 +27,8 @@ use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 pub use error::{ArgumentsError, McpError};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -82,6 +83,9 @@ pub struct ServerReport {
     pub resources: Vec<String>,
     pub prompts: Vec<String>,
     pub last_error: Option<String>,
+    /// The MCP revision its connection speaks (`2026-07-28`, or the one an
+    /// older server agreed to in `initialize`); none before it connects.
+    pub protocol: Option<String>,
     /// What its last listings left out, and why (entries dropped, a list
     /// cut), one line each.
     pub warnings: Vec<String>,
@@ -107,6 +111,8 @@ struct ServerState {
     child: Option<tokio::process::Child>,
     stderr: Option<Arc<Mutex<String>>>,
     last_error: Option<String>,
+    /// The revision the current connection speaks (`era`).
+    protocol: Option<String>,
     /// What the last listing of each kind left out (`Kind` order).
     notes: [Vec<String>; 3],
 }
@@ -249,6 +255,7 @@ impl McpTools {
                         child: None,
                         stderr: None,
                         last_error: None,
+                        protocol: None,
                         notes: Default::default(),
                     }),
                     starting: tokio::sync::Mutex::new(()),
@@ -336,6 +343,7 @@ impl McpTools {
                     resources: st.resources.clone(),
                     prompts: st.prompts.iter().map(|p| p.name.clone()).collect(),
                     last_error: st.last_error.clone(),
+                    protocol: st.protocol.clone(),
                     warnings: st.notes.concat(),
                 }
             })
@@ -442,6 +450,42 @@ impl McpTools {
                 .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
             let value = serde_json::to_value(&read).map_err(|e| McpError::Server(e.to_string()))?;
             Ok(content::resource_text(&value, max))
+        }))
+    }
+
+    /// Calls `tool` (its own name on the server) of server `name` with
+    /// `arguments`, for `buddy mcp call`: a person trying a server by hand,
+    /// so no approval is asked (they typed the call). The answer is the
+    /// result as the model would read it, cut to `tools.max_output_chars`,
+    /// and whether the server marked it an error. `None` when no such server.
+    pub fn call(
+        &self,
+        name: &str,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Option<std::sync::mpsc::Receiver<Result<(String, bool), McpError>>> {
+        let i = self.server(name)?;
+        let tool = tool.to_string();
+        let max = self.inner.max_output_chars;
+        let inner = Arc::clone(&self.inner);
+        Some(self.on_thread(i, move |c| async move {
+            // Only a tool its listing kept: one the SDK refused (a malformed
+            // `x-mcp-header`) or `enabled_tools` left out is not called.
+            if !inner.servers[i].lock().tools.iter().any(|t| t.name == tool) {
+                return Err(McpError::Server(format!(
+                    "it offers no tool `{}` (`buddy mcp get` lists those it offers)",
+                    crate::text::one_line(&tool, 80)
+                )));
+            }
+            let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+            let result = c
+                .call_tool(params)
+                .await
+                .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
+            let value =
+                serde_json::to_value(&result).map_err(|e| McpError::Server(e.to_string()))?;
+            let (text, is_error) = content::result_text(&value);
+            Ok((cut(&text, max), is_error))
         }))
     }
 
@@ -730,6 +774,7 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
             let client = Arc::new(client);
             {
                 let mut st = server.lock();
+                st.protocol = era::of(client.peer_info().as_deref());
                 st.client = Some(Arc::clone(&client));
                 st.child = child;
                 st.stderr = stderr;
@@ -765,10 +810,13 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
     };
     let (client, child, stderr) = if let Some(url) = &server.spec.url {
         let transport = http::transport(url, &server.spec)?;
-        let client = tokio::time::timeout_at(deadline, handler.serve(transport))
-            .await
-            .map_err(|_| McpError::StartTimeout(secs))?
-            .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
+        let client = tokio::time::timeout_at(
+            deadline,
+            handler.serve_with_lifecycle(transport, era::lifecycle()),
+        )
+        .await
+        .map_err(|_| McpError::StartTimeout(secs))?
+        .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
         (client, None, None)
     } else {
         let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| McpError::Spawn {
@@ -785,7 +833,11 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
             inner.max_output_chars,
         );
         let mut child = p.child;
-        let served = tokio::time::timeout_at(deadline, handler.serve(transport)).await;
+        let served = tokio::time::timeout_at(
+            deadline,
+            handler.serve_with_lifecycle(transport, era::lifecycle()),
+        )
+        .await;
         let client = match served {
             Err(_) => return Err(McpError::StartTimeout(secs)),
             Ok(Ok(c)) => c,
