@@ -33,6 +33,23 @@ pub fn lifecycle() -> ClientLifecycleMode {
     }
 }
 
+/// `initialize` at [`LEGACY`] alone, for a server that answered the probe
+/// with something that is neither an error nor a discovery result.
+pub fn handshake() -> ClientLifecycleMode {
+    ClientLifecycleMode::Initialize
+}
+
+/// Whether a failed start means the server answered `server/discover` with
+/// a result of another kind: an older server that answers whatever it does
+/// not know with an empty result, which the SDK's probe does not take for a
+/// refusal.
+pub fn answered_discover_oddly(e: &rmcp::service::ClientInitializeError) -> bool {
+    matches!(
+        e,
+        rmcp::service::ClientInitializeError::ExpectedInitResult(Some(_))
+    )
+}
+
 /// The revision a connection settled on, as `/mcp` and `buddy mcp get` show
 /// it: the version the server agreed to, whichever way it was agreed.
 pub fn of(info: Option<&rmcp::model::ServerPeerInfo>) -> Option<String> {

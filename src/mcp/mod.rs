@@ -625,10 +625,14 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
+        // The version here is only what `initialize` offers (the probe
+        // names its own): the newest revision that has the handshake.
+        let mut config = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("buddy", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        config.protocol_version = era::LEGACY;
+        config
     }
 }
 
@@ -803,56 +807,22 @@ type Connected = (
 
 async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Connected, McpError> {
     let server = &inner.servers[i];
-    let secs = server.spec.startup_timeout_secs;
-    let handler = Handler {
-        inner: Arc::downgrade(inner),
-        server: i,
-    };
-    let (client, child, stderr) = if let Some(url) = &server.spec.url {
-        let transport = http::transport(url, &server.spec)?;
-        let client = tokio::time::timeout_at(
-            deadline,
-            handler.serve_with_lifecycle(transport, era::lifecycle()),
-        )
-        .await
-        .map_err(|_| McpError::StartTimeout(secs))?
-        .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
-        (client, None, None)
-    } else {
-        let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| McpError::Spawn {
-            command: crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100),
-            reason: e.to_string(),
-        })?;
-        let stderr = Arc::clone(&p.stderr);
-        // `LineCap` ends the connection past MAX_MESSAGE_BYTES; `Lines`
-        // bounds what one message becomes.
-        let transport = lines::Lines::<RoleClient, _, _>::new(
-            p.stdout,
-            p.stdin,
-            stdio::MAX_MESSAGE_BYTES + 1,
-            inner.max_output_chars,
-        );
-        let mut child = p.child;
-        let served = tokio::time::timeout_at(
-            deadline,
-            handler.serve_with_lifecycle(transport, era::lifecycle()),
-        )
-        .await;
-        let client = match served {
-            Err(_) => return Err(McpError::StartTimeout(secs)),
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                // Give its last words a moment to arrive: why it failed.
-                let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
-                return Err(McpError::Server(with_stderr(&e.to_string(), &stderr)));
-            }
-        };
-        (client, Some(child), Some(stderr))
+    let (client, child, stderr) = match serve(inner, i, deadline, era::lifecycle()).await {
+        // It answered the probe with something other than an error or a
+        // discovery result (some older servers answer any method they do not
+        // know with `{}`): older all the same, but the SDK has given up on
+        // that connection, so a fresh one shakes hands the older way.
+        Err((_, true)) => serve(inner, i, deadline, era::handshake())
+            .await
+            .map_err(|(e, _)| e)?,
+        other => other.map_err(|(e, _)| e)?,
     };
     let tools = match list_tools(client.peer(), server, deadline).await {
         Ok(t) => t,
         // The first page did not come in time.
-        Err(_) if Instant::now() >= deadline => return Err(McpError::StartTimeout(secs)),
+        Err(_) if Instant::now() >= deadline => {
+            return Err(McpError::StartTimeout(server.spec.startup_timeout_secs))
+        }
         Err(e) => return Err(e),
     };
     let info = client.peer_info();
@@ -870,6 +840,74 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
         st.notes[Kind::Prompts as usize] = notes;
     }
     Ok((client, child, stderr, tools))
+}
+
+/// A connection, the stdio process behind it and its stderr tail.
+type Served = (
+    Client,
+    Option<tokio::process::Child>,
+    Option<Arc<Mutex<String>>>,
+);
+
+/// Connects server `i` (a fresh process for stdio) and starts its protocol
+/// the way `lifecycle` says. An error comes with whether the server answered
+/// `server/discover` with a result that is not one (see `connect`).
+async fn serve(
+    inner: &Arc<Inner>,
+    i: usize,
+    deadline: Instant,
+    lifecycle: rmcp::service::ClientLifecycleMode,
+) -> Result<Served, (McpError, bool)> {
+    let server = &inner.servers[i];
+    let secs = server.spec.startup_timeout_secs;
+    let handler = Handler {
+        inner: Arc::downgrade(inner),
+        server: i,
+    };
+    let odd_answer = |e: &rmcp::service::ClientInitializeError| era::answered_discover_oddly(e);
+    if let Some(url) = &server.spec.url {
+        let transport = http::transport(url, &server.spec).map_err(|e| (e, false))?;
+        let client =
+            tokio::time::timeout_at(deadline, handler.serve_with_lifecycle(transport, lifecycle))
+                .await
+                .map_err(|_| (McpError::StartTimeout(secs), false))?
+                .map_err(|e| (McpError::Server(tidy(&e.to_string())), odd_answer(&e)))?;
+        return Ok((client, None, None));
+    }
+    let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| {
+        (
+            McpError::Spawn {
+                command: crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100),
+                reason: e.to_string(),
+            },
+            false,
+        )
+    })?;
+    let stderr = Arc::clone(&p.stderr);
+    // `LineCap` ends the connection past MAX_MESSAGE_BYTES; `Lines`
+    // bounds what one message becomes.
+    let transport = lines::Lines::<RoleClient, _, _>::new(
+        p.stdout,
+        p.stdin,
+        stdio::MAX_MESSAGE_BYTES + 1,
+        inner.max_output_chars,
+    );
+    let mut child = p.child;
+    let served =
+        tokio::time::timeout_at(deadline, handler.serve_with_lifecycle(transport, lifecycle)).await;
+    let client = match served {
+        Err(_) => return Err((McpError::StartTimeout(secs), false)),
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            // Give its last words a moment to arrive: why it failed.
+            let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
+            return Err((
+                McpError::Server(with_stderr(&e.to_string(), &stderr)),
+                odd_answer(&e),
+            ));
+        }
+    };
+    Ok((client, Some(child), Some(stderr)))
 }
 
 /// Resources and prompts taken from one server at most.
