@@ -247,6 +247,18 @@ pub enum McpCommand {
         #[arg(value_name = "NAME")]
         name: String,
     },
+    /// Call one tool of a server by hand (no model, no approval) and print
+    /// its result: to try a server
+    Call {
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The tool's own name on the server (not mcp__NAME__TOOL)
+        #[arg(value_name = "TOOL")]
+        tool: String,
+        /// Its arguments, one JSON object (default: {})
+        #[arg(value_name = "JSON")]
+        arguments: Option<String>,
+    },
     /// Add a server to your config file: a program after `--`, or --url
     Add(McpAddArgs),
     /// Remove a server from your config file

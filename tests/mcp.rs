@@ -477,3 +477,43 @@ fn past_the_bound_server_tools_go_as_one_line_until_tool_search_loads_them() {
     let result = tool_result(&reqs[2], "c1");
     assert!(result.contains("HI"), "{result}");
 }
+
+#[test]
+fn each_server_is_spoken_to_in_its_own_revision_and_mcp_call_calls_one_tool() {
+    // server-everything has only `initialize` (2025-11-25); the Python
+    // server answers `server/discover` (2026-07-28). Both over stdio.
+    let servers = format!(
+        "{}{}",
+        mcp::everything_stdio("old"),
+        mcp::python_server("new", "")
+    );
+    let cmd = BuddyCmd::new().config(servers);
+    let out = cmd.rerun(["mcp", "get", "old"]);
+    out.assert_success();
+    assert!(
+        out.stdout.contains("protocol: 2025-11-25\n"),
+        "{}",
+        out.stdout
+    );
+    let out = cmd.rerun(["mcp", "get", "new"]);
+    out.assert_success();
+    assert!(
+        out.stdout.contains("protocol: 2026-07-28\n"),
+        "{}",
+        out.stdout
+    );
+    let out = cmd.rerun(["mcp", "call", "old", "echo", r#"{"message": "by hand"}"#]);
+    out.assert_success();
+    assert!(out.stdout.contains("by hand"), "{}", out.stdout);
+    let out = cmd.rerun(["mcp", "call", "new", "shout", r#"{"text": "modern"}"#]);
+    out.assert_success();
+    assert!(out.stdout.contains("MODERN"), "{}", out.stdout);
+    // A tool the server does not offer is refused, not sent.
+    let out = cmd.rerun(["mcp", "call", "new", "nope"]);
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("offers no tool `nope`"),
+        "{}",
+        out.stderr
+    );
+}

@@ -29,6 +29,7 @@ mod jobs;
 mod live_output;
 mod login;
 mod mcp;
+mod mcp_conformance;
 mod mcp_server;
 mod plan;
 mod protocol_messages;

@@ -1,4 +1,4 @@
-//! `buddy mcp list|get|add|remove`: the configured MCP servers, read from
+//! `buddy mcp list|get|call|add|remove`: the configured MCP servers, read from
 //! the config file buddy would load (plus a trusted `.mcp.json`), and added
 //! to or removed from the user's own file (`--config PATH`, else the global
 //! buddy.toml) with `toml_edit`, so its comments and layout stay. An edit is
@@ -15,6 +15,11 @@ pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppE
     match cmd {
         McpCommand::List => list(overrides),
         McpCommand::Get { name } => get(&name, overrides).await,
+        McpCommand::Call {
+            name,
+            tool,
+            arguments,
+        } => call(&name, &tool, arguments.as_deref(), overrides).await,
         McpCommand::Add(args) => add(args, overrides),
         McpCommand::Remove { name } => remove(&name, overrides),
     }
@@ -96,7 +101,7 @@ fn list(overrides: &CliOverrides) -> Result<Exit, AppError> {
 }
 
 async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
-    let (all, mut hidden) = servers(overrides)?;
+    let (all, hidden) = servers(overrides)?;
     let Some((s, from)) = all.get(name) else {
         return Err(AppError::Usage(format!(
             "no MCP server `{}`; `buddy mcp list` shows them",
@@ -123,8 +128,31 @@ async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     if !s.enabled {
         return Ok(Exit::Ok);
     }
-    // Started once to ask for its tools, with the same scrubbed environment
-    // a session's servers get.
+    // Started once to ask for its tools.
+    let tools = start_one(name, s, hidden).await?;
+    for r in tools.report() {
+        println!("status: {}", r.status.as_str());
+        if let Some(p) = &r.protocol {
+            println!("protocol: {p}");
+        }
+        if let Some(e) = &r.last_error {
+            println!("last error: {}", crate::redact::text(&one_line(e, 500)));
+        }
+        for t in &r.tools {
+            println!("tool: {t}");
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// Starts server `name` alone, as a session would (the same scrubbed
+/// environment, its secrets remembered), and waits until it is ready or
+/// failed.
+async fn start_one(
+    name: &str,
+    s: &McpServer,
+    mut hidden: Vec<String>,
+) -> Result<std::sync::Arc<crate::mcp::McpTools>, AppError> {
     hidden.extend(s.bearer_token_env.clone());
     crate::host::hide_env(hidden);
     crate::redact::remember(s.env.values().cloned());
@@ -137,16 +165,71 @@ async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     )
     .map_err(|e| AppError::Failed(e.to_string()))?;
     tools.wait_ready().await;
-    for r in tools.report() {
-        println!("status: {}", r.status.as_str());
-        if let Some(e) = &r.last_error {
-            println!("last error: {}", crate::redact::text(&one_line(e, 500)));
+    Ok(tools)
+}
+
+/// `buddy mcp call NAME TOOL [JSON]`: the result's text on stdout; a result
+/// the server marked an error, or no result, is a failure.
+async fn call(
+    name: &str,
+    tool: &str,
+    arguments: Option<&str>,
+    overrides: &CliOverrides,
+) -> Result<Exit, AppError> {
+    let arguments = match arguments.map(serde_json::from_str::<serde_json::Value>) {
+        None => serde_json::Map::new(),
+        Some(Ok(serde_json::Value::Object(map))) => map,
+        Some(Ok(_)) => {
+            return Err(AppError::Usage(
+                "the arguments must be one JSON object, like {\"a\": 1}".into(),
+            ))
         }
-        for t in &r.tools {
-            println!("tool: {t}");
-        }
+        Some(Err(e)) => return Err(AppError::Usage(format!("the arguments are not JSON: {e}"))),
+    };
+    let (all, hidden) = servers(overrides)?;
+    let Some((s, _)) = all.get(name) else {
+        return Err(AppError::Usage(format!(
+            "no MCP server `{}`; `buddy mcp list` shows them",
+            one_line(name, 80)
+        )));
+    };
+    if !s.enabled {
+        return Err(AppError::Usage(format!(
+            "the MCP server `{}` is disabled (enabled = false)",
+            one_line(name, 80)
+        )));
     }
-    Ok(Exit::Ok)
+    let tools = start_one(name, s, hidden).await?;
+    let Some(answer) = tools.call(name, tool, arguments) else {
+        return Err(AppError::Failed(format!(
+            "no MCP server `{}`",
+            one_line(name, 80)
+        )));
+    };
+    // The answer comes on a std channel from the MCP thread.
+    let answer = tokio::task::spawn_blocking(move || answer.recv())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(Err(crate::mcp::McpError::Gone));
+    tools.stop();
+    match answer {
+        Ok((text, false)) => {
+            println!("{}", crate::redact::text(&text));
+            Ok(Exit::Ok)
+        }
+        Ok((text, true)) => Err(AppError::Failed(format!(
+            "`{}` answered with an error: {}",
+            one_line(tool, 80),
+            crate::redact::text(&one_line(&text, 2000))
+        ))),
+        Err(e) => Err(AppError::Failed(format!(
+            "`{}` of `{}`: {}",
+            one_line(tool, 80),
+            one_line(name, 80),
+            crate::redact::text(&e.to_string())
+        ))),
+    }
 }
 
 /// The file `add` and `remove` edit: `--config PATH`, else the global one

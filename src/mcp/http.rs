@@ -10,8 +10,9 @@
 //! The bearer token named by `bearer_token_env` is read when the server is
 //! connected and registered as a secret, so it never reaches the screen,
 //! events or sessions; a changed variable takes effect on the next start.
-//! SSE event ids are not kept, so a dropped stream is not resumed from
-//! where it broke (the SDK then opens a fresh one).
+//! Each SSE event carries the stream's last event id and `retry` delay to
+//! the SDK, which resumes a stream the server closed (a 2025-11-25 server's
+//! polling) after that delay with `Last-Event-ID`.
 
 use crate::config::McpServer;
 use crate::wire::sse::SseDecoder;
@@ -160,37 +161,64 @@ fn sse_events(
     max_event: usize,
 ) -> BoxStream<'static, Result<Sse, SseError>> {
     let decoder = SseDecoder::with_limits(max_event, max_event);
-    let state = (Some(resp), decoder, std::collections::VecDeque::new());
-    stream::unfold(state, |(mut resp, mut decoder, mut ready)| async move {
-        loop {
-            if let Some(event) = ready.pop_front() {
-                return Some((Ok(event), (resp, decoder, ready)));
-            }
-            let body = resp.as_mut()?;
-            let mut out = Vec::new();
-            match body.chunk().await {
-                Ok(Some(bytes)) => {
-                    if let Err(e) = decoder.feed(&bytes, &mut out) {
-                        return Some((Err(SseError::Body(Box::new(e))), (None, decoder, ready)));
+    // What the SDK was last told of the stream's id and delay.
+    let told: (Option<String>, Option<u64>) = (None, None);
+    let state = (Some(resp), decoder, std::collections::VecDeque::new(), told);
+    stream::unfold(
+        state,
+        |(mut resp, mut decoder, mut ready, mut told)| async move {
+            loop {
+                if let Some(event) = ready.pop_front() {
+                    return Some((Ok(event), (resp, decoder, ready, told)));
+                }
+                let body = resp.as_mut()?;
+                let mut out = Vec::new();
+                match body.chunk().await {
+                    Ok(Some(bytes)) => {
+                        if let Err(e) = decoder.feed(&bytes, &mut out) {
+                            return Some((
+                                Err(SseError::Body(Box::new(e))),
+                                (None, decoder, ready, told),
+                            ));
+                        }
+                    }
+                    Ok(None) => {
+                        decoder.finish(&mut out);
+                        resp = None;
+                    }
+                    Err(e) => {
+                        return Some((
+                            Err(SseError::Body(Box::new(e))),
+                            (None, decoder, ready, told),
+                        ))
                     }
                 }
-                Ok(None) => {
-                    decoder.finish(&mut out);
-                    resp = None;
+                // The id and delay as of this read: the SDK keeps the last of
+                // each, as the standard's reader does.
+                let id = decoder.last_event_id().map(str::to_string);
+                let retry = decoder.retry_ms();
+                if out.is_empty() && (id != told.0 || retry != told.1) {
+                    // An id or delay with no data (a priming event) still counts.
+                    ready.push_back(Sse {
+                        event: None,
+                        data: None,
+                        id: id.clone(),
+                        retry,
+                    });
                 }
-                Err(e) => return Some((Err(SseError::Body(Box::new(e))), (None, decoder, ready))),
+                ready.extend(out.into_iter().map(|e| Sse {
+                    event: e.event,
+                    data: Some(e.data),
+                    id: id.clone(),
+                    retry,
+                }));
+                told = (id, retry);
+                if resp.is_none() && ready.is_empty() {
+                    return None;
+                }
             }
-            ready.extend(out.into_iter().map(|e| Sse {
-                event: e.event,
-                data: Some(e.data),
-                id: None,
-                retry: None,
-            }));
-            if resp.is_none() && ready.is_empty() {
-                return None;
-            }
-        }
-    })
+        },
+    )
     .boxed()
 }
 

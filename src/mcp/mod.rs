@@ -13,6 +13,7 @@
 
 mod bound;
 pub mod content;
+mod era;
 mod error;
 pub mod http;
 pub mod lines;
@@ -26,8 +27,8 @@ use crate::wire::ToolDefinition;
 use async_trait::async_trait;
 pub use error::{ArgumentsError, McpError};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -82,6 +83,9 @@ pub struct ServerReport {
     pub resources: Vec<String>,
     pub prompts: Vec<String>,
     pub last_error: Option<String>,
+    /// The MCP revision its connection speaks (`2026-07-28`, or the one an
+    /// older server agreed to in `initialize`); none before it connects.
+    pub protocol: Option<String>,
     /// What its last listings left out, and why (entries dropped, a list
     /// cut), one line each.
     pub warnings: Vec<String>,
@@ -107,6 +111,8 @@ struct ServerState {
     child: Option<tokio::process::Child>,
     stderr: Option<Arc<Mutex<String>>>,
     last_error: Option<String>,
+    /// The revision the current connection speaks (`era`).
+    protocol: Option<String>,
     /// What the last listing of each kind left out (`Kind` order).
     notes: [Vec<String>; 3],
 }
@@ -249,6 +255,7 @@ impl McpTools {
                         child: None,
                         stderr: None,
                         last_error: None,
+                        protocol: None,
                         notes: Default::default(),
                     }),
                     starting: tokio::sync::Mutex::new(()),
@@ -336,6 +343,7 @@ impl McpTools {
                     resources: st.resources.clone(),
                     prompts: st.prompts.iter().map(|p| p.name.clone()).collect(),
                     last_error: st.last_error.clone(),
+                    protocol: st.protocol.clone(),
                     warnings: st.notes.concat(),
                 }
             })
@@ -442,6 +450,42 @@ impl McpTools {
                 .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
             let value = serde_json::to_value(&read).map_err(|e| McpError::Server(e.to_string()))?;
             Ok(content::resource_text(&value, max))
+        }))
+    }
+
+    /// Calls `tool` (its own name on the server) of server `name` with
+    /// `arguments`, for `buddy mcp call`: a person trying a server by hand,
+    /// so no approval is asked (they typed the call). The answer is the
+    /// result as the model would read it, cut to `tools.max_output_chars`,
+    /// and whether the server marked it an error. `None` when no such server.
+    pub fn call(
+        &self,
+        name: &str,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Option<std::sync::mpsc::Receiver<Result<(String, bool), McpError>>> {
+        let i = self.server(name)?;
+        let tool = tool.to_string();
+        let max = self.inner.max_output_chars;
+        let inner = Arc::clone(&self.inner);
+        Some(self.on_thread(i, move |c| async move {
+            // Only a tool its listing kept: one the SDK refused (a malformed
+            // `x-mcp-header`) or `enabled_tools` left out is not called.
+            if !inner.servers[i].lock().tools.iter().any(|t| t.name == tool) {
+                return Err(McpError::Server(format!(
+                    "it offers no tool `{}` (`buddy mcp get` lists those it offers)",
+                    crate::text::one_line(&tool, 80)
+                )));
+            }
+            let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+            let result = c
+                .call_tool(params)
+                .await
+                .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
+            let value =
+                serde_json::to_value(&result).map_err(|e| McpError::Server(e.to_string()))?;
+            let (text, is_error) = content::result_text(&value);
+            Ok((cut(&text, max), is_error))
         }))
     }
 
@@ -581,10 +625,14 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
+        // The version here is only what `initialize` offers (the probe
+        // names its own): the newest revision that has the handshake.
+        let mut config = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("buddy", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        config.protocol_version = era::LEGACY;
+        config
     }
 }
 
@@ -730,6 +778,7 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
             let client = Arc::new(client);
             {
                 let mut st = server.lock();
+                st.protocol = era::of(client.peer_info().as_deref());
                 st.client = Some(Arc::clone(&client));
                 st.child = child;
                 st.stderr = stderr;
@@ -758,49 +807,22 @@ type Connected = (
 
 async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Connected, McpError> {
     let server = &inner.servers[i];
-    let secs = server.spec.startup_timeout_secs;
-    let handler = Handler {
-        inner: Arc::downgrade(inner),
-        server: i,
-    };
-    let (client, child, stderr) = if let Some(url) = &server.spec.url {
-        let transport = http::transport(url, &server.spec)?;
-        let client = tokio::time::timeout_at(deadline, handler.serve(transport))
+    let (client, child, stderr) = match serve(inner, i, deadline, era::lifecycle()).await {
+        // It answered the probe with something other than an error or a
+        // discovery result (some older servers answer any method they do not
+        // know with `{}`): older all the same, but the SDK has given up on
+        // that connection, so a fresh one shakes hands the older way.
+        Err((_, true)) => serve(inner, i, deadline, era::handshake())
             .await
-            .map_err(|_| McpError::StartTimeout(secs))?
-            .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
-        (client, None, None)
-    } else {
-        let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| McpError::Spawn {
-            command: crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100),
-            reason: e.to_string(),
-        })?;
-        let stderr = Arc::clone(&p.stderr);
-        // `LineCap` ends the connection past MAX_MESSAGE_BYTES; `Lines`
-        // bounds what one message becomes.
-        let transport = lines::Lines::<RoleClient, _, _>::new(
-            p.stdout,
-            p.stdin,
-            stdio::MAX_MESSAGE_BYTES + 1,
-            inner.max_output_chars,
-        );
-        let mut child = p.child;
-        let served = tokio::time::timeout_at(deadline, handler.serve(transport)).await;
-        let client = match served {
-            Err(_) => return Err(McpError::StartTimeout(secs)),
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                // Give its last words a moment to arrive: why it failed.
-                let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
-                return Err(McpError::Server(with_stderr(&e.to_string(), &stderr)));
-            }
-        };
-        (client, Some(child), Some(stderr))
+            .map_err(|(e, _)| e)?,
+        other => other.map_err(|(e, _)| e)?,
     };
     let tools = match list_tools(client.peer(), server, deadline).await {
         Ok(t) => t,
         // The first page did not come in time.
-        Err(_) if Instant::now() >= deadline => return Err(McpError::StartTimeout(secs)),
+        Err(_) if Instant::now() >= deadline => {
+            return Err(McpError::StartTimeout(server.spec.startup_timeout_secs))
+        }
         Err(e) => return Err(e),
     };
     let info = client.peer_info();
@@ -818,6 +840,74 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
         st.notes[Kind::Prompts as usize] = notes;
     }
     Ok((client, child, stderr, tools))
+}
+
+/// A connection, the stdio process behind it and its stderr tail.
+type Served = (
+    Client,
+    Option<tokio::process::Child>,
+    Option<Arc<Mutex<String>>>,
+);
+
+/// Connects server `i` (a fresh process for stdio) and starts its protocol
+/// the way `lifecycle` says. An error comes with whether the server answered
+/// `server/discover` with a result that is not one (see `connect`).
+async fn serve(
+    inner: &Arc<Inner>,
+    i: usize,
+    deadline: Instant,
+    lifecycle: rmcp::service::ClientLifecycleMode,
+) -> Result<Served, (McpError, bool)> {
+    let server = &inner.servers[i];
+    let secs = server.spec.startup_timeout_secs;
+    let handler = Handler {
+        inner: Arc::downgrade(inner),
+        server: i,
+    };
+    let odd_answer = |e: &rmcp::service::ClientInitializeError| era::answered_discover_oddly(e);
+    if let Some(url) = &server.spec.url {
+        let transport = http::transport(url, &server.spec).map_err(|e| (e, false))?;
+        let client =
+            tokio::time::timeout_at(deadline, handler.serve_with_lifecycle(transport, lifecycle))
+                .await
+                .map_err(|_| (McpError::StartTimeout(secs), false))?
+                .map_err(|e| (McpError::Server(tidy(&e.to_string())), odd_answer(&e)))?;
+        return Ok((client, None, None));
+    }
+    let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| {
+        (
+            McpError::Spawn {
+                command: crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100),
+                reason: e.to_string(),
+            },
+            false,
+        )
+    })?;
+    let stderr = Arc::clone(&p.stderr);
+    // `LineCap` ends the connection past MAX_MESSAGE_BYTES; `Lines`
+    // bounds what one message becomes.
+    let transport = lines::Lines::<RoleClient, _, _>::new(
+        p.stdout,
+        p.stdin,
+        stdio::MAX_MESSAGE_BYTES + 1,
+        inner.max_output_chars,
+    );
+    let mut child = p.child;
+    let served =
+        tokio::time::timeout_at(deadline, handler.serve_with_lifecycle(transport, lifecycle)).await;
+    let client = match served {
+        Err(_) => return Err((McpError::StartTimeout(secs), false)),
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            // Give its last words a moment to arrive: why it failed.
+            let _ = tokio::time::timeout(Duration::from_millis(200), child.wait()).await;
+            return Err((
+                McpError::Server(with_stderr(&e.to_string(), &stderr)),
+                odd_answer(&e),
+            ));
+        }
+    };
+    Ok((client, Some(child), Some(stderr)))
 }
 
 /// Resources and prompts taken from one server at most.

@@ -10,6 +10,11 @@
 //! [`MAX_LINE`] or an event whose `data` grows past [`MAX_EVENT`] (endless
 //! `data:` lines with no blank line between them) is an error, and scanning is
 //! linear: each byte is looked at once however the line is split across reads.
+//!
+//! The stream's last event id (`id:`, at most [`MAX_ID`] bytes; a longer one
+//! is ignored) and the reconnection delay it asked for (`retry:`) are kept as
+//! the decoder's state, as the SSE standard keeps them, for a reader that
+//! resumes a broken stream (the MCP client's `Last-Event-ID`).
 
 /// One dispatched event: its `event:` name (if any) and its joined `data:` lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +27,9 @@ pub struct SseEvent {
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// An event whose joined `data` is larger than this is refused.
 pub const MAX_EVENT: usize = 16 * 1024 * 1024;
+/// An event id longer than this is not kept: an id is a short token, and it
+/// is sent back to the server in a header.
+pub const MAX_ID: usize = 1024;
 
 #[derive(Debug)]
 pub struct SseDecoder {
@@ -31,6 +39,9 @@ pub struct SseDecoder {
     pending: Vec<u8>,
     event: Option<String>,
     data: Option<String>,
+    /// The last `id:` seen, and the last `retry:` in milliseconds.
+    last_id: Option<String>,
+    retry_ms: Option<u64>,
     max_line: usize,
     max_event: usize,
     /// Set once a cap was exceeded: the stream is unusable from then on.
@@ -67,6 +78,8 @@ impl SseDecoder {
             pending: Vec::new(),
             event: None,
             data: None,
+            last_id: None,
+            retry_ms: None,
             max_line,
             max_event,
             failed: None,
@@ -163,6 +176,16 @@ impl SseDecoder {
         self.dispatch(out);
     }
 
+    /// The last event id the stream gave, if any (the SSE "last event ID").
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// The reconnection delay the stream last asked for, in milliseconds.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
+    }
+
     /// The cap that was exceeded, if one was.
     pub fn failure(&self) -> Option<SseOverflow> {
         self.failed
@@ -206,6 +229,16 @@ impl SseDecoder {
                 }
             }
             b"event" => self.event = Some(text(value).into_owned()),
+            // The standard ignores an id holding NUL; a long one is ours to drop.
+            b"id" if !value.contains(&0) && value.len() <= MAX_ID => {
+                self.last_id = Some(text(value).into_owned());
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                // Digits only; one too large to count is no delay we keep.
+                if let Ok(ms) = text(value).parse() {
+                    self.retry_ms = Some(ms);
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -238,6 +271,28 @@ fn strip_cr(line: &[u8]) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_event_id_and_retry_are_kept_across_events_and_bounded() {
+        let mut d = super::SseDecoder::new();
+        let mut out = Vec::new();
+        d.feed(b"id: e-1\nretry: 500\ndata: \n\n", &mut out)
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(d.last_event_id(), Some("e-1"));
+        assert_eq!(d.retry_ms(), Some(500));
+        // An event without an id keeps the last one; bad values are ignored.
+        d.feed(b"retry: 5x\ndata: {}\n\n", &mut out).unwrap();
+        assert_eq!(d.last_event_id(), Some("e-1"));
+        assert_eq!(d.retry_ms(), Some(500));
+        let long = format!("id: {}\n\n", "x".repeat(super::MAX_ID + 1));
+        d.feed(long.as_bytes(), &mut out).unwrap();
+        d.feed(b"id: a\0b\n\n", &mut out).unwrap();
+        assert_eq!(d.last_event_id(), Some("e-1"));
+        d.feed(b"id: e-2\n\n", &mut out).unwrap();
+        assert_eq!(d.last_event_id(), Some("e-2"));
+        assert_eq!(out.len(), 2, "an id alone dispatches no event");
+    }
+
     use super::*;
 
     fn decode_in_pieces(input: &[u8], piece: usize) -> Vec<SseEvent> {

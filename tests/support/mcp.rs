@@ -1,7 +1,8 @@
 //! The real MCP servers the MCP tests and bench talk to, installed by
 //! `scripts/mcp-servers` (which `.ci/run` calls): server-everything from npm
 //! and a Python server written with the `mcp` package from PyPI
-//! (`tests/fixtures/mcp/server.py`). Missing ones fail the test with a line
+//! (`tests/fixtures/mcp/server.py`), and the official conformance suite with
+//! Node 22 from npm (`tests/mcp_conformance.rs`). Missing ones fail the test with a line
 //! naming the script; nothing is fetched while tests run.
 
 use std::path::PathBuf;
@@ -40,6 +41,16 @@ pub fn python() -> PathBuf {
 /// The Python test server's script.
 pub fn test_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/server.py")
+}
+
+/// The official MCP conformance suite and the Node (22) that runs it, both
+/// from npm: `(node, the suite's entry script)`.
+pub fn conformance() -> (PathBuf, PathBuf) {
+    let modules = dir().join("conformance/node_modules");
+    (
+        installed(modules.join(".bin/node")),
+        installed(modules.join("@modelcontextprotocol/conformance/dist/index.js")),
+    )
 }
 
 /// A TOML string literal.

@@ -517,6 +517,7 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy mcp add docs --url http://127.0.0.1:3001/mcp --bearer-token-env DOCS_TOKEN", "a Streamable HTTP server"),
             ("buddy mcp list", "every configured server"),
             ("buddy mcp get everything", "its settings and, started once, its tools"),
+            ("buddy mcp call everything add '{\"a\": 2, \"b\": 3}'", "one tool by hand, its result printed"),
             ("buddy mcp remove docs", "out of the config file again"),
         ],
         Some("completions") => &[

@@ -1,6 +1,6 @@
-//! `/mcp`'s listing: each MCP server's state and transport, its tools,
-//! prompts and resources, and its last error, worded for the terminal from
-//! the servers' own report (`mcp::ServerReport`).
+//! `/mcp`'s listing: each MCP server's state, transport and protocol
+//! revision, its tools, prompts and resources, and its last error, worded
+//! for the terminal from the servers' own report (`mcp::ServerReport`).
 
 /// `/mcp`'s text: a line per server, its tools and its last error under it.
 /// Everything a server named is made safe for the terminal and redacted.
@@ -14,6 +14,9 @@ pub fn text(report: &[crate::mcp::ServerReport]) -> String {
             r.status.as_str(),
             one_line(&r.transport, 120)
         ));
+        if let Some(p) = &r.protocol {
+            out.push(format!("  protocol: {}", one_line(p, 40)));
+        }
         if !r.tools.is_empty() {
             out.push(format!("  tools: {}", one_line(&r.tools.join(", "), 1000)));
         }
@@ -41,4 +44,24 @@ pub fn text(report: &[crate::mcp::ServerReport]) -> String {
         }
     }
     out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_connected_server_shows_the_revision_it_speaks() {
+        let report = crate::mcp::ServerReport {
+            name: "docs".into(),
+            transport: "http http://127.0.0.1:1/mcp".into(),
+            status: crate::mcp::Status::Ready,
+            tools: vec!["mcp__docs__find".into()],
+            resources: Vec::new(),
+            prompts: Vec::new(),
+            last_error: None,
+            protocol: Some("2026-07-28".into()),
+            warnings: Vec::new(),
+        };
+        let text = super::text(&[report]);
+        assert!(text.contains("\n  protocol: 2026-07-28\n"), "{text}");
+    }
 }

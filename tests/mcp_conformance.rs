@@ -1,0 +1,97 @@
+//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`,
+//! installed with Node 22 by `scripts/mcp-servers`) run against buddy as the
+//! client, with the scenarios the 2026-07-28 revision requires
+//! (`client --requirements 2026-07-28`). For each scenario the suite starts a
+//! server of its own on loopback and runs
+//! `tests/fixtures/mcp/conformance-client.mjs` with its URL; that script only
+//! picks which `buddy mcp` commands to run, and every MCP message is buddy's.
+//! The OAuth scenarios are the suite's baseline of expected failures
+//! (`conformance-expected-failures.yml`) until buddy's client has OAuth; the
+//! suite itself then fails the run on any other scored failure, and on an
+//! expected one that starts passing.
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use support::mcp;
+
+/// The scored client scenarios that need no authorization: each must pass.
+const WITHOUT_OAUTH: [&str; 7] = [
+    "tools_call",
+    "request-metadata",
+    "sep-2322-client-request-state",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+];
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp")
+        .join(name)
+}
+
+/// Runs the suite's client mode with `args`, buddy as the client; its exit
+/// status and the summary it printed.
+fn suite(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let (node, suite) = mcp::conformance();
+    let out = support::TempDir::new("conformance");
+    // The suite runs the client command through PATH: Node 22 first.
+    let bin = node.parent().expect("node is in a directory").to_path_buf();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("a PATH");
+    let run = Command::new(&node)
+        .arg(&suite)
+        .args(["client", "--command"])
+        .arg(format!(
+            "node {}",
+            fixture("conformance-client.mjs").display()
+        ))
+        .args(args)
+        .arg("-o")
+        .arg(out.path())
+        .env("PATH", path)
+        .env("BUDDY", support::buddy_bin())
+        .output()
+        .expect("the conformance suite runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let summary = match stdout.split_once("=== SUITE SUMMARY ===") {
+        Some((_, s)) => s.to_string(),
+        None => format!("{stdout}\n{}", String::from_utf8_lossy(&run.stderr)),
+    };
+    (run.status, summary)
+}
+
+#[test]
+fn every_scored_2026_07_28_client_scenario_passes_but_the_oauth_ones() {
+    let baseline = fixture("conformance-expected-failures.yml");
+    let (status, summary) = suite(&[
+        "--requirements",
+        "2026-07-28",
+        "--expected-failures",
+        baseline.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(status.success(), "the suite failed ({status}):\n{summary}");
+    for name in WITHOUT_OAUTH {
+        assert!(
+            summary
+                .lines()
+                .any(|l| l.starts_with(&format!("✓ {name}:"))),
+            "scenario {name} did not pass:\n{summary}"
+        );
+    }
+}
+
+#[test]
+fn a_2025_11_25_stream_the_server_closes_is_resumed_after_its_retry_with_last_event_id() {
+    // The scenario's server is of the older era and answers the probe with
+    // an empty result; it then closes the call's stream after a priming
+    // event (`id`, `retry: 500`) and answers on the resumed GET.
+    let (status, summary) = suite(&["--scenario", "sse-retry", "--spec-version", "2025-11-25"]);
+    assert!(status.success(), "sse-retry failed ({status}):\n{summary}");
+    assert!(summary.contains("OVERALL: PASSED"), "{summary}");
+}
