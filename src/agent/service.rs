@@ -770,7 +770,6 @@ impl Core {
         let (last_prompt, last_answer) = last_exchange(&opened.history);
         let messages = opened.history.len();
         let replay = super::replay::replay_with(&opened.history, &opened.subagents);
-        let replay = super::replay::replay_of(&opened.history);
         // A front end showing the plan of the session left must clear it.
         let had_plan = self
             .agent
