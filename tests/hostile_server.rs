@@ -449,8 +449,10 @@ fn hostile_mcp(p: &FakeProvider, mode: &str, extra: &str) -> String {
         .join("tests/fixtures/mcp/hostile.py")
         .display()
         .to_string();
+    // Deferral off: these tests read which tools were listed from the
+    // request, so the servers' tools go whole however many there are.
     format!(
-        "{}\n[mcp_servers.hostile]\ncommand = \"python3\"\nargs = [{}, {}]\n{extra}\n",
+        "{}\n[tools]\ntool_search_after_bytes = 0\n[mcp_servers.hostile]\ncommand = \"python3\"\nargs = [{}, {}]\n{extra}\n",
         config(p, "").replace(
             "[models.fake]\n",
             "[models.fake]\ncontext_limit = 1000000\n"

@@ -301,7 +301,8 @@ impl Agent {
         // The system prompt is rebuilt at every start, so it is never saved.
         let saved = messages.len();
         let mut tools = tools;
-        let (children, child_records) = if options.subagents.enabled() {
+        // A child with no tools could only answer from its prompt: no tool.
+        let (children, child_records) = if options.subagents.enabled() && !tools.is_empty() {
             tools.register(Arc::new(subagent::AgentTool));
             let (children, rx) = subagent::Children::new(options.subagents);
             (Some(children), Some(rx))
@@ -462,13 +463,17 @@ impl Agent {
     /// The context in use: the larger of the estimate and the server's count
     /// of the last request.
     pub fn context_estimate(&self) -> u64 {
-        let estimate = tokens::estimate_messages(&self.messages)
-            + self
-                .tools
-                .definitions()
+        // The definitions as they are sent (their schemas weigh as much as
+        // their descriptions); the list's JSON is encoded once and kept.
+        let definitions = self.tools.definitions();
+        let tools = match definitions.chat_json() {
+            Ok(raw) => tokens::estimate_text(raw.get()),
+            Err(_) => definitions
                 .iter()
                 .map(|d| tokens::estimate_text(&d.function.description) + 32)
-                .sum::<u64>();
+                .sum::<u64>(),
+        };
+        let estimate = tokens::estimate_messages(&self.messages) + tools;
         let reported = self.tracker.last_prompt_tokens + self.tracker.last_completion_tokens;
         estimate.max(reported)
     }

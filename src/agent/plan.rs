@@ -250,6 +250,11 @@ fn exit_definition() -> ToolDefinition {
 
 #[async_trait]
 impl ToolSource for Planner {
+    /// buddy's own plan tools go whole, whatever the servers bring.
+    fn deferrable(&self) -> bool {
+        false
+    }
+
     fn definitions(&self) -> Vec<ToolDefinition> {
         let mut defs = vec![todo_definition()];
         if self.mode.is_on() {

@@ -235,6 +235,12 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Tool
 pub trait ToolSource: Send + Sync {
     /// The tools offered now.
     fn definitions(&self) -> Vec<ToolDefinition>;
+    /// Whether past the deferral bound these tools may go as one line each
+    /// until `tool_search` loads them (servers' tools); buddy's own, such as
+    /// the plan tools, always go whole.
+    fn deferrable(&self) -> bool {
+        true
+    }
     /// The cap on `name`'s result, when `name` is one of this source's tools.
     fn max_output_chars(&self, name: &str) -> Option<usize>;
     async fn execute(
@@ -351,6 +357,9 @@ impl ToolRegistry {
             return std::borrow::Cow::Borrowed(&self.definitions);
         }
         let mut all = self.definitions.to_vec();
+        for s in self.sources.iter().filter(|s| !s.deferrable()) {
+            all.extend(s.definitions());
+        }
         let theirs = self.source_definitions();
         if self.deferral.applies(&theirs) {
             all.extend(self.deferral.shrink(theirs));
@@ -360,9 +369,10 @@ impl ToolRegistry {
         std::borrow::Cow::Owned(ToolList::from(all))
     }
 
+    /// The deferrable sources' definitions (the servers' tools).
     fn source_definitions(&self) -> Vec<ToolDefinition> {
         let mut theirs = Vec::new();
-        for s in &self.sources {
+        for s in self.sources.iter().filter(|s| s.deferrable()) {
             theirs.extend(s.definitions());
         }
         theirs

@@ -552,8 +552,8 @@ impl Renderer for ExecFrontEnd {
     const CTRL_C: bool = true;
 
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
-        if !ev.ends_run_of(self.prompt) {
-            self.handle(ev.kind);
+        // Another run's end (not this prompt's) ends nothing here.
+        if matches!(ev.kind, EventKind::RunFinished(_)) && !ev.ends_run_of(self.prompt) {
             return Flow::Continue;
         }
         if let EventKind::RunFinished(RunEnd { outcome }) = ev.kind {

@@ -147,11 +147,8 @@ impl Renderer for JsonFrontEnd {
     fn on_event(&mut self, ev: Event, _ops: &OpSender) -> Flow {
         self.event(&ev);
         self.diagnose(&ev.kind);
-        if !ev.ends_run_of(self.prompt) {
-            return Flow::Continue;
-        }
         match ev.kind {
-            EventKind::RunFinished(RunEnd { outcome }) => {
+            EventKind::RunFinished(RunEnd { outcome }) if ev.ends_run_of(self.prompt) => {
                 self.outcome = Some(outcome_of(outcome));
                 Flow::Stop
             }
