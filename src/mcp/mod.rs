@@ -18,6 +18,7 @@ pub mod http;
 pub mod lines;
 mod listing;
 pub mod names;
+pub mod oauth;
 mod stdio;
 
 use crate::config::McpServer;
@@ -56,6 +57,8 @@ pub enum Status {
     Stopped,
     /// `enabled = false`.
     Disabled,
+    /// An HTTP server that refused buddy until `buddy mcp login NAME`.
+    NeedsLogin,
 }
 
 impl Status {
@@ -66,6 +69,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Stopped => "stopped",
             Status::Disabled => "disabled",
+            Status::NeedsLogin => "needs login",
         }
     }
 }
@@ -530,6 +534,7 @@ fn prompt_arguments(
 /// Handles what a server sends on its own: a changed list is listed
 /// again, changes coalesced (`Refresh`), each listing within the server's
 /// startup timeout.
+#[derive(Clone)]
 struct Handler {
     inner: Weak<Inner>,
     server: usize,
@@ -740,7 +745,9 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
         }
         Err(e) => e,
     };
-    let status = if was_stopped {
+    let status = if matches!(outcome, McpError::NeedsLogin(_)) {
+        Status::NeedsLogin
+    } else if was_stopped {
         Status::Stopped
     } else {
         Status::Failed
@@ -756,6 +763,53 @@ type Connected = (
     listing::Listing<rmcp::model::Tool>,
 );
 
+/// Whether the words of a failed start are an HTTP server's refusal (the
+/// SDK's errors for a 401 or an insufficient-scope 403, from `http`).
+fn refused(text: &str) -> bool {
+    text.contains("authorization required") || text.contains("insufficient scope")
+}
+
+/// Connects to an HTTP server with the login `oauth` keeps for it, if any;
+/// a refused login is refreshed and tried once more, and a refusal left is
+/// `NeedsLogin`.
+async fn serve_http(
+    server: &Server,
+    url: &str,
+    handler: Handler,
+    deadline: Instant,
+) -> Result<Client, McpError> {
+    let secs = server.spec.startup_timeout_secs;
+    let own = server.spec.bearer_token_env.is_none();
+    let login_error = |e: oauth::OAuthError| McpError::Setup(format!("login: {e}"));
+    let mut token = match own {
+        true => oauth::access_token(&server.name, url, &server.spec, false)
+            .await
+            .map_err(login_error)?,
+        false => None,
+    };
+    loop {
+        let transport = http::transport(url, &server.spec, token.clone())?;
+        let text = match tokio::time::timeout_at(deadline, handler.clone().serve(transport)).await {
+            Err(_) => return Err(McpError::StartTimeout(secs)),
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(e)) => e.to_string(),
+        };
+        if !refused(&text) {
+            return Err(McpError::Server(tidy(&text)));
+        }
+        if token.is_none() || !own || text.contains("insufficient scope") {
+            return Err(McpError::NeedsLogin(server.name.clone()));
+        }
+        token = oauth::access_token(&server.name, url, &server.spec, true)
+            .await
+            .ok()
+            .flatten();
+        if token.is_none() {
+            return Err(McpError::NeedsLogin(server.name.clone()));
+        }
+    }
+}
+
 async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Connected, McpError> {
     let server = &inner.servers[i];
     let secs = server.spec.startup_timeout_secs;
@@ -764,12 +818,11 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
         server: i,
     };
     let (client, child, stderr) = if let Some(url) = &server.spec.url {
-        let transport = http::transport(url, &server.spec)?;
-        let client = tokio::time::timeout_at(deadline, handler.serve(transport))
-            .await
-            .map_err(|_| McpError::StartTimeout(secs))?
-            .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
-        (client, None, None)
+        (
+            serve_http(server, url, handler, deadline).await?,
+            None,
+            None,
+        )
     } else {
         let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| McpError::Spawn {
             command: crate::text::one_line(server.spec.command.as_deref().unwrap_or(""), 100),
