@@ -766,7 +766,14 @@ type Connected = (
 /// Whether the words of a failed start are an HTTP server's refusal (the
 /// SDK's errors for a 401 or an insufficient-scope 403, from `http`).
 fn refused(text: &str) -> bool {
-    text.contains("authorization required") || text.contains("insufficient scope")
+    let text = text.to_ascii_lowercase();
+    [
+        "auth required",
+        "authorization required",
+        "insufficient scope",
+    ]
+    .iter()
+    .any(|s| text.contains(s))
 }
 
 /// Connects to an HTTP server with the login `oauth` keeps for it, if any;
@@ -797,7 +804,7 @@ async fn serve_http(
         if !refused(&text) {
             return Err(McpError::Server(tidy(&text)));
         }
-        if token.is_none() || !own || text.contains("insufficient scope") {
+        if token.is_none() || !own || text.to_ascii_lowercase().contains("insufficient scope") {
             return Err(McpError::NeedsLogin(server.name.clone()));
         }
         token = oauth::access_token(&server.name, url, &server.spec, true)

@@ -366,6 +366,16 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "headers",
         "more HTTP headers for a url server",
     ),
+    (
+        "mcp_servers.NAME",
+        "client_id",
+        "a pre-registered OAuth client for buddy mcp login",
+    ),
+    (
+        "mcp_servers.NAME",
+        "client_secret_env",
+        "the variable holding that client's secret",
+    ),
     ("mcp_servers.NAME", "enabled", "start it (default true)"),
     (
         "mcp_servers.NAME",
@@ -484,6 +494,8 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy mcp list", "every configured server"),
             ("buddy mcp get everything", "its settings and, started once, its tools"),
             ("buddy mcp remove docs", "out of the config file again"),
+            ("buddy mcp login docs", "an OAuth login in the browser, kept for that server"),
+            ("buddy mcp logout docs", "forget it"),
         ],
         Some("completions") => &[
             ("buddy completions bash > ~/.local/share/bash-completion/completions/buddy", "bash"),
