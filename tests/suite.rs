@@ -28,6 +28,7 @@ mod images;
 mod live_output;
 mod login;
 mod mcp;
+mod mcp_oauth;
 mod mcp_server;
 mod protocol_messages;
 mod protocol_responses;
