@@ -266,6 +266,16 @@ pub enum McpCommand {
         #[arg(value_name = "NAME")]
         name: String,
     },
+    /// Log in to an HTTP server that asks for OAuth (opens a browser)
+    Login {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Forget the login kept for a server
+    Logout {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, Args)]

@@ -30,6 +30,7 @@ mod live_output;
 mod login;
 mod mcp;
 mod mcp_conformance;
+mod mcp_oauth;
 mod mcp_server;
 mod plan;
 mod protocol_messages;

@@ -22,7 +22,49 @@ pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppE
         } => call(&name, &tool, arguments.as_deref(), overrides).await,
         McpCommand::Add(args) => add(args, overrides),
         McpCommand::Remove { name } => remove(&name, overrides),
+        McpCommand::Login { name } => login(&name, overrides).await,
+        McpCommand::Logout { name } => logout(&name),
     }
+}
+
+/// `buddy mcp login NAME`: the browser login of `mcp::oauth`, kept for the
+/// server's URL.
+async fn login(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
+    let (all, _) = servers(overrides)?;
+    let Some((spec, _)) = all.get(name) else {
+        return Err(AppError::Usage(format!(
+            "no MCP server `{}` (`buddy mcp list`)",
+            one_line(name, 60)
+        )));
+    };
+    let Some(url) = &spec.url else {
+        return Err(AppError::Usage(format!(
+            "`{}` is not an HTTP server; only those log in",
+            one_line(name, 60)
+        )));
+    };
+    match crate::mcp::oauth::login(name, url, spec).await {
+        Ok(()) => {
+            eprintln!("logged in to {}", one_line(name, 60));
+            Ok(Exit::Ok)
+        }
+        Err(e) => Err(AppError::Usage(format!(
+            "cannot log in to {}: {}",
+            one_line(name, 60),
+            crate::redact::text(&e.to_string())
+        ))),
+    }
+}
+
+/// `buddy mcp logout NAME`: forgets the kept tokens (the server itself is
+/// not told; its tokens expire on their own).
+fn logout(name: &str) -> Result<Exit, AppError> {
+    match crate::mcp::oauth::logout(name) {
+        Ok(true) => eprintln!("logged out of {}", one_line(name, 60)),
+        Ok(false) => eprintln!("no login kept for {}", one_line(name, 60)),
+        Err(e) => return Err(AppError::Usage(e.to_string())),
+    }
+    Ok(Exit::Ok)
 }
 
 /// Every server buddy would start here, by name, with where it came from.

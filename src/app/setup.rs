@@ -637,6 +637,10 @@ pub(crate) fn remember_secrets(settings: &Settings) {
     if let Ok(store) = auth_store() {
         crate::redact::remember(store.secrets());
     }
+    // MCP servers' OAuth logins (`mcp-auth.json`).
+    if let Some(path) = crate::mcp::oauth::store::Store::default_path() {
+        crate::redact::remember(crate::mcp::oauth::store::Store::new(path).secrets());
+    }
 }
 
 /// One warning line per instruction file left out, once per process

@@ -680,6 +680,12 @@ pub struct McpServer {
     pub bearer_token_env: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// An OAuth client registered for buddy with the server's authorization
+    /// server (used by `buddy mcp login`; without it buddy registers itself
+    /// when the server allows).
+    pub client_id: Option<String>,
+    /// The variable holding that client's secret, if it has one.
+    pub client_secret_env: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
     #[serde(default = "default_startup_timeout")]
@@ -717,6 +723,8 @@ impl McpServer {
             url: None,
             bearer_token_env: None,
             headers: BTreeMap::new(),
+            client_id: None,
+            client_secret_env: None,
             enabled: true,
             startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
             tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
@@ -756,7 +764,11 @@ impl McpServer {
             (Some(_), Some(_)) => return Err(McpEntryError::Both(at())),
             _ => return Err(McpEntryError::Neither(at())),
         }
-        if self.url.is_none() && (self.bearer_token_env.is_some() || !self.headers.is_empty()) {
+        let http_only = self.bearer_token_env.is_some()
+            || !self.headers.is_empty()
+            || self.client_id.is_some()
+            || self.client_secret_env.is_some();
+        if self.url.is_none() && http_only {
             return Err(McpEntryError::HttpOnlyKeys(at()));
         }
         if self.command.is_none()

@@ -292,7 +292,8 @@ pub const SECRET_ENV: [&str; 5] = [
 ];
 
 /// The one list of variables no child of buddy's may see: [`SECRET_ENV`],
-/// every profile's `api_key_env`, every MCP server's `bearer_token_env`, and
+/// every profile's `api_key_env`, every MCP server's `bearer_token_env` and
+/// `client_secret_env`, and
 /// `tools.hide_env`. Sorted, without repeats.
 pub fn credential_env(file: &ConfigFile) -> Vec<String> {
     let mut names: Vec<String> = SECRET_ENV
@@ -303,7 +304,8 @@ pub fn credential_env(file: &ConfigFile) -> Vec<String> {
         .chain(
             file.mcp_servers
                 .values()
-                .filter_map(|s| s.bearer_token_env.clone()),
+                .flat_map(|s| [s.bearer_token_env.clone(), s.client_secret_env.clone()])
+                .flatten(),
         )
         .collect();
     names.sort();

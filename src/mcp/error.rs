@@ -29,6 +29,9 @@ pub enum McpError {
     Wait(u64),
     #[error("the MCP server's task ended without an answer")]
     Gone,
+    /// It refused buddy without (or with too narrow) a login.
+    #[error("it needs a login: `buddy mcp login {0}`")]
+    NeedsLogin(String),
 }
 
 /// `/SERVER:PROMPT` arguments that do not fit the prompt; `takes` is what it

@@ -42,9 +42,12 @@ pub struct Client {
 }
 
 /// The transport for `url`, or one line saying why not.
+/// `login` is an OAuth access token kept by `mcp::oauth`, sent when the
+/// entry names no `bearer_token_env`.
 pub fn transport(
     url: &str,
     spec: &McpServer,
+    login: Option<String>,
 ) -> Result<StreamableHttpClientTransport<Client>, super::McpError> {
     use super::McpError::Setup;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -75,6 +78,8 @@ pub fn transport(
             .filter(|t| !t.trim().is_empty())
             .ok_or_else(|| Setup(format!("bearer_token_env: ${var} is not set")))?;
         crate::redact::remember([token.clone()]);
+        config = config.auth_header(token);
+    } else if let Some(token) = login {
         config = config.auth_header(token);
     }
     // Plain http:// reads no certificate store (net::plain_client).
@@ -136,6 +141,31 @@ async fn bounded_body(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// A 401, or a 403 asking for more scope, as the SDK's errors for them
+/// (which `mcp::oauth` acts on: a refresh, or a login to suggest), with the
+/// server's `WWW-Authenticate` made one bounded line.
+fn refusal(resp: &reqwest::Response) -> Option<Error> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let header = resp
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| crate::text::one_line(v, 300))
+        .unwrap_or_default();
+    match resp.status() {
+        StatusCode::UNAUTHORIZED => Some(StreamableHttpError::AuthRequired(
+            AuthRequiredError::new(header),
+        )),
+        StatusCode::FORBIDDEN if header.contains("insufficient_scope") => {
+            let scope = super::oauth::metadata::parse_challenge(&header).and_then(|c| c.scope);
+            Some(StreamableHttpError::InsufficientScope(
+                InsufficientScopeError::new(header, scope),
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// A failed exchange as one line: the status and the start of what the
@@ -298,6 +328,9 @@ impl StreamableHttpClient for Client {
         if status == StatusCode::NOT_FOUND && had_session {
             return Err(StreamableHttpError::SessionExpired);
         }
+        if let Some(refusal) = refusal(&resp) {
+            return Err(refusal);
+        }
         let ct = content_type(&resp);
         if !status.is_success() {
             // A JSON-RPC error in a failed answer is the server's own reason.
@@ -402,6 +435,9 @@ impl StreamableHttpClient for Client {
             req = req.header(LAST_EVENT_ID, id);
         }
         let resp = req.send().await.map_err(StreamableHttpError::Client)?;
+        if let Some(refusal) = refusal(&resp) {
+            return Err(refusal);
+        }
         if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
         }

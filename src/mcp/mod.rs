@@ -19,6 +19,7 @@ pub mod http;
 pub mod lines;
 mod listing;
 pub mod names;
+pub mod oauth;
 mod stdio;
 
 use crate::config::McpServer;
@@ -57,6 +58,8 @@ pub enum Status {
     Stopped,
     /// `enabled = false`.
     Disabled,
+    /// An HTTP server that refused buddy until `buddy mcp login NAME`.
+    NeedsLogin,
 }
 
 impl Status {
@@ -67,6 +70,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Stopped => "stopped",
             Status::Disabled => "disabled",
+            Status::NeedsLogin => "needs login",
         }
     }
 }
@@ -574,6 +578,7 @@ fn prompt_arguments(
 /// Handles what a server sends on its own: a changed list is listed
 /// again, changes coalesced (`Refresh`), each listing within the server's
 /// startup timeout.
+#[derive(Clone)]
 struct Handler {
     inner: Weak<Inner>,
     server: usize,
@@ -789,7 +794,9 @@ async fn start(inner: &Arc<Inner>, i: usize) -> Result<Arc<Client>, McpError> {
         }
         Err(e) => e,
     };
-    let status = if was_stopped {
+    let status = if matches!(outcome, McpError::NeedsLogin(_)) {
+        Status::NeedsLogin
+    } else if was_stopped {
         Status::Stopped
     } else {
         Status::Failed
@@ -804,6 +811,71 @@ type Connected = (
     Option<Arc<Mutex<String>>>,
     listing::Listing<rmcp::model::Tool>,
 );
+
+/// Whether the words of a failed start are an HTTP server's refusal (the
+/// SDK's errors for a 401 or an insufficient-scope 403, from `http`).
+fn refused(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    [
+        "auth required",
+        "authorization required",
+        "insufficient scope",
+    ]
+    .iter()
+    .any(|s| text.contains(s))
+}
+
+/// Connects to an HTTP server with the login `oauth` keeps for it, if any;
+/// a refused login is refreshed and tried once more, and a refusal left is
+/// `NeedsLogin`.
+async fn serve_http(
+    server: &Server,
+    url: &str,
+    handler: Handler,
+    deadline: Instant,
+    lifecycle: rmcp::service::ClientLifecycleMode,
+) -> Result<Client, (McpError, bool)> {
+    let secs = server.spec.startup_timeout_secs;
+    let own = server.spec.bearer_token_env.is_none();
+    let login_error = |e: oauth::OAuthError| (McpError::Setup(format!("login: {e}")), false);
+    let mut token = match own {
+        true => oauth::access_token(&server.name, url, &server.spec, false)
+            .await
+            .map_err(login_error)?,
+        false => None,
+    };
+    loop {
+        let transport =
+            http::transport(url, &server.spec, token.clone()).map_err(|e| (e, false))?;
+        let served = tokio::time::timeout_at(
+            deadline,
+            handler
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle.clone()),
+        )
+        .await;
+        let (text, odd) = match served {
+            Err(_) => return Err((McpError::StartTimeout(secs), false)),
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(e)) => (e.to_string(), era::answered_discover_oddly(&e)),
+        };
+        if !refused(&text) {
+            return Err((McpError::Server(tidy(&text)), odd));
+        }
+        let needs_login = || (McpError::NeedsLogin(server.name.clone()), false);
+        if token.is_none() || !own || text.to_ascii_lowercase().contains("insufficient scope") {
+            return Err(needs_login());
+        }
+        // A kept token was refused: refreshed once, then a login is needed.
+        token = oauth::access_token(&server.name, url, &server.spec, true)
+            .await
+            .ok()
+            .flatten();
+        if token.is_none() {
+            return Err(needs_login());
+        }
+    }
+}
 
 async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Connected, McpError> {
     let server = &inner.servers[i];
@@ -866,12 +938,7 @@ async fn serve(
     };
     let odd_answer = |e: &rmcp::service::ClientInitializeError| era::answered_discover_oddly(e);
     if let Some(url) = &server.spec.url {
-        let transport = http::transport(url, &server.spec).map_err(|e| (e, false))?;
-        let client =
-            tokio::time::timeout_at(deadline, handler.serve_with_lifecycle(transport, lifecycle))
-                .await
-                .map_err(|_| (McpError::StartTimeout(secs), false))?
-                .map_err(|e| (McpError::Server(tidy(&e.to_string())), odd_answer(&e)))?;
+        let client = serve_http(server, url, handler, deadline, lifecycle).await?;
         return Ok((client, None, None));
     }
     let p = stdio::spawn(&server.spec, &inner.cwd).map_err(|e| {

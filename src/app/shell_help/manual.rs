@@ -398,6 +398,16 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "headers",
         "more HTTP headers for a url server",
     ),
+    (
+        "mcp_servers.NAME",
+        "client_id",
+        "a pre-registered OAuth client for buddy mcp login",
+    ),
+    (
+        "mcp_servers.NAME",
+        "client_secret_env",
+        "the variable holding that client's secret",
+    ),
     ("mcp_servers.NAME", "enabled", "start it (default true)"),
     (
         "mcp_servers.NAME",
@@ -519,6 +529,8 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy mcp get everything", "its settings and, started once, its tools"),
             ("buddy mcp call everything add '{\"a\": 2, \"b\": 3}'", "one tool by hand, its result printed"),
             ("buddy mcp remove docs", "out of the config file again"),
+            ("buddy mcp login docs", "an OAuth login in the browser, kept for that server"),
+            ("buddy mcp logout docs", "forget it"),
         ],
         Some("completions") => &[
             ("buddy completions bash > ~/.local/share/bash-completion/completions/buddy", "bash"),
