@@ -463,17 +463,13 @@ impl Agent {
     /// The context in use: the larger of the estimate and the server's count
     /// of the last request.
     pub fn context_estimate(&self) -> u64 {
-        // The definitions as they are sent (their schemas weigh as much as
-        // their descriptions); the list's JSON is encoded once and kept.
-        let definitions = self.tools.definitions();
-        let tools = match definitions.chat_json() {
-            Ok(raw) => tokens::estimate_text(raw.get()),
-            Err(_) => definitions
+        let estimate = tokens::estimate_messages(&self.messages)
+            + self
+                .tools
+                .definitions()
                 .iter()
                 .map(|d| tokens::estimate_text(&d.function.description) + 32)
-                .sum::<u64>(),
-        };
-        let estimate = tokens::estimate_messages(&self.messages) + tools;
+                .sum::<u64>();
         let reported = self.tracker.last_prompt_tokens + self.tracker.last_completion_tokens;
         estimate.max(reported)
     }
