@@ -409,3 +409,19 @@ fn a_childs_messages_are_in_the_session_file_while_it_runs() {
     );
     assert!(out.stdout.contains("MARK-A lives here"), "{}", out.stdout);
 }
+
+/// In the REPL a resumed child is one line under its call, and its own tool
+/// calls are one key away: Ctrl-O lists them.
+#[test]
+fn the_repl_folds_a_resumed_child_and_ctrl_o_shows_its_tool_calls() {
+    let (p, cmd) = session_with_a_child();
+    drop(p);
+    let p = FakeProvider::start(vec![Reply::text("again")]);
+    let cmd = cmd.config(config_no_confirm(&p, ""));
+    let t = support::tmux::Tmux::start(&cmd, &["resume", "--last"]);
+    let screen = t.wait_text("sub-agent look for MARK-A");
+    assert!(screen.contains("(Ctrl-O)"), "{screen}");
+    assert!(!screen.contains("notes.txt\"}"), "folded: {screen}");
+    t.keys(&["C-o"]);
+    t.wait_text("read_file");
+}

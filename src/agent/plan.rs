@@ -256,9 +256,12 @@ impl ToolSource for Planner {
     }
 
     fn definitions(&self) -> Vec<ToolDefinition> {
-        let mut defs = vec![todo_definition()];
+        // Built once: asked for at every model request.
+        static TODO: std::sync::OnceLock<ToolDefinition> = std::sync::OnceLock::new();
+        static EXIT: std::sync::OnceLock<ToolDefinition> = std::sync::OnceLock::new();
+        let mut defs = vec![TODO.get_or_init(todo_definition).clone()];
         if self.mode.is_on() {
-            defs.push(exit_definition());
+            defs.push(EXIT.get_or_init(exit_definition).clone());
         }
         defs
     }

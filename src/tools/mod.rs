@@ -261,6 +261,30 @@ pub struct ToolRegistry {
     own: Arc<protect::Protected>,
     /// Which sources' tools go as one line each until `tool_search` loads them.
     deferral: Arc<deferred::Deferral>,
+    /// The last list built with the sources' tools, with what they were:
+    /// while they stay the same (the usual case, turn after turn), the list
+    /// and its JSON are not built and encoded again.
+    built: Arc<std::sync::Mutex<Option<BuiltList>>>,
+}
+
+/// The sources' definitions a list was built from, and the list.
+type BuiltList = (Vec<ToolDefinition>, Arc<ToolList>);
+
+/// The tools offered now: the registry's own list, or one built with the
+/// sources' tools (kept, so the next request may share it).
+pub enum ToolsNow<'a> {
+    Fixed(&'a ToolList),
+    Built(Arc<ToolList>),
+}
+
+impl std::ops::Deref for ToolsNow<'_> {
+    type Target = ToolList;
+    fn deref(&self) -> &ToolList {
+        match self {
+            ToolsNow::Fixed(list) => list,
+            ToolsNow::Built(list) => list,
+        }
+    }
 }
 
 /// The outcome of one tool call, ready to become a `tool` message.
@@ -352,21 +376,32 @@ impl ToolRegistry {
     /// Without sources, the registry's own list with its JSON encoded once;
     /// tools from MCP servers come and go, so with them the list is built
     /// (and encoded) per request.
-    pub fn definitions(&self) -> std::borrow::Cow<'_, ToolList> {
+    pub fn definitions(&self) -> ToolsNow<'_> {
         if self.sources.is_empty() {
-            return std::borrow::Cow::Borrowed(&self.definitions);
+            return ToolsNow::Fixed(&self.definitions);
         }
-        let mut all = self.definitions.to_vec();
+        let mut extra = Vec::new();
         for s in self.sources.iter().filter(|s| !s.deferrable()) {
-            all.extend(s.definitions());
+            extra.extend(s.definitions());
         }
         let theirs = self.source_definitions();
         if self.deferral.applies(&theirs) {
-            all.extend(self.deferral.shrink(theirs));
+            extra.extend(self.deferral.shrink(theirs));
         } else {
-            all.extend(theirs);
+            extra.extend(theirs);
         }
-        std::borrow::Cow::Owned(ToolList::from(all))
+        // A panic elsewhere cannot leave the cache half-written.
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((was, list)) = built.as_ref() {
+            if *was == extra {
+                return ToolsNow::Built(list.clone());
+            }
+        }
+        let mut all = self.definitions.to_vec();
+        all.extend(extra.iter().cloned());
+        let list = Arc::new(ToolList::from(all));
+        *built = Some((extra, list.clone()));
+        ToolsNow::Built(list)
     }
 
     /// The deferrable sources' definitions (the servers' tools).

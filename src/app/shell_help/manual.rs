@@ -20,6 +20,7 @@ const KEYS: &[(&str, &str)] = &[
     ("Ctrl-C", "interrupt the running task, or clear the input"),
     ("Ctrl-D", "quit, on an empty input"),
     ("Ctrl-L", "clear the screen (the input and the conversation stay)"),
+    ("Ctrl-O", "the sub-agents of the conversation and their tool calls (as /subagents)"),
     ("Up, Down, Ctrl-P, Ctrl-N", "the previous and next history entry (within a multi-line input, move between its lines)"),
     ("Alt-Up", "take the queued messages back into the input"),
     ("Ctrl-R", "search the history backwards; Ctrl-R again for older matches, Enter sends, Esc or Ctrl-G gives back the input"),

@@ -441,7 +441,7 @@ pub const HELP: &str = "\
 Input: / lists the commands, @path attaches a file (Tab completes both),
 !command runs a command now and shows the model its output with your next
 prompt, Ctrl-R searches the history, Ctrl-J or a trailing \\ starts a new line,
-Ctrl-L clears the screen.
+Ctrl-L clears the screen, Ctrl-O shows the sub-agents' tool calls.
 
 While a task runs: Enter steers it (the message joins as soon as the running
 tool finishes), Tab queues a follow-up for when it is done, Alt-Up takes queued

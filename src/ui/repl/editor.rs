@@ -29,6 +29,8 @@ pub enum Outcome {
     Eof,
     /// Ctrl-L: clear the screen, keep the input.
     ClearScreen,
+    /// Ctrl-O: the sub-agents and their tool calls (as `/subagents`).
+    ShowSubagents,
 }
 
 pub struct Editor {
@@ -545,6 +547,7 @@ impl Editor {
                 return Outcome::Interrupt;
             }
             KeyCode::Char('l') if ctrl => return Outcome::ClearScreen,
+            KeyCode::Char('o') if ctrl => return Outcome::ShowSubagents,
             KeyCode::Char('d') if ctrl => {
                 if b.is_empty() {
                     return Outcome::Eof;

@@ -109,6 +109,7 @@ impl Repl<'_> {
             }
             Outcome::Submit(line) => return self.on_line(line),
             Outcome::ClearScreen => self.clear_screen(),
+            Outcome::ShowSubagents => self.show_subagents(),
         }
         false
     }

@@ -173,7 +173,7 @@ fn item_lines(item: &Replayed, look: &Look, cols: usize) -> Vec<String> {
                 })
                 .sum();
             vec![st.dim(&format!(
-                "  ◆ sub-agent {}: {} message{}, {calls} tool call{} (/subagents)",
+                "  ◆ sub-agent {}: {} message{}, {calls} tool call{} (Ctrl-O)",
                 visible(description),
                 items.len(),
                 if items.len() == 1 { "" } else { "s" },

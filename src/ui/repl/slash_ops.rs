@@ -11,6 +11,13 @@ use crate::text::visible;
 use tokio::sync::mpsc;
 
 impl Repl<'_> {
+    /// The sub-agents of the conversation with their tool calls (Ctrl-O,
+    /// `/subagents`).
+    pub(super) fn show_subagents(&mut self) {
+        let lines = super::subagents::report(&self.subagents);
+        self.say(&lines.join("\n"));
+    }
+
     pub(super) fn on_command(&mut self, cmd: Slash) -> bool {
         if self.task.is_some() && !cmd.allowed_while_busy() {
             self.say("a task is running; /model, /session new|resume, /compact and /quit wait until it ends (or /kill it)");
@@ -26,10 +33,7 @@ impl Repl<'_> {
                 };
                 self.say(&text);
             }
-            Slash::Subagents => {
-                let lines = super::subagents::report(&self.subagents);
-                self.say(&lines.join("\n"));
-            }
+            Slash::Subagents => self.show_subagents(),
             Slash::Skills => {
                 let text = if self.opts.skills.is_empty() {
                     "no skills: put folders with a SKILL.md in .buddy/skills/ (trusted projects) or ~/.config/buddy/skills/".to_string()
