@@ -24,6 +24,7 @@ pub mod protocol;
 pub mod replay;
 pub mod rewind;
 pub mod service;
+pub mod spans;
 pub mod tokens;
 mod tool_round;
 

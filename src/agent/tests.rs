@@ -971,6 +971,7 @@ fn service(replies: Vec<Message>) -> AgentHandle {
         models: None,
         hooks: super::hooks::Hooks::default(),
         output: None,
+        telemetry: None,
     })
 }
 

@@ -285,6 +285,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("serve", "idle_timeout_secs", "a connection with nothing moving is closed after this (default 60)"),
     ("serve", "agent_idle_secs", "a session's agent kept this long without a run (default 300)"),
     ("serve", "max_body_bytes", "largest request body, every endpoint (default 1 MiB; 413 past it)"),
+    (
+        "telemetry",
+        "otlp_endpoint",
+        "OTLP/HTTP receiver for trace spans, e.g. http://127.0.0.1:4318 (unset: no traces)",
+    ),
     ("display", "color", "colour on a terminal (default true)"),
     (
         "display",
@@ -694,6 +699,7 @@ mod tests {
             ("hooks", "hooks"),
             ("[[hooks.Stop]]", "hooks.EVENT"),
             ("serve", "serve"),
+            ("telemetry", "telemetry"),
         ];
         let documented = |t: &str| -> Vec<&str> {
             CONFIG_KEYS
