@@ -47,6 +47,7 @@ mod shell_help;
 mod ssh;
 mod startup;
 mod startup_layout;
+mod telemetry;
 mod tls_proxy;
 mod tmux_exec;
 mod wire_fixtures;
