@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use support::fake_provider::{FakeProvider, Reply, ToolCallSpec};
+use support::serve::Server;
 use support::{fake_config, BuddyCmd, TempDir};
 
 /// The receiver's venv python, from `scripts/otlp-receiver`.
@@ -99,6 +100,13 @@ fn exec_sends_a_run_span_with_its_requests_and_tool_calls_as_children() {
     out.assert_success();
     assert!(!out.stderr.contains("traces:"), "stderr: {}", out.stderr);
 
+    one_run_traced(&receiver);
+}
+
+/// The receiver got one run's trace: the run, two model requests and one
+/// `run_shell` call under it, with the session id and no text of the
+/// conversation anywhere in the payload.
+fn one_run_traced(receiver: &Receiver) -> String {
     let requests = receiver.requests();
     assert!(!requests.is_empty(), "no export reached the receiver");
     let mut spans = Vec::new();
@@ -153,6 +161,7 @@ fn exec_sends_a_run_span_with_its_requests_and_tool_calls_as_children() {
         assert!(attr(r, "gen_ai.usage.input_tokens").as_i64().is_some());
         assert!(attr(r, "gen_ai.usage.output_tokens").as_i64().is_some());
     }
+    session.to_string()
 }
 
 #[test]
@@ -176,4 +185,41 @@ fn an_endpoint_that_is_down_costs_one_warning_and_the_run_still_answers() {
         "stderr: {}",
         out.stderr
     );
+}
+
+#[test]
+fn a_run_in_serve_is_traced_the_same_way() {
+    let dir = TempDir::new("otlp-serve");
+    let receiver = Receiver::start(dir.path());
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "call_1",
+            "run_shell",
+            json!({"command": "echo tool-output-words"}).to_string(),
+        )]),
+        Reply::text("answer-words from the model"),
+    ]);
+    let config = format!(
+        "{}\n[tools]\nshell_confirm = false\n\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
+        fake_config(&p),
+        receiver.port
+    );
+    let cmd = BuddyCmd::new().config(config);
+    let mut server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let r = c.post("/api/sessions", "{}");
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["id"].as_str().unwrap_or_default().to_string();
+    let body = json!({ "text": "prompt-words that stay private" }).to_string();
+    let (r, stream) = c.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    stream.expect("an event stream").until("done");
+    // Stopping the server sends what is queued (the exit flush).
+    server.terminate();
+    assert_eq!(one_run_traced(&receiver), id, "the served session's id");
 }
