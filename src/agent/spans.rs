@@ -226,3 +226,85 @@ impl Spans {
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::protocol::{RunEnd, ToolCallResult};
+
+    fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a Value> {
+        span.attributes
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    }
+
+    #[test]
+    fn an_interrupted_run_ends_its_open_request_and_calls_under_it() {
+        let (exporter, mut captured) = crate::telemetry::captured(16);
+        let mut spans = Spans::new(exporter, "m1".into());
+        spans.observe(3, &EventKind::SessionStarted { id: "s-1".into() });
+        spans.observe(
+            3,
+            &EventKind::RunStarted {
+                prompt: "secret words".into(),
+            },
+        );
+        spans.observe(3, &EventKind::ModelRequest { turn: 1 });
+        for id in ["a", "b"] {
+            spans.observe(
+                3,
+                &EventKind::ToolCall {
+                    call_id: id.into(),
+                    name: "run_shell".into(),
+                    arguments: "{}".into(),
+                },
+            );
+        }
+        spans.observe(
+            3,
+            &EventKind::ToolResult(ToolCallResult {
+                call_id: "a".into(),
+                name: "run_shell".into(),
+                text: "out".into(),
+                is_error: true,
+                truncated: None,
+            }),
+        );
+        spans.observe(
+            3,
+            &EventKind::RunFinished(RunEnd {
+                outcome: RunOutcome::Interrupted,
+            }),
+        );
+        let got = captured.spans();
+        let names: Vec<&str> = got.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "execute_tool run_shell",
+                "chat m1",
+                "execute_tool run_shell",
+                "buddy.run"
+            ]
+        );
+        let run = &got[3];
+        assert_eq!(run.parent, None);
+        assert_eq!(attr(run, OUTCOME), Some(&Value::Str("interrupted".into())));
+        assert_eq!(attr(run, RUN), Some(&Value::Int(3)));
+        for child in &got[..3] {
+            assert_eq!(child.parent, Some(run.span_id));
+            assert_eq!(child.trace_id, run.trace_id);
+            assert_eq!(attr(child, SESSION_ID), Some(&Value::Str("s-1".into())));
+        }
+        assert!(got[0].error, "the call whose result is an error");
+        assert_eq!(attr(&got[1], OUTCOME), Some(&Value::Str("no_reply".into())));
+        assert_eq!(
+            attr(&got[2], OUTCOME),
+            Some(&Value::Str("not_finished".into()))
+        );
+        // Nothing outside a run is traced.
+        spans.observe(0, &EventKind::ModelRequest { turn: 1 });
+        assert!(captured.spans().is_empty());
+    }
+}

@@ -288,6 +288,31 @@ pub async fn flush(bound: Duration) -> Option<String> {
     e.take_warning()
 }
 
+/// An exporter whose spans stay in memory, for tests of what makes them.
+#[cfg(test)]
+pub(crate) fn captured(capacity: usize) -> (Exporter, Captured) {
+    let (tx, rx) = mpsc::channel(capacity);
+    let shared = Arc::new(Shared::default());
+    (Exporter { tx, shared }, Captured(rx))
+}
+
+#[cfg(test)]
+pub(crate) struct Captured(mpsc::Receiver<Msg>);
+
+#[cfg(test)]
+impl Captured {
+    /// The spans recorded so far, in order.
+    pub(crate) fn spans(&mut self) -> Vec<Span> {
+        let mut out = Vec::new();
+        while let Ok(m) = self.0.try_recv() {
+            if let Msg::Span(s) = m {
+                out.push(*s);
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
