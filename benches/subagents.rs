@@ -81,7 +81,13 @@ impl ModelClient for Instant_ {
 fn agent(tool: &'static str, calls: usize) -> AgentHandle {
     spawn(AgentSetup {
         client: Arc::new(Instant_ { tool, calls }),
-        tools: ToolRegistry::new(),
+        // One tool, so the agent (which gives no `agent` tool to an agent
+        // with no tools) has children to start; the model never calls it.
+        tools: {
+            let mut reg = ToolRegistry::new();
+            reg.register(Arc::new(buddy::tools::time::TimeTool));
+            reg
+        },
         cwd: PathBuf::from("/"),
         target: Arc::new(buddy::host::LocalTarget),
         pane: None,
@@ -112,6 +118,7 @@ fn agent(tool: &'static str, calls: usize) -> AgentHandle {
         models: None,
         hooks: Default::default(),
         output: None,
+        telemetry: None,
     })
 }
 

@@ -41,6 +41,7 @@ pub mod redact;
 pub mod serve;
 pub mod session;
 pub mod shell;
+pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod ui;

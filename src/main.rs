@@ -59,6 +59,11 @@ fn main() {
             e.exit_code()
         }
     };
+    // The last spans go out with a short bound; a failure nobody was told
+    // of yet is told once, here.
+    if let Some(warning) = runtime.block_on(buddy::telemetry::flush(buddy::telemetry::EXIT_FLUSH)) {
+        eprintln!("warning: {}", buddy::text::visible(&warning));
+    }
     // Do not wait for blocking tasks (a pending terminal read, say) on the way out.
     runtime.shutdown_background();
     std::process::exit(code);

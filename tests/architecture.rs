@@ -311,7 +311,7 @@ fn describe(circle: &[Module], refs: &Refs) -> String {
 const LAYERS: &[(&str, &[&str])] = &[
     // Wire types and the small helpers everyone uses; none of them knows
     // a model, a tool or an agent. `shell` reads command lines without
-    // running them, `host` is where commands run.
+    // running them, `host` is where commands run, `telemetry` sends spans.
     (
         "wire",
         &[
@@ -323,6 +323,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "redact",
             "procenv",
             "net",
+            "telemetry",
             "frontmatter",
             "background",
             "shell",

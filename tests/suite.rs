@@ -53,6 +53,7 @@ mod ssh;
 mod startup;
 mod startup_layout;
 mod subagents;
+mod telemetry;
 mod tls_proxy;
 mod tmux_exec;
 mod wire_fixtures;

@@ -42,6 +42,8 @@ struct State {
     /// The end of the current text or reasoning stream that could be the
     /// start of a secret (see the module note).
     carry: Option<EventKind>,
+    /// Turns events into trace spans when telemetry is on (`spans`).
+    spans: Option<super::spans::Spans>,
 }
 
 impl State {
@@ -120,6 +122,20 @@ impl Emitter {
         self.lock().op = op;
     }
 
+    /// Traces the events that follow (`agent::spans`).
+    pub fn trace(&self, spans: super::spans::Spans) {
+        self.lock().spans = Some(spans);
+    }
+
+    /// Shows `kind` to the tracer, at the moment it is emitted (before any
+    /// wait for room); gives the tracer's one warning when it has one.
+    fn observe(&self, kind: &EventKind) -> Option<EventKind> {
+        let mut st = self.lock();
+        let run = st.run;
+        let message = st.spans.as_mut()?.observe(run, kind)?;
+        Some(EventKind::Warning { message })
+    }
+
     pub fn run(&self) -> u64 {
         self.lock().run
     }
@@ -127,14 +143,21 @@ impl Emitter {
     /// Sends `kind`, waiting for room. A receiver that is gone is ignored: a
     /// front end that stopped listening must not stop the agent.
     pub async fn emit(&self, kind: EventKind) {
+        let warning = self.observe(&kind);
         self.lock().release_carry();
         self.flush().await;
         self.send(kind, None).await;
+        if let Some(w) = warning {
+            self.send(w, None).await;
+        }
     }
 
     /// Sends `kind` as the answer to op `op`, whatever the run in progress
     /// (an op served while a run goes on).
     pub async fn reply(&self, op: OpId, kind: EventKind) {
+        // Replies are not part of a run's spans, but may carry the session
+        // (a resume or a fork answers an op).
+        let _ = self.observe(&kind);
         self.lock().release_carry();
         self.flush().await;
         self.send(kind, Some(op)).await;

@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod replay;
 pub mod rewind;
 pub mod service;
+pub mod spans;
 pub mod subagent;
 pub mod tokens;
 mod tool_round;

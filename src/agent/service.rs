@@ -188,6 +188,8 @@ pub struct AgentSetup {
     pub hooks: Hooks,
     /// The schema every final answer must match (`exec --output-schema`).
     pub output: Option<Arc<OutputSchema>>,
+    /// Where trace spans go (`[telemetry] otlp_endpoint`); none: not traced.
+    pub telemetry: Option<crate::telemetry::Exporter>,
 }
 
 /// The sending end of an agent's ops. Each op goes with a fresh id (the
@@ -260,6 +262,12 @@ pub fn spawn(setup: AgentSetup) -> AgentHandle {
     let (op_tx, op_rx) = OpSender::channel(OP_CAPACITY);
     let (ev_tx, ev_rx) = mpsc::channel(EVENT_CAPACITY);
     let emitter = Emitter::new(ev_tx);
+    if let Some(exporter) = setup.telemetry {
+        emitter.trace(super::spans::Spans::new(
+            exporter,
+            setup.model.model.clone(),
+        ));
+    }
     let control = Control::new(
         emitter.clone(),
         setup.approval,

@@ -976,6 +976,7 @@ fn service_with(replies: Vec<Message>, options: AgentOptions) -> AgentHandle {
         models: None,
         hooks: super::hooks::Hooks::default(),
         output: None,
+        telemetry: None,
     })
 }
 

@@ -411,7 +411,16 @@ pub(crate) fn agent_setup(
         models,
         hooks: hooks(&settings.hooks)?,
         output: None,
+        telemetry: telemetry(settings),
     })
+}
+
+/// The process's trace exporter when `[telemetry] otlp_endpoint` is set.
+/// The endpoint was checked when the config was read; a failure to start
+/// leaves this agent untraced rather than refusing to run it.
+fn telemetry(settings: &Settings) -> Option<crate::telemetry::Exporter> {
+    let endpoint = settings.telemetry.otlp_endpoint.as_deref()?;
+    crate::telemetry::exporter(endpoint).ok()
 }
 
 fn reg_skill(registry: &mut ToolRegistry, skills: Vec<tools::skill::Skill>, cap: usize) {

@@ -37,6 +37,9 @@ pub struct ConfigFile {
     /// `[serve]`: the limits of `buddy serve` (docs/SERVE.md).
     #[serde(default)]
     pub serve: ServeSection,
+    /// `[telemetry]`: where trace spans go (docs/OBSERVABILITY.md).
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
     /// Not in the file: what was held back from it because it is an
     /// untrusted project file (see `trust`).
     #[serde(skip)]
@@ -508,6 +511,30 @@ pub struct ServeSection {
     pub audit_text: Option<bool>,
     /// The audit log is rotated at this size (default 16).
     pub audit_max_mib: Option<u64>,
+}
+
+/// `[telemetry]`: OpenTelemetry traces, off unless an endpoint is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// An OTLP/HTTP receiver's base URL (`http://127.0.0.1:4318`); spans
+    /// are posted to its `/v1/traces`.
+    pub otlp_endpoint: Option<String>,
+}
+
+impl TelemetrySection {
+    /// The endpoint is an http(s) URL, or unset.
+    pub fn check(&self) -> Result<(), String> {
+        let Some(e) = &self.otlp_endpoint else {
+            return Ok(());
+        };
+        match url::Url::parse(e.trim()) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(()),
+            _ => Err(format!(
+                "telemetry.otlp_endpoint `{e}` is not an http:// or https:// URL"
+            )),
+        }
+    }
 }
 
 /// `[discovery]`: local model servers tried when the active profile has no key.

@@ -113,6 +113,8 @@ pub struct Settings {
     pub hooks: HooksSection,
     /// `buddy serve`'s limits as the file sets them.
     pub serve: ServeSection,
+    /// `[telemetry]`: where trace spans go.
+    pub telemetry: TelemetrySection,
     /// Every profile name, for messages and pickers.
     pub profiles: Vec<String>,
     /// Keys written in the file (every profile's `api_key`): redacted from
@@ -421,6 +423,12 @@ pub fn resolve(
         path: file_src.clone(),
         message: e.to_string(),
     })?;
+    file.telemetry
+        .check()
+        .map_err(|message| ConfigError::Invalid {
+            path: file_src.clone(),
+            message,
+        })?;
     if let Some(local) = &cli.local {
         let name = local_profile_name(&file);
         file.models.insert(
@@ -659,6 +667,7 @@ pub fn resolve(
         ui: file.ui,
         execution: file.execution,
         serve: file.serve,
+        telemetry: file.telemetry,
         hooks: file.hooks,
         profiles,
         profile_keys,

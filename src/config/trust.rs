@@ -234,6 +234,10 @@ pub fn hold_back(file: &mut ConfigFile, path: &Path, env_key: bool) -> Untrusted
         out.held_back.push(format!("auth.{provider}"));
     }
     lowers_tool_safety(&mut file.tools, &mut out.held_back);
+    // Where this machine's traces go is the user's to say, not a project's.
+    if file.telemetry.otlp_endpoint.take().is_some() {
+        out.held_back.push("telemetry.otlp_endpoint".to_string());
+    }
     // A server is a program run as the user (or a place its tokens go).
     for name in std::mem::take(&mut file.mcp_servers).into_keys() {
         out.held_back.push(format!("mcp_servers.{name}"));

@@ -318,6 +318,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("serve", "audit_log", "the audit log (default .buddyx/serve/audit.log, written with users)"),
     ("serve", "audit_text", "also write prompts' text into the audit log (default false)"),
     ("serve", "audit_max_mib", "the audit log is rotated to audit.log.1 at this size (default 16)"),
+    (
+        "telemetry",
+        "otlp_endpoint",
+        "OTLP/HTTP receiver for trace spans, e.g. http://127.0.0.1:4318 (unset: no traces)",
+    ),
     ("display", "color", "colour on a terminal (default true)"),
     (
         "display",
@@ -746,6 +751,7 @@ mod tests {
             ("hooks", "hooks"),
             ("[[hooks.Stop]]", "hooks.EVENT"),
             ("serve", "serve"),
+            ("telemetry", "telemetry"),
         ];
         let documented = |t: &str| -> Vec<&str> {
             CONFIG_KEYS
