@@ -423,5 +423,5 @@ fn the_repl_folds_a_resumed_child_and_ctrl_o_shows_its_tool_calls() {
     assert!(screen.contains("(Ctrl-O)"), "{screen}");
     assert!(!screen.contains("notes.txt\"}"), "folded: {screen}");
     t.keys(&["C-o"]);
-    t.wait_text("read_file");
+    t.wait_text("▶ read notes.txt");
 }
