@@ -255,6 +255,11 @@ impl ToolSource for Planner {
         false
     }
 
+    /// The definitions change only with plan mode.
+    fn revision(&self) -> Option<u64> {
+        Some(u64::from(self.mode.is_on()))
+    }
+
     fn definitions(&self) -> Vec<ToolDefinition> {
         // Built once: asked for at every model request.
         static TODO: std::sync::OnceLock<ToolDefinition> = std::sync::OnceLock::new();

@@ -49,6 +49,12 @@ impl Deferral {
         }
     }
 
+    /// How many tools have been loaded (a list built before a search is
+    /// stale after it).
+    pub fn loaded_count(&self) -> usize {
+        self.loaded().len()
+    }
+
     /// The same bound with nothing loaded (a sub-agent's registry).
     pub fn fresh(&self) -> Deferral {
         Deferral::new(self.after_bytes)

@@ -241,6 +241,12 @@ pub trait ToolSource: Send + Sync {
     fn deferrable(&self) -> bool {
         true
     }
+    /// A number that changes whenever `definitions` would, if the source
+    /// can tell: the registry then reuses the list it built without asking
+    /// for the definitions at all (they are asked at every model request).
+    fn revision(&self) -> Option<u64> {
+        None
+    }
     /// The cap on `name`'s result, when `name` is one of this source's tools.
     fn max_output_chars(&self, name: &str) -> Option<usize>;
     async fn execute(
@@ -267,8 +273,10 @@ pub struct ToolRegistry {
     built: Arc<std::sync::Mutex<Option<BuiltList>>>,
 }
 
-/// The sources' definitions a list was built from, and the list.
-type BuiltList = (Vec<ToolDefinition>, Arc<ToolList>);
+/// What a list was built from (the sources' revisions and how many
+/// deferred tools were loaded, when every source can tell; and the sources'
+/// definitions), and the list.
+type BuiltList = (Option<Vec<u64>>, Vec<ToolDefinition>, Arc<ToolList>);
 
 /// The tools offered now: the registry's own list, or one built with the
 /// sources' tools (kept, so the next request may share it).
@@ -380,6 +388,19 @@ impl ToolRegistry {
         if self.sources.is_empty() {
             return ToolsNow::Fixed(&self.definitions);
         }
+        let key: Option<Vec<u64>> = self
+            .sources
+            .iter()
+            .map(|s| s.revision())
+            .chain(std::iter::once(Some(self.deferral.loaded_count() as u64)))
+            .collect();
+        // A panic elsewhere cannot leave the cache half-written.
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(key), Some((Some(was), _, list))) = (&key, built.as_ref()) {
+            if was == key {
+                return ToolsNow::Built(list.clone());
+            }
+        }
         let mut extra = Vec::new();
         for s in self.sources.iter().filter(|s| !s.deferrable()) {
             extra.extend(s.definitions());
@@ -390,17 +411,17 @@ impl ToolRegistry {
         } else {
             extra.extend(theirs);
         }
-        // A panic elsewhere cannot leave the cache half-written.
-        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((was, list)) = built.as_ref() {
+        if let Some((_, was, list)) = built.as_ref() {
             if *was == extra {
-                return ToolsNow::Built(list.clone());
+                let list = list.clone();
+                *built = Some((key, extra, list.clone()));
+                return ToolsNow::Built(list);
             }
         }
         let mut all = self.definitions.to_vec();
         all.extend(extra.iter().cloned());
         let list = Arc::new(ToolList::from(all));
-        *built = Some((extra, list.clone()));
+        *built = Some((key, extra, list.clone()));
         ToolsNow::Built(list)
     }
 
@@ -543,5 +564,64 @@ mod tests {
         assert_eq!(t, "héll");
         assert_eq!(cut, Some(Truncation { kept: 4, total: 11 }));
         assert_eq!(truncate("abc", 3), ("abc".to_string(), None));
+    }
+
+    /// A source whose definitions change with `rev`, counting the asks.
+    struct Counted {
+        rev: std::sync::atomic::AtomicU64,
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl ToolSource for Counted {
+        fn definitions(&self) -> Vec<ToolDefinition> {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.asked.fetch_add(1, SeqCst);
+            let name = format!("t{}", self.rev.load(SeqCst));
+            vec![ToolDefinition::function(&name, "d", serde_json::json!({}))]
+        }
+        fn max_output_chars(&self, _: &str) -> Option<usize> {
+            None
+        }
+        fn revision(&self) -> Option<u64> {
+            Some(self.rev.load(std::sync::atomic::Ordering::SeqCst))
+        }
+        async fn execute(
+            &self,
+            _: &str,
+            _: Value,
+            _: &ToolContext,
+        ) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text("x"))
+        }
+    }
+
+    #[test]
+    fn a_list_with_sources_is_built_again_only_when_a_source_changes() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let source = Arc::new(Counted {
+            rev: 1.into(),
+            asked: 0.into(),
+        });
+        let mut reg = ToolRegistry::new();
+        reg.add_source(source.clone());
+        let first = reg.definitions();
+        let ToolsNow::Built(a) = &first else {
+            panic!("built")
+        };
+        let again = reg.definitions();
+        let ToolsNow::Built(b) = &again else {
+            panic!("built")
+        };
+        assert!(Arc::ptr_eq(a, b), "the same list, its JSON encoded once");
+        assert_eq!(source.asked.load(SeqCst), 1, "not asked again");
+        source.rev.store(2, SeqCst);
+        let names: Vec<String> = reg
+            .definitions()
+            .iter()
+            .map(|d| d.function.name.clone())
+            .collect();
+        assert_eq!(names, ["t2"]);
+        assert_eq!(source.asked.load(SeqCst), 2);
     }
 }
