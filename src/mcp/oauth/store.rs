@@ -64,6 +64,9 @@ struct File {
     servers: BTreeMap<String, Login>,
 }
 
+/// The most a logins file may hold (a few hundred servers' tokens).
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
 pub struct Store {
     path: PathBuf,
 }
@@ -87,11 +90,16 @@ impl Store {
     }
 
     fn read(&self) -> Result<File, OAuthError> {
-        match std::fs::read(&self.path) {
+        // A regular file of bounded size: a login list is small, and a
+        // FIFO or a huge file put in its place must not hang or fill memory.
+        match crate::localfile::read_regular(&self.path, MAX_FILE_BYTES) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| OAuthError::Store(format!("{} is damaged: {e}", self.path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(File::default()),
-            Err(e) => Err(self.io("read", e)),
+            Err(e) if e.is_not_found() => Ok(File::default()),
+            Err(e) => Err(OAuthError::Store(format!(
+                "cannot read {}: {e}",
+                self.path.display()
+            ))),
         }
     }
 
