@@ -36,6 +36,7 @@ pub mod mcp;
 pub mod mcp_server;
 pub mod net;
 pub mod procenv;
+pub mod process;
 pub mod provider;
 pub mod redact;
 pub mod serve;

@@ -22,6 +22,8 @@ fn main() {
     // Before any thread exists: keys in buddy's own environment must not be
     // readable from /proc/PID/environ by the commands it runs.
     buddy::procenv::scrub(buddy::procenv::looks_secret);
+    // The environment and working directory, read once for the whole command.
+    buddy::process::facts();
     let cli = buddy::cli::parse_args(args);
     // One thread is plenty for one conversation: the work is waiting on the
     // network and on child processes, and a single-threaded runtime starts

@@ -77,7 +77,7 @@ fn usable(roots: Vec<CertificateDer<'static>>) -> Vec<Certificate> {
 /// certificate, over a hundred opens for the same roots. `SSL_CERT_FILE` and
 /// `SSL_CERT_DIR` are honoured as they are; without a bundle, the directories.
 pub fn load_system_roots() -> Vec<CertificateDer<'static>> {
-    let dir_chosen = std::env::var_os("SSL_CERT_DIR").is_some_and(|v| !v.is_empty());
+    let dir_chosen = crate::process::var_os("SSL_CERT_DIR").is_some_and(|v| !v.is_empty());
     if !dir_chosen {
         if let Some(bundle) = openssl_probe::probe().cert_file {
             let certs = rustls_native_certs::load_certs_from_paths(Some(&bundle), None).certs;

@@ -7,7 +7,9 @@
 //!   found as strongly connected components (Tarjan's algorithm), among the
 //!   files and among the top-level modules alike;
 //! - the layers: each top-level module has a place in `LAYERS`, lowest
-//!   first, and imports only from its own layer or lower ones.
+//!   first, and imports only from its own layer or lower ones;
+//! - the process (environment, working directory) is read in `process.rs`
+//!   alone, once.
 //!
 //! An import is any `crate::…` or `super::…` path in a file's code outside
 //! its `mod tests`, `use` trees included.
@@ -322,6 +324,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "localfile",
             "redact",
             "procenv",
+            "process",
             "net",
             "telemetry",
             "frontmatter",
@@ -539,6 +542,59 @@ fn variants(src: &str, name: &str) -> Vec<String> {
         depth = depth.saturating_sub(code.matches(['}', ')']).count());
     }
     out
+}
+
+/// Every place outside `process.rs` that reads the environment or the
+/// working directory from the process itself, as `file: line`.
+fn process_reads(src: &Path) -> Vec<String> {
+    const READS: [&str; 5] = [
+        "env::var(",
+        "env::var_os(",
+        "env::vars(",
+        "env::vars_os(",
+        "current_dir()",
+    ];
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(src).expect("under src");
+        // process.rs takes the one reading; procenv.rs scrubs the block.
+        if rel == Path::new("process.rs") || rel == Path::new("procenv.rs") {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(&file).expect("read source"));
+        for (n, line) in code.lines().enumerate() {
+            if READS.iter().any(|r| line.contains(r)) {
+                found.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_process_is_read_in_one_place() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = process_reads(&src);
+    assert!(
+        found.is_empty(),
+        "read the process through crate::process (read once at start), not here:\n{}",
+        found.join("\n")
+    );
+    // The check itself sees a read.
+    let dir = crate::support::TempDir::new("process-reads");
+    std::fs::write(
+        dir.join("a.rs"),
+        "fn f() { let _ = std::env::var(\"HOME\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("process.rs"),
+        "fn g() { std::env::current_dir(); }\n",
+    )
+    .unwrap();
+    assert_eq!(process_reads(dir.path()).len(), 1);
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod events_json;
 mod exec;
 mod exec_input;
 mod exec_scripting;
+mod exit_codes;
 mod export;
 mod fake_provider_selftest;
 mod hooks;

@@ -10,7 +10,7 @@ use crate::ui::style::Style;
 use std::path::PathBuf;
 
 fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    crate::process::var(name)
 }
 
 /// The user's rules file, when there is a config directory.

@@ -285,7 +285,7 @@ pub(super) async fn instead_of_missing_key(
     let servers = file
         .discovery
         .servers()
-        .map_err(|e| AppError::Usage(format!("config error: {e}")))?;
+        .map_err(|e| AppError::config(e.to_string()))?;
     if servers.is_empty() {
         return Err(not_found(Vec::new()));
     }
@@ -372,7 +372,7 @@ pub(super) async fn instead_of_missing_key(
     )
     .map_err(|e| match e {
         e @ ConfigError::MissingKey { .. } => not_found(vec![e.to_string()]),
-        e => AppError::Usage(e.to_string()),
+        e => AppError::Config(e),
     })?;
     let file_path = source
         .or_else(|| config::global_dir(env).map(|d| d.join("buddy.toml")))

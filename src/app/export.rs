@@ -15,9 +15,7 @@ use std::path::Path;
 pub(super) fn export(args: ExportArgs) -> Result<Exit, AppError> {
     let store = Store::for_workdir(&workdir());
     let query = args.id.clone().unwrap_or_else(|| "last".to_string());
-    let id = store
-        .resolve(&query)
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+    let id = store.resolve(&query)?;
     if args.id.is_none() && !args.last {
         eprintln!("exporting the most recent session, {id}");
     }

@@ -4,9 +4,9 @@
 //! buddy.toml) with `toml_edit`, so its comments and layout stay. An edit is
 //! parsed again as a whole before it is written, so a bad one never lands.
 
-use super::{env, workdir, AppError, Exit};
+use super::{env, workdir, AppError, Exit, InputError, Unknown};
 use crate::cli::{McpAddArgs, McpCommand};
-use crate::config::{self, CliOverrides, McpServer};
+use crate::config::{self, CliOverrides, ConfigError, McpServer};
 use crate::text::one_line;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,23 +32,17 @@ pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppE
 async fn login(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     let (all, _) = servers(overrides)?;
     let Some((spec, _)) = all.get(name) else {
-        return Err(AppError::Usage(format!(
-            "no MCP server `{}` (`buddy mcp list`)",
-            one_line(name, 60)
-        )));
+        return Err(Unknown::McpServer(name.into()).into());
     };
     let Some(url) = &spec.url else {
-        return Err(AppError::Usage(format!(
-            "`{}` is not an HTTP server; only those log in",
-            one_line(name, 60)
-        )));
+        return Err(Unknown::NotHttp(name.into()).into());
     };
     match crate::mcp::oauth::login(name, url, spec).await {
         Ok(()) => {
             eprintln!("logged in to {}", one_line(name, 60));
             Ok(Exit::Ok)
         }
-        Err(e) => Err(AppError::Usage(format!(
+        Err(e) => Err(AppError::Mcp(format!(
             "cannot log in to {}: {}",
             one_line(name, 60),
             crate::redact::text(&e.to_string())
@@ -62,7 +56,7 @@ fn logout(name: &str) -> Result<Exit, AppError> {
     match crate::mcp::oauth::logout(name) {
         Ok(true) => eprintln!("logged out of {}", one_line(name, 60)),
         Ok(false) => eprintln!("no login kept for {}", one_line(name, 60)),
-        Err(e) => return Err(AppError::Usage(e.to_string())),
+        Err(e) => return Err(AppError::Mcp(e.to_string())),
     }
     Ok(Exit::Ok)
 }
@@ -75,8 +69,7 @@ type Servers = BTreeMap<String, (McpServer, &'static str)>;
 fn servers(overrides: &CliOverrides) -> Result<(Servers, Vec<String>), AppError> {
     let cwd = workdir();
     let trust = config::trust::TrustStore::of_user(&env);
-    let (file, _) = config::load_file(&cwd, &env, overrides, trust.as_deref())
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+    let (file, _) = config::load_file(&cwd, &env, overrides, trust.as_deref())?;
     let mut hidden = config::credential_env(&file);
     if let Some(line) = file.untrusted.as_ref().and_then(super::trust::warning) {
         eprintln!("warning: {line}");
@@ -145,10 +138,7 @@ fn list(overrides: &CliOverrides) -> Result<Exit, AppError> {
 async fn get(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     let (all, hidden) = servers(overrides)?;
     let Some((s, from)) = all.get(name) else {
-        return Err(AppError::Usage(format!(
-            "no MCP server `{}`; `buddy mcp list` shows them",
-            one_line(name, 80)
-        )));
+        return Err(Unknown::McpServer(name.into()).into());
     };
     println!("name: {}", one_line(name, 80));
     println!("from: {from}");
@@ -222,24 +212,26 @@ async fn call(
         None => serde_json::Map::new(),
         Some(Ok(serde_json::Value::Object(map))) => map,
         Some(Ok(_)) => {
-            return Err(AppError::Usage(
-                "the arguments must be one JSON object, like {\"a\": 1}".into(),
-            ))
+            return Err(InputError::Invalid {
+                what: "the arguments".into(),
+                problem: "must be one JSON object, like {\"a\": 1}".into(),
+            }
+            .into())
         }
-        Some(Err(e)) => return Err(AppError::Usage(format!("the arguments are not JSON: {e}"))),
+        Some(Err(e)) => {
+            return Err(InputError::Invalid {
+                what: "the arguments".into(),
+                problem: format!("not JSON: {e}"),
+            }
+            .into())
+        }
     };
     let (all, hidden) = servers(overrides)?;
     let Some((s, _)) = all.get(name) else {
-        return Err(AppError::Usage(format!(
-            "no MCP server `{}`; `buddy mcp list` shows them",
-            one_line(name, 80)
-        )));
+        return Err(Unknown::McpServer(name.into()).into());
     };
     if !s.enabled {
-        return Err(AppError::Usage(format!(
-            "the MCP server `{}` is disabled (enabled = false)",
-            one_line(name, 80)
-        )));
+        return Err(Unknown::McpDisabled(name.into()).into());
     }
     let tools = start_one(name, s, hidden).await?;
     let Some(answer) = tools.call(name, tool, arguments) else {
@@ -288,30 +280,35 @@ fn user_file(overrides: &CliOverrides) -> Result<PathBuf, AppError> {
 
 fn read_doc(path: &Path) -> Result<(String, toml_edit::DocumentMut), AppError> {
     let text = match crate::localfile::read_regular(path, config::MAX_CONFIG_BYTES) {
-        Ok(b) => String::from_utf8(b)
-            .map_err(|_| AppError::Usage(format!("{} is not UTF-8", path.display())))?,
+        Ok(b) => String::from_utf8(b).map_err(|_| invalid(path, "not UTF-8 text".into()))?,
         Err(e) if e.is_not_found() => String::new(),
         Err(e) => {
-            return Err(AppError::Usage(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )))
+            return Err(ConfigError::Io {
+                path: path.to_path_buf(),
+                error: e.to_string(),
+            }
+            .into())
         }
     };
-    let doc = text.parse::<toml_edit::DocumentMut>().map_err(|e| {
-        AppError::Usage(format!(
-            "{}: {}",
-            path.display(),
-            one_line(&e.to_string(), 300)
-        ))
-    })?;
+    let doc = text
+        .parse::<toml_edit::DocumentMut>()
+        .map_err(|e| invalid(path, e.to_string()))?;
     Ok((text, doc))
+}
+
+/// `path` holds something buddy will not edit.
+fn invalid(path: &Path, message: String) -> AppError {
+    ConfigError::Invalid {
+        path: Some(path.to_path_buf()),
+        message,
+    }
+    .into()
 }
 
 fn write_doc(path: &Path, doc: &toml_edit::DocumentMut) -> Result<(), AppError> {
     let text = doc.to_string();
     // The whole file must still load: never write one buddy would refuse.
-    config::parse(&text, Some(path)).map_err(|e| AppError::Usage(e.to_string()))?;
+    config::parse(&text, Some(path))?;
     crate::atomic_file::replace(path, text.as_bytes(), crate::atomic_file::PRIVATE)
         .map_err(|e| AppError::Failed(format!("cannot write {}: {e}", path.display())))
 }
@@ -365,9 +362,7 @@ fn add(a: McpAddArgs, overrides: &CliOverrides) -> Result<Exit, AppError> {
             toml_edit::Item::Table(t)
         })
         .as_table_mut()
-        .ok_or_else(|| {
-            AppError::Usage(format!("{}: mcp_servers is not a table", path.display()))
-        })?;
+        .ok_or_else(|| invalid(&path, "mcp_servers is not a table".into()))?;
     if servers.contains_key(&a.name) {
         return Err(AppError::Usage(format!(
             "an MCP server `{}` is already in {}; remove it first",
@@ -417,9 +412,7 @@ fn add(a: McpAddArgs, overrides: &CliOverrides) -> Result<Exit, AppError> {
     let servers = doc
         .get_mut("mcp_servers")
         .and_then(|s| s.as_table_mut())
-        .ok_or_else(|| {
-            AppError::Usage(format!("{}: mcp_servers is not a table", path.display()))
-        })?;
+        .ok_or_else(|| invalid(&path, "mcp_servers is not a table".into()))?;
     servers.insert(&a.name, toml_edit::Item::Table(t));
     write_doc(&path, &doc)?;
     eprintln!(
@@ -439,11 +432,11 @@ fn remove(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
         .and_then(|s| s.remove(name))
         .is_some();
     if !removed {
-        return Err(AppError::Usage(format!(
-            "no MCP server `{}` in {}",
-            one_line(name, 80),
-            path.display()
-        )));
+        return Err(Unknown::McpServerIn {
+            name: name.into(),
+            path,
+        }
+        .into());
     }
     write_doc(&path, &doc)?;
     eprintln!(

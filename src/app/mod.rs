@@ -45,7 +45,9 @@ mod setup;
 mod shell_help;
 mod trust;
 
-pub use error::{AppError, Exit, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+pub use error::{
+    AppError, Exit, InputError, Unknown, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
+};
 // What the front ends below and their hosts (repl.rs, serve.rs) build with.
 use setup::{
     agent_options, agent_setup, approval_rules, build_tools, custom_files, exec_options, has_tty,
@@ -57,7 +59,7 @@ use setup::{client_for, remember_secrets};
 const NO_TERMINAL_REASON: &str = "approval is required and there is no terminal to ask; the user can rerun `buddy exec` with --dangerously-auto-approve to allow commands";
 
 fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    crate::process::var(name)
 }
 
 pub async fn run(cli: Cli) -> Result<Exit, AppError> {
@@ -124,8 +126,9 @@ async fn resume_first(
     })
 }
 
+/// The directory the command started in, as read once (`process`).
 fn workdir() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+    crate::process::cwd()
 }
 
 /// The saved session a conversation starts from: resumed, or forked first.

@@ -3,7 +3,7 @@
 //! is sent), the answer also written to a file (`-o FILE`), and the check
 //! that a spending limit (`--max-cost`) can be kept at all.
 
-use super::AppError;
+use super::{AppError, InputError};
 use crate::agent::tokens::Pricing;
 use crate::agent::ModelInfo;
 use crate::wire::OutputSchema;
@@ -16,15 +16,20 @@ const MAX_SCHEMA_BYTES: u64 = 1024 * 1024;
 pub fn load_schema(path: &Path) -> Result<OutputSchema, AppError> {
     let shown = crate::text::visible(&path.display().to_string()).into_owned();
     let bytes = crate::localfile::read_regular(path, MAX_SCHEMA_BYTES)
-        .map_err(|e| AppError::Usage(format!("--output-schema {shown}: {e}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| AppError::Usage(format!("--output-schema {shown}: not UTF-8 text")))?;
+        .map_err(|e| invalid(&shown, e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid(&shown, "not UTF-8 text".into()))?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    OutputSchema::parse(&text, &stem)
-        .map_err(|e| AppError::Usage(format!("--output-schema {shown}: {e}")))
+    OutputSchema::parse(&text, &stem).map_err(|e| invalid(&shown, e.to_string()))
+}
+
+fn invalid(shown: &str, problem: String) -> AppError {
+    AppError::Input(InputError::Invalid {
+        what: format!("--output-schema {shown}"),
+        problem,
+    })
 }
 
 /// Writes the final answer to `path` as well as stdout: replaced

@@ -12,14 +12,12 @@ use crate::ui::style::Style;
 /// Asks the user which session to resume: an id, or how they declined.
 pub(crate) async fn choose(style: Style) -> Result<Picked, AppError> {
     let store = Store::for_workdir(&workdir());
-    let entries = store
-        .entries()
-        .map_err(|e| AppError::Usage(e.to_string()))?;
+    let entries = store.entries()?;
     if entries.is_empty() {
-        return Err(AppError::Usage(format!(
-            "no saved sessions in {}; `buddy` starts a new one",
-            crate::text::visible(&store.dir().display().to_string())
-        )));
+        return Err(crate::session::SessionError::NoSessions {
+            dir: store.dir().to_path_buf(),
+        }
+        .into());
     }
     // Every row is in this directory: its path would only crowd the reason out.
     let dir = format!("{}/", store.dir().display());
@@ -30,7 +28,7 @@ pub(crate) async fn choose(style: Style) -> Result<Picked, AppError> {
         rows.len()
     );
     let now = crate::clock::now_unix();
-    let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    let dumb = crate::process::var("TERM").is_some_and(|t| t == "dumb");
     // Both block on the terminal: off the async runtime's threads.
     let mut picking = tokio::task::spawn_blocking(move || {
         if dumb {

@@ -4,7 +4,7 @@
 //! `--image`. Reading is bounded; what the message becomes is decided here
 //! and nowhere else.
 
-use super::AppError;
+use super::{AppError, InputError};
 use std::io::{IsTerminal, Read};
 use std::time::Duration;
 
@@ -41,10 +41,13 @@ pub fn images(paths: &[std::path::PathBuf]) -> Result<Vec<crate::wire::Image>, A
         .iter()
         .map(|path| {
             crate::localfile::read_image(path).map_err(|e| {
-                AppError::Usage(format!(
-                    "--image {}: {e}; nothing was sent",
-                    crate::text::visible(&path.display().to_string())
-                ))
+                AppError::Input(InputError::Invalid {
+                    what: format!(
+                        "--image {}",
+                        crate::text::visible(&path.display().to_string())
+                    ),
+                    problem: format!("{e}; nothing was sent"),
+                })
             })
         })
         .collect()
@@ -110,22 +113,31 @@ fn read_stdin(stdin: std::io::Stdin, what: &str) -> Result<String, AppError> {
     let head: &[u8] = match first_read {
         Ok(0) => &[],
         Ok(_) => &first,
-        Err(e) => return Err(AppError::Usage(format!("cannot read {what}: {e}"))),
+        Err(e) => return Err(unreadable(what, e.to_string())),
     };
-    let rest = crate::localfile::read_bounded(lock, MAX_STDIN_BYTES - head.len() as u64)
-        .map_err(|e| match e {
-            crate::localfile::ReadError::TooBig { .. } => AppError::Usage(format!(
-                "{what} is larger than {}; buddy exec reads at most that much (save it to a file and ask the model to read the part it needs)",
-                crate::localfile::size(MAX_STDIN_BYTES)
-            )),
-            e => AppError::Usage(format!("cannot read {what}: {e}")),
+    let rest =
+        crate::localfile::read_bounded(lock, MAX_STDIN_BYTES - head.len() as u64).map_err(|e| {
+            match e {
+                crate::localfile::ReadError::TooBig { .. } => AppError::Input(InputError::TooBig {
+                    what: what.to_string(),
+                    limit: crate::localfile::size(MAX_STDIN_BYTES),
+                }),
+                e => unreadable(what, e.to_string()),
+            }
         })?;
     let mut bytes = head.to_vec();
     bytes.extend_from_slice(&rest);
     String::from_utf8(bytes).map_err(|_| {
-        AppError::Usage(format!(
-            "{what} is not UTF-8 text; buddy exec takes text (for a binary file, save it and ask the model to inspect it with a tool)"
-        ))
+        AppError::Input(InputError::NotText {
+            what: what.to_string(),
+        })
+    })
+}
+
+fn unreadable(what: &str, error: String) -> AppError {
+    AppError::Input(InputError::Unreadable {
+        what: what.to_string(),
+        error,
     })
 }
 

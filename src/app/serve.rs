@@ -30,7 +30,7 @@ pub(crate) async fn serve(
     let users = team.users.len();
     let token = args
         .token
-        .or_else(|| std::env::var(crate::config::SERVE_TOKEN_ENV).ok())
+        .or_else(|| crate::process::var(crate::config::SERVE_TOKEN_ENV))
         .filter(|t| !t.is_empty());
     let opts = ServeOptions {
         listen: args.listen,
@@ -120,10 +120,9 @@ fn add_user(name: &str, file: Option<&Path>, overrides: &CliOverrides) -> Result
     let path = match file {
         Some(p) => cwd.join(p),
         None => {
-            let env = |k: &str| std::env::var(k).ok();
+            let env = crate::process::var;
             let trust = crate::config::trust::TrustStore::of_user(&env);
-            let (config, _) = crate::config::load_file(&cwd, &env, overrides, trust.as_deref())
-                .map_err(|e| AppError::Usage(e.to_string()))?;
+            let (config, _) = crate::config::load_file(&cwd, &env, overrides, trust.as_deref())?;
             users_file(&config.serve, &cwd)
         }
     };
@@ -138,21 +137,21 @@ fn add_user(name: &str, file: Option<&Path>, overrides: &CliOverrides) -> Result
 
 /// Users, their limits and the audit log, from `[serve]` and the users file.
 fn team(file: &ServeSection, workdir: &Path) -> Result<crate::serve::TeamOptions, AppError> {
-    let usage = |e: crate::serve::UsersError| AppError::Usage(format!("config error: {e}"));
+    let usage = |e: crate::serve::UsersError| AppError::config(e.to_string());
     let mut users = crate::serve::Users::default();
     for (name, hash) in &file.users {
         users.insert(name, hash).map_err(usage)?;
     }
     users.load_file(&users_file(file, workdir)).map_err(usage)?;
     if file.user_max_running == Some(0) {
-        return Err(AppError::Usage(
-            "config error: serve.user_max_running must be at least 1".into(),
+        return Err(AppError::config(
+            "serve.user_max_running must be at least 1",
         ));
     }
     if let Some(usd) = file.user_daily_usd {
         if !usd.is_finite() || usd < 0.0 {
-            return Err(AppError::Usage(
-                "config error: serve.user_daily_usd is US dollars, not negative".into(),
+            return Err(AppError::config(
+                "serve.user_daily_usd is US dollars, not negative",
             ));
         }
     }
@@ -197,9 +196,7 @@ fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
     .into_iter()
     .find(|(_, v)| *v == Some(0));
     if let Some((key, _)) = zero {
-        return Err(AppError::Usage(format!(
-            "config error: serve.{key} must be at least 1"
-        )));
+        return Err(AppError::config(format!("serve.{key} must be at least 1")));
     }
     let d = Limits::default();
     let n = |flag: Option<u32>, file: Option<u32>, default: usize| {

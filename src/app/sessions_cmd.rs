@@ -8,7 +8,7 @@ use crate::ui::style::Style;
 /// named on stderr and do not hide the others.
 pub(super) fn list_sessions(no_color: bool) -> Result<Exit, AppError> {
     let style = Style::detect(!no_color, &crate::ui::terminal::Terminal::detect());
-    let listing = sessions::list(&workdir()).map_err(|e| AppError::Usage(e.to_string()))?;
+    let listing = sessions::list(&workdir())?;
     for e in &listing.warnings {
         eprintln!("{} {e}", style.warning("warning:"));
     }

@@ -91,7 +91,7 @@ pub(crate) async fn load_settings(
         None
     };
     let cwd = cwd.to_path_buf();
-    let usage = |e: ConfigError| AppError::Usage(e.to_string());
+    let usage = AppError::Config;
     // Read at its first question and kept for the rest of the command.
     let trust = TrustStore::of_user(&env);
     let loaded = config::load_file(&cwd, &env, overrides, trust.as_deref());
@@ -458,7 +458,7 @@ pub(crate) fn hooks(section: &config::HooksSection) -> Result<agent::hooks::Hook
             let timeout = entry.timeout_secs.map(|s| Duration::from_secs(s.max(1)));
             hooks
                 .add(event, &entry.matcher, entry.command.clone(), timeout)
-                .map_err(|e| AppError::Usage(format!("config error: {e}")))?;
+                .map_err(|e| AppError::config(e.to_string()))?;
         }
     }
     Ok(hooks)
@@ -686,9 +686,8 @@ pub(crate) fn client_for(
     };
     // An unusable ca_file is a config mistake (exit 2), found before any request.
     let extra_roots = match &api.ca_file {
-        Some(path) => crate::net::load_ca_file(path).map_err(|e| {
-            AppError::Usage(format!("config error in profile `{}`: {e}", api.profile))
-        })?,
+        Some(path) => crate::net::load_ca_file(path)
+            .map_err(|e| AppError::config(format!("profile `{}`: {e}", api.profile)))?,
         None => Vec::new(),
     };
     let client = HttpClient::new_shared(

@@ -44,7 +44,7 @@ pub fn man_page(args: &ManArgs) -> Result<Exit, AppError> {
     let name = args.command.as_deref();
     if let Some(name) = name {
         if !subcommands().iter().any(|s| s == name) {
-            return Err(AppError::Usage(format!("no such command: {name}")));
+            return Err(super::Unknown::Command(name.into()).into());
         }
     }
     let page = render(name)?;
@@ -103,7 +103,7 @@ fn render(name: Option<&str>) -> Result<Vec<u8>, AppError> {
         None => root,
         Some(name) => root
             .find_subcommand(name)
-            .ok_or_else(|| AppError::Usage(format!("no such command: {name}")))?
+            .ok_or_else(|| super::Unknown::Command(name.into()))?
             .clone()
             .name(format!("buddy-{name}"))
             .display_name(format!("buddy-{name}"))

@@ -23,13 +23,15 @@ pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
             None => return trust_dir(&workdir()),
         },
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| AppError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| config::ConfigError::Io {
+        path: path.clone(),
+        error: e.to_string(),
+    })?;
     if path.file_name().is_some_and(|n| n == config::mcp::MCP_JSON) {
         return trust_mcp_json(&path, &text);
     }
     // A file that does not parse would be refused anyway; say so now.
-    let mut file = config::parse(&text, Some(&path)).map_err(|e| AppError::Usage(e.to_string()))?;
+    let mut file = config::parse(&text, Some(&path))?;
     let store = store()?;
     let canonical = store.trust(&path, text.as_bytes()).map_err(|e| {
         AppError::Failed(format!(
@@ -54,11 +56,10 @@ pub fn trust(path: Option<PathBuf>) -> Result<Exit, AppError> {
 /// A project's `.mcp.json`: trusted as it is now, so its servers start.
 fn trust_mcp_json(path: &Path, text: &str) -> Result<Exit, AppError> {
     let servers = config::mcp::parse_mcp_json(text).map_err(|e| {
-        AppError::Usage(format!(
-            "{}: {}",
-            path.display(),
-            one_line(&e.to_string(), 200)
-        ))
+        AppError::Config(config::ConfigError::Invalid {
+            path: Some(path.to_path_buf()),
+            message: e.to_string(),
+        })
     })?;
     let store = store()?;
     let canonical = store.trust(path, text.as_bytes()).map_err(|e| {

@@ -63,10 +63,10 @@ impl AuthStore {
 
     /// `<config dir>/buddy/auth.json` (XDG_CONFIG_HOME, else ~/.config).
     pub fn default_path() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CONFIG_HOME")
+        let base = crate::process::var_os("XDG_CONFIG_HOME")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+            .or_else(|| crate::process::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
         Some(base.join("buddy").join("auth.json"))
     }
 

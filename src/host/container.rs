@@ -14,7 +14,7 @@ pub struct ContainerTarget {
 
 /// The first of `podman` and `docker` found on `PATH`.
 fn find_engine() -> Option<String> {
-    let path = std::env::var_os("PATH")?;
+    let path = crate::process::var_os("PATH")?;
     ["podman", "docker"]
         .into_iter()
         .find(|e| std::env::split_paths(&path).any(|d| d.join(e).is_file()))

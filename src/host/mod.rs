@@ -153,9 +153,9 @@ pub fn local_actor() -> String {
 }
 
 fn find_local_actor() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
+    let user = crate::process::var("USER")
+        .filter(|u| !u.is_empty())
+        .or_else(|| crate::process::var("LOGNAME"))
         .filter(|u| !u.is_empty())
         .or_else(user_from_passwd)
         .unwrap_or_else(|| "user".to_string());

@@ -90,7 +90,7 @@ impl Policy {
             Mode::ReadOnly => Vec::new(),
             Mode::WorkspaceWrite => {
                 let mut dirs = vec![workdir.to_path_buf()];
-                for d in temp_dirs(std::env::var_os("TMPDIR").as_deref()) {
+                for d in temp_dirs(crate::process::var_os("TMPDIR").as_deref()) {
                     if !dirs.contains(&d) {
                         dirs.push(d);
                     }

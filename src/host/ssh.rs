@@ -142,7 +142,7 @@ impl SshTarget {
 /// of about 100 bytes, so a long `XDG_RUNTIME_DIR` gives way to `/tmp`.
 fn private_dir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
+    let base = crate::process::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir() && p.as_os_str().len() <= 60)
         .unwrap_or_else(|| PathBuf::from("/tmp"));

@@ -298,7 +298,7 @@ impl TmuxTarget {
         let s = shell_quote(&format!("={session}"));
         let w = shell_quote(&format!("={session}:{WINDOW}"));
         let here = if base.is_local() {
-            std::env::var("TMUX_PANE").ok().filter(|p| !p.is_empty())
+            crate::process::var("TMUX_PANE").filter(|p| !p.is_empty())
         } else {
             None
         };

@@ -73,8 +73,7 @@ pub fn transport(
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
     if let Some(var) = &spec.bearer_token_env {
-        let token = std::env::var(var)
-            .ok()
+        let token = crate::process::var(var)
             .filter(|t| !t.trim().is_empty())
             .ok_or_else(|| Setup(format!("bearer_token_env: ${var} is not set")))?;
         crate::redact::remember([token.clone()]);

@@ -43,7 +43,7 @@ const IDLE_FOR: Duration = Duration::from_secs(90);
 /// Whether `url` is one for a direct exchange: plain HTTP, and no proxy in the
 /// environment (reqwest honours those; with one set, reqwest does the work).
 pub fn applies(url: &str) -> bool {
-    applies_with(url, |name| std::env::var_os(name))
+    applies_with(url, crate::process::var_os)
 }
 
 fn applies_with(url: &str, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {

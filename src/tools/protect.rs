@@ -91,9 +91,7 @@ fn same_inode(_: &Path, _: &Path) -> bool {
 /// applied by hand. A relative path is taken from the working directory.
 pub fn resolve(path: &Path) -> PathBuf {
     let path = if path.is_relative() {
-        std::env::current_dir()
-            .map(|d| d.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
+        crate::process::facts().cwd().join(path)
     } else {
         path.to_path_buf()
     };

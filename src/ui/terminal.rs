@@ -28,8 +28,8 @@ impl Terminal {
             stdin: std::io::stdin().is_terminal(),
             stdout: std::io::stdout().is_terminal(),
             stderr: std::io::stderr().is_terminal(),
-            dumb: std::env::var_os("TERM").is_some_and(|t| t == "dumb"),
-            no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+            dumb: crate::process::var_os("TERM").is_some_and(|t| t == "dumb"),
+            no_color: crate::process::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
         }
     }
 

@@ -118,8 +118,7 @@ impl Listener {
 /// printed on stderr, for when none of them works (a remote shell).
 pub fn open_browser(url: &str) {
     eprintln!("Open this URL to log in (buddy waits for the redirect):\n  {url}");
-    let mut programs: Vec<String> = std::env::var("BROWSER")
-        .ok()
+    let mut programs: Vec<String> = crate::process::var("BROWSER")
         .filter(|b| !b.trim().is_empty())
         .into_iter()
         .collect();

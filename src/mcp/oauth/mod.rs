@@ -196,8 +196,7 @@ fn configured_secret(spec: &McpServer) -> Result<Option<String>, OAuthError> {
     let Some(var) = &spec.client_secret_env else {
         return Ok(None);
     };
-    let secret = std::env::var(var)
-        .ok()
+    let secret = crate::process::var(var)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| OAuthError::Flow(format!("client_secret_env: ${var} is not set")))?;
     crate::redact::remember([secret.clone()]);
