@@ -68,7 +68,9 @@ impl AppError {
             | AppError::Auth(_)
             | AppError::Target(_) => EXIT_USAGE,
             AppError::Failed(_) | AppError::Login(_) => EXIT_FAILURE,
-            AppError::Serve(ServeError::TokenRequired(_)) => EXIT_USAGE,
+            AppError::Serve(ServeError::TokenRequired(_) | ServeError::PublicHostsNeedToken) => {
+                EXIT_USAGE
+            }
             AppError::Serve(ServeError::Bind(..) | ServeError::Serve(_)) => EXIT_FAILURE,
         }
     }
