@@ -374,6 +374,14 @@ pub struct ServeArgs {
     /// prompt builds a new one [default: 5m]
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub agent_idle: Option<std::time::Duration>,
+    /// Answer to this host name too (behind a load balancer), in Host and
+    /// Origin; repeatable; needs a token [default: serve.public_hosts]
+    #[arg(long = "public-host", value_name = "NAME")]
+    pub public_hosts: Vec<String>,
+    /// Believe X-Forwarded-For from this address or CIDR range (a load
+    /// balancer); repeatable [default: serve.trusted_proxies]
+    #[arg(long = "trusted-proxy", value_name = "ADDR")]
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Clone, Subcommand)]

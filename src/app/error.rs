@@ -110,7 +110,9 @@ impl AppError {
                 | SessionError::Corrupt { .. }
                 | SessionError::Locked { .. } => EXIT_FAILURE,
             },
-            AppError::Serve(ServeError::TokenRequired(_)) => EXIT_USAGE,
+            AppError::Serve(ServeError::TokenRequired(_) | ServeError::PublicHostsNeedToken) => {
+                EXIT_USAGE
+            }
             AppError::Serve(ServeError::Bind(..) | ServeError::Serve(_)) => EXIT_FAILURE,
         }
     }

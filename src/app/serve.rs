@@ -28,6 +28,7 @@ pub(crate) async fn serve(
     let limits = limits(&args, &settings.serve)?;
     let team = team(&settings.serve, hosted.workdir())?;
     let users = team.users.len();
+    let balancer = balancer(&args, &settings.serve)?;
     let token = args
         .token
         .or_else(|| crate::process::var(crate::config::SERVE_TOKEN_ENV))
@@ -44,6 +45,7 @@ pub(crate) async fn serve(
             }),
         limits,
         team,
+        balancer,
     };
     super::remember_secrets(settings);
     crate::redact::remember(token.iter());
@@ -175,6 +177,33 @@ fn team(file: &ServeSection, workdir: &Path) -> Result<crate::serve::TeamOptions
         audit,
         user_max_running: file.user_max_running.map(|n| n as usize),
         user_daily_usd: file.user_daily_usd,
+    })
+}
+
+/// Public names and trusted proxies: the flags when any is given, else the
+/// config's `[serve]` lists; each checked.
+fn balancer(
+    args: &ServeArgs,
+    file: &ServeSection,
+) -> Result<crate::serve::BalancerOptions, AppError> {
+    let pick = |flags: &Vec<String>, config: &Vec<String>| {
+        if flags.is_empty() {
+            config.clone()
+        } else {
+            flags.clone()
+        }
+    };
+    let public_hosts = pick(&args.public_hosts, &file.public_hosts)
+        .iter()
+        .map(|n| crate::serve::public_name(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| AppError::Usage(format!("serve.public_hosts: {e}")))?;
+    let trusted_proxies =
+        crate::serve::TrustedProxies::parse(&pick(&args.trusted_proxies, &file.trusted_proxies))
+            .map_err(|e| AppError::Usage(format!("serve.trusted_proxies: {e}")))?;
+    Ok(crate::serve::BalancerOptions {
+        public_hosts,
+        trusted_proxies,
     })
 }
 

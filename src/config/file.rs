@@ -511,6 +511,15 @@ pub struct ServeSection {
     pub audit_text: Option<bool>,
     /// The audit log is rotated at this size (default 16).
     pub audit_max_mib: Option<u64>,
+    /// Names a load balancer reaches the server by (`buddy.example.com`,
+    /// maybe with a port), answered in Host and Origin as its own; any of
+    /// them makes a token required.
+    #[serde(default)]
+    pub public_hosts: Vec<String>,
+    /// Addresses or CIDR ranges of load balancers whose `X-Forwarded-For`
+    /// names the client; from any other peer the header is ignored.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
 }
 
 /// `[telemetry]`: OpenTelemetry traces, off unless an endpoint is set.

@@ -12,6 +12,7 @@
 //! with `Retry-After`. Routes, the guard and the other limits are `http.rs`'s.
 
 use super::admission::{Admission, Admit, InFlight, Place, Requests};
+use super::forwarded::Peer;
 use super::Limits;
 use axum::Router;
 use hyper::body::{Body, Frame, SizeHint};
@@ -64,9 +65,9 @@ pub async fn serve(
     let idle_timeout = limits.idle_timeout;
     tokio::pin!(stop);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = accept(&listener) => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) if per_connection(&e) => continue,
                 Err(_) => {
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -80,6 +81,7 @@ pub async fn serve(
                 let service = Tracked {
                     inner: service.clone(),
                     requests: place.requests(),
+                    peer: Peer(peer),
                 };
                 let stopping = stopping.clone();
                 let open = Open::count(&open);
@@ -208,6 +210,8 @@ async fn connection(
 struct Tracked {
     inner: TowerToHyperService<Router>,
     requests: Requests,
+    /// The connection's peer, put on each request for the guard.
+    peer: Peer,
 }
 
 type Answer = hyper::Response<Counted>;
@@ -217,7 +221,8 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked 
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
 
-    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+    fn call(&self, mut req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.peer);
         let in_flight = self.requests.start();
         let answer = self.inner.call(req);
         Box::pin(async move {

@@ -1,7 +1,8 @@
 //! The audit log of `buddy serve`: one JSON line per request that changes
 //! something (a session created or resumed, a prompt, a steer or follow-up,
-//! an approval with its command, an interrupt, a deletion), saying who, which
-//! session, when and how it ended. Prompts' text is left out unless the
+//! an approval with its command, an interrupt, a deletion), saying who, from
+//! which address (`client`; `proxy` too when a trusted balancer named it),
+//! which session, when and how it ended. Prompts' text is left out unless the
 //! server is told to keep it (`[serve] audit_text`); outputs are never
 //! written. The file is user-only (0600) and rotated by size: at the limit
 //! `audit.log` becomes `audit.log.1` (the older one is dropped) and a new
@@ -40,6 +41,8 @@ pub struct Audit {
 pub struct Entry<'a> {
     pub action: &'a str,
     pub user: Option<&'a str>,
+    /// Where the request came from (`forwarded.rs`).
+    pub client: Option<super::forwarded::Client>,
     pub session: Option<&'a str>,
     /// The HTTP status the request was answered with.
     pub status: u16,
@@ -74,6 +77,12 @@ impl Audit {
             "status": e.status,
             "outcome": if e.status < 400 { "ok" } else { "refused" },
         });
+        if let Some(c) = e.client {
+            line["client"] = json!(c.addr.to_string());
+            if let Some(proxy) = c.proxy {
+                line["proxy"] = json!(proxy.to_string());
+            }
+        }
         if let (Value::Object(map), Value::Object(detail)) = (&mut line, e.detail) {
             // A command is the model's to write: bounded like a prompt.
             map.extend(detail.into_iter().map(|(k, v)| match v {
@@ -159,6 +168,10 @@ mod tests {
         Entry {
             action: "prompt",
             user: Some("ann"),
+            client: Some(crate::serve::forwarded::Client {
+                addr: "203.0.113.9".parse().unwrap(),
+                proxy: Some("10.0.0.2".parse().unwrap()),
+            }),
             session: Some("s1"),
             status: 200,
             detail: json!({ "mode": "prompt" }),
@@ -186,6 +199,8 @@ mod tests {
         assert_eq!(line["user"], "ann");
         assert_eq!(line["mode"], "prompt");
         assert_eq!(line["outcome"], "ok");
+        assert_eq!(line["client"], "203.0.113.9");
+        assert_eq!(line["proxy"], "10.0.0.2");
         assert!(line["time"].as_str().unwrap().ends_with('Z'));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();

@@ -1,15 +1,18 @@
 //! The guard every request to `buddy serve` passes before any route:
-//! a Host that names this server (a rebound DNS name is refused), an Origin
-//! of this server when a browser sends one, the token when one is set, and
-//! a body read in full within its size and time bounds. It finds who is
-//! calling (`team::Caller`: a user by their token, the admin by `--token`,
-//! anyone on a server with no token) and hands it to the routes. Also the page's
+//! a Host that names this server or one of its configured public names
+//! (a rebound DNS name is refused), an Origin of this server or of a public
+//! name when a browser sends one, the token when one is set, and a body
+//! read in full within its size and time bounds. It finds who is calling
+//! (`team::Caller`: a user by their token, the admin by `--token`, anyone
+//! on a server with no token) and from where (`forwarded::Client`: the TCP
+//! peer, or what a trusted balancer says) and hands both to the routes. Also the page's
 //! security headers: its Content-Security-Policy (its own inline script and
 //! style by hash, nothing else) and the headers beside it.
 //!
 //! Not here: the routes and what they answer (`http.rs`), the limits on
 //! connections (`accept.rs`, `admission.rs`).
 
+use super::forwarded::{Client, Peer, TrustedProxies};
 use super::team::Caller;
 use axum::body::Body;
 use axum::extract::{Request, State as Ext};
@@ -29,6 +32,11 @@ pub(super) struct Guard {
     pub token: Option<String>,
     pub team: std::sync::Arc<super::team::Team>,
     pub max_body: usize,
+    /// Names a load balancer reaches this server by (lowercase, each maybe
+    /// with a port): answered as its own, in Host and in Origin.
+    pub public_hosts: std::sync::Arc<[String]>,
+    /// Peers whose `X-Forwarded-For` names the client.
+    pub proxies: std::sync::Arc<TrustedProxies>,
 }
 
 /// An API error: the status and `{"error": message}`, the shape of every
@@ -59,19 +67,23 @@ pub(super) async fn guard(Ext(guard): Ext<Guard>, mut req: Request, next: Next) 
             );
         }
     }
-    if !host_ok(guard.addr, host) {
+    if !host_ok(guard.addr, host) && !public_host(&guard.public_hosts, host) {
         return error(
             StatusCode::FORBIDDEN,
             format!("this server does not answer to host {host:?}"),
         );
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
         let same = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.strip_prefix("http://"))
+            .strip_prefix("http://")
             .is_some_and(|o| o.eq_ignore_ascii_case(host));
-        if !same {
+        // A page the balancer served under a public name, over TLS or not.
+        let public = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"))
+            .is_some_and(|o| public_host(&guard.public_hosts, o));
+        if !same && !public {
             return error(StatusCode::FORBIDDEN, "cross-origin requests are refused");
         }
     }
@@ -79,7 +91,15 @@ pub(super) async fn guard(Ext(guard): Ext<Guard>, mut req: Request, next: Next) 
         Some(c) => c,
         None => return error(StatusCode::UNAUTHORIZED, "a valid token is required"),
     };
+    // Set by the accept loop on every request; a router served some other
+    // way (none is) would log the unspecified address.
+    let peer = req
+        .extensions()
+        .get::<Peer>()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |p| p.0.ip());
+    let client: Client = guard.proxies.client(peer, req.headers());
     req.extensions_mut().insert(caller);
+    req.extensions_mut().insert(client);
     match bounded(req, guard.max_body).await {
         Ok(req) => next.run(req).await,
         Err(refusal) => refusal,
@@ -190,6 +210,67 @@ fn host_ok(addr: SocketAddr, host: &str) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(host))
 }
 
+/// Whether `host` (a Host header, or an Origin's host and port) is one of
+/// the configured public names: the same name, any case, and the same port
+/// when the name gives one, any port (or none) when it does not.
+fn public_host(names: &[String], host: &str) -> bool {
+    let (name, port) = split_port(host);
+    names.iter().any(|n| {
+        let (n_name, n_port) = split_port(n);
+        n_name.eq_ignore_ascii_case(name) && (n_port.is_none() || n_port == port)
+    })
+}
+
+/// `name:port` as the name and the port; `[v6]:port` keeps its brackets.
+fn split_port(host: &str) -> (&str, Option<&str>) {
+    let end = host.rfind(']').map_or(0, |i| i + 1);
+    match host[end..].rfind(':') {
+        Some(i) => {
+            let at = end + i;
+            let port = &host[at + 1..];
+            if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+                (&host[..at], Some(port))
+            } else {
+                (host, None)
+            }
+        }
+        None => (host, None),
+    }
+}
+
+/// A public name as the config gives it, checked: a DNS name or an IP
+/// address (IPv6 in brackets), maybe with a port; no scheme, path or
+/// wildcard. Lowercased.
+pub fn public_name(text: &str) -> Result<String, String> {
+    let bad = || {
+        format!(
+            "`{text}` is not a host name (buddy.example.com, or with a port: buddy.example.com:8443)"
+        )
+    };
+    let (name, port) = split_port(text.trim());
+    if let Some(p) = port {
+        p.parse::<u16>().map_err(|_| bad())?;
+    }
+    let ok = if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        v6.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            })
+    };
+    if ok {
+        Ok(text.trim().to_ascii_lowercase())
+    } else {
+        Err(bad())
+    }
+}
+
 /// The policy the page is served with: its own inline style and script
 /// (by hash) and requests to this server; no other script, style, frame,
 /// form target or image source, so even markup that slipped into the page
@@ -261,6 +342,52 @@ mod tests {
         let any: SocketAddr = "0.0.0.0:9000".parse().unwrap();
         assert!(host_ok(any, "buddy.lan:9000"));
         assert!(!host_ok(any, "buddy.lan:9001"));
+    }
+
+    #[test]
+    fn public_names_match_by_name_and_their_port_if_given() {
+        let names: Vec<String> = [
+            "buddy.example.com",
+            "team.example.com:8443",
+            "[2001:db8::1]",
+        ]
+        .iter()
+        .map(|n| public_name(n).unwrap())
+        .collect();
+        for host in [
+            "buddy.example.com",
+            "BUDDY.example.com",
+            "buddy.example.com:443",
+            "team.example.com:8443",
+            "[2001:db8::1]",
+            "[2001:db8::1]:8421",
+        ] {
+            assert!(public_host(&names, host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "buddy.example.com.evil.example",
+            "team.example.com",
+            "team.example.com:443",
+            "xbuddy.example.com",
+            "",
+        ] {
+            assert!(!public_host(&names, host), "{host}");
+        }
+        assert_eq!(
+            public_name(" Buddy.Example.COM ").unwrap(),
+            "buddy.example.com"
+        );
+        for bad in [
+            "https://buddy.example.com",
+            "*.example.com",
+            "a/b",
+            "",
+            "x:99999",
+            "[::zz]",
+        ] {
+            assert!(public_name(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! log; every answer is counted for `/metrics`.
 
 use super::audit::Entry;
+use super::forwarded::Client;
 use super::guard::{content_security_policy, error, Guard, PAGE_HEADERS};
 use super::live::{Live, Pooled, Stamped, StartError, Subscription};
 use super::metrics;
@@ -280,9 +281,15 @@ pub fn router(state: State) -> Router {
                 token: state.inner.opts.token.clone(),
                 team: Arc::clone(&state.inner.team),
                 max_body: limit,
+                public_hosts: state.inner.opts.balancer.public_hosts.clone().into(),
+                proxies: Arc::new(state.inner.opts.balancer.trusted_proxies.clone()),
             },
             super::guard::guard,
         ))
+        // The one route outside the guard, for a balancer's or an
+        // orchestrator's probes (which know no token and send the pod's
+        // address as Host): it answers `ok` and tells nothing else.
+        .route("/healthz", get(healthz))
         // Outside the guard, so its refusals are counted too.
         .layer(middleware::from_fn_with_state(state.clone(), count_request))
         .with_state(state)
@@ -353,6 +360,11 @@ fn store_status(e: &HostedError) -> StatusCode {
     StatusCode::INTERNAL_SERVER_ERROR
 }
 
+/// `GET /healthz`: the server is up and answering requests.
+async fn healthz() -> &'static str {
+    "ok"
+}
+
 async fn page() -> Response {
     static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let csp = CSP.get_or_init(|| content_security_policy(PAGE_SCRIPT, PAGE_STYLE));
@@ -402,6 +414,7 @@ struct CreateBody {
 async fn create_session(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
+    Extension(client): Extension<Client>,
     body: Option<Json<CreateBody>>,
 ) -> Response {
     let body = body.map(|Json(b)| b).unwrap_or_default();
@@ -446,6 +459,7 @@ async fn create_session(
             "create"
         },
         user: Some(caller.audit_name()),
+        client: Some(client),
         session,
         status: status.as_u16(),
         detail: json!({}),
@@ -512,12 +526,14 @@ async fn about(Ext(state): Ext<State>) -> Response {
 async fn delete_session(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
+    Extension(client): Extension<Client>,
     Path(id): Path<String>,
 ) -> Response {
     let answer = delete_known(&state, &caller, &id).await;
     state.audit(Entry {
         action: "delete",
         user: Some(caller.audit_name()),
+        client: Some(client),
         session: Some(&id),
         status: answer.status().as_u16(),
         detail: json!({}),
@@ -654,6 +670,7 @@ impl Mode {
 async fn post_message(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
+    Extension(client): Extension<Client>,
     Path(id): Path<String>,
     Json(body): Json<MessageBody>,
 ) -> Response {
@@ -670,6 +687,7 @@ async fn post_message(
     state.audit(Entry {
         action: mode.name(),
         user: Some(caller.audit_name()),
+        client: Some(client),
         session: Some(&id),
         status: answer.status().as_u16(),
         detail: json!({}),
@@ -856,6 +874,7 @@ struct ApproveBody {
 async fn approve(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
+    Extension(client): Extension<Client>,
     Path((id, call_id)): Path<(String, String)>,
     Json(body): Json<ApproveBody>,
 ) -> Response {
@@ -896,6 +915,7 @@ async fn approve(
     state.audit(Entry {
         action: "approval",
         user: Some(caller.audit_name()),
+        client: Some(client),
         session: Some(&id),
         status: answer.status().as_u16(),
         detail: json!({ "call_id": call_id, "decision": decided, "command": command }),
@@ -907,6 +927,7 @@ async fn approve(
 async fn interrupt(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
+    Extension(client): Extension<Client>,
     Path(id): Path<String>,
 ) -> Response {
     let answer = if !known(&state, &caller, &id) {
@@ -923,6 +944,7 @@ async fn interrupt(
     state.audit(Entry {
         action: "interrupt",
         user: Some(caller.audit_name()),
+        client: Some(client),
         session: Some(&id),
         status: answer.status().as_u16(),
         detail: json!({}),
@@ -1133,6 +1155,7 @@ mod tests {
             max_body: 1024,
             limits: super::super::Limits::default(),
             team: Default::default(),
+            balancer: Default::default(),
         };
         let state = State::new(opts, Arc::new(NoBackend), "127.0.0.1:0".parse().unwrap());
         drop(state.live("idle"));
@@ -1154,6 +1177,7 @@ mod tests {
             max_body: 1024,
             limits: super::super::Limits::default(),
             team: Default::default(),
+            balancer: Default::default(),
         }
     }
 

@@ -30,6 +30,7 @@ mod accept;
 mod admission;
 mod audit;
 pub mod descriptors;
+mod forwarded;
 mod guard;
 mod http;
 mod live;
@@ -39,6 +40,8 @@ mod users;
 mod view;
 
 pub use audit::{AuditOptions, AUDIT_MAX_BYTES};
+pub use forwarded::TrustedProxies;
+pub use guard::public_name;
 pub use live::SseName;
 pub use team::TeamOptions;
 pub use users::{add_user, Users, UsersError};
@@ -98,6 +101,21 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// Users, their limits and the audit log; the default is none of them.
     pub team: TeamOptions,
+    /// Public names and trusted proxies, for a server behind a load
+    /// balancer; the default is neither.
+    pub balancer: BalancerOptions,
+}
+
+/// How a server behind a load balancer meets its clients.
+#[derive(Debug, Clone, Default)]
+pub struct BalancerOptions {
+    /// Names the balancer is reached by, answered in Host and Origin as the
+    /// server's own (checked and lowercased by [`public_name`]). Any of
+    /// them makes a token required, as a non-loopback address does.
+    pub public_hosts: Vec<String>,
+    /// Peers whose `X-Forwarded-For` names the client (the audit log's
+    /// address); from any other peer the header is ignored.
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// How much of this server a set of clients may hold at once. A server
@@ -231,6 +249,8 @@ pub struct Started {
 pub enum ServeError {
     /// Binding a non-loopback address without a token.
     TokenRequired(SocketAddr),
+    /// Public host names without a token: the balancer brings anyone.
+    PublicHostsNeedToken,
     Bind(SocketAddr, std::io::Error),
     Serve(std::io::Error),
 }
@@ -241,6 +261,10 @@ impl std::fmt::Display for ServeError {
             ServeError::TokenRequired(a) => write!(
                 f,
                 "{a} is not a loopback address: set a token with --token or BUDDY_SERVE_TOKEN (or add users: buddy serve add-user NAME) so only clients that know one can drive buddy"
+            ),
+            ServeError::PublicHostsNeedToken => write!(
+                f,
+                "public host names bring clients from beyond this machine: set a token with --token or BUDDY_SERVE_TOKEN (or add users: buddy serve add-user NAME) so only clients that know one can drive buddy"
             ),
             ServeError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             ServeError::Serve(e) => write!(f, "the server stopped: {e}"),
@@ -262,6 +286,10 @@ pub async fn run(
 ) -> Result<(), ServeError> {
     if !opts.listen.ip().is_loopback() && opts.token.is_none() && opts.team.users.is_empty() {
         return Err(ServeError::TokenRequired(opts.listen));
+    }
+    if !opts.balancer.public_hosts.is_empty() && opts.token.is_none() && opts.team.users.is_empty()
+    {
+        return Err(ServeError::PublicHostsNeedToken);
     }
     let listener = listen(opts.listen).map_err(|e| ServeError::Bind(opts.listen, e))?;
     let addr = listener.local_addr().map_err(ServeError::Serve)?;

@@ -10,6 +10,7 @@ pub mod calls;
 pub mod container;
 pub mod fake_issuer;
 pub mod fake_provider;
+pub mod haproxy;
 pub mod http;
 pub mod mcp;
 pub mod prometheus;

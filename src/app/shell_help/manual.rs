@@ -318,6 +318,8 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("serve", "audit_log", "the audit log (default .buddyx/serve/audit.log, written with users)"),
     ("serve", "audit_text", "also write prompts' text into the audit log (default false)"),
     ("serve", "audit_max_mib", "the audit log is rotated to audit.log.1 at this size (default 16)"),
+    ("serve", "public_hosts", "host names a load balancer reaches buddy serve by, answered in Host and Origin (needs a token)"),
+    ("serve", "trusted_proxies", "addresses or CIDR ranges whose X-Forwarded-For names the client (else ignored)"),
     (
         "telemetry",
         "otlp_endpoint",
