@@ -5,10 +5,9 @@
 //! server of its own on loopback and runs
 //! `tests/fixtures/mcp/conformance-client.mjs` with its URL; that script only
 //! picks which `buddy mcp` commands to run, and every MCP message is buddy's.
-//! The OAuth scenarios are the suite's baseline of expected failures
-//! (`conformance-expected-failures.yml`) until buddy's client has OAuth; the
-//! suite itself then fails the run on any other scored failure, and on an
-//! expected one that starts passing.
+//! Every scored scenario must pass, the 25 OAuth ones included (the suite
+//! fails the run on any scored failure); for those `buddy mcp call` logs in
+//! through `tests/fixtures/mcp/browser.mjs` as `$BROWSER`.
 
 use crate::support;
 
@@ -16,8 +15,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use support::mcp;
 
-/// The scored client scenarios that need no authorization: each must pass.
-const WITHOUT_OAUTH: [&str; 7] = [
+/// The scored client scenarios for 2026-07-28, each named so that one the
+/// suite stopped running fails too. First those needing no authorization.
+const SCORED: [&str; 32] = [
     "tools_call",
     "request-metadata",
     "sep-2322-client-request-state",
@@ -25,6 +25,31 @@ const WITHOUT_OAUTH: [&str; 7] = [
     "http-custom-headers",
     "http-invalid-tool-headers",
     "json-schema-ref-no-deref",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
 ];
 
 fn fixture(name: &str) -> PathBuf {
@@ -67,16 +92,10 @@ fn suite(args: &[&str]) -> (std::process::ExitStatus, String) {
 }
 
 #[test]
-fn every_scored_2026_07_28_client_scenario_passes_but_the_oauth_ones() {
-    let baseline = fixture("conformance-expected-failures.yml");
-    let (status, summary) = suite(&[
-        "--requirements",
-        "2026-07-28",
-        "--expected-failures",
-        baseline.to_str().expect("a UTF-8 path"),
-    ]);
+fn every_scored_2026_07_28_client_scenario_passes_oauth_included() {
+    let (status, summary) = suite(&["--requirements", "2026-07-28"]);
     assert!(status.success(), "the suite failed ({status}):\n{summary}");
-    for name in WITHOUT_OAUTH {
+    for name in SCORED {
         assert!(
             summary
                 .lines()

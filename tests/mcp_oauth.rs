@@ -4,7 +4,10 @@
 //! authorization URL with curl so the redirect reaches buddy's loopback
 //! listener; then `exec` calls the server's tool with the kept token,
 //! refreshed because it expires within the margin; logout forgets it; no
-//! token is ever printed or saved in a session.
+//! token is ever printed or saved in a session. A token the server stops
+//! taking mid-session is refreshed and the call sent again, with no new
+//! login; `buddy mcp call` logs in itself when a browser can answer, and
+//! fails at once when nobody can.
 
 use crate::support;
 
@@ -22,13 +25,14 @@ struct OAuthServer {
 }
 
 impl OAuthServer {
-    fn start(dir: &std::path::Path) -> OAuthServer {
+    /// `args` after the port: the tokens' lifetime, and `die-after-list`.
+    fn start(dir: &std::path::Path, args: &[&str]) -> OAuthServer {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/oauth_server.py");
         let log = dir.join("oauth-server.log");
         let stderr = std::fs::File::create(&log).expect("log file");
-        // Tokens live 5 s: inside buddy's refresh margin, so every connect refreshes.
         let mut child = Command::new("python3")
-            .args([script, "0", "5"])
+            .args([script, "0"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -57,6 +61,25 @@ impl Drop for OAuthServer {
     }
 }
 
+/// The stand-in for a person's browser: it follows the authorization URL's
+/// redirects to buddy's loopback listener.
+fn browser() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mcp/browser.mjs"
+    ))
+}
+
+/// `PATH` with Node 22 first, for browser.mjs.
+fn path_with_node() -> std::ffi::OsString {
+    let (node, _) = support::mcp::conformance();
+    let bin = node.parent().expect("node is in a directory").to_path_buf();
+    std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("a PATH")
+}
+
 fn files_under(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
@@ -79,18 +102,14 @@ fn login_then_exec_calls_the_tool_with_a_refreshed_token_and_logout_forgets_it()
         Reply::text("done"),
     ]);
     let probe = BuddyCmd::new();
-    let server = OAuthServer::start(&probe.work_dir());
-    let browser = probe.work_dir().join("browser.sh");
-    std::fs::write(&browser, "#!/bin/sh\ncurl -sS -L -o /dev/null \"$1\"\n").unwrap();
-    std::fs::set_permissions(
-        &browser,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    // Tokens live 5 s: inside buddy's refresh margin, so every connect refreshes.
+    let server = OAuthServer::start(&probe.work_dir(), &["5"]);
+    let browser = browser();
     let servers = format!("\n[mcp_servers.locked]\nurl = \"{}\"\n", server.url);
     let cmd = BuddyCmd::new()
         .config(format!("{}{servers}", fake_config(&p)))
-        .env("BROWSER", &browser);
+        .env("BROWSER", &browser)
+        .env("PATH", path_with_node());
 
     let before = cmd.rerun(["mcp", "get", "locked"]);
     assert!(
@@ -151,4 +170,78 @@ fn login_then_exec_calls_the_tool_with_a_refreshed_token_and_logout_forgets_it()
         "{}",
         after.stdout
     );
+}
+
+#[test]
+fn an_access_token_refused_mid_session_is_refreshed_and_the_call_sent_again() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec {
+            id: "c1".into(),
+            name: "mcp__locked__whoami".into(),
+            arguments: json!({}).to_string(),
+        }]),
+        Reply::text("done"),
+    ]);
+    let probe = BuddyCmd::new();
+    // Tokens live an hour (nothing is refreshed early), but the server stops
+    // taking each once it has listed the tools: the call after the listing
+    // meets a 401 in the middle of the session.
+    let server = OAuthServer::start(&probe.work_dir(), &["3600", "die-after-list"]);
+    let servers = format!("\n[mcp_servers.locked]\nurl = \"{}\"\n", server.url);
+    let cmd = BuddyCmd::new()
+        .config(format!("{}{servers}", fake_config(&p)))
+        .env("BROWSER", browser())
+        .env("PATH", path_with_node());
+    cmd.rerun(["mcp", "login", "locked"]).assert_success();
+
+    let out = cmd.rerun(["exec", "--dangerously-auto-approve", "who am i"]);
+    out.assert_success();
+    let result = tool_result(&p.chat_requests()[1], "c1");
+    assert!(result.contains("you are authorized"), "{result}");
+    let log = server.log();
+    let lines: Vec<&str> = log.lines().collect();
+    let logins = lines
+        .iter()
+        .filter(|l| l.ends_with("via authorization_code"));
+    assert_eq!(logins.count(), 1, "a second login happened:\n{log}");
+    let expired = lines.iter().position(|l| l.starts_with("expired "));
+    let refreshed = lines.iter().position(|l| l.ends_with("via refresh_token"));
+    assert!(
+        matches!((expired, refreshed), (Some(e), Some(r)) if e < r),
+        "no refresh after the token died:\n{log}"
+    );
+}
+
+#[test]
+fn mcp_call_logs_in_itself_when_a_browser_can_answer_and_fails_at_once_when_none_can() {
+    let probe = BuddyCmd::new();
+    let server = OAuthServer::start(&probe.work_dir(), &["3600"]);
+    let servers = format!("[mcp_servers.locked]\nurl = \"{}\"\n", server.url);
+    let nobody = BuddyCmd::new()
+        .config(servers.clone())
+        .env("BROWSER", "")
+        .timeout(std::time::Duration::from_secs(20));
+    // No terminal and no browser: the refusal, not a wait for a redirect.
+    let out = nobody.rerun(["mcp", "call", "locked", "whoami"]);
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("buddy mcp login locked"),
+        "{}",
+        out.stderr
+    );
+    assert!(!server.log().contains("via authorization_code"));
+
+    let cmd = BuddyCmd::new()
+        .config(servers)
+        .env("BROWSER", browser())
+        .env("PATH", path_with_node());
+    let out = cmd.rerun(["mcp", "call", "locked", "whoami"]);
+    out.assert_success();
+    assert!(out.stdout.contains("you are authorized"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("locked asks for a login"),
+        "{}",
+        out.stderr
+    );
+    assert!(server.log().contains("via authorization_code"));
 }

@@ -9,6 +9,7 @@ use crate::cli::{McpAddArgs, McpCommand};
 use crate::config::{self, CliOverrides, ConfigError, McpServer};
 use crate::text::one_line;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppError> {
@@ -37,7 +38,7 @@ async fn login(name: &str, overrides: &CliOverrides) -> Result<Exit, AppError> {
     let Some(url) = &spec.url else {
         return Err(Unknown::NotHttp(name.into()).into());
     };
-    match crate::mcp::oauth::login(name, url, spec).await {
+    match crate::mcp::oauth::login(name, url, spec, None).await {
         Ok(()) => {
             eprintln!("logged in to {}", one_line(name, 60));
             Ok(Exit::Ok)
@@ -200,8 +201,13 @@ async fn start_one(
     Ok(tools)
 }
 
+/// Logins one `buddy mcp call` starts at most: a server that keeps asking
+/// for scope it never grants is not asked forever.
+const MAX_LOGINS_PER_CALL: u32 = 3;
+
 /// `buddy mcp call NAME TOOL [JSON]`: the result's text on stdout; a result
-/// the server marked an error, or no result, is a failure.
+/// the server marked an error, or no result, is a failure. A server that
+/// refuses buddy is logged in to first when a person can answer.
 async fn call(
     name: &str,
     tool: &str,
@@ -233,20 +239,63 @@ async fn call(
     if !s.enabled {
         return Err(Unknown::McpDisabled(name.into()).into());
     }
-    let tools = start_one(name, s, hidden).await?;
-    let Some(answer) = tools.call(name, tool, arguments) else {
-        return Err(AppError::Failed(format!(
-            "no MCP server `{}`",
-            one_line(name, 80)
-        )));
+    // Who can log in: a person at a terminal, or one whose $BROWSER opens
+    // the page; a script without either gets the refusal at once.
+    let may_login = s.url.is_some()
+        && s.bearer_token_env.is_none()
+        && (std::io::stderr().is_terminal()
+            || std::env::var_os("BROWSER").is_some_and(|b| !b.is_empty()));
+    let mut logins = 0;
+    let answer = loop {
+        let tools = start_one(name, s, hidden.clone()).await?;
+        let refused = tools
+            .report()
+            .iter()
+            .any(|r| r.status == crate::mcp::Status::NeedsLogin);
+        let answer = if refused {
+            Err(crate::mcp::McpError::NeedsLogin(name.to_string()))
+        } else {
+            let Some(answer) = tools.call(name, tool, arguments.clone()) else {
+                return Err(AppError::Failed(format!(
+                    "no MCP server `{}`",
+                    one_line(name, 80)
+                )));
+            };
+            // The answer comes on a std channel from the MCP thread.
+            tokio::task::spawn_blocking(move || answer.recv())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(Err(crate::mcp::McpError::Gone))
+        };
+        let refusal = tools.refusal(name);
+        tools.stop();
+        // A refusal (no login, one that expired, or a 403 asking for more
+        // scope) is answered with a login and the call made again, a
+        // bounded number of times.
+        let (Err(crate::mcp::McpError::NeedsLogin(_)), true, Some(url)) =
+            (&answer, may_login, &s.url)
+        else {
+            break answer;
+        };
+        if logins == MAX_LOGINS_PER_CALL {
+            break answer;
+        }
+        logins += 1;
+        let more = refusal.as_ref().is_some_and(|r| r.forbidden);
+        eprintln!(
+            "{} asks for a login{}",
+            one_line(name, 60),
+            if more { " with more scope" } else { "" }
+        );
+        if let Err(e) = crate::mcp::oauth::login(name, url, s, refusal).await {
+            return Err(AppError::Failed(format!(
+                "cannot log in to {}: {}",
+                one_line(name, 60),
+                crate::redact::text(&e.to_string())
+            )));
+        }
     };
-    // The answer comes on a std channel from the MCP thread.
-    let answer = tokio::task::spawn_blocking(move || answer.recv())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or(Err(crate::mcp::McpError::Gone));
-    tools.stop();
     match answer {
         Ok((text, false)) => {
             println!("{}", crate::redact::text(&text));

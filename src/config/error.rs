@@ -100,7 +100,7 @@ pub enum McpEntryError {
     Both(String),
     #[error("mcp_servers.{}: set `command` (a program) or `url` (an HTTP endpoint)", q(.0))]
     Neither(String),
-    #[error("mcp_servers.{}: `bearer_token_env`, `headers`, `client_id` and `client_secret_env` are for `url` servers", q(.0))]
+    #[error("mcp_servers.{}: `bearer_token_env`, `headers`, `client_id`, `client_secret_env` and `client_metadata_url` are for `url` servers", q(.0))]
     HttpOnlyKeys(String),
     #[error("mcp_servers.{}: `args`, `env` and `cwd` are for `command` servers", q(.0))]
     StdioOnlyKeys(String),

@@ -722,6 +722,10 @@ pub struct McpServer {
     pub client_id: Option<String>,
     /// The variable holding that client's secret, if it has one.
     pub client_secret_env: Option<String>,
+    /// An https URL serving buddy's OAuth client metadata (a Client ID
+    /// Metadata Document), used as the client_id where the authorization
+    /// server takes those.
+    pub client_metadata_url: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
     #[serde(default = "default_startup_timeout")]
@@ -761,6 +765,7 @@ impl McpServer {
             headers: BTreeMap::new(),
             client_id: None,
             client_secret_env: None,
+            client_metadata_url: None,
             enabled: true,
             startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
             tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
@@ -803,7 +808,8 @@ impl McpServer {
         let http_only = self.bearer_token_env.is_some()
             || !self.headers.is_empty()
             || self.client_id.is_some()
-            || self.client_secret_env.is_some();
+            || self.client_secret_env.is_some()
+            || self.client_metadata_url.is_some();
         if self.url.is_none() && http_only {
             return Err(McpEntryError::HttpOnlyKeys(at()));
         }

@@ -10,10 +10,15 @@
 //! The bearer token named by `bearer_token_env` is read when the server is
 //! connected and registered as a secret, so it never reaches the screen,
 //! events or sessions; a changed variable takes effect on the next start.
+//! Without one, an OAuth login's token is sent (`oauth::bearer`): a 401 to
+//! it is refreshed and the request sent once more, and any refusal is kept
+//! there for a login to answer.
 //! Each SSE event carries the stream's last event id and `retry` delay to
 //! the SDK, which resumes a stream the server closed (a 2025-11-25 server's
 //! polling) after that delay with `Last-Event-ID`.
 
+use super::oauth::bearer::Bearer;
+use super::oauth::Refusal;
 use crate::config::McpServer;
 use crate::wire::sse::SseDecoder;
 use futures_util::stream::{self, BoxStream, StreamExt};
@@ -39,15 +44,17 @@ type Error = StreamableHttpError<reqwest::Error>;
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// The OAuth login's token, when the entry names no `bearer_token_env`.
+    bearer: Option<Arc<Bearer>>,
 }
 
 /// The transport for `url`, or one line saying why not.
-/// `login` is an OAuth access token kept by `mcp::oauth`, sent when the
-/// entry names no `bearer_token_env`.
+/// `bearer` gives the OAuth access token kept by `mcp::oauth`, sent when
+/// the entry names no `bearer_token_env`.
 pub fn transport(
     url: &str,
     spec: &McpServer,
-    login: Option<String>,
+    bearer: Option<Arc<Bearer>>,
 ) -> Result<StreamableHttpClientTransport<Client>, super::McpError> {
     use super::McpError::Setup;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -78,9 +85,8 @@ pub fn transport(
             .ok_or_else(|| Setup(format!("bearer_token_env: ${var} is not set")))?;
         crate::redact::remember([token.clone()]);
         config = config.auth_header(token);
-    } else if let Some(token) = login {
-        config = config.auth_header(token);
     }
+    let bearer = bearer.filter(|_| spec.bearer_token_env.is_none());
     // Plain http:// reads no certificate store (net::plain_client).
     let http = if url.starts_with("https://") {
         crate::net::client_builder(&[]).build()
@@ -89,7 +95,7 @@ pub fn transport(
     }
     .map_err(|e| Setup(format!("cannot build an HTTP client: {e}")))?;
     Ok(StreamableHttpClientTransport::with_client(
-        Client { http },
+        Client { http, bearer },
         config,
     ))
 }
@@ -114,6 +120,49 @@ impl Client {
             req = req.header(SESSION_ID, id);
         }
         req
+    }
+}
+
+impl Client {
+    /// Sends what `build` makes with the token to send: the login's when
+    /// there is one (else `auth`, the SDK's), once more with a refreshed
+    /// token when a login's token is refused with a 401. A refusal that
+    /// stays is kept with the login's bearer and answered as the SDK's error
+    /// for it.
+    async fn send(
+        &self,
+        auth: Option<String>,
+        build: impl Fn(Option<String>) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Error> {
+        let Some(bearer) = &self.bearer else {
+            return build(auth)
+                .send()
+                .await
+                .map_err(StreamableHttpError::Client);
+        };
+        let mut token = bearer.token().await;
+        let mut renewed = false;
+        loop {
+            let resp = build(token.clone())
+                .send()
+                .await
+                .map_err(StreamableHttpError::Client)?;
+            let challenges = resp
+                .headers()
+                .get_all(reqwest::header::WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok());
+            let Some(why) = Refusal::of(resp.status().as_u16(), challenges) else {
+                return Ok(resp);
+            };
+            match bearer.refused(token.as_deref(), why, !renewed).await {
+                Some(fresh) => {
+                    token = Some(fresh);
+                    renewed = true;
+                }
+                None => return Ok(resp),
+            }
+        }
     }
 }
 
@@ -308,18 +357,18 @@ impl StreamableHttpClient for Client {
         let body = serde_json::to_vec(&message)?;
         let had_session = session_id.is_some();
         let resp = self
-            .request(
-                reqwest::Method::POST,
-                &uri,
-                session_id.as_deref(),
-                auth_header,
-                custom_headers,
-            )
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(StreamableHttpError::Client)?;
+            .send(auth_header, |auth| {
+                self.request(
+                    reqwest::Method::POST,
+                    &uri,
+                    session_id.as_deref(),
+                    auth,
+                    custom_headers.clone(),
+                )
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone())
+            })
+            .await?;
         let status = resp.status();
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             return Ok(StreamableHttpPostResponse::Accepted);
@@ -377,16 +426,16 @@ impl StreamableHttpClient for Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
         let resp = self
-            .request(
-                reqwest::Method::DELETE,
-                &uri,
-                Some(&session_id),
-                auth_header,
-                custom_headers,
-            )
-            .send()
-            .await
-            .map_err(StreamableHttpError::Client)?;
+            .send(auth_header, |auth| {
+                self.request(
+                    reqwest::Method::DELETE,
+                    &uri,
+                    Some(&session_id),
+                    auth,
+                    custom_headers.clone(),
+                )
+            })
+            .await?;
         // 405: the server keeps sessions until they expire; nothing to do.
         if resp.status().is_success() || resp.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(());
@@ -423,17 +472,21 @@ impl StreamableHttpClient for Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        let mut req = self.request(
-            reqwest::Method::GET,
-            &uri,
-            session_id.as_deref(),
-            auth_header,
-            custom_headers,
-        );
-        if let Some(id) = last_event_id {
-            req = req.header(LAST_EVENT_ID, id);
-        }
-        let resp = req.send().await.map_err(StreamableHttpError::Client)?;
+        let resp = self
+            .send(auth_header, |auth| {
+                let req = self.request(
+                    reqwest::Method::GET,
+                    &uri,
+                    session_id.as_deref(),
+                    auth,
+                    custom_headers.clone(),
+                );
+                match &last_event_id {
+                    Some(id) => req.header(LAST_EVENT_ID, id),
+                    None => req,
+                }
+            })
+            .await?;
         if let Some(refusal) = refusal(&resp) {
             return Err(refusal);
         }

@@ -119,6 +119,8 @@ struct ServerState {
     protocol: Option<String>,
     /// What the last listing of each kind left out (`Kind` order).
     notes: [Vec<String>; 3],
+    /// An HTTP server's OAuth token and its last refusal (`oauth::bearer`).
+    bearer: Option<Arc<oauth::bearer::Bearer>>,
 }
 
 /// The three lists a server has, as indexes into `notes` and `refresh`.
@@ -261,6 +263,7 @@ impl McpTools {
                         last_error: None,
                         protocol: None,
                         notes: Default::default(),
+                        bearer: None,
                     }),
                     starting: tokio::sync::Mutex::new(()),
                     refresh: Default::default(),
@@ -457,6 +460,14 @@ impl McpTools {
         }))
     }
 
+    /// How HTTP server `name` last refused buddy (a 401, or a 403 asking for
+    /// more scope), for a login to answer; None when it has not.
+    pub fn refusal(&self, name: &str) -> Option<oauth::Refusal> {
+        let i = self.server(name)?;
+        let bearer = self.inner.servers[i].lock().bearer.clone();
+        bearer.and_then(|b| b.last_refusal())
+    }
+
     /// Calls `tool` (its own name on the server) of server `name` with
     /// `arguments`, for `buddy mcp call`: a person trying a server by hand,
     /// so no approval is asked (they typed the call). The answer is the
@@ -482,10 +493,16 @@ impl McpTools {
                 )));
             }
             let params = CallToolRequestParams::new(tool).with_arguments(arguments);
-            let result = c
-                .call_tool(params)
-                .await
-                .map_err(|e| McpError::Server(tidy(&e.to_string())))?;
+            let result = c.call_tool(params).await.map_err(|e| {
+                let text = e.to_string();
+                // Refused (a 403 for more scope, a token no refresh could
+                // save): a login is the answer, which the caller may start.
+                if refused(&text) {
+                    McpError::NeedsLogin(inner.servers[i].name.clone())
+                } else {
+                    McpError::Server(tidy(&text))
+                }
+            })?;
             let value =
                 serde_json::to_value(&result).map_err(|e| McpError::Server(e.to_string()))?;
             let (text, is_error) = content::result_text(&value);
@@ -825,9 +842,9 @@ fn refused(text: &str) -> bool {
     .any(|s| text.contains(s))
 }
 
-/// Connects to an HTTP server with the login `oauth` keeps for it, if any;
-/// a refused login is refreshed and tried once more, and a refusal left is
-/// `NeedsLogin`.
+/// Connects to an HTTP server with the login `oauth` keeps for it, if any
+/// (its token refreshed on a 401 by `http`); a refusal left is
+/// `NeedsLogin`, the refusal kept with the bearer for a login to answer.
 async fn serve_http(
     server: &Server,
     url: &str,
@@ -836,44 +853,28 @@ async fn serve_http(
     lifecycle: rmcp::service::ClientLifecycleMode,
 ) -> Result<Client, (McpError, bool)> {
     let secs = server.spec.startup_timeout_secs;
-    let own = server.spec.bearer_token_env.is_none();
-    let login_error = |e: oauth::OAuthError| (McpError::Setup(format!("login: {e}")), false);
-    let mut token = match own {
-        true => oauth::access_token(&server.name, url, &server.spec, false)
-            .await
-            .map_err(login_error)?,
-        false => None,
+    let bearer = match server.spec.bearer_token_env {
+        None => Some(Arc::new(
+            oauth::bearer::Bearer::load(&server.name, url, &server.spec)
+                .await
+                .map_err(|e| (McpError::Setup(format!("login: {e}")), false))?,
+        )),
+        Some(_) => None,
     };
-    loop {
-        let transport =
-            http::transport(url, &server.spec, token.clone()).map_err(|e| (e, false))?;
-        let served = tokio::time::timeout_at(
-            deadline,
-            handler
-                .clone()
-                .serve_with_lifecycle(transport, lifecycle.clone()),
-        )
-        .await;
-        let (text, odd) = match served {
-            Err(_) => return Err((McpError::StartTimeout(secs), false)),
-            Ok(Ok(client)) => return Ok(client),
-            Ok(Err(e)) => (e.to_string(), era::answered_discover_oddly(&e)),
-        };
-        if !refused(&text) {
-            return Err((McpError::Server(tidy(&text)), odd));
+    server.lock().bearer = bearer.clone();
+    let transport = http::transport(url, &server.spec, bearer).map_err(|e| (e, false))?;
+    let served =
+        tokio::time::timeout_at(deadline, handler.serve_with_lifecycle(transport, lifecycle)).await;
+    match served {
+        Err(_) => Err((McpError::StartTimeout(secs), false)),
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) if refused(&e.to_string()) => {
+            Err((McpError::NeedsLogin(server.name.clone()), false))
         }
-        let needs_login = || (McpError::NeedsLogin(server.name.clone()), false);
-        if token.is_none() || !own || text.to_ascii_lowercase().contains("insufficient scope") {
-            return Err(needs_login());
-        }
-        // A kept token was refused: refreshed once, then a login is needed.
-        token = oauth::access_token(&server.name, url, &server.spec, true)
-            .await
-            .ok()
-            .flatten();
-        if token.is_none() {
-            return Err(needs_login());
-        }
+        Ok(Err(e)) => Err((
+            McpError::Server(tidy(&e.to_string())),
+            era::answered_discover_oddly(&e),
+        )),
     }
 }
 
@@ -895,6 +896,9 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
         Err(_) if Instant::now() >= deadline => {
             return Err(McpError::StartTimeout(server.spec.startup_timeout_secs))
         }
+        // Refused after connecting (a token the server stopped taking and
+        // no refresh could save, or scope it wants more of).
+        Err(e) if refused(&e.to_string()) => return Err(McpError::NeedsLogin(server.name.clone())),
         Err(e) => return Err(e),
     };
     let info = client.peer_info();
@@ -1165,10 +1169,20 @@ impl ToolSource for McpTools {
                         server.name
                     )));
                 }
+                let text = e.to_string();
+                if refused(&text) {
+                    // Nobody here can log in; the person can, later.
+                    return Err(ToolError::Failed(format!(
+                        "the MCP server `{}` refused the call ({}); {}",
+                        server.name,
+                        tidy(&text),
+                        McpError::NeedsLogin(server.name.clone())
+                    )));
+                }
                 return Err(ToolError::Failed(format!(
                     "the MCP server `{}` answered with an error: {}",
                     server.name,
-                    tidy(&e.to_string())
+                    tidy(&text)
                 )));
             }
             Ok(Ok(r)) => r,

@@ -1,7 +1,9 @@
 # A Streamable HTTP MCP server that is also its own OAuth authorization server
 # (RFC 9728 and RFC 8414 metadata, dynamic registration, code flow with PKCE
-# S256, refresh), for tests/mcp_oauth.rs. Usage: oauth_server.py PORT [EXPIRES_IN];
-# prints its port; logs each token issued (and how) on stderr.
+# S256, refresh), for tests/mcp_oauth.rs. Usage: oauth_server.py PORT
+# [EXPIRES_IN [die-after-list]]; prints its port; logs each token issued (and
+# how) on stderr. With die-after-list an access token stops being accepted
+# once it has listed the tools, as if it expired mid-session.
 import json, sys, hashlib, base64, urllib.parse, secrets
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 clients = {}; codes = {}; tokens = {}; refresh = {}
@@ -51,7 +53,10 @@ class H(BaseHTTPRequestHandler):
             if "id" not in m: return self.send(202)
             r = {}
             if m["method"] == "initialize": r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}}
-            elif m["method"] == "tools/list": r = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+            elif m["method"] == "tools/list":
+                r = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+                if sys.argv[3:] == ["die-after-list"]:
+                    tokens.pop(auth[7:], None); sys.stderr.write("expired %s\n" % auth[7:]); sys.stderr.flush()
             elif m["method"] == "tools/call": r = {"content": [{"type": "text", "text": "you are authorized"}]}
             return self.send(200, {"jsonrpc": "2.0", "id": m["id"], "result": r})
         self.send(404, {})

@@ -416,6 +416,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
         "client_secret_env",
         "the variable holding that client's secret",
     ),
+    (
+        "mcp_servers.NAME",
+        "client_metadata_url",
+        "https URL of buddy's OAuth client metadata document, used as client_id",
+    ),
     ("mcp_servers.NAME", "enabled", "start it (default true)"),
     (
         "mcp_servers.NAME",

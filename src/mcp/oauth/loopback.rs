@@ -14,6 +14,14 @@ pub const CALLBACK_PATH: &str = "/callback";
 /// A redirect's request head, at most: the browser sends a line and headers.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
 
+/// What the redirect carried: the code, and the issuer it names (RFC 9207),
+/// which the flow compares with the one it asked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Redirect {
+    pub code: String,
+    pub iss: Option<String>,
+}
+
 pub struct Listener {
     listener: TcpListener,
     pub redirect_uri: String,
@@ -44,9 +52,10 @@ fn page(status: &str, text: &str) -> Vec<u8> {
 }
 
 impl Listener {
-    /// Waits for the redirect; the code when its `state` is `state`.
-    /// Requests for other paths (a favicon) are answered 404 and skipped.
-    pub async fn code(self, state: &str) -> Result<String, OAuthError> {
+    /// Waits for the redirect; its code and `iss` when its `state` is
+    /// `state`. Requests for other paths (a favicon) are answered 404 and
+    /// skipped.
+    pub async fn redirect(self, state: &str) -> Result<Redirect, OAuthError> {
         loop {
             let (mut conn, _) = self
                 .listener
@@ -109,7 +118,10 @@ impl Listener {
                     "Logged in. You can close this page and return to buddy.",
                 ))
                 .await;
-            return Ok(code);
+            return Ok(Redirect {
+                code,
+                iss: get("iss"),
+            });
         }
     }
 }
@@ -153,12 +165,17 @@ mod tests {
         let l = listen().await.unwrap();
         let uri = l.redirect_uri.clone();
         assert!(uri.starts_with("http://127.0.0.1:"));
-        let (code, _) = tokio::join!(l.code("s1"), get(&uri, "code=abc&state=s1"));
-        assert_eq!(code.unwrap(), "abc");
+        let (got, _) = tokio::join!(
+            l.redirect("s1"),
+            get(&uri, "code=abc&state=s1&iss=https%3A%2F%2Fa")
+        );
+        let got = got.unwrap();
+        assert_eq!(got.code, "abc");
+        assert_eq!(got.iss.as_deref(), Some("https://a"));
 
         let l = listen().await.unwrap();
         let uri = l.redirect_uri.clone();
-        let (code, _) = tokio::join!(l.code("s1"), get(&uri, "code=abc&state=forged"));
+        let (code, _) = tokio::join!(l.redirect("s1"), get(&uri, "code=abc&state=forged"));
         assert!(code.unwrap_err().to_string().contains("state"));
     }
 }

@@ -137,10 +137,46 @@ pub struct AuthServer {
     pub code_challenge_methods_supported: Option<Vec<String>>,
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
+    /// Absent means `client_secret_basic` (RFC 8414 §2).
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    /// It takes an https URL as `client_id` and reads the client's
+    /// metadata there (Client ID Metadata Documents).
+    #[serde(default)]
+    pub client_id_metadata_document_supported: bool,
+    /// Its redirects carry `iss` (RFC 9207), so one without it is refused.
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
-fn same(a: &str, b: &str) -> bool {
-    a.trim_end_matches('/') == b.trim_end_matches('/')
+impl AuthServer {
+    /// Whether it lists `scope` among its scopes.
+    pub fn supports_scope(&self, scope: &str) -> bool {
+        self.scopes_supported
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|x| x == scope))
+    }
+
+    /// How a client with (or without) a secret authenticates at the token
+    /// endpoint, of the methods this server takes: `client_secret_basic`
+    /// first, as RFC 6749 asks servers to support it.
+    pub fn auth_method(&self, has_secret: bool) -> &'static str {
+        if !has_secret {
+            return "none";
+        }
+        let offered = |m: &str| {
+            self.token_endpoint_auth_methods_supported
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|x| x == m))
+        };
+        if offered("client_secret_basic") {
+            "client_secret_basic"
+        } else if offered("client_secret_post") {
+            "client_secret_post"
+        } else {
+            "client_secret_basic"
+        }
+    }
 }
 
 /// The metadata, if it names the server we asked about: same origin, and
@@ -170,13 +206,14 @@ pub fn protected_resource(body: &[u8], server: &Url) -> Result<ProtectedResource
     Ok(meta)
 }
 
-/// The metadata, if its issuer is the one named (RFC 8414 §3.3), its
+/// The metadata, if its issuer is the one named, character for character
+/// (RFC 8414 §3.3: a document for another issuer must not be used), its
 /// endpoints are http(s), and it does PKCE with S256 (which the MCP
 /// specification requires a client to insist on).
 pub fn auth_server(body: &[u8], issuer: &str) -> Result<AuthServer, OAuthError> {
     let meta: AuthServer = serde_json::from_slice(body)
         .map_err(|e| OAuthError::Metadata(format!("authorization-server metadata: {e}")))?;
-    if !same(&meta.issuer, issuer) {
+    if meta.issuer != issuer {
         return Err(OAuthError::Metadata(format!(
             "the authorization server says it is {}, not {}",
             crate::text::one_line(&meta.issuer, 100),
@@ -262,10 +299,16 @@ mod tests {
     #[test]
     fn issuer_mismatch_is_refused() {
         let ok = auth_server(
-            &as_json("https://auth.example/", r#"["S256"]"#),
+            &as_json("https://auth.example", r#"["S256"]"#),
             "https://auth.example",
         );
         assert_eq!(ok.unwrap().token_endpoint, "https://auth.example/token");
+        // Not even a trailing slash is forgiven.
+        let slash = auth_server(
+            &as_json("https://auth.example/", r#"["S256"]"#),
+            "https://auth.example",
+        );
+        assert!(slash.is_err());
         let err = auth_server(
             &as_json("https://evil.example", r#"["S256"]"#),
             "https://auth.example",

@@ -9,15 +9,19 @@
 //! feature brings its own reqwest 0.13 (a second HTTP stack, with its own
 //! trust roots and proxies) into the binary.
 //!
-//! The client is one configured in the server's entry (`client_id`, with an
-//! optional secret in `client_secret_env`) or, failing that, one registered
-//! dynamically (RFC 7591) when the server offers it. Client ID Metadata
-//! Documents are not used: the client_id would be an https URL buddy
-//! serves, and a local program has none to claim.
+//! The client is, in this order: one configured in the server's entry
+//! (`client_id`, with an optional secret in `client_secret_env`); the URL of
+//! a Client ID Metadata Document (`client_metadata_url`) when the
+//! authorization server takes those; or one registered dynamically
+//! (RFC 7591) for this login. Its secret, if any, goes to the token endpoint
+//! the way the authorization server's metadata says (HTTP Basic, the form,
+//! or none for a public client).
 //!
 //! Does not own the HTTP transport (`mcp::http`, which sends the token and
-//! reports a refusal) nor the commands (`app::mcp_cmd`).
+//! reports a refusal, through `bearer`) nor when a login is started
+//! (`app::mcp_cmd`).
 
+pub mod bearer;
 pub mod loopback;
 pub mod metadata;
 pub mod pkce;
@@ -115,6 +119,37 @@ async fn first_found(client: &reqwest::Client, urls: &[String]) -> Option<(Strin
     None
 }
 
+/// How a server refused buddy: its Bearer challenge, and whether it was a
+/// 403 asking for more scope (a step-up) rather than a 401.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refusal {
+    pub forbidden: bool,
+    pub challenge: Challenge,
+}
+
+impl Refusal {
+    /// The refusal an answer with `status` and these `WWW-Authenticate`
+    /// values is: a 401, or a 403 whose challenge says
+    /// `insufficient_scope`; None for anything else.
+    pub fn of<'a>(status: u16, headers: impl IntoIterator<Item = &'a str>) -> Option<Refusal> {
+        let challenge = headers
+            .into_iter()
+            .find_map(metadata::parse_challenge)
+            .unwrap_or_default();
+        match status {
+            401 => Some(Refusal {
+                forbidden: false,
+                challenge,
+            }),
+            403 if challenge.error.as_deref() == Some("insufficient_scope") => Some(Refusal {
+                forbidden: true,
+                challenge,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// What the server says to a request without a token (or with `token`):
 /// its Bearer challenge on a 401 or 403, if any.
 async fn probe(client: &reqwest::Client, url: &str, token: Option<&str>) -> Option<Challenge> {
@@ -160,16 +195,56 @@ struct ErrorAnswer {
     error_description: Option<String>,
 }
 
-/// POSTs a form to the token endpoint; the tokens, or the server's error.
+/// A client as the token endpoint sees it: its id, its secret if it has
+/// one, and how that secret is sent.
+struct ClientAuth<'a> {
+    id: &'a str,
+    secret: Option<&'a str>,
+    method: &'a str,
+}
+
+/// `application/x-www-form-urlencoded` of one value, as HTTP Basic client
+/// authentication wants the id and secret before they are joined
+/// (RFC 6749 §2.3.1).
+fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// POSTs a form to the token endpoint, the client authenticated as
+/// `auth.method` says; the tokens, or the server's error.
 async fn token_request(
     client: &reqwest::Client,
     endpoint: &str,
     form: &[(&str, &str)],
+    auth: &ClientAuth<'_>,
 ) -> Result<TokenAnswer, OAuthError> {
-    let resp = client
-        .post(endpoint)
-        .header("accept", "application/json")
-        .form(form)
+    let mut form: Vec<(&str, &str)> = form.to_vec();
+    let mut req = client.post(endpoint).header("accept", "application/json");
+    match (auth.method, auth.secret) {
+        ("client_secret_basic", Some(secret)) => {
+            use base64::Engine;
+            let pair = format!("{}:{}", form_encode(auth.id), form_encode(secret));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            req = req.header("authorization", format!("Basic {encoded}"));
+        }
+        (_, Some(secret)) => {
+            form.push(("client_id", auth.id));
+            form.push(("client_secret", secret));
+        }
+        (_, None) => form.push(("client_id", auth.id)),
+    }
+    let resp = req
+        .form(&form)
         .send()
         .await
         .map_err(|e| OAuthError::Flow(format!("the token endpoint: {e}")))?;
@@ -203,20 +278,41 @@ fn configured_secret(spec: &McpServer) -> Result<Option<String>, OAuthError> {
     Ok(Some(secret))
 }
 
-/// Registers buddy with the authorization server (RFC 7591): a public
-/// client using the code flow on `redirect_uri`.
+/// A client registered for one login: its id, its secret if the server
+/// gave one, and how it authenticates at the token endpoint.
+struct Registered {
+    client_id: String,
+    client_secret: Option<String>,
+    method: String,
+}
+
+/// Registers buddy with the authorization server (RFC 7591): a native
+/// client using the code flow on `redirect_uri`, authenticating at the token
+/// endpoint as the server's metadata allows (none, when it takes public
+/// clients).
 async fn register(
     client: &reqwest::Client,
+    auth: &metadata::AuthServer,
     endpoint: &str,
     redirect_uri: &str,
     scope: Option<&str>,
-) -> Result<(String, Option<String>), OAuthError> {
+) -> Result<Registered, OAuthError> {
+    let public = auth
+        .token_endpoint_auth_methods_supported
+        .as_ref()
+        .is_none_or(|m| m.iter().any(|m| m == "none"));
+    let asked = if public {
+        "none"
+    } else {
+        auth.auth_method(true)
+    };
     let mut body = serde_json::json!({
         "client_name": "buddy",
+        "application_type": "native",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
-        "token_endpoint_auth_method": "none",
+        "token_endpoint_auth_method": asked,
     });
     if let Some(s) = scope {
         body["scope"] = s.into();
@@ -237,15 +333,28 @@ async fn register(
         )));
     }
     #[derive(Deserialize)]
-    struct Registered {
+    struct Answer {
         client_id: String,
         #[serde(default)]
         client_secret: Option<String>,
+        #[serde(default)]
+        token_endpoint_auth_method: Option<String>,
     }
-    let r: Registered = serde_json::from_slice(&bytes)
+    let r: Answer = serde_json::from_slice(&bytes)
         .map_err(|e| OAuthError::Flow(format!("client registration's answer: {e}")))?;
     crate::redact::remember(r.client_secret.clone());
-    Ok((r.client_id, r.client_secret))
+    // The server has the last word on the method; a secret-less client can
+    // only be a public one.
+    let method = match (&r.client_secret, r.token_endpoint_auth_method) {
+        (None, _) => "none".to_string(),
+        (Some(_), Some(m)) if m != "none" => m,
+        (Some(_), _) => auth.auth_method(true).to_string(),
+    };
+    Ok(Registered {
+        client_id: r.client_id,
+        client_secret: r.client_secret,
+        method,
+    })
 }
 
 /// Scopes as a set, joined again in first-seen order.
@@ -259,10 +368,75 @@ fn union(a: Option<&str>, b: Option<&str>) -> Option<String> {
     (!out.is_empty()).then(|| out.join(" "))
 }
 
+/// The scope to ask for: the challenge's, else the resource's
+/// `scopes_supported`, else none (the parameter is left out); with the
+/// scope of the login kept, if any (a step-up asks for both, not for the
+/// new ones alone); and `offline_access`, for a refresh token, when the
+/// authorization server lists it and some scope is asked anyway.
+fn scope_to_ask(
+    challenge: Option<&str>,
+    resource: Option<&metadata::ProtectedResource>,
+    kept: Option<&str>,
+    auth: &metadata::AuthServer,
+) -> Option<String> {
+    let wanted = challenge.map(str::to_string).or_else(|| {
+        resource
+            .and_then(|r| r.scopes_supported.as_ref())
+            .map(|s| s.join(" "))
+    });
+    let scope = union(kept, wanted.as_deref())?;
+    if auth.supports_scope("offline_access") {
+        return union(Some(&scope), Some("offline_access"));
+    }
+    Some(scope)
+}
+
+/// Checks the redirect's `iss` (RFC 9207): when present it must be the
+/// issuer, character for character; when the server says it sends one, it
+/// must be there. Either way a mismatch means the code may come from another
+/// server, so it is never exchanged.
+fn check_iss(iss: Option<&str>, auth: &metadata::AuthServer) -> Result<(), OAuthError> {
+    match iss {
+        Some(iss) if iss != auth.issuer => Err(OAuthError::Flow(format!(
+            "the redirect names the issuer {}, not {}; login refused",
+            crate::text::one_line(iss, 100),
+            crate::text::one_line(&auth.issuer, 100)
+        ))),
+        None if auth.authorization_response_iss_parameter_supported => {
+            Err(OAuthError::Flow(format!(
+                "the redirect carries no `iss` though {} says it sends one; login refused",
+                crate::text::one_line(&auth.issuer, 100)
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The URL buddy uses as its client_id where Client ID Metadata Documents
+/// are taken: an https URL with a path, as the MCP specification requires.
+fn metadata_document_url(spec: &McpServer) -> Result<Option<String>, OAuthError> {
+    let Some(u) = &spec.client_metadata_url else {
+        return Ok(None);
+    };
+    match Url::parse(u) {
+        Ok(url) if url.scheme() == "https" && url.path() != "/" => Ok(Some(u.clone())),
+        _ => Err(OAuthError::Flow(format!(
+            "client_metadata_url: `{}` is not an https URL with a path",
+            crate::text::one_line(u, 100)
+        ))),
+    }
+}
+
 /// Logs in to server `name` at `url` in a browser and keeps the tokens.
-/// A login already kept is probed first: a 403 asking for more scope
-/// (step-up) makes the new login ask for both.
-pub async fn login(name: &str, url: &str, spec: &McpServer) -> Result<(), OAuthError> {
+/// `refusal` is how the server refused buddy, when a request was refused;
+/// without it (`buddy mcp login`) the server is asked for its challenge. A
+/// login already kept lends its scope to the new one (step-up).
+pub async fn login(
+    name: &str,
+    url: &str,
+    spec: &McpServer,
+    refusal: Option<Refusal>,
+) -> Result<(), OAuthError> {
     let store = store()?;
     let server = Url::parse(url).map_err(|_| OAuthError::Flow(format!("`{url}` is not a URL")))?;
     let client = http(url)?;
@@ -270,14 +444,19 @@ pub async fn login(name: &str, url: &str, spec: &McpServer) -> Result<(), OAuthE
     if let Some(old) = &old {
         crate::redact::remember(old.secrets());
     }
-    let mut challenge = match &old {
-        Some(o) => probe(&client, url, Some(&o.access_token)).await,
-        None => None,
+    let challenge = match refusal {
+        Some(r) => r.challenge,
+        None => {
+            let mut challenge = match &old {
+                Some(o) => probe(&client, url, Some(&o.access_token)).await,
+                None => None,
+            };
+            if challenge.is_none() {
+                challenge = probe(&client, url, None).await;
+            }
+            challenge.unwrap_or_default()
+        }
     };
-    if challenge.is_none() {
-        challenge = probe(&client, url, None).await;
-    }
-    let challenge = challenge.unwrap_or_default();
 
     // RFC 9728; without it, the older rule: the server's origin is the issuer.
     let candidates =
@@ -304,30 +483,44 @@ pub async fn login(name: &str, url: &str, spec: &McpServer) -> Result<(), OAuthE
             ))
         })?;
     let auth = metadata::auth_server(&body, &issuer)?;
-
-    let scope = union(
-        old.as_ref().and_then(|o| o.scope.as_deref()),
+    // The resource exactly as its metadata spells it (RFC 8707), else the
+    // server's URL.
+    let resource_id = resource
+        .as_ref()
+        .map_or_else(|| url.to_string(), |r| r.resource.clone());
+    let scope = scope_to_ask(
         challenge.scope.as_deref(),
-    )
-    .or_else(|| {
-        resource
-            .as_ref()
-            .and_then(|r| r.scopes_supported.as_ref())
-            .map(|s| s.join(" "))
-    })
-    .filter(|s| !s.is_empty());
+        resource.as_ref(),
+        old.as_ref().and_then(|o| o.scope.as_deref()),
+        &auth,
+    );
 
     let listener = loopback::listen().await?;
-    let (client_id, client_secret) = match (&spec.client_id, &auth.registration_endpoint) {
-        (Some(id), _) => (id.clone(), configured_secret(spec)?),
-        (None, Some(endpoint)) => {
-            register(&client, endpoint, &listener.redirect_uri, scope.as_deref()).await?
+    let cimd = metadata_document_url(spec)?.filter(|_| auth.client_id_metadata_document_supported);
+    let (client_id, client_secret, method, registered) = match (&spec.client_id, cimd) {
+        (Some(id), _) => {
+            let secret = configured_secret(spec)?;
+            let method = auth.auth_method(secret.is_some()).to_string();
+            (id.clone(), secret, method, false)
         }
+        // A public client: the document names buddy's redirect URIs.
+        (None, Some(document)) => (document, None, "none".to_string(), false),
         (None, None) => {
-            return Err(OAuthError::Flow(format!(
-                "{} offers no client registration; set `client_id` in [mcp_servers.{name}]",
-                auth.issuer
-            )))
+            let Some(endpoint) = &auth.registration_endpoint else {
+                return Err(OAuthError::Flow(format!(
+                    "{} offers no client registration; set `client_id` (or `client_metadata_url`) in [mcp_servers.{name}]",
+                    auth.issuer
+                )));
+            };
+            let r = register(
+                &client,
+                &auth,
+                endpoint,
+                &listener.redirect_uri,
+                scope.as_deref(),
+            )
+            .await?;
+            (r.client_id, r.client_secret, r.method, true)
         }
     };
     let verifier = pkce::random_token()?;
@@ -342,29 +535,31 @@ pub async fn login(name: &str, url: &str, spec: &McpServer) -> Result<(), OAuthE
             .append_pair("code_challenge", &pkce::challenge(&verifier))
             .append_pair("code_challenge_method", "S256")
             .append_pair("state", &state)
-            .append_pair("resource", url);
+            .append_pair("resource", &resource_id);
         if let Some(s) = &scope {
             q.append_pair("scope", s);
         }
     }
     let redirect_uri = listener.redirect_uri.clone();
     loopback::open_browser(authorize.as_str());
-    let code = tokio::time::timeout(LOGIN_WAIT, listener.code(&state))
+    let redirect = tokio::time::timeout(LOGIN_WAIT, listener.redirect(&state))
         .await
         .map_err(|_| OAuthError::Flow("no redirect came back within 5 minutes".into()))??;
+    check_iss(redirect.iss.as_deref(), &auth)?;
 
-    let mut form = vec![
+    let form = [
         ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
+        ("code", redirect.code.as_str()),
         ("redirect_uri", redirect_uri.as_str()),
-        ("client_id", client_id.as_str()),
         ("code_verifier", verifier.as_str()),
-        ("resource", url),
+        ("resource", resource_id.as_str()),
     ];
-    if let Some(s) = &client_secret {
-        form.push(("client_secret", s));
-    }
-    let t = token_request(&client, &auth.token_endpoint, &form).await?;
+    let client_auth = ClientAuth {
+        id: &client_id,
+        secret: client_secret.as_deref(),
+        method: &method,
+    };
+    let t = token_request(&client, &auth.token_endpoint, &form, &client_auth).await?;
     store.put(
         name,
         Login {
@@ -373,7 +568,9 @@ pub async fn login(name: &str, url: &str, spec: &McpServer) -> Result<(), OAuthE
             token_endpoint: auth.token_endpoint,
             client_id,
             // A configured secret stays in its variable, read when needed.
-            client_secret: client_secret.filter(|_| spec.client_id.is_none()),
+            client_secret: client_secret.filter(|_| registered),
+            auth_method: Some(method),
+            resource: Some(resource_id),
             access_token: t.access_token,
             refresh_token: t.refresh_token,
             expires_at: t.expires_in.map(|s| now() + s),
@@ -411,16 +608,26 @@ async fn refresh(
         Some(s) => Some(s.clone()),
         None => configured_secret(spec)?,
     };
-    let mut form = vec![
+    // A login kept before the method was recorded sent its secret in the form.
+    let method = old.auth_method.clone().unwrap_or_else(|| {
+        match secret {
+            Some(_) => "client_secret_post",
+            None => "none",
+        }
+        .to_string()
+    });
+    let resource = old.resource.clone().unwrap_or_else(|| old.url.clone());
+    let form = [
         ("grant_type", "refresh_token"),
         ("refresh_token", rt.as_str()),
-        ("client_id", old.client_id.as_str()),
-        ("resource", old.url.as_str()),
+        ("resource", resource.as_str()),
     ];
-    if let Some(s) = &secret {
-        form.push(("client_secret", s));
-    }
-    let t = token_request(&client, &old.token_endpoint, &form).await?;
+    let client_auth = ClientAuth {
+        id: &old.client_id,
+        secret: secret.as_deref(),
+        method: &method,
+    };
+    let t = token_request(&client, &old.token_endpoint, &form, &client_auth).await?;
     let new = Login {
         access_token: t.access_token,
         // A server that does not rotate refresh tokens sends none back.
@@ -453,12 +660,33 @@ pub async fn access_token(
     if !(stale || expiring) {
         return Ok(Some(login.access_token));
     }
+    if login.refresh_token.is_none() {
+        // Nothing to refresh with: the server says whether it still takes
+        // the token; one it refused is of no more use.
+        return Ok((!stale).then_some(login.access_token));
+    }
     Ok(Some(refresh(name, spec, &store, login).await?.access_token))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::union;
+    use super::metadata::{AuthServer, ProtectedResource};
+    use super::*;
+
+    fn auth_server(scopes: Option<&[&str]>, methods: Option<&[&str]>, iss: bool) -> AuthServer {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        AuthServer {
+            issuer: "https://as.example".into(),
+            authorization_endpoint: "https://as.example/authorize".into(),
+            token_endpoint: "https://as.example/token".into(),
+            registration_endpoint: None,
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            scopes_supported: scopes.map(list),
+            token_endpoint_auth_methods_supported: methods.map(list),
+            client_id_metadata_document_supported: false,
+            authorization_response_iss_parameter_supported: iss,
+        }
+    }
 
     #[test]
     fn step_up_asks_for_old_and_new_scopes_once_each() {
@@ -467,5 +695,93 @@ mod tests {
             Some("read write")
         );
         assert_eq!(union(None, None), None);
+        let auth = auth_server(None, None, false);
+        assert_eq!(
+            scope_to_ask(Some("mcp:write"), None, Some("mcp:basic"), &auth).as_deref(),
+            Some("mcp:basic mcp:write")
+        );
+    }
+
+    #[test]
+    fn scope_comes_from_the_challenge_else_the_resource_else_is_left_out() {
+        let auth = auth_server(None, None, false);
+        let resource = ProtectedResource {
+            resource: "https://h/mcp".into(),
+            authorization_servers: vec!["https://as.example".into()],
+            scopes_supported: Some(vec!["a".into(), "b".into()]),
+        };
+        assert_eq!(
+            scope_to_ask(Some("c"), Some(&resource), None, &auth).as_deref(),
+            Some("c")
+        );
+        assert_eq!(
+            scope_to_ask(None, Some(&resource), None, &auth).as_deref(),
+            Some("a b")
+        );
+        assert_eq!(scope_to_ask(None, None, None, &auth), None);
+    }
+
+    #[test]
+    fn offline_access_is_asked_only_where_the_authorization_server_lists_it() {
+        let offers = auth_server(Some(&["mcp:basic", "offline_access"]), None, false);
+        assert_eq!(
+            scope_to_ask(Some("mcp:basic"), None, None, &offers).as_deref(),
+            Some("mcp:basic offline_access")
+        );
+        let not = auth_server(Some(&["mcp:basic"]), None, false);
+        assert_eq!(
+            scope_to_ask(Some("mcp:basic"), None, None, &not).as_deref(),
+            Some("mcp:basic")
+        );
+        // Never alone: no scope asked stays no scope.
+        assert_eq!(scope_to_ask(None, None, None, &offers), None);
+    }
+
+    #[test]
+    fn the_redirect_iss_must_be_the_issuer_exactly_and_present_when_promised() {
+        let quiet = auth_server(None, None, false);
+        let promised = auth_server(None, None, true);
+        assert!(check_iss(None, &quiet).is_ok());
+        assert!(check_iss(Some("https://as.example"), &quiet).is_ok());
+        assert!(check_iss(Some("https://as.example"), &promised).is_ok());
+        assert!(check_iss(None, &promised).is_err());
+        assert!(check_iss(Some("https://evil.example"), &quiet).is_err());
+        // The same issuer after URL normalisation is still another string.
+        assert!(check_iss(Some("https://as.example/"), &promised).is_err());
+    }
+
+    #[test]
+    fn a_secret_goes_the_way_the_token_endpoint_takes_it() {
+        assert_eq!(auth_server(None, None, false).auth_method(false), "none");
+        assert_eq!(
+            auth_server(None, None, false).auth_method(true),
+            "client_secret_basic"
+        );
+        let post = auth_server(None, Some(&["client_secret_post"]), false);
+        assert_eq!(post.auth_method(true), "client_secret_post");
+        assert_eq!(form_encode("a b:c/é"), "a+b%3Ac%2F%C3%A9");
+    }
+
+    #[test]
+    fn a_401_is_a_refusal_and_a_403_only_when_it_asks_for_scope() {
+        let r = Refusal::of(401, ["Bearer scope=\"a\""]).unwrap();
+        assert!(!r.forbidden);
+        assert_eq!(r.challenge.scope.as_deref(), Some("a"));
+        let step = Refusal::of(403, ["Bearer error=\"insufficient_scope\", scope=\"b\""]).unwrap();
+        assert!(step.forbidden);
+        assert_eq!(Refusal::of(403, ["Bearer error=\"invalid_token\""]), None);
+        assert_eq!(Refusal::of(200, []), None);
+    }
+
+    #[test]
+    fn a_client_metadata_url_must_be_https_with_a_path() {
+        let mut spec = McpServer::http("https://h/mcp".into());
+        assert_eq!(metadata_document_url(&spec).unwrap(), None);
+        spec.client_metadata_url = Some("https://buddy.example/client.json".into());
+        assert!(metadata_document_url(&spec).unwrap().is_some());
+        spec.client_metadata_url = Some("http://buddy.example/client.json".into());
+        assert!(metadata_document_url(&spec).is_err());
+        spec.client_metadata_url = Some("https://buddy.example".into());
+        assert!(metadata_document_url(&spec).is_err());
     }
 }

@@ -21,6 +21,15 @@ pub struct Login {
     /// From dynamic registration; a configured secret stays in its variable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// How the client authenticates at the token endpoint
+    /// (`client_secret_basic`, `client_secret_post` or `none`); absent in
+    /// logins kept before it was recorded, which sent a secret in the form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_method: Option<String>,
+    /// The resource the tokens were asked for (RFC 8707), as the server's
+    /// metadata spells it; absent means `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
     pub access_token: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_token: Option<String>,
