@@ -244,7 +244,7 @@ async fn call(
     let may_login = s.url.is_some()
         && s.bearer_token_env.is_none()
         && (std::io::stderr().is_terminal()
-            || std::env::var_os("BROWSER").is_some_and(|b| !b.is_empty()));
+            || crate::process::var_os("BROWSER").is_some_and(|b| !b.is_empty()));
     let mut logins = 0;
     let answer = loop {
         let tools = start_one(name, s, hidden.clone()).await?;
