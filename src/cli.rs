@@ -374,6 +374,14 @@ pub struct ServeArgs {
     /// prompt builds a new one [default: 5m]
     #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
     pub agent_idle: Option<std::time::Duration>,
+    /// Keep sessions in PostgreSQL (postgres://USER@HOST:PORT/DB), shared
+    /// by every instance given the same URL [default: session files]
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// With --store: a crashed instance's sessions are free after this
+    /// [default: 15s]
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    pub lease: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Subcommand)]

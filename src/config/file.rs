@@ -511,6 +511,12 @@ pub struct ServeSection {
     pub audit_text: Option<bool>,
     /// The audit log is rotated at this size (default 16).
     pub audit_max_mib: Option<u64>,
+    /// `postgres://…`: sessions in PostgreSQL, shared by every instance
+    /// given the same URL (default: the session files).
+    pub store: Option<String>,
+    /// With a database store: how long a session stays taken by an
+    /// instance that stopped renewing its lease (default 15).
+    pub lease_secs: Option<u64>,
 }
 
 /// `[telemetry]`: OpenTelemetry traces, off unless an endpoint is set.

@@ -318,6 +318,8 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("serve", "audit_log", "the audit log (default .buddyx/serve/audit.log, written with users)"),
     ("serve", "audit_text", "also write prompts' text into the audit log (default false)"),
     ("serve", "audit_max_mib", "the audit log is rotated to audit.log.1 at this size (default 16)"),
+    ("serve", "store", "postgres://…: sessions in PostgreSQL, shared by several instances (default: files)"),
+    ("serve", "lease_secs", "with a database store: a crashed instance's sessions are free after this (default 15)"),
     (
         "telemetry",
         "otlp_endpoint",
