@@ -46,6 +46,7 @@ mod sandbox;
 mod search;
 mod serve;
 mod serve_browser;
+mod serve_cluster;
 mod serve_team;
 mod sessions;
 mod shell_help;

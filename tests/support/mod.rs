@@ -6,12 +6,14 @@
 #![allow(dead_code)]
 
 pub mod acp;
+pub mod balancer;
 pub mod calls;
 pub mod container;
 pub mod fake_issuer;
 pub mod fake_provider;
 pub mod http;
 pub mod mcp;
+pub mod postgres;
 pub mod prometheus;
 pub mod real_server;
 pub mod serve;
