@@ -136,7 +136,7 @@ impl State {
     /// when the server is stopping.
     pub fn follow(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
         let relay = self.inner.relay.clone()?;
-        Some(super::relay::follow(
+        Some(super::follow::follow(
             relay,
             self.inner.sessions.clone(),
             self.inner.stopping.subscribe(),
@@ -871,7 +871,7 @@ async fn events(
         ));
     };
     if let Some(relay) = &state.inner.relay {
-        super::relay::catch_up(relay.as_ref(), &live).await;
+        super::follow::catch_up(relay.as_ref(), &live).await;
         if after > 0 && after.saturating_add(1) < sub.from {
             // The client saw events this server's log does not hold (they
             // ran elsewhere, or long ago): the store has them.

@@ -30,6 +30,7 @@ mod accept;
 mod admission;
 mod audit;
 pub mod descriptors;
+mod follow;
 mod guard;
 mod http;
 mod live;
