@@ -5,9 +5,9 @@
 //! own with a small runtime, and callers hand it jobs: synchronously, waiting
 //! on a plain channel ([`Db::call`]), or asynchronously ([`Db::call_async`]).
 //!
-//! Two connections: one for statements, shared by every job (tokio-postgres
-//! pipelines them), and one that only LISTENs, whose notifications go to a
-//! broadcast channel. A lost connection is not re-made: the store's calls
+//! Three connections: two for statements, shared by every job (tokio-postgres
+//! pipelines them), one committing durably and one not ([`Commit`]), and one
+//! that only LISTENs, whose notifications go to a broadcast channel. A lost connection is not re-made: the store's calls
 //! fail with a sentence and the server keeps answering (a restart
 //! reconnects). This module knows no tables; `postgres/mod.rs` has them.
 
@@ -17,7 +17,35 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-type Job = Box<dyn FnOnce(Arc<Client>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+type Job = Box<dyn FnOnce(&Clients) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// How a job's writes are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Waits until the commit is on the database's disk (its WAL flushed).
+    Durable,
+    /// Visible to every reader and kept when buddy dies, but a crash of the
+    /// database's machine may lose the last fraction of a second of them
+    /// (`synchronous_commit = off`); the next durable commit flushes them
+    /// too. The journal's own promise between turn ends: a kill loses
+    /// nothing, a power cut may.
+    Relaxed,
+}
+
+/// The statement connections: one per kind of commit.
+struct Clients {
+    durable: Arc<Client>,
+    relaxed: Arc<Client>,
+}
+
+impl Clients {
+    fn get(&self, commit: Commit) -> Arc<Client> {
+        match commit {
+            Commit::Durable => self.durable.clone(),
+            Commit::Relaxed => self.relaxed.clone(),
+        }
+    }
+}
 
 /// The channel every instance LISTENs on; a payload is `<session> <event id>`.
 pub const CHANNEL: &str = "buddy_events";
@@ -59,7 +87,7 @@ impl Db {
                     }
                 };
                 rt.block_on(async move {
-                    let client = match open(&config, notify).await {
+                    let clients = match open(&config, notify).await {
                         Ok(c) => {
                             let _ = ready_tx.send(Ok(()));
                             c
@@ -72,7 +100,7 @@ impl Db {
                     // Each job runs as a task: statements of different
                     // callers go down the connection together.
                     while let Some(job) = job_rx.recv().await {
-                        tokio::spawn(job(client.clone()));
+                        tokio::spawn(job(&clients));
                     }
                 });
             })
@@ -91,8 +119,18 @@ impl Db {
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
     {
+        self.call_as(Commit::Durable, f)
+    }
+
+    /// [`Db::call`], its writes committed as `commit` says.
+    pub fn call_as<T, F, Fut>(&self, commit: Commit, f: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
+    {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.submit(f, move |r| {
+        self.submit(commit, f, move |r| {
             let _ = tx.send(r);
         })?;
         rx.recv()
@@ -107,25 +145,27 @@ impl Db {
         Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.submit(f, move |r| {
+        self.submit(Commit::Durable, f, move |r| {
             let _ = tx.send(r);
         })?;
         rx.await
             .map_err(|_| "the database connection is gone".to_string())?
     }
 
-    /// Runs `f` without waiting for it (a release nobody waits for).
-    pub fn spawn<F, Fut>(&self, f: F)
+    /// Runs `f` without waiting for it (a task of the database's thread),
+    /// its writes committed as `commit` says.
+    pub fn spawn<F, Fut>(&self, commit: Commit, f: F)
     where
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let job: Job = Box::new(move |c| Box::pin(f(c)));
+        let job: Job = Box::new(move |c| Box::pin(f(c.get(commit))));
         let _ = self.jobs.send(job);
     }
 
     fn submit<T, F, Fut>(
         &self,
+        commit: Commit,
         f: F,
         reply: impl FnOnce(Result<T, DbError>) + Send + 'static,
     ) -> Result<(), DbError>
@@ -134,8 +174,10 @@ impl Db {
         F: FnOnce(Arc<Client>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
     {
-        let job: Job =
-            Box::new(move |c| Box::pin(async move { reply(f(c).await.map_err(|e| describe(&e))) }));
+        let job: Job = Box::new(move |c| {
+            let c = c.get(commit);
+            Box::pin(async move { reply(f(c).await.map_err(|e| describe(&e))) })
+        });
         self.jobs
             .send(job)
             .map_err(|_| "the database connection is gone".to_string())
@@ -147,15 +189,26 @@ impl Db {
     }
 }
 
-/// The statement connection, with the listening one started beside it.
-async fn open(
-    config: &tokio_postgres::Config,
-    notices: broadcast::Sender<(String, u64)>,
-) -> Result<Arc<Client>, DbError> {
+/// A connection whose driver runs as a task of this thread.
+async fn connect(config: &tokio_postgres::Config) -> Result<Client, DbError> {
     let (client, conn) = config.connect(NoTls).await.map_err(|e| describe(&e))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
+    Ok(client)
+}
+
+/// The statement connections, with the listening one started beside them.
+async fn open(
+    config: &tokio_postgres::Config,
+    notices: broadcast::Sender<(String, u64)>,
+) -> Result<Clients, DbError> {
+    let durable = connect(config).await?;
+    let relaxed = connect(config).await?;
+    relaxed
+        .batch_execute("SET synchronous_commit TO off")
+        .await
+        .map_err(|e| describe(&e))?;
     let (listener, mut lconn) = config.connect(NoTls).await.map_err(|e| describe(&e))?;
     tokio::spawn(async move {
         while let Some(Ok(message)) = std::future::poll_fn(|cx| lconn.poll_message(cx)).await {
@@ -177,7 +230,10 @@ async fn open(
         let _keep = listener;
         std::future::pending::<()>().await;
     });
-    Ok(Arc::new(client))
+    Ok(Clients {
+        durable: Arc::new(durable),
+        relaxed: Arc::new(relaxed),
+    })
 }
 
 /// `<session> <id>` as sent by the event append.

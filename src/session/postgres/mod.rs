@@ -62,7 +62,9 @@ impl Pg {
         let leases = Leases::default();
         leases.renew_every(&db, lease);
         let (events, mut queue) = mpsc::unbounded_channel::<(String, String)>();
-        db.spawn(move |c| async move {
+        // Events are for following a run live, not the record of it (the
+        // journal is): they need not wait for the disk.
+        db.spawn(db::Commit::Relaxed, move |c| async move {
             // One at a time, so a session's events are stored in the order
             // they were published.
             while let Some((session, data)) = queue.recv().await {

@@ -13,7 +13,7 @@
 //! a row after its successor's. An append returns once its rows are
 //! committed: a record the agent was told is saved is a committed row.
 
-use super::db::Db;
+use super::db::{Commit, Db};
 use crate::session::journal::{self, RecordSink};
 use std::collections::HashSet;
 use std::io;
@@ -36,7 +36,7 @@ impl Leases {
     pub fn renew_every(&self, db: &Db, bound: Duration) {
         let me = self.clone();
         let secs = bound.as_secs_f64();
-        db.spawn(move |c| async move {
+        db.spawn(Commit::Durable, move |c| async move {
             let mut tick = tokio::time::interval(bound / 3);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -147,6 +147,7 @@ impl RecordSink for RowSink {
                 mark.origin,
             )
         });
+        let ends_turn = turn.is_some();
         let (messages, title, model, origin) = match turn {
             Some((m, t, model, o)) => (Some(m), Some(t), Some(model), o),
             None => (None, None, None, None),
@@ -155,9 +156,18 @@ impl RecordSink for RowSink {
         let size = bytes.len() as i64;
         let (id, holder, seq) = (self.id.clone(), self.holder.clone(), self.seq);
         let used = i64::try_from(crate::clock::now_unix()).unwrap_or(i64::MAX);
+        // A turn's end (or a compaction's, a rewind's) is made durable, and
+        // with it every record before it; the records between are committed
+        // without waiting for the disk, as the file is written without a
+        // sync between turn ends.
+        let commit = if ends_turn {
+            Commit::Durable
+        } else {
+            Commit::Relaxed
+        };
         let written = self
             .db
-            .call(move |c| async move {
+            .call_as(commit, move |c| async move {
                 let row = c
                     .query_one(
                         "WITH ins AS (
