@@ -382,6 +382,14 @@ pub struct ServeArgs {
     /// balancer); repeatable [default: serve.trusted_proxies]
     #[arg(long = "trusted-proxy", value_name = "ADDR")]
     pub trusted_proxies: Vec<String>,
+    /// Keep sessions in PostgreSQL (postgres://USER@HOST:PORT/DB), shared
+    /// by every instance given the same URL [default: session files]
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// With --store: a crashed instance's sessions are free after this
+    /// [default: 15s]
+    #[arg(long, value_name = "DURATION", value_parser = crate::clock::parse_duration)]
+    pub lease: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Subcommand)]

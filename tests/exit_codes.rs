@@ -6,15 +6,9 @@ use crate::support;
 
 use support::BuddyCmd;
 
-/// A loopback port nothing listens on: bound, then closed.
-fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 #[test]
 fn an_mcp_login_the_server_fails_exits_1_and_a_server_not_configured_exits_2() {
-    let url = format!("http://127.0.0.1:{}/mcp", closed_port());
+    let url = format!("http://127.0.0.1:{}/mcp", support::free_port());
     let cmd = BuddyCmd::new().config(format!("[mcp_servers.down]\nurl = \"{url}\"\n"));
     let out = cmd.rerun(["mcp", "login", "down"]);
     out.assert_code(1);

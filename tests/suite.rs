@@ -48,6 +48,7 @@ mod sandbox;
 mod search;
 mod serve;
 mod serve_browser;
+mod serve_cluster;
 mod serve_edge;
 mod serve_team;
 mod sessions;

@@ -39,6 +39,7 @@ mod prompt;
 mod repl;
 mod resume;
 mod serve;
+mod serve_pg;
 mod sessions;
 mod sessions_cmd;
 mod setup;

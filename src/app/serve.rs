@@ -9,6 +9,7 @@ use crate::agent::{self, AgentHandle, HostedError};
 use crate::cli::{ServeArgs, ServeCommand, TargetArgs};
 use crate::config::{CliOverrides, ServeSection};
 use crate::serve::{Backend, Limits, ServeOptions};
+use crate::session::postgres::Pg;
 use crate::session::{self, Store};
 use crate::wire::Message;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,7 @@ pub(crate) async fn serve(
     let balancer = balancer(&args, &settings.serve)?;
     let token = args
         .token
+        .clone()
         .or_else(|| crate::process::var(crate::config::SERVE_TOKEN_ENV))
         .filter(|t| !t.is_empty());
     let opts = ServeOptions {
@@ -52,12 +54,20 @@ pub(crate) async fn serve(
     // Many sessions share this process: agent builds and turn-end saves give
     // way to the streams being relayed.
     crate::background::yield_to_streams();
+    let local = Store::for_workdir(hosted.workdir());
+    let store_url = args.store.clone().or_else(|| settings.serve.store.clone());
+    let database = match store_url.as_deref() {
+        None | Some("") => None,
+        Some(url) => Some(database(url, &args, &settings.serve, &local).await?),
+    };
     let backend = Arc::new(ServeBackend {
-        store: Store::for_workdir(hosted.workdir()),
+        store: local,
+        database,
         secrets: crate::redact::known().all().to_vec(),
         hosted,
     });
     let backend_dir = backend.hosted.workdir().to_path_buf();
+    let instance = backend.database.as_ref().map(|d| d.instance().to_string());
     let ready = |started: crate::serve::Started| {
         let addr = started.addr;
         // The URL alone on stdout, for scripts; the rest for people.
@@ -76,6 +86,14 @@ pub(crate) async fn serve(
             style.actor("buddy"),
             backend_dir.display()
         );
+        if let Some(instance) = &instance {
+            eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "sessions in PostgreSQL, shared with every instance on the same database; this one is {instance}"
+                ))
+            );
+        }
         if users > 0 {
             eprintln!(
                 "{}",
@@ -254,8 +272,45 @@ fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
     })
 }
 
+/// Connects to the session database at `url` (a password in it is kept out
+/// of every log and session, as API keys are).
+async fn database(
+    url: &str,
+    args: &ServeArgs,
+    file: &ServeSection,
+    local: &Store,
+) -> Result<Arc<Pg>, AppError> {
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(AppError::Usage(format!(
+            "--store takes a postgres:// URL, not {}",
+            crate::text::visible(url)
+        )));
+    }
+    if file.lease_secs == Some(0) || args.lease.is_some_and(|d| d.is_zero()) {
+        return Err(AppError::Usage(
+            "config error: the lease must be at least 1 s".into(),
+        ));
+    }
+    let lease = args
+        .lease
+        .or(file.lease_secs.map(Duration::from_secs))
+        .unwrap_or(crate::session::postgres::LEASE);
+    if let Ok(parsed) = url.parse::<tokio_postgres::Config>() {
+        if let Some(p) = parsed.get_password() {
+            crate::redact::remember(std::iter::once(&String::from_utf8_lossy(p).into_owned()));
+        }
+    }
+    Pg::connect(url, lease, local.clone())
+        .await
+        .map_err(|e| AppError::Usage(format!("cannot use the session database: {e}")))
+}
+
 struct ServeBackend {
+    /// The session files, and where a database's sessions keep their
+    /// images and checkpoints.
     store: Store,
+    /// Sessions in PostgreSQL instead of files (`--store`).
+    database: Option<Arc<Pg>>,
     hosted: Hosted,
     secrets: Vec<String>,
 }
@@ -275,20 +330,37 @@ impl ServeBackend {
 impl Backend for ServeBackend {
     fn create_session(&self) -> Result<String, HostedError> {
         // Created and released at once: every run takes it afresh.
+        if let Some(pg) = &self.database {
+            return Ok(pg.create(self.info())?.id().to_string());
+        }
         let (session, _warnings) = self.store.create(self.info())?;
         Ok(session.id().to_string())
     }
 
     fn resolve(&self, query: &str) -> Result<String, HostedError> {
+        if let Some(pg) = &self.database {
+            return Ok(pg.resolve(query)?);
+        }
         Ok(self.store.resolve(query)?)
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, HostedError> {
+        if let Some(pg) = &self.database {
+            return super::serve_pg::summaries(pg);
+        }
         Ok(super::sessions::list(self.hosted.workdir())?.sessions)
     }
 
     fn history(&self, id: &str) -> Result<Vec<Message>, HostedError> {
+        if let Some(pg) = &self.database {
+            return Ok(pg.read_history(id)?);
+        }
         Ok(self.store.read_history(id)?)
+    }
+
+    fn relay(&self) -> Option<Arc<dyn crate::serve::relay::Relay>> {
+        let pg = self.database.clone()?;
+        Some(Arc::new(super::serve_pg::PgRelay(pg)))
     }
 
     fn about(&self) -> crate::serve::About {
@@ -301,6 +373,9 @@ impl Backend for ServeBackend {
     }
 
     fn delete(&self, id: &str) -> Result<(), HostedError> {
+        if let Some(pg) = &self.database {
+            return Ok(pg.delete(id)?);
+        }
         Ok(self.store.delete(id)?)
     }
 
@@ -308,6 +383,14 @@ impl Backend for ServeBackend {
         // Approvals go to the HTTP client; nobody answering is the server's
         // timeout to decide, so the core always asks.
         let mut setup = self.hosted.setup()?;
+        if let Some(pg) = &self.database {
+            setup.sessions = Some(Box::new(super::serve_pg::PgSessions {
+                pg: pg.clone(),
+                cwd: self.hosted.workdir().display().to_string(),
+                secrets: self.secrets.clone(),
+                origin: None,
+            }));
+        }
         if let Some(sessions) = setup.sessions.as_mut() {
             sessions.set_origin("serve");
         }

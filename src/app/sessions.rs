@@ -143,9 +143,11 @@ impl SessionHost for Sessions {
 }
 
 /// The kind of a session store failure, as front ends tell them apart.
-fn code_of(e: &SessionError) -> Option<ErrorCode> {
+pub(crate) fn code_of(e: &SessionError) -> Option<ErrorCode> {
     match e {
-        SessionError::Locked { .. } => Some(ErrorCode::SessionInUse),
+        SessionError::Locked { .. } | SessionError::Leased { .. } => Some(ErrorCode::SessionInUse),
+        // The database's moment, as running out of descriptors is a file's.
+        SessionError::Database { .. } => Some(ErrorCode::SessionUnreadable),
         SessionError::NotFound { .. } | SessionError::NoSessions { .. } => {
             Some(ErrorCode::SessionNotFound)
         }

@@ -520,6 +520,12 @@ pub struct ServeSection {
     /// names the client; from any other peer the header is ignored.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// `postgres://…`: sessions in PostgreSQL, shared by every instance
+    /// given the same URL (default: the session files).
+    pub store: Option<String>,
+    /// With a database store: how long a session stays taken by an
+    /// instance that stopped renewing its lease (default 15).
+    pub lease_secs: Option<u64>,
 }
 
 /// `[telemetry]`: OpenTelemetry traces, off unless an endpoint is set.

@@ -64,7 +64,9 @@ struct Inner {
     opts: ServeOptions,
     backend: Arc<dyn Backend>,
     addr: SocketAddr,
-    sessions: Mutex<HashMap<String, Arc<Live>>>,
+    sessions: Arc<Mutex<HashMap<String, Arc<Live>>>>,
+    /// Where events go when servers share their sessions (`relay.rs`).
+    relay: Option<Arc<dyn super::relay::Relay>>,
     /// Turns true when the server is going down: streams end, no new runs.
     stopping: watch::Sender<bool>,
     /// Agents are built one at a time: a burst of prompts would otherwise
@@ -84,12 +86,14 @@ struct Inner {
 impl State {
     pub fn new(opts: ServeOptions, backend: Arc<dyn Backend>, addr: SocketAddr) -> State {
         let team = Arc::new(Team::new(opts.team.clone(), backend.about().model));
+        let relay = backend.relay();
         State {
             inner: Arc::new(Inner {
                 team,
                 backend,
                 addr,
-                sessions: Mutex::new(HashMap::new()),
+                sessions: Arc::new(Mutex::new(HashMap::new())),
+                relay,
                 stopping: watch::channel(false).0,
                 building: tokio::sync::Semaphore::new(1),
                 running: Arc::new(tokio::sync::Semaphore::new(opts.limits.running)),
@@ -108,10 +112,36 @@ impl State {
     }
 
     fn live(&self, id: &str) -> Arc<Live> {
+        if let Some(live) = self.sessions().get(id) {
+            return live.clone();
+        }
+        let watch = Some(self.inner.team.watch(id));
+        let made = match &self.inner.relay {
+            // Read before the map is locked: a round trip to the store. A
+            // store that cannot say numbers from 0; the follower then
+            // brings in everything stored, nothing is lost.
+            Some(relay) => {
+                let last = relay.last_id(id).unwrap_or(0);
+                Live::relayed(id.to_string(), watch, relay.clone(), last)
+            }
+            None => Live::watched(id.to_string(), watch),
+        };
+        // Another request may have made one meanwhile: the first stays.
         self.sessions()
             .entry(id.to_string())
-            .or_insert_with(|| Live::watched(id.to_string(), Some(self.inner.team.watch(id))))
+            .or_insert(made)
             .clone()
+    }
+
+    /// The follower of a relay, when there is one (`relay::follow`); ends
+    /// when the server is stopping.
+    pub fn follow(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let relay = self.inner.relay.clone()?;
+        Some(super::follow::follow(
+            relay,
+            self.inner.sessions.clone(),
+            self.inner.stopping.subscribe(),
+        ))
     }
 
     /// The count of open connections the accept loop keeps for `/metrics`.
@@ -853,11 +883,29 @@ async fn events(
         ));
     };
     let max = state.inner.opts.limits.subscribers;
-    let Some(sub) = live.subscribe_within(after, max) else {
+    let Some(mut sub) = live.subscribe_within(after, max) else {
         return busy(format!(
             "this session has {max} streams open already; close one or retry later"
         ));
     };
+    if let Some(relay) = &state.inner.relay {
+        super::follow::catch_up(relay.as_ref(), &live).await;
+        if after > 0 && after.saturating_add(1) < sub.from {
+            // The client saw events this server's log does not hold (they
+            // ran elsewhere, or long ago): the store has them.
+            match relay.between(&id, after, sub.from).await {
+                Ok(missed) => {
+                    let mut backlog: Vec<Arc<Stamped>> = missed
+                        .into_iter()
+                        .filter_map(|(n, data)| Stamped::stored(n, data).map(Arc::new))
+                        .collect();
+                    backlog.append(&mut sub.backlog);
+                    sub.backlog = backlog;
+                }
+                Err(e) => return state.store_error(e),
+            }
+        }
+    }
     sse(live, sub, false, Some(place), &state)
 }
 

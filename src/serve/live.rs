@@ -40,6 +40,19 @@ pub struct Stamped {
     pub done: bool,
 }
 
+impl Stamped {
+    /// An event as a relay stored it: its id and JSON.
+    pub fn stored(id: u64, data: String) -> Option<Stamped> {
+        let ev = serde_json::from_str::<Event>(&data).ok()?;
+        Some(Stamped {
+            id,
+            name: SseName::of(&ev.kind),
+            done: matches!(ev.kind, EventKind::RunFinished { .. }),
+            data,
+        })
+    }
+}
+
 /// SSE event names: those of the classic streaming backends where they exist
 /// (`content_delta`, `tool_call_start`, `tool_call_result`, `done`), the
 /// event's own type otherwise.
@@ -101,6 +114,9 @@ pub struct Live {
     changed: Notify,
     /// Sees every event published (the server's metrics and spending).
     watch: Option<Box<dyn Watch>>,
+    /// Where events go when servers share sessions (`relay.rs`): published
+    /// there, and taken into the log only as the follower brings them back.
+    relay: Option<Arc<dyn super::relay::Relay>>,
 }
 
 /// Something that sees a session's every published event, in order, as it
@@ -164,6 +180,10 @@ pub struct RunSlot {
 pub struct Subscription {
     pub backlog: Vec<Arc<Stamped>>,
     pub live: broadcast::Receiver<Arc<Stamped>>,
+    /// The id of the first event this subscription delivers: the backlog's
+    /// first, else the next one. Ids between the one asked for and this are
+    /// no longer in the log.
+    pub from: u64,
 }
 
 impl Live {
@@ -174,11 +194,31 @@ impl Live {
 
     /// A record whose events `watch` sees as well.
     pub fn watched(id: String, watch: Option<Box<dyn Watch>>) -> Arc<Live> {
+        Live::made(id, watch, None, first_event_id())
+    }
+
+    /// A record whose events go through `relay`, numbered after `last`
+    /// (the last one stored).
+    pub fn relayed(
+        id: String,
+        watch: Option<Box<dyn Watch>>,
+        relay: Arc<dyn super::relay::Relay>,
+        last: u64,
+    ) -> Arc<Live> {
+        Live::made(id, watch, Some(relay), last.saturating_add(1))
+    }
+
+    fn made(
+        id: String,
+        watch: Option<Box<dyn Watch>>,
+        relay: Option<Arc<dyn super::relay::Relay>>,
+        next_id: u64,
+    ) -> Arc<Live> {
         let (tx, _) = broadcast::channel(LIVE_CAPACITY);
         Arc::new(Live {
             id,
             state: Mutex::new(State {
-                next_id: first_event_id(),
+                next_id,
                 touched: Some(Instant::now()),
                 ..State::default()
             }),
@@ -186,6 +226,7 @@ impl Live {
             allowed: SharedAllowList::default(),
             changed: Notify::new(),
             watch,
+            relay,
         })
     }
 
@@ -304,7 +345,7 @@ impl Live {
         let st = self.lock();
         let live = self.tx.subscribe();
         let backlog = st.log.iter().filter(|e| e.id > after).cloned().collect();
-        Subscription { backlog, live }
+        Subscription::of(backlog, live, st.next_id)
     }
 
     /// [`Live::subscribe`], unless `max` subscribers already follow this
@@ -317,7 +358,34 @@ impl Live {
         }
         let live = self.tx.subscribe();
         let backlog = st.log.iter().filter(|e| e.id > after).cloned().collect();
-        Some(Subscription { backlog, live })
+        Some(Subscription::of(backlog, live, st.next_id))
+    }
+
+    /// Takes in event `id` of this session as the relay stored it, unless
+    /// it has it already. Callers hand events in id order, from the next
+    /// one on; two at once take each event once (checked under the lock).
+    pub fn ingest(&self, id: u64, data: String) {
+        if id < self.next_id() {
+            return;
+        }
+        let Some(stamped) = Stamped::stored(id, data) else {
+            return;
+        };
+        let mut st = self.lock();
+        if id < st.next_id {
+            return;
+        }
+        st.next_id = id + 1;
+        self.log(&mut st, Arc::new(stamped));
+    }
+
+    fn log(&self, st: &mut State, stamped: Arc<Stamped>) {
+        st.touched = Some(Instant::now());
+        st.log_bytes += stamped.data.len();
+        st.log.push_back(stamped.clone());
+        trim(st, LOG_BYTES_RUNNING);
+        // No subscriber is fine: the log keeps it for later.
+        let _ = self.tx.send(stamped);
     }
 
     fn publish(&self, ev: &Event) {
@@ -327,6 +395,11 @@ impl Live {
         let Ok(data) = serde_json::to_string(ev) else {
             return;
         };
+        if let Some(relay) = &self.relay {
+            self.lock().touched = Some(Instant::now());
+            relay.append(&self.id, data);
+            return;
+        }
         let mut st = self.lock();
         let stamped = Arc::new(Stamped {
             id: st.next_id,
@@ -335,12 +408,7 @@ impl Live {
             done: matches!(ev.kind, EventKind::RunFinished { .. }),
         });
         st.next_id += 1;
-        st.touched = Some(Instant::now());
-        st.log_bytes += stamped.data.len();
-        st.log.push_back(stamped.clone());
-        trim(&mut st, LOG_BYTES_RUNNING);
-        // No subscriber is fine: the log keeps it for later.
-        let _ = self.tx.send(stamped);
+        self.log(&mut st, stamped);
     }
 
     /// Sends `op` to the run in progress; gives it back when there is none.
@@ -626,6 +694,21 @@ fn first_event_id() -> u64 {
     now.max(GIVEN.load(Ordering::Relaxed)).max(1)
 }
 
+impl Subscription {
+    fn of(
+        backlog: Vec<Arc<Stamped>>,
+        live: broadcast::Receiver<Arc<Stamped>>,
+        next: u64,
+    ) -> Subscription {
+        let from = backlog.first().map_or(next, |e: &Arc<Stamped>| e.id);
+        Subscription {
+            backlog,
+            live,
+            from,
+        }
+    }
+}
+
 /// Drops the oldest events until the log holds at most `max` bytes of data
 /// (always keeping the newest event).
 fn trim(st: &mut State, max: usize) {
@@ -687,6 +770,54 @@ mod tests {
         let kept = Live::new("t".into());
         kept.allowed().add(vec!["ls".into()]);
         assert!(!Live::evict(&kept, Duration::ZERO, Instant::now() + idle));
+    }
+
+    /// A relay that keeps what it is handed.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl super::super::relay::Relay for Kept {
+        fn append(&self, _: &str, data: String) {
+            self.0.lock().unwrap().push(data);
+        }
+        fn last_id(&self, _: &str) -> Result<u64, crate::agent::HostedError> {
+            Ok(0)
+        }
+        async fn between(
+            &self,
+            _: &str,
+            _: u64,
+            _: u64,
+        ) -> Result<Vec<(u64, String)>, crate::agent::HostedError> {
+            Ok(Vec::new())
+        }
+        fn announced(&self) -> broadcast::Receiver<(String, u64)> {
+            broadcast::channel(1).1
+        }
+    }
+
+    #[test]
+    fn a_relayed_record_logs_events_as_the_store_numbers_them_once_each() {
+        let relay = Arc::new(Kept::default());
+        let live = Live::relayed("s".into(), None, relay.clone(), 41);
+        assert_eq!(live.next_id(), 42);
+        delta(&live, "hi");
+        // Handed to the store, not logged until it comes back.
+        let sent = relay.0.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert!(live.subscribe(0).backlog.is_empty());
+        live.ingest(42, sent[0].clone());
+        // Brought back twice (a late announcement): taken once.
+        live.ingest(42, sent[0].clone());
+        live.ingest(40, sent[0].clone());
+        let sub = live.subscribe(0);
+        let ids: Vec<u64> = sub.backlog.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![42]);
+        assert_eq!(sub.backlog[0].name, SseName("content_delta"));
+        assert_eq!(sub.from, 42);
+        // Nothing logged after 42: a subscription starts at the next id.
+        assert_eq!(live.subscribe(42).from, 43);
     }
 
     #[test]

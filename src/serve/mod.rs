@@ -30,11 +30,13 @@ mod accept;
 mod admission;
 mod audit;
 pub mod descriptors;
+mod follow;
 mod forwarded;
 mod guard;
 mod http;
 mod live;
 mod metrics;
+pub mod relay;
 mod team;
 mod users;
 mod view;
@@ -77,6 +79,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Refused (`SessionInUse`) while another process holds it.
     fn delete(&self, id: &str) -> Result<(), HostedError> {
         Err(format!("session {id} cannot be deleted here").into())
+    }
+    /// Where events go when several servers share this store; none when
+    /// this server is the only one (`relay.rs`).
+    fn relay(&self) -> Option<Arc<dyn relay::Relay>> {
+        None
     }
 }
 
@@ -303,6 +310,8 @@ pub async fn run(
     let router = http::router(state.clone());
     // Owned here: it ends when the server is stopping, and is awaited below.
     let sweep = tokio::spawn(state.clone().sweep());
+    // The same for the relay's follower, when servers share sessions.
+    let follower = state.follow().map(tokio::spawn);
     ready(Started {
         addr,
         connections: limits.connections,
@@ -329,6 +338,9 @@ pub async fn run(
     // the sweep surely ends; a sweep that panicked has nothing left to stop.
     state.shut_down().await;
     let _ = sweep.await;
+    if let Some(f) = follower {
+        let _ = f.await;
+    }
     Ok(())
 }
 

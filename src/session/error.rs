@@ -27,6 +27,19 @@ pub enum SessionError {
     Ambiguous { query: String, matches: Vec<String> },
     #[error("there are no saved sessions in {}", .dir.display())]
     NoSessions { dir: PathBuf },
+    /// Another `buddy serve` sharing the database runs a turn in it.
+    #[error("session {id} is running on another instance ({holder}); it is free when that run ends, or {secs} s after that instance stops renewing its lease")]
+    Leased {
+        id: String,
+        holder: String,
+        secs: u64,
+    },
+    /// The session database failed or could not be reached.
+    #[error("the session database could not {action}: {reason}")]
+    Database {
+        action: &'static str,
+        reason: String,
+    },
 }
 
 /// The first few of `matches`, and how many more there are.

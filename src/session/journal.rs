@@ -525,6 +525,25 @@ impl Writer {
     }
 }
 
+/// Where an open session's records go: its file ([`Writer`]), or rows of a
+/// database (`session::postgres`). Each `append` takes whole records; a
+/// record is as durable as the sink promises once `append` returns, and all
+/// of them once `sync` does.
+pub trait RecordSink: Send + Sync {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl RecordSink for Writer {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        Writer::append(self, bytes)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Writer::sync(self)
+    }
+}
+
 /// What a listing needs from the end of a journal: the last turn mark and the
 /// number of message records after it. `None` when `tail` holds no turn mark.
 pub fn summarize_tail(tail: &[u8], starts_at_file_start: bool) -> Option<(TurnMark, u64)> {

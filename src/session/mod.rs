@@ -12,6 +12,7 @@
 pub mod checkpoint;
 pub mod error;
 pub mod journal;
+pub mod postgres;
 
 pub use error::{out_of_resources, SessionError};
 
@@ -21,7 +22,7 @@ use crate::localfile::{self, ReadError};
 use crate::tools::checkpoint::Checkpoints;
 use crate::wire::{Message, Role};
 use checkpoint::CheckpointStore;
-use journal::{Header, RecordRef, SavedTokens, TurnMark, Writer};
+use journal::{Header, RecordRef, RecordSink, SavedTokens, TurnMark, Writer};
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -309,27 +310,12 @@ impl Store {
             }
         };
         lock(&file, &id, &path)?;
-        let mut session = Session {
-            checkpoints: CheckpointStore::new(self.checkpoints_of(&id)),
-            id: id.clone(),
-            path: path.clone(),
-            writer: Writer::new(file, 0),
-            info,
-            title: String::new(),
-            count: 0,
+        let place = Place {
+            images: images_dir(&path),
+            checkpoints: self.checkpoints_of(&id),
+            path,
         };
-        let header = Header {
-            version: journal::FORMAT_VERSION,
-            id,
-            created: now,
-            cwd: session.info.cwd.clone(),
-            model: session.info.model.clone(),
-            forked_from,
-        };
-        let mut buf = Vec::new();
-        journal::encode(RecordRef::Header(&header), &session.info.secrets, &mut buf)
-            .and_then(|()| session.writer.append(&buf))
-            .map_err(|e| SessionError::io("write session file", &path, e))?;
+        let session = start(id, info, place, Box::new(Writer::new(file, 0)), forked_from)?;
         Ok((session, warnings))
     }
 
@@ -451,13 +437,7 @@ impl Store {
         let path = self.path_of(id);
         let bytes =
             localfile::read_regular(&path, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
-        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
-        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
-            .into_iter()
-            .filter(|m| m.role != Role::System)
-            .collect();
-        repair(&mut history, &parsed);
-        Ok(history)
+        history_of(&bytes, &path)
     }
 
     /// `read_history`, with the sub-agents' histories by the parent's call
@@ -519,7 +499,7 @@ impl Store {
         lock(&file, id, &path)?;
         let bytes =
             localfile::read_bounded(&file, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
-        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
+        let parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
         drop(bytes);
         if let Some(w) = restrict(&path, 0o600)? {
             warnings.push(w);
@@ -533,77 +513,21 @@ impl Store {
                 parsed.dropped
             ));
         }
-        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
-            .into_iter()
-            .filter(|m| m.role != Role::System)
-            .collect();
-        let saved = history.len();
-        load_images(&mut history, &images_dir(&path), id, &mut warnings);
-        if parsed.interrupted > 0 {
-            warnings.push(format!(
-                "session {id}: an answer was cut off by an earlier stop; it is kept as far as it was shown, marked interrupted"
-            ));
-        }
-        let (ran, never) = repair(&mut history, &parsed);
-        if ran > 0 {
-            warnings.push(format!(
-                "session {id}: {ran} tool call(s) were running when buddy stopped; they are recorded as interrupted (they may have run)"
-            ));
-        }
-        if never > 0 {
-            warnings.push(format!(
-                "session {id}: {never} tool call(s) never started; they are recorded as not run"
-            ));
-        }
-        // From the file's first prompt: a compacted history starts with its summary.
-        let title = parsed
-            .last_turn
-            .as_ref()
-            .map(|t| t.title.clone())
-            .filter(|t| !t.is_empty())
-            .or_else(|| parsed.first_prompt.as_deref().map(title_of))
-            .unwrap_or_default();
-        let tokens = parsed
-            .last_turn
-            .as_ref()
-            .map(|t| t.tokens.tracker())
-            .unwrap_or_default();
-        let mut writer = Writer::new(file, parsed.good_len);
-        if parsed.header.is_none() {
-            // The crash came before even the header was whole: start it again.
-            let header = Header {
-                version: journal::FORMAT_VERSION,
-                id: id.to_string(),
-                created: clock::now_unix(),
-                cwd: info.cwd.clone(),
-                model: info.model.clone(),
-                forked_from: None,
-            };
-            let mut buf = Vec::new();
-            journal::encode(RecordRef::Header(&header), &info.secrets, &mut buf)
-                .and_then(|()| writer.append(&buf))
-                .map_err(|e| SessionError::io("write session file", &path, e))?;
-        }
-        Ok(Opened {
-            session: Session {
-                checkpoints: CheckpointStore::new(self.checkpoints_of(id)),
-                id: id.to_string(),
-                path,
-                writer,
-                info,
-                title,
-                count: parsed.recorded,
-            },
-            history,
-            saved,
-            tokens,
-            last_turn: parsed.last_turn,
+        let len = parsed.good_len;
+        let place = Place {
+            images: images_dir(&path),
+            checkpoints: self.checkpoints_of(id),
+            path,
+        };
+        assemble(
+            id,
+            parsed,
+            info,
+            place,
+            Box::new(Writer::new(file, len)),
             warnings,
-            subagents: std::mem::take(&mut parsed.subagents),
-            plan: parsed.plan,
-        })
+        )
     }
-
     /// Every session, most recently used first, and the files that could not be read.
     pub fn list(&self) -> Result<(Vec<Summary>, Vec<SessionError>), SessionError> {
         let mut out = Vec::new();
@@ -749,7 +673,7 @@ fn repair(history: &mut Vec<Message>, parsed: &journal::Parsed) -> (usize, usize
     (ran, never)
 }
 
-fn parse_error(path: &Path, e: journal::ParseError) -> SessionError {
+pub(crate) fn parse_error(path: &Path, e: journal::ParseError) -> SessionError {
     match e {
         journal::ParseError::Corrupt { line, reason } => SessionError::Corrupt {
             path: path.to_path_buf(),
@@ -835,7 +759,7 @@ fn restrict(path: &Path, mode: u32) -> Result<Option<String>, SessionError> {
 
 /// `YYYYMMDD-HHMMSS-xxxx`: sorts by creation time; the suffix keeps ids
 /// made in the same second apart.
-fn new_id(now: u64) -> String {
+pub(crate) fn new_id(now: u64) -> String {
     let mut suffix = [0u8; 2];
     let random = File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut suffix))
@@ -874,13 +798,152 @@ fn title_of(prompt: &str) -> String {
     cut
 }
 
+/// Where an open session keeps what is not its records: the name its
+/// errors give (its file), its images and its checkpoints.
+pub struct Place {
+    pub path: PathBuf,
+    pub images: PathBuf,
+    pub checkpoints: PathBuf,
+}
+
+/// A session read from its records (`parsed`), ready for continuing: a
+/// torn tail already dropped, results filled in for unanswered tool calls,
+/// a header written when none was whole, and its further records going
+/// to `writer`.
+pub fn assemble(
+    id: &str,
+    mut parsed: journal::Parsed,
+    info: SessionInfo,
+    place: Place,
+    mut writer: Box<dyn RecordSink>,
+    mut warnings: Vec<String>,
+) -> Result<Opened, SessionError> {
+    let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
+        .into_iter()
+        .filter(|m| m.role != Role::System)
+        .collect();
+    let saved = history.len();
+    load_images(&mut history, &place.images, id, &mut warnings);
+    if parsed.interrupted > 0 {
+        warnings.push(format!(
+            "session {id}: an answer was cut off by an earlier stop; it is kept as far as it was shown, marked interrupted"
+        ));
+    }
+    let (ran, never) = repair(&mut history, &parsed);
+    if ran > 0 {
+        warnings.push(format!(
+            "session {id}: {ran} tool call(s) were running when buddy stopped; they are recorded as interrupted (they may have run)"
+        ));
+    }
+    if never > 0 {
+        warnings.push(format!(
+            "session {id}: {never} tool call(s) never started; they are recorded as not run"
+        ));
+    }
+    // From the file's first prompt: a compacted history starts with its summary.
+    let title = parsed
+        .last_turn
+        .as_ref()
+        .map(|t| t.title.clone())
+        .filter(|t| !t.is_empty())
+        .or_else(|| parsed.first_prompt.as_deref().map(title_of))
+        .unwrap_or_default();
+    let tokens = parsed
+        .last_turn
+        .as_ref()
+        .map(|t| t.tokens.tracker())
+        .unwrap_or_default();
+    if parsed.header.is_none() {
+        // The crash came before even the header was whole: start it again.
+        let header = Header {
+            version: journal::FORMAT_VERSION,
+            id: id.to_string(),
+            created: clock::now_unix(),
+            cwd: info.cwd.clone(),
+            model: info.model.clone(),
+            forked_from: None,
+        };
+        let mut buf = Vec::new();
+        journal::encode(RecordRef::Header(&header), &info.secrets, &mut buf)
+            .and_then(|()| writer.append(&buf))
+            .map_err(|e| SessionError::io("write session file", &place.path, e))?;
+    }
+    Ok(Opened {
+        session: Session {
+            checkpoints: CheckpointStore::new(place.checkpoints),
+            id: id.to_string(),
+            images: place.images,
+            path: place.path,
+            writer,
+            info,
+            title,
+            count: parsed.recorded,
+        },
+        history,
+        saved,
+        tokens,
+        last_turn: parsed.last_turn,
+        warnings,
+        subagents: std::mem::take(&mut parsed.subagents),
+        plan: parsed.plan,
+    })
+}
+
+/// A new session whose records go to `writer`, its header written first.
+pub fn start(
+    id: String,
+    info: SessionInfo,
+    place: Place,
+    writer: Box<dyn RecordSink>,
+    forked_from: Option<String>,
+) -> Result<Session, SessionError> {
+    let mut session = Session {
+        checkpoints: CheckpointStore::new(place.checkpoints),
+        id: id.clone(),
+        images: place.images,
+        path: place.path,
+        writer,
+        info,
+        title: String::new(),
+        count: 0,
+    };
+    let header = Header {
+        version: journal::FORMAT_VERSION,
+        id,
+        created: clock::now_unix(),
+        cwd: session.info.cwd.clone(),
+        model: session.info.model.clone(),
+        forked_from,
+    };
+    let mut buf = Vec::new();
+    journal::encode(RecordRef::Header(&header), &session.info.secrets, &mut buf)
+        .and_then(|()| session.writer.append(&buf))
+        .map_err(|e| SessionError::io("write session file", &session.path, e))?;
+    Ok(session)
+}
+
+/// The conversation that a session's records (`bytes`, read from `path`)
+/// hold, as a resume would load it: for showing, not for continuing.
+pub fn history_of(bytes: &[u8], path: &Path) -> Result<Vec<Message>, SessionError> {
+    let mut parsed = journal::parse(bytes).map_err(|e| parse_error(path, e))?;
+    let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
+        .into_iter()
+        .filter(|m| m.role != Role::System)
+        .collect();
+    repair(&mut history, &parsed);
+    Ok(history)
+}
+
 /// One session file, open and locked, that the agent appends to.
 pub struct Session {
     id: String,
+    /// The file, or what stands for it in errors (a database's session).
     path: PathBuf,
+    /// Where copies of its images are kept.
+    images: PathBuf,
     /// The content of files before this session's tools changed them.
     checkpoints: CheckpointStore,
-    writer: Writer,
+    writer: Box<dyn RecordSink>,
     info: SessionInfo,
     title: String,
     count: u64,
@@ -903,7 +966,7 @@ impl Session {
     fn write(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool) -> io::Result<()> {
         // The copies first: a record never names an image that is not there.
         for image in new.iter().flat_map(|m| &m.images) {
-            store_image(&images_dir(&self.path), image)?;
+            store_image(&self.images, image)?;
         }
         let mut buf = Vec::new();
         let mut count = self.count;

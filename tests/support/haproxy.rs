@@ -6,7 +6,7 @@
 //! a note, and fails under CI (`.ci/run` installs it).
 
 use super::TempDir;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -33,13 +33,7 @@ impl Drop for Haproxy {
     }
 }
 
-/// A loopback port nothing listens on right now, for a `bind` line.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
+pub use super::free_port;
 
 /// Whether HAProxy is installed; `false` after a note (a failure under CI).
 pub fn available(test: &str) -> bool {

@@ -70,6 +70,11 @@ impl Server {
         Server { child, addr }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn client(&self) -> Client {
         Client::new(self.addr)
     }

@@ -5,7 +5,6 @@
 
 use super::TempDir;
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -66,12 +65,7 @@ fn keygen(path: &Path) {
         .arg(path));
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free loopback port")
-}
+use super::free_port;
 
 impl Sshd {
     /// Starts sshd and waits until it listens.

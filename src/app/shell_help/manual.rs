@@ -320,6 +320,8 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ("serve", "audit_max_mib", "the audit log is rotated to audit.log.1 at this size (default 16)"),
     ("serve", "public_hosts", "host names a load balancer reaches buddy serve by, answered in Host and Origin (needs a token)"),
     ("serve", "trusted_proxies", "addresses or CIDR ranges whose X-Forwarded-For names the client (else ignored)"),
+    ("serve", "store", "postgres://…: sessions in PostgreSQL, shared by several instances (default: files)"),
+    ("serve", "lease_secs", "with a database store: a crashed instance's sessions are free after this (default 15)"),
     (
         "telemetry",
         "otlp_endpoint",

@@ -1,0 +1,239 @@
+//! Several `buddy serve` instances sharing sessions in a real PostgreSQL,
+//! behind a real HAProxy: a session created on one is continued on
+//! another and followed from a third; a run whose instance is killed loses
+//! no event and no record, and the session is free again within the lease.
+
+use crate::support;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use support::balancer::Balancer;
+use support::fake_provider::{FakeProvider, Gate, Reply};
+use support::http::{Client, SseEvent, SseStream};
+use support::postgres::Postgres;
+use support::serve::Server;
+use support::wait::poll_every;
+use support::BuddyCmd;
+
+fn new_session(c: &Client) -> String {
+    let r = c.post("/api/sessions", "{}");
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["id"].as_str().unwrap().to_string()
+}
+
+fn prompt(c: &Client, id: &str, text: &str) -> SseStream {
+    let body = json!({ "text": text }).to_string();
+    let (r, s) = c.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.unwrap()
+}
+
+fn follow(c: &Client, id: &str, last: Option<u64>) -> SseStream {
+    let last = last.map(|n| n.to_string());
+    let headers: Vec<(&str, &str)> = last
+        .as_deref()
+        .map(|n| vec![("Last-Event-ID", n)])
+        .unwrap_or_default();
+    let (r, s) = c.sse("GET", &format!("/api/sessions/{id}/events"), &headers, None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.unwrap()
+}
+
+fn ids(events: &[SseEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.id.expect("an event id")).collect()
+}
+
+/// The instances share one database, the directory and the config.
+fn cluster(pg: &Postgres, cmd: &BuddyCmd, n: usize, lease: &str) -> Vec<Server> {
+    let url = pg.url();
+    (0..n)
+        .map(|_| Server::start(cmd, &["--store", &url, "--lease", lease]))
+        .collect()
+}
+
+#[test]
+fn a_session_made_on_one_instance_continues_on_another_and_is_followed_from_a_third() {
+    let test = "serve_cluster_continue";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let p = FakeProvider::start(vec![Reply::text("one"), Reply::text("two")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let servers = cluster(&pg, &cmd, 3, "15s");
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    let Some(lb) = Balancer::start(test, &addrs) else {
+        return;
+    };
+    let (a, b, c) = (
+        servers[0].client(),
+        servers[1].client(),
+        servers[2].client(),
+    );
+    let id = new_session(&a);
+    // Every instance knows it at once, and lists it.
+    for s in [&b, &c, &Client::new(lb.addr)] {
+        let list = s.get("/api/sessions").json();
+        assert!(list.to_string().contains(&id), "{list}");
+    }
+    let first = prompt(&a, &id, "first question").until("done");
+    assert_eq!(first.last().unwrap().data["outcome"]["text"], "one");
+    // Followed from C, directly and through the balancer, while B runs.
+    let last = *ids(&first).last().unwrap();
+    let mut from_c = follow(&c, &id, Some(last));
+    let mut via_lb = follow(&Client::new(lb.addr), &id, Some(last));
+    let second = prompt(&b, &id, "second question").until("done");
+    assert_eq!(second.last().unwrap().data["outcome"]["text"], "two");
+    // B's model saw A's turn: one conversation.
+    let sent = p.chat_requests();
+    assert!(
+        sent[1].body_text().contains("first question"),
+        "{}",
+        sent[1].body_text()
+    );
+    let on_c = from_c.until("done");
+    let on_lb = via_lb.until("done");
+    assert_eq!(ids(&on_c), ids(&second), "C saw B's run as B's client did");
+    assert_eq!(ids(&on_lb), ids(&second));
+    // Event ids go on from A's run without a gap.
+    assert_eq!(ids(&second)[0], last + 1);
+    // The history reads the same everywhere, each prompt once.
+    for s in [&a, &b, &c] {
+        let h = s.get(&format!("/api/sessions/{id}")).body;
+        assert_eq!(h.matches("first question").count(), 1, "{h}");
+        assert_eq!(h.matches("second question").count(), 1, "{h}");
+    }
+    let rows: u64 = pg
+        .query(&format!(
+            "SELECT count(*) FROM buddy_records WHERE session_id = '{id}'"
+        ))
+        .parse()
+        .unwrap();
+    let top: u64 = pg
+        .query(&format!(
+            "SELECT max(seq) + 1 FROM buddy_records WHERE session_id = '{id}'"
+        ))
+        .parse()
+        .unwrap();
+    assert_eq!(rows, top, "records are numbered 0..n without a gap");
+}
+
+#[test]
+fn killing_the_instance_running_a_turn_loses_no_event_and_frees_the_session_within_the_lease() {
+    let test = "serve_cluster_kill";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let held = Gate::new();
+    let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let lease = Duration::from_secs(3);
+    let mut servers = cluster(&pg, &cmd, 3, "3s");
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    let Some(lb) = Balancer::start(test, &addrs) else {
+        return;
+    };
+    let a = servers[0].client();
+    let id = new_session(&a);
+    // The run on B, held at its model request; its client follows it there.
+    let b = servers[1].client();
+    let mut on_b = prompt(&b, &id, "first question");
+    let mut seen = on_b.until("model_request");
+    p.wait_for_requests(1, Duration::from_secs(10));
+    // A second prompt elsewhere meanwhile is refused: B holds the session.
+    let body = json!({ "text": "too early" }).to_string();
+    let (r, _) = a.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body.contains("another instance"), "{}", r.body);
+
+    let killed = servers.remove(1);
+    kill_9(killed);
+    let dead = Instant::now();
+    // Whatever B stored before it died reaches the client that reconnects
+    // through the balancer with the last id it saw.
+    let last = *ids(&seen).last().unwrap();
+    let lb_client = Client::new(lb.addr);
+    let mut again = follow(&lb_client, &id, Some(last));
+    held.open();
+    // Free again within the lease (plus a renewal period and some slack).
+    // Each refused try is a prompt with an agent built for it: not too often.
+    let resumed = poll_every(Duration::from_millis(200), lease * 3, || {
+        let body = json!({ "text": "second question" }).to_string();
+        let (r, s) = lb_client.sse(
+            "POST",
+            &format!("/api/sessions/{id}/messages"),
+            &[],
+            Some(&body),
+        );
+        match r.status {
+            200 => s,
+            409 => {
+                assert!(r.body.contains("another instance"), "{}", r.body);
+                None
+            }
+            // The balancer had not yet seen that B is gone.
+            502 | 503 => None,
+            other => panic!("{other}: {}", r.body),
+        }
+    })
+    .expect("the session takes a prompt again within three lease bounds");
+    let free_after = dead.elapsed();
+    assert!(
+        // The bound, and time for a try's agent to be built on a busy machine.
+        free_after < lease + Duration::from_secs(5),
+        "{free_after:?}"
+    );
+    eprintln!("the session took a prompt again {free_after:?} after the kill");
+    let mut run = resumed;
+    run.until("done");
+    seen.extend(again.until("done"));
+    // No event lost or twice: the ids the client saw are the stored ones,
+    // each once, in order.
+    let got = ids(&seen);
+    let unique: BTreeSet<u64> = got.iter().copied().collect();
+    assert_eq!(unique.len(), got.len(), "an event came twice: {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+    let stored: Vec<u64> = pg
+        .query(&format!(
+            "SELECT string_agg(id::text, ',' ORDER BY id) FROM buddy_events WHERE session_id = '{id}' AND id >= {}",
+            got[0]
+        ))
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let through: Vec<u64> = stored
+        .iter()
+        .copied()
+        .filter(|n| n <= got.last().unwrap())
+        .collect();
+    // The refused prompt on A published its refusal too; the client saw it.
+    assert_eq!(got, through, "the client saw every stored event");
+    // No record lost or twice: numbered without a gap, each prompt once.
+    let check = pg.query(&format!(
+        "SELECT count(*) = max(seq) + 1 FROM buddy_records WHERE session_id = '{id}'"
+    ));
+    assert_eq!(check, "t");
+    let h = a.get(&format!("/api/sessions/{id}")).body;
+    assert_eq!(h.matches("first question").count(), 1, "{h}");
+    assert_eq!(h.matches("second question").count(), 1, "{h}");
+    assert_eq!(h.matches("slow answer").count(), 1, "{h}");
+}
+
+fn kill_9(server: Server) {
+    let pid = server.pid();
+    let ok = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -9 {pid}");
+    drop(server);
+}
