@@ -143,6 +143,51 @@ fn a_job_left_running_is_stopped_when_exec_ends() {
 }
 
 #[test]
+fn a_job_does_not_outlive_buddy_killed_with_sigkill() {
+    // buddy gets no chance to stop the job: its guardian notices that
+    // buddy's end of a pipe closed and stops the job's group. The job
+    // shell and the sleep it started are both in that group.
+    let gate = support::fake_provider::Gate::new();
+    let line = "echo $$ > job.pid; sleep 300 & echo $! > child.pid; wait";
+    let p = FakeProvider::start(vec![
+        call(
+            "bg",
+            "run_shell",
+            json!({"command": line, "background": true}),
+        ),
+        // buddy waits here, with the job running, until it is killed.
+        Reply::text("never seen").gated(&gate),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "start a server"]);
+    let mut buddy = cmd
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start buddy");
+    let shell = pid_in(&cmd.work_dir().join("job.pid"));
+    let sleeper = pid_in(&cmd.work_dir().join("child.pid"));
+    wait_until("the second model request", Duration::from_secs(10), || {
+        (p.chat_requests().len() >= 2).then_some(())
+    });
+    assert!(alive(shell) && alive(sleeper));
+    buddy.kill().expect("kill -9 buddy");
+    buddy.wait().expect("reap buddy");
+    assert!(
+        ends_within(shell, Duration::from_secs(10)),
+        "the job's shell ({shell}) outlived buddy killed with -9"
+    );
+    assert!(
+        ends_within(sleeper, Duration::from_secs(10)),
+        "the job's child ({sleeper}) outlived buddy killed with -9"
+    );
+    gate.open();
+}
+
+#[test]
 fn a_denied_command_is_refused_in_the_background_too() {
     // A stub `rm` first on PATH records any call, so nothing is removed even
     // if the check failed.
