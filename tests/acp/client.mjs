@@ -218,6 +218,11 @@ await app.connectWith(stream, async (agent) => {
       });
       await prompt(sessionId, "plan first");
       break;
+    case "subagent":
+      // A child asks through the parent's editor; the answer lets it write.
+      answers.push("allow_once");
+      await prompt(sessionId, "have a helper make the file");
+      break;
     case "commands":
       await prompt(sessionId, process.env.ACP_TEST_PROMPT);
       break;
