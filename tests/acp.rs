@@ -630,6 +630,37 @@ fn a_childs_question_reaches_the_editor_and_its_answer_the_child() {
     assert!(!tool_result(&child_done, "w1").contains("denied"), "{seen}");
 }
 
+/// An accepted `exit_plan_mode` ends plan mode in the agent, and the
+/// editor's mode indicator is told so (`current_mode_update` back to the
+/// default) without asking for it; the write that follows is no longer
+/// refused as planning.
+#[test]
+fn an_accepted_plan_sends_the_editor_back_to_the_default_mode() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "x1",
+            "exit_plan_mode",
+            json!({"plan": "1. write done.txt"}).to_string(),
+        )]),
+        Reply::tool_calls(vec![write_file("e1", "done.txt")]),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "plan-accepted", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let changed: Vec<&Value> = updates(&seen, "current_mode_update")
+        .iter()
+        .map(|u| &u["currentModeId"])
+        .collect();
+    assert_eq!(changed, [&json!("plan"), &json!("default")], "{seen}");
+    // The plan's question, accepted, then the write's, asked as in the
+    // default mode.
+    let asked = seen["permissions"].as_array().unwrap();
+    let ids: Vec<&Value> = asked.iter().map(|a| &a["toolCall"]["toolCallId"]).collect();
+    assert_eq!(ids, [&json!("x1"), &json!("e1")], "{seen}");
+    assert!(cmd.work_dir().join("done.txt").exists(), "{seen}");
+}
+
 #[test]
 fn custom_commands_and_skills_are_offered_and_a_command_expands() {
     let p = FakeProvider::start(vec![Reply::text("hello")]);
