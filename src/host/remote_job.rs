@@ -226,8 +226,8 @@ mod tests {
     async fn a_wrapped_command_can_keep_the_wrappers_stdin() {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
         let job = RemoteJob::new(local());
-        // The input stays open until the answer is back: its end would stop
-        // the command (see the next test).
+        // The input stays open until the command has ended: its end would
+        // stop the command (see the next test).
         let mut child = job
             .target
             .command(
@@ -246,8 +246,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(line, "got ping\n");
-        drop(stdin);
+        // It ends by itself, its input still open.
         assert_eq!(child.wait().await.unwrap().code(), Some(0));
+        drop(stdin);
         // The plain wrapper gives its command /dev/null, as `&` does.
         let (_, out, _) = crate::host::run_script(
             job.target.as_ref(),
