@@ -462,7 +462,8 @@ fn a_grandchild_is_journaled_exported_and_resumed_nested_in_its_parent() {
     let child = position(md, "<summary>sub-agent: look for MARK-A</summary>");
     let grandchild = position(md, "<summary>sub-agent: dig deeper</summary>");
     let read = position(md, "MARK-B lives here");
-    let child_answer = position(md, "my helper found it");
+    // The child's own answer (the agent call's result above says it too).
+    let child_answer = position(md, "### Assistant\n\nmy helper found it");
     assert!(
         child < grandchild && grandchild < read && read < child_answer,
         "{md}"
