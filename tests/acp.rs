@@ -569,6 +569,98 @@ fn plan_mode_from_the_editor_refuses_changes_and_lets_reading_run() {
     assert_eq!(plans[0]["entries"][0]["content"], "read the code");
 }
 
+/// A sub-agent's question goes to the editor as the parent's would: its
+/// `session/request_permission` names the child and a call the editor was
+/// shown by a `tool_call` update (the child's call under the parent's,
+/// `PARENT/CHILD`), and the editor's answer reaches the child, whose write
+/// then runs and ends as that call's update.
+#[test]
+fn a_childs_question_reaches_the_editor_and_its_answer_the_child() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "a1",
+            "agent",
+            json!({
+                "description": "file maker",
+                "prompt": "Create child.txt (CHILD-MARK).",
+                "tools": "all",
+            })
+            .to_string(),
+        )]),
+        Reply::tool_calls(vec![write_file("w1", "child.txt")]).for_marker("CHILD-MARK"),
+        Reply::text("created it").for_marker("CHILD-MARK"),
+        Reply::text("the helper made it"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "subagent", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let asked = seen["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{seen}");
+    let question = &asked[0]["toolCall"];
+    assert_eq!(question["toolCallId"], "a1/w1", "{seen}");
+    let title = question["title"].as_str().unwrap_or_default();
+    assert!(title.starts_with("[file maker] "), "{title}");
+    // The editor saw that call before it was asked about it, named for the
+    // child too, and then saw it end.
+    let calls = updates(&seen, "tool_call");
+    let shown = calls
+        .iter()
+        .position(|c| c["toolCallId"] == "a1/w1")
+        .unwrap_or_else(|| panic!("no tool_call a1/w1 in {seen}"));
+    assert!(
+        calls[shown]["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[file maker] ")),
+        "{seen}"
+    );
+    let ended = updates(&seen, "tool_call_update")
+        .into_iter()
+        .any(|u| u["toolCallId"] == "a1/w1" && u["status"] == "completed");
+    assert!(ended, "{seen}");
+    // The answer reached the child: its write ran, and the model saw it.
+    assert_eq!(
+        std::fs::read_to_string(cmd.work_dir().join("child.txt")).unwrap(),
+        "x\n"
+    );
+    let child_done = p
+        .chat_requests()
+        .into_iter()
+        .find(|r| r.body_text().contains("CHILD-MARK") && r.body_text().contains("\"w1\""))
+        .expect("the child's request after its write");
+    assert!(!tool_result(&child_done, "w1").contains("denied"), "{seen}");
+}
+
+/// An accepted `exit_plan_mode` ends plan mode in the agent, and the
+/// editor's mode indicator is told so (`current_mode_update` back to the
+/// default) without asking for it; the write that follows is no longer
+/// refused as planning.
+#[test]
+fn an_accepted_plan_sends_the_editor_back_to_the_default_mode() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "x1",
+            "exit_plan_mode",
+            json!({"plan": "1. write done.txt"}).to_string(),
+        )]),
+        Reply::tool_calls(vec![write_file("e1", "done.txt")]),
+        Reply::text("done"),
+    ]);
+    let cmd = BuddyCmd::new().config(fake_config(&p));
+    let seen = run(&cmd, "plan-accepted", &[]);
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen}");
+    let changed: Vec<&Value> = updates(&seen, "current_mode_update")
+        .iter()
+        .map(|u| &u["currentModeId"])
+        .collect();
+    assert_eq!(changed, [&json!("plan"), &json!("default")], "{seen}");
+    // The plan's question, accepted, then the write's, asked as in the
+    // default mode.
+    let asked = seen["permissions"].as_array().unwrap();
+    let ids: Vec<&Value> = asked.iter().map(|a| &a["toolCall"]["toolCallId"]).collect();
+    assert_eq!(ids, [&json!("x1"), &json!("e1")], "{seen}");
+    assert!(cmd.work_dir().join("done.txt").exists(), "{seen}");
+}
+
 #[test]
 fn custom_commands_and_skills_are_offered_and_a_command_expands() {
     let p = FakeProvider::start(vec![Reply::text("hello")]);

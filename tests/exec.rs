@@ -755,6 +755,58 @@ fn context_warning_at_eighty_percent() {
     assert!(!out.stderr.contains("context is"), "{}", out.stderr);
 }
 
+/// The context estimate counts the tool definitions as they are sent,
+/// schemas and all, not only their descriptions: a window the definitions
+/// alone fill past 80% warns, though their descriptions would fill less.
+#[test]
+fn the_context_estimate_counts_the_tools_schemas() {
+    // What a request sends, measured on a roomy window.
+    let p = FakeProvider::start(vec![Reply::text("a"), Reply::text("b")]);
+    let roomy = fake_config(&p).replace(
+        "model = \"fake-model\"",
+        "model = \"fake-model\"\ncontext_limit = 1000000",
+    );
+    BuddyCmd::new()
+        .config(roomy)
+        .args(["exec", "x"])
+        .run()
+        .assert_success();
+    let reqs = p.chat_requests();
+    let sent = reqs[0].json();
+    let tools = &sent["tools"];
+    let schema_tokens = tools.to_string().len() as u64 / 4;
+    let description_tokens: u64 = tools
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|d| d["function"]["description"].as_str().unwrap_or("").len() as u64 / 4 + 32)
+        .sum();
+    let message_tokens: u64 = sent["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| (m["content"].as_str().unwrap_or("").len() as u64 + 16) / 4 + 1)
+        .sum();
+    // The definitions alone are 90% of this window; the messages with the
+    // descriptions only (and the old allowance per tool) stay under the 80%
+    // that warns, so only counting the schemas makes the warning.
+    let limit = schema_tokens * 10 / 9;
+    let without_schemas = message_tokens + description_tokens;
+    assert!(
+        without_schemas * 10 < limit * 8,
+        "the test needs schemas that outweigh the rest: {without_schemas} of {limit}"
+    );
+    let tight = fake_config(&p)
+        .replace(
+            "model = \"fake-model\"",
+            &format!("model = \"fake-model\"\ncontext_limit = {limit}"),
+        )
+        .replace("[agent]\n", "[agent]\nauto_compact = false\n");
+    let out = BuddyCmd::new().config(tight).args(["exec", "x"]).run();
+    out.assert_success();
+    assert!(out.stderr.contains("warning: context is"), "{}", out.stderr);
+}
+
 #[test]
 fn api_key_never_appears_in_output_even_on_errors() {
     let p = FakeProvider::start(vec![Reply::json(

@@ -143,6 +143,51 @@ fn a_job_left_running_is_stopped_when_exec_ends() {
 }
 
 #[test]
+fn a_job_does_not_outlive_buddy_killed_with_sigkill() {
+    // buddy gets no chance to stop the job: its guardian notices that
+    // buddy's end of a pipe closed and stops the job's group. The job
+    // shell and the sleep it started are both in that group.
+    let gate = support::fake_provider::Gate::new();
+    let line = "echo $$ > job.pid; sleep 300 & echo $! > child.pid; wait";
+    let p = FakeProvider::start(vec![
+        call(
+            "bg",
+            "run_shell",
+            json!({"command": line, "background": true}),
+        ),
+        // buddy waits here, with the job running, until it is killed.
+        Reply::text("never seen").gated(&gate),
+    ]);
+    let cmd = BuddyCmd::new()
+        .config(config_no_confirm(&p, ""))
+        .args(["exec", "start a server"]);
+    let mut buddy = cmd
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start buddy");
+    let shell = pid_in(&cmd.work_dir().join("job.pid"));
+    let sleeper = pid_in(&cmd.work_dir().join("child.pid"));
+    wait_until("the second model request", Duration::from_secs(10), || {
+        (p.chat_requests().len() >= 2).then_some(())
+    });
+    assert!(alive(shell) && alive(sleeper));
+    buddy.kill().expect("kill -9 buddy");
+    buddy.wait().expect("reap buddy");
+    assert!(
+        ends_within(shell, Duration::from_secs(10)),
+        "the job's shell ({shell}) outlived buddy killed with -9"
+    );
+    assert!(
+        ends_within(sleeper, Duration::from_secs(10)),
+        "the job's child ({sleeper}) outlived buddy killed with -9"
+    );
+    gate.open();
+}
+
+#[test]
 fn a_denied_command_is_refused_in_the_background_too() {
     // A stub `rm` first on PATH records any call, so nothing is removed even
     // if the check failed.
@@ -339,5 +384,82 @@ fn in_a_container_a_job_runs_there_reads_its_stdin_and_stops_with_buddy() {
         "the job to stop in the container",
         Duration::from_secs(5),
         || !running(),
+    );
+}
+
+/// Starts `buddy` (`cmd` with `args`) on a script that starts `line` as a
+/// background job and then waits at a gate; once the job's first output is
+/// back, kills buddy with SIGKILL. The gate is opened afterwards.
+fn kill_buddy_while_a_job_runs(cmd: BuddyCmd, args: &[&str], line: &str) {
+    let gate = support::fake_provider::Gate::new();
+    let p = FakeProvider::start(vec![
+        call(
+            "bg",
+            "run_shell",
+            json!({"command": line, "background": true}),
+        ),
+        Reply::text("never seen").gated(&gate),
+    ]);
+    let cmd = cmd.config(config_no_confirm(&p, "")).args(args);
+    let mut buddy = cmd
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start buddy");
+    wait_until("the job's start reported", Duration::from_secs(30), || {
+        (p.chat_requests().len() >= 2).then_some(())
+    });
+    assert!(
+        result_of(&p.chat_requests(), "bg").contains("started"),
+        "{}",
+        result_of(&p.chat_requests(), "bg")
+    );
+    buddy.kill().expect("kill -9 buddy");
+    buddy.wait().expect("reap buddy");
+    gate.open();
+}
+
+#[test]
+fn over_ssh_a_job_does_not_outlive_buddy_killed_with_sigkill() {
+    // The local ssh client dies with the job's local group; the far side
+    // sees its input end and stops the job.
+    let sshd = support::sshd::Sshd::start();
+    let runtime = support::TempDir::new("xdg-runtime");
+    let cmd = BuddyCmd::new().env("XDG_RUNTIME_DIR", runtime.path());
+    let mut args = vec!["exec".to_string()];
+    args.extend(sshd.buddy_args());
+    args.push("start it there".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    kill_buddy_while_a_job_runs(cmd, &args, "echo up; exec sleep 37.125");
+    support::wait::wait_for(
+        "the job to stop on the server",
+        Duration::from_secs(15),
+        || !remote_running("sleep 37.125"),
+    );
+}
+
+#[test]
+fn in_a_container_a_job_does_not_outlive_buddy_killed_with_sigkill() {
+    let ctr = support::container::Container::start();
+    let cmd = support::container::engine_env(BuddyCmd::new());
+    let dir = cmd.config_home().join("buddy");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("buddy.toml"), "").unwrap();
+    kill_buddy_while_a_job_runs(
+        cmd,
+        &["exec", "--container", ctr.name(), "start it there"],
+        "echo up; exec sleep 38.375",
+    );
+    support::wait::wait_for(
+        "the job to stop in the container",
+        Duration::from_secs(15),
+        || {
+            let out = ctr.exec("ps -o args 2>/dev/null || ps");
+            let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(listing.contains("ps"), "{out:?}");
+            !listing.contains("sleep 38.375")
+        },
     );
 }

@@ -1268,3 +1268,76 @@ fn a_prompt_too_long_for_the_window_fails_its_run_and_the_next_is_answered() {
         "the refused prompt was sent again"
     );
 }
+
+/// A sub-agent's progress reaches the event stream, not only its question:
+/// its tool calls and their results come as `subagent` events under the
+/// parent's `agent` call, before that call's result; its question names it,
+/// with the child's call under the parent's (`a1/c1`), and the answer given
+/// over HTTP reaches the child, whose command then runs.
+#[test]
+fn a_childs_calls_and_its_question_stream_under_its_agent_call() {
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "a1",
+            "agent",
+            json!({
+                "description": "look around",
+                "prompt": "Read notes.txt, then run a command (CHILD-MARK).",
+                "tools": "all",
+            })
+            .to_string(),
+        )]),
+        Reply::tool_calls(vec![
+            ToolCallSpec::new(
+                "r1",
+                "read_file",
+                json!({ "path": "notes.txt" }).to_string(),
+            ),
+            shell("c1", "expr child-ran"),
+        ])
+        .for_marker("CHILD-MARK"),
+        Reply::text("the notes say hello").for_marker("CHILD-MARK"),
+        Reply::text("The helper looked."),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    std::fs::write(cmd.work_dir().join("notes.txt"), "hello\n").expect("write");
+    let server = Server::start(&cmd, &[]);
+    let c = server.client();
+    let id = new_session(&c);
+    let mut stream = prompt(&c, &id, "have a look");
+    let before = stream.until("approval_request");
+    let ask = &before.last().unwrap().data;
+    assert_eq!(ask["call_id"], "a1/c1", "{ask}");
+    assert_eq!(ask["subagent"], "look around", "{ask}");
+    let r = c.post(
+        &format!("/api/sessions/{id}/approvals/a1%2Fc1"),
+        r#"{"approve":true}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    let rest = stream.until("done");
+    let all: Vec<&SseEvent> = before.iter().chain(&rest).collect();
+    let child = |kind: &str, call: &str| {
+        all.iter()
+            .position(|e| {
+                e.event == "subagent"
+                    && e.data["call_id"] == "a1"
+                    && e.data["description"] == "look around"
+                    && e.data["event"]["type"] == kind
+                    && e.data["event"]["call_id"] == call
+            })
+            .unwrap_or_else(|| panic!("no child {kind} of {call} in {all:?}"))
+    };
+    let parent_result = all
+        .iter()
+        .position(|e| e.event == "tool_call_result" && e.data["call_id"] == "a1")
+        .expect("the agent call's result");
+    for call in ["r1", "c1"] {
+        assert!(child("tool_call", call) < child("tool_result", call));
+        assert!(child("tool_result", call) < parent_result);
+    }
+    let read = &all[child("tool_result", "r1")].data["event"]["text"];
+    assert!(read.as_str().unwrap().contains("hello"), "{read}");
+    let ran = &all[child("tool_result", "c1")].data["event"]["text"];
+    assert!(ran.as_str().unwrap().contains("child-ran"), "{ran}");
+    assert_eq!(all[parent_result].data["text"], "the notes say hello");
+}

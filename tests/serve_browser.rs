@@ -1116,3 +1116,89 @@ fn a_call_a_hook_blocked_shows_as_failed() {
         (b.try_texts(".tool.err .fail")? == [failed.clone()]).then_some(())
     });
 }
+
+/// The session's plan (`todo_write`) shows above the input, each entry with
+/// its status, and a sub-agent's calls fold under the `agent` call that ran
+/// it: its box names the child and holds its call and result.
+#[test]
+fn the_plan_and_a_childs_calls_show_on_the_page() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        return;
+    };
+    let p = FakeProvider::start(vec![
+        Reply::tool_calls(vec![
+            ToolCallSpec::new(
+                "t1",
+                "todo_write",
+                json!({ "todos": [
+                    { "content": "read the notes", "status": "in_progress" },
+                    { "content": "sum them up", "status": "pending" },
+                ] })
+                .to_string(),
+            ),
+            ToolCallSpec::new(
+                "a1",
+                "agent",
+                json!({
+                    "description": "note reader",
+                    "prompt": "Read notes.txt (CHILD-MARK).",
+                })
+                .to_string(),
+            ),
+        ]),
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "r1",
+            "read_file",
+            json!({ "path": "notes.txt" }).to_string(),
+        )])
+        .for_marker("CHILD-MARK"),
+        Reply::text("the notes say hello").for_marker("CHILD-MARK"),
+        Reply::text("Planned and read."),
+    ]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    std::fs::write(cmd.work_dir().join("notes.txt"), "hello from the notes\n").expect("write");
+    let server = Server::start(&cmd, &[]);
+    let browser = Browser::start(&chromium, &chromedriver);
+    let b = &browser;
+    b.goto(&server.url());
+    b.type_into(&b.wait_element("#text"), "plan and read\u{E007}");
+    b.wait_for("the answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == "Planned and read.").then_some(())
+    });
+    assert_eq!(
+        b.texts("#plan li"),
+        vec!["read the notes".to_string(), "sum them up".to_string()]
+    );
+    let classes =
+        b.script("return [...document.querySelectorAll('#plan li')].map((li) => li.className);");
+    assert_eq!(classes, json!(["in_progress", "pending"]));
+    // The child's box is inside the agent call's block, folded once done.
+    let child = b.script(
+        "const box = document.querySelector('.tool .subagent'); \
+         if (!box) return null; \
+         return { summary: box.querySelector('summary').textContent, open: box.open, \
+                  calls: [...box.querySelectorAll('.tool .call')].map((c) => c.textContent), \
+                  out: [...box.querySelectorAll('.tool .out')].map((c) => c.textContent).join('\\n'), \
+                  under: box.parentElement.querySelector('.call').textContent };",
+    );
+    assert_eq!(
+        child["summary"], "sub-agent \u{201c}note reader\u{201d}",
+        "{child}"
+    );
+    assert_eq!(child["open"], false, "{child}");
+    let calls = child["calls"].as_array().expect("the child's calls");
+    assert_eq!(calls.len(), 1, "{child}");
+    assert!(calls[0].as_str().unwrap().contains("notes.txt"), "{child}");
+    assert!(
+        child["out"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the notes"),
+        "{child}"
+    );
+    assert!(
+        child["under"].as_str().unwrap().starts_with("▶ "),
+        "{child}"
+    );
+    shot(b, "page-plan-and-child.png");
+}

@@ -410,6 +410,100 @@ fn a_childs_messages_are_in_the_session_file_while_it_runs() {
     assert!(out.stdout.contains("MARK-A lives here"), "{}", out.stdout);
 }
 
+/// With `subagent_depth = 2` a child's own child is journaled too, under
+/// both calls (`a1/b1`), and export and resume show it nested in the child
+/// under the child's call.
+#[test]
+fn a_grandchild_is_journaled_exported_and_resumed_nested_in_its_parent() {
+    let p = FakeProvider::start(vec![
+        spawn_children(&[("a1", "MARK-A")]),
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "b1",
+            "agent",
+            json!({ "description": "dig deeper", "prompt": "Read the notes (MARK-B)." })
+                .to_string(),
+        )])
+        .for_marker("MARK-A"),
+        Reply::tool_calls(vec![ToolCallSpec::new(
+            "r1",
+            "read_file",
+            json!({ "path": "notes.txt" }).to_string(),
+        )])
+        .for_marker("MARK-B"),
+        Reply::text("the notes say where").for_marker("MARK-B"),
+        Reply::text("my helper found it").for_marker("MARK-A"),
+        Reply::text("All found."),
+    ]);
+    let cfg = config_no_confirm(&p, "").replace("[agent]\n", "[agent]\nsubagent_depth = 2\n");
+    let cmd = BuddyCmd::new().config(cfg).args(["exec", "where is it?"]);
+    std::fs::write(cmd.work_dir().join("notes.txt"), "MARK-B lives here\n").expect("write");
+    let out = cmd.run();
+    out.assert_success();
+    assert_eq!(out.stdout, "All found.\n");
+    // The grandchild asked the model once it had its own prompt only.
+    assert!(child_request(&p.chat_requests(), "MARK-B")
+        .body_text()
+        .contains("Read the notes (MARK-B)."));
+    let sessions = cmd.work_dir().join(".buddyx/sessions");
+    let journal: String = std::fs::read_dir(&sessions)
+        .expect("sessions")
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(
+        journal.contains(r#"{"subagent":{"call":"a1/b1""#),
+        "{journal}"
+    );
+    // Export: the grandchild's box inside the child's, after the child's call.
+    let md = cmd.rerun(["export", "--last"]);
+    md.assert_success();
+    let md = &md.stdout;
+    let child = position(md, "<summary>sub-agent: look for MARK-A</summary>");
+    let grandchild = position(md, "<summary>sub-agent: dig deeper</summary>");
+    let read = position(md, "MARK-B lives here");
+    // The child's own answer (the agent call's result above says it too).
+    let child_answer = position(md, "### Assistant\n\nmy helper found it");
+    assert!(
+        child < grandchild && grandchild < read && read < child_answer,
+        "{md}"
+    );
+    let doc = cmd.rerun(["export", "--last", "--format", "json"]);
+    doc.assert_success();
+    let doc: Value = serde_json::from_str(&doc.stdout).expect("JSON");
+    let nested = |items: &Value, description: &str| -> Value {
+        items
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .find(|i| i["role"] == "subagent" && i["description"] == description)
+            })
+            .unwrap_or_else(|| panic!("no {description} in {items}"))["items"]
+            .clone()
+    };
+    let inner = nested(&nested(&doc["items"], "look for MARK-A"), "dig deeper");
+    let roles: Vec<&str> = inner
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{doc}");
+    // Resume replays it nested the same way.
+    drop(p);
+    let p = FakeProvider::start(vec![Reply::text("again")]);
+    let cmd = cmd.config(config_no_confirm(&p, ""));
+    let out = cmd.rerun(["exec", "--json", "--resume", "last", "and now?"]);
+    out.assert_success();
+    let evs = events(&out.stdout);
+    let resumed = evs
+        .iter()
+        .find(|e| e["type"] == "session_resumed")
+        .expect("session_resumed");
+    let inner = nested(&nested(&resumed["replay"], "look for MARK-A"), "dig deeper");
+    assert_eq!(inner[1]["calls"][0]["name"], "read_file", "{resumed}");
+}
+
 /// In the REPL a resumed child is one line under its call, and its own tool
 /// calls are one key away: Ctrl-O lists them.
 #[test]

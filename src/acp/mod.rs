@@ -265,8 +265,8 @@ struct Open {
     ops: OpSender,
     /// A prompt turn is in progress.
     prompting: Arc<AtomicBool>,
-    /// The session mode (`modes`) last set.
-    mode: &'static str,
+    /// The session mode (`modes`), shared with the session's task.
+    mode: modes::Current,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -354,8 +354,8 @@ impl Conn {
                 let id = req.session_id.0.to_string();
                 // Already open here: nothing to start, the mode is as it is.
                 if let Some(open) = self.sessions.get(&id) {
-                    let _ =
-                        resp.respond(ResumeSessionResponse::new().modes(modes::state(open.mode)));
+                    let _ = resp
+                        .respond(ResumeSessionResponse::new().modes(modes::state(open.mode.get())));
                     return;
                 }
                 match self
@@ -409,6 +409,9 @@ impl Conn {
                     return;
                 };
                 let policy = mode.policy;
+                // Set before the ops go: the agent's `PlanMode` answer must
+                // find the new mode, not read it as a plan accepted.
+                open.mode.set(mode.id);
                 let sent = match open.ops.send(Op::SetApprovalPolicy { policy }).await {
                     Ok(_) => open.ops.send(Op::SetPlanMode { on: mode.plan }).await.ok(),
                     Err(_) => None,
@@ -417,7 +420,6 @@ impl Conn {
                     let _ = resp.respond_with_error(internal("the agent stopped".into()));
                     return;
                 }
-                open.mode = mode.id;
                 let _ = resp.respond(SetSessionModeResponse::new());
                 notify(
                     &self.cx,
@@ -485,7 +487,9 @@ impl Conn {
         let resume = agent.ops.send(Op::Resume { query: id.clone() }).await.ok();
         let (inbox, rx) = mpsc::unbounded_channel();
         let prompting = Arc::new(AtomicBool::new(false));
+        let mode = modes::Current::new();
         let mut session = Session {
+            mode: mode.clone(),
             cx: self.cx.clone(),
             sid: id.clone(),
             translator: Translator::new(),
@@ -524,7 +528,7 @@ impl Conn {
                 inbox,
                 ops,
                 prompting,
-                mode: modes::DEFAULT,
+                mode,
                 task,
             },
         );
@@ -661,6 +665,8 @@ struct Session {
     /// The tool calls the client was told of, for the terminals shown in
     /// them (`terminal::Shown`).
     shown: Arc<terminal::Shown>,
+    /// The session mode, which an accepted plan changes.
+    mode: modes::Current,
 }
 
 impl Session {
@@ -815,6 +821,16 @@ impl Renderer for Session {
         match &ev.kind {
             EventKind::ToolCall { call_id, .. } => self.shown.told(&self.cx, &self.sid, call_id),
             EventKind::ToolResult(r) => self.shown.done(&r.call_id),
+            // The user accepted the plan: the editor's mode indicator follows.
+            EventKind::PlanMode { on: false } => {
+                if let Some(id) = self.mode.plan_mode_ended() {
+                    notify(
+                        &self.cx,
+                        &self.sid,
+                        SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(id)),
+                    );
+                }
+            }
             _ => {}
         }
         Flow::Continue

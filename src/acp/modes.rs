@@ -4,10 +4,13 @@
 //! loaded or resumed session, what `set_mode` accepts, the op it sends) is
 //! read from it. A mode only changes the policy: the denylist, the sandbox,
 //! read-only shell lines and `tools.shell_confirm` hold in every mode, as
-//! the agent's approval gate (`agent::control`) applies them.
+//! the agent's approval gate (`agent::control`) applies them. `Current` is
+//! the mode a session is in, which the editor sets and the agent may leave
+//! (an accepted plan ends plan mode).
 
 use crate::agent::protocol::ApprovalPolicy;
 use agent_client_protocol::v1::schema::{SessionMode, SessionModeState};
+use std::sync::{Arc, Mutex};
 
 /// The mode a session opens in.
 pub const DEFAULT: &str = "default";
@@ -81,6 +84,50 @@ pub fn state(current: &str) -> SessionModeState {
     SessionModeState::new(current.to_string(), modes)
 }
 
+/// The mode one session is in, shared by the connection's loop (which sets
+/// it on `session/set_mode`) and the session's task (which sees the agent
+/// leave plan mode by itself when the user accepts its plan).
+#[derive(Clone)]
+pub struct Current(Arc<Mutex<&'static str>>);
+
+impl Current {
+    pub fn new() -> Current {
+        Current(Arc::new(Mutex::new(DEFAULT)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, &'static str> {
+        // A plain value: a panic elsewhere leaves it whole.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self) -> &'static str {
+        *self.lock()
+    }
+
+    pub fn set(&self, id: &'static str) {
+        *self.lock() = id;
+    }
+
+    /// The agent turned plan mode off (a plan accepted): a session in a
+    /// plan mode is now in the default one, which this returns for the
+    /// editor to be told; in any other mode nothing changed (the editor
+    /// itself switched away from planning).
+    pub fn plan_mode_ended(&self) -> Option<&'static str> {
+        let mut current = self.lock();
+        if !find(&current).is_some_and(|m| m.plan) {
+            return None;
+        }
+        *current = DEFAULT;
+        Some(DEFAULT)
+    }
+}
+
+impl Default for Current {
+    fn default() -> Current {
+        Current::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +156,18 @@ mod tests {
         let v = serde_json::to_value(state("auto-edit")).unwrap();
         assert_eq!(v["currentModeId"], "auto-edit");
         assert_eq!(v["availableModes"][1]["id"], "auto-edit");
+    }
+
+    #[test]
+    fn leaving_plan_mode_returns_to_the_default_only_from_a_plan_mode() {
+        let current = Current::new();
+        assert_eq!(current.plan_mode_ended(), None);
+        current.set("plan");
+        assert_eq!(current.plan_mode_ended(), Some(DEFAULT));
+        assert_eq!(current.get(), DEFAULT);
+        // The editor switched to auto-edit first: that mode stays.
+        current.set("auto-edit");
+        assert_eq!(current.plan_mode_ended(), None);
+        assert_eq!(current.get(), "auto-edit");
     }
 }

@@ -9,7 +9,7 @@
 //! plan (`Plan`, ACP's `plan` update).
 
 use crate::agent::protocol::{
-    ApprovalQuestion, Event, EventKind, Replayed, RunEnd, RunOutcome, ToolCallResult,
+    ApprovalQuestion, Event, EventKind, Replayed, RunEnd, RunOutcome, SubagentEvent, ToolCallResult,
 };
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
@@ -80,17 +80,9 @@ impl Translator {
                 call_id,
                 name,
                 arguments,
-            } => {
-                let (call, first) = started(call_id, name, arguments);
-                self.calls.insert(call_id.clone(), call);
-                vec![Step::Update(SessionUpdate::ToolCall(first))]
-            }
-            EventKind::ToolProgress { call_id, tail } => {
-                let fields = ToolCallUpdateFields::new()
-                    .status(ToolCallStatus::InProgress)
-                    .content(vec![text_content(fenced(tail))]);
-                vec![update(call_id, fields)]
-            }
+            } => self.call_started(call_id, name, arguments, None),
+            EventKind::ToolProgress { call_id, tail } => progress(call_id, tail),
+            EventKind::Subagent(sub) => self.child_steps(sub),
             EventKind::ApprovalRequested(ApprovalQuestion {
                 call_id,
                 tool,
@@ -139,38 +131,7 @@ impl Translator {
                 text,
                 is_error,
                 ..
-            }) => {
-                let call = self.calls.remove(call_id);
-                let status = if *is_error {
-                    ToolCallStatus::Failed
-                } else {
-                    ToolCallStatus::Completed
-                };
-                let mut content = Vec::new();
-                if let Some(Call {
-                    diff: Some(d),
-                    kind: ToolKind::Edit,
-                    ..
-                }) = &call
-                {
-                    if !is_error {
-                        content.push(ToolCallContent::Diff(d.clone()));
-                    }
-                }
-                let shown = match call.as_ref().map(|c| c.name.as_str()) {
-                    // Command output reads as a terminal's: kept verbatim.
-                    Some("run_shell") => fenced(text),
-                    _ => text.clone(),
-                };
-                content.push(text_content(shown));
-                vec![update(
-                    call_id,
-                    ToolCallUpdateFields::new()
-                        .status(status)
-                        .content(content)
-                        .raw_output(Value::String(text.clone())),
-                )]
-            }
+            }) => self.call_ended(call_id, text, *is_error),
             EventKind::HookBlocked { hook_event, .. } if hook_event == "UserPromptSubmit" => {
                 self.refused = true;
                 Vec::new()
@@ -195,6 +156,97 @@ impl Translator {
             _ => Vec::new(),
         }
     }
+
+    fn call_started(
+        &mut self,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+        child: Option<&str>,
+    ) -> Vec<Step> {
+        let (call, mut first) = started(call_id, name, arguments);
+        if let Some(child) = child {
+            // A child's call names the child, as its questions do.
+            first.title = crate::text::one_line(&format!("[{child}] {}", first.title), TITLE_CHARS);
+        }
+        self.calls.insert(call_id.to_string(), call);
+        vec![Step::Update(SessionUpdate::ToolCall(first))]
+    }
+
+    fn call_ended(&mut self, call_id: &str, text: &str, is_error: bool) -> Vec<Step> {
+        let call = self.calls.remove(call_id);
+        let status = if is_error {
+            ToolCallStatus::Failed
+        } else {
+            ToolCallStatus::Completed
+        };
+        let mut content = Vec::new();
+        if let Some(Call {
+            diff: Some(d),
+            kind: ToolKind::Edit,
+            ..
+        }) = &call
+        {
+            if !is_error {
+                content.push(ToolCallContent::Diff(d.clone()));
+            }
+        }
+        let shown = match call.as_ref().map(|c| c.name.as_str()) {
+            // Command output reads as a terminal's: kept verbatim.
+            Some("run_shell") => fenced(text),
+            _ => text.to_string(),
+        };
+        content.push(text_content(shown));
+        vec![update(
+            call_id,
+            ToolCallUpdateFields::new()
+                .status(status)
+                .content(content)
+                .raw_output(Value::String(text.to_string())),
+        )]
+    }
+
+    /// A sub-agent's tool calls, shown as calls of their own under the ids
+    /// its questions use (`PARENT/CHILD`, deeper for a grandchild): the
+    /// editor has seen the call a `session/request_permission` names, and
+    /// follows the child's progress. The rest of a child's events (its
+    /// text, its usage) stay in it: its answer is the `agent` call's result.
+    fn child_steps(&mut self, sub: &SubagentEvent) -> Vec<Step> {
+        let mut prefix = sub.call_id.clone();
+        let mut names = sub.description.clone();
+        let mut event = &*sub.event;
+        while let EventKind::Subagent(inner) = event {
+            prefix = format!("{prefix}/{}", inner.call_id);
+            names = format!("{names} > {}", inner.description);
+            event = &inner.event;
+        }
+        match event {
+            EventKind::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => self.call_started(
+                &format!("{prefix}/{call_id}"),
+                name,
+                arguments,
+                Some(&names),
+            ),
+            EventKind::ToolProgress { call_id, tail } => {
+                progress(&format!("{prefix}/{call_id}"), tail)
+            }
+            EventKind::ToolResult(r) => {
+                self.call_ended(&format!("{prefix}/{}", r.call_id), &r.text, r.is_error)
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn progress(call_id: &str, tail: &str) -> Vec<Step> {
+    let fields = ToolCallUpdateFields::new()
+        .status(ToolCallStatus::InProgress)
+        .content(vec![text_content(fenced(tail))]);
+    vec![update(call_id, fields)]
 }
 
 /// The session's plan as ACP's: every entry, whole (the client replaces

@@ -462,15 +462,19 @@ impl Agent {
     }
 
     /// The context in use: the larger of the estimate and the server's count
-    /// of the last request.
+    /// of the last request. The tools count as the definitions a request
+    /// sends, schemas and all (their JSON is encoded once per list and kept).
     pub fn context_estimate(&self) -> u64 {
-        let estimate = tokens::estimate_messages(&self.messages)
-            + self
-                .tools
-                .definitions()
+        let tools = self.tools.definitions();
+        let tools = match tools.chat_json() {
+            Ok(json) => tokens::estimate_text(json.get()),
+            // Encoding plain JSON values does not fail; count something anyway.
+            Err(_) => tools
                 .iter()
                 .map(|d| tokens::estimate_text(&d.function.description) + 32)
-                .sum::<u64>();
+                .sum::<u64>(),
+        };
+        let estimate = tokens::estimate_messages(&self.messages) + tools;
         let reported = self.tracker.last_prompt_tokens + self.tracker.last_completion_tokens;
         estimate.max(reported)
     }

@@ -66,16 +66,27 @@ pub fn replay_of(history: &[Message]) -> Vec<Replayed> {
     items(history, REPLAY_MESSAGES, true, &[])
 }
 
+/// The sub-agents' histories by call id, borrowed: a child's own children
+/// are a slice of these (`items`).
+type Children<'a> = Vec<(&'a str, &'a [Message])>;
+
+fn borrowed(subagents: &[(String, Vec<Message>)]) -> Children<'_> {
+    subagents
+        .iter()
+        .map(|(call, messages)| (call.as_str(), messages.as_slice()))
+        .collect()
+}
+
 /// `replay_of`, each `agent` call's sub-agent (from `subagents`, by the
 /// parent's call id) right after the call's result, its own items clipped
 /// the same way.
 pub fn replay_with(history: &[Message], subagents: &[(String, Vec<Message>)]) -> Vec<Replayed> {
-    items(history, REPLAY_MESSAGES, true, subagents)
+    items(history, REPLAY_MESSAGES, true, &borrowed(subagents))
 }
 
 /// `transcript_of` with the sub-agents, as `replay_with` places them.
 pub fn transcript_with(history: &[Message], subagents: &[(String, Vec<Message>)]) -> Vec<Replayed> {
-    items(history, usize::MAX, false, subagents)
+    items(history, usize::MAX, false, &borrowed(subagents))
 }
 
 /// Every message of `history` as a `Replayed` item, nothing clipped: the
@@ -90,7 +101,7 @@ fn items(
     history: &[Message],
     window: usize,
     clipped: bool,
-    subagents: &[(String, Vec<Message>)],
+    subagents: &[(&str, &[Message])],
 ) -> Vec<Replayed> {
     let history: Vec<&Message> = history.iter().filter(|m| m.role != Role::System).collect();
     // A result names its tool only through the call's id, which may sit
@@ -160,11 +171,20 @@ fn items(
             .as_deref()
             .and_then(|id| child_of(history.as_slice(), subagents, id))
         {
-            // A grandchild's records are not kept apart from its parent's
-            // (the child's own calls are its history's), so none nest here.
+            // A grandchild's records are kept under `CALL/ITS_CALL`
+            // (subagent.rs's `ChildSink`): those under this call are the
+            // child's own children, found by its call ids the same way.
+            let id = m.tool_call_id.as_deref().unwrap_or_default();
+            let grandchildren: Children = subagents
+                .iter()
+                .filter_map(|(call, messages)| {
+                    let rest = call.strip_prefix(id)?.strip_prefix('/')?;
+                    Some((rest, *messages))
+                })
+                .collect();
             out.push(Replayed::Subagent {
                 description,
-                items: items(child, window, clipped, &[]),
+                items: items(child, window, clipped, &grandchildren),
             });
         }
     }
@@ -175,10 +195,10 @@ fn items(
 /// arguments), when `subagents` holds one.
 fn child_of<'a>(
     history: &[&Message],
-    subagents: &'a [(String, Vec<Message>)],
+    subagents: &[(&str, &'a [Message])],
     id: &str,
 ) -> Option<(String, &'a [Message])> {
-    let (_, child) = subagents.iter().find(|(call, _)| call == id)?;
+    let (_, child) = subagents.iter().find(|(call, _)| *call == id)?;
     let description = history
         .iter()
         .flat_map(|m| m.calls())
@@ -305,6 +325,60 @@ mod tests {
         assert_eq!(items.len(), 2);
         // Without the records, the same history has no child.
         assert_eq!(transcript_of(&history).len(), 5);
+    }
+
+    #[test]
+    fn a_grandchild_nests_under_its_call_in_the_childs_items() {
+        let mut asked = Message::assistant("");
+        asked.tool_calls = Some(vec![ToolCall::new(
+            "a1",
+            "agent",
+            r#"{"description":"outer","prompt":"p"}"#,
+        )]);
+        let history = [
+            Message::user("go"),
+            asked,
+            Message::tool_result("a1", "found"),
+        ];
+        let mut child_asks = Message::assistant("");
+        child_asks.tool_calls = Some(vec![ToolCall::new(
+            "b1",
+            "agent",
+            r#"{"description":"inner","prompt":"q"}"#,
+        )]);
+        let child = vec![
+            Message::user("p"),
+            child_asks,
+            Message::tool_result("b1", "deep"),
+            Message::assistant("found"),
+        ];
+        let grandchild = vec![Message::user("q"), Message::assistant("deep")];
+        // A record of another child's call with the same id stays out.
+        let stranger = vec![Message::user("not mine")];
+        let items = transcript_with(
+            &history,
+            &[
+                ("a1".to_string(), child),
+                ("a1/b1".to_string(), grandchild),
+                ("a2/b1".to_string(), stranger),
+            ],
+        );
+        let Replayed::Subagent { description, items } = &items[3] else {
+            panic!("{items:?}");
+        };
+        assert_eq!(description, "outer");
+        let Replayed::Subagent { description, items } = &items[3] else {
+            panic!("{items:?}");
+        };
+        assert_eq!(description, "inner");
+        assert_eq!(
+            items[0],
+            Replayed::User {
+                text: "q".into(),
+                attached: 0
+            }
+        );
+        assert_eq!(items.len(), 2);
     }
 
     #[test]

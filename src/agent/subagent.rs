@@ -494,6 +494,20 @@ impl HistorySink for ChildSink {
         });
         Ok(())
     }
+
+    /// A grandchild's messages (with `subagent_depth` above 1) go the same
+    /// way, under the two calls joined as `CHILD_CALL/ITS_CALL`, so the
+    /// session's one journal keeps every generation under its own call.
+    fn subagent(&mut self, call_id: &str, new: &[Message]) -> Result<(), HostedError> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let _ = self.records.send(ChildRecord {
+            call_id: format!("{}/{call_id}", self.call_id),
+            messages: new.to_vec(),
+        });
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -57,9 +57,14 @@ impl RemoteJob {
     }
 
     /// As [`RemoteJob::wrap`], with the wrapper's stdin handed to the
-    /// command (a background job that reads input): a command started with
-    /// `&` reads /dev/null, and dash applies that before a plain `<&0`, so
-    /// stdin goes round through descriptor 3.
+    /// command (a background job that reads input). The input goes through
+    /// a relay (`cat` into a FIFO) that stops the command when the input
+    /// ends: buddy never closes a job's input while it runs, so the end of
+    /// it means the connection dropped (buddy was killed, or the network
+    /// went), and no one is left to read or stop the job. Without `mkfifo`
+    /// the command gets the stdin itself and outlives a dropped connection.
+    /// (A command started with `&` reads /dev/null, and dash applies that
+    /// before a plain `<&0`, so stdin goes round through descriptor 3.)
     pub fn wrap_keeping_stdin(&self, command: &str) -> String {
         self.wrap_with(command, true)
     }
@@ -67,18 +72,38 @@ impl RemoteJob {
     fn wrap_with(&self, command: &str, keep_stdin: bool) -> String {
         let f = &self.pid_file;
         let q = shell_quote(command);
-        let (open, stdin) = if keep_stdin {
-            ("exec 3<&0; ", " <&3 3<&-")
+        let start = |stdin: &str| {
+            format!(
+                "if command -v setsid >/dev/null 2>&1; then setsid sh -c {q}{stdin} & else sh -c {q}{stdin} & fi\n\
+                 p=$!; echo $p 2>/dev/null >{f}\n"
+            )
+        };
+        let run = if keep_stdin {
+            // The relay opens the FIFO read-write, so it never blocks on a
+            // command that did not start; it is stopped when the command ends.
+            format!(
+                "exec 3<&0\n\
+                 if mkfifo {f}.in 2>/dev/null; then\n\
+                 {}\
+                 {SIG}\n\
+                 (cat <&3 1<>{f}.in; sig TERM; sleep 1; sig KILL) >/dev/null 2>&1 & r=$!\n\
+                 else\n\
+                 {}\
+                 fi\n\
+                 exec 3<&-\n",
+                start(&format!(" <{f}.in 3<&-")),
+                start(" <&3 3<&-")
+            )
         } else {
-            ("", "")
+            start("")
         };
         format!(
             "[ -e {f}.stop ] && {{ rm -f {f}.stop; exit 143; }}\n\
-             {open}if command -v setsid >/dev/null 2>&1; then setsid sh -c {q}{stdin} & else sh -c {q}{stdin} & fi\n\
-             p=$!; echo $p 2>/dev/null >{f}\n\
+             r=\n\
+             {run}\
              {SIG}\n\
              [ -e {f}.stop ] && {{ sig TERM; (sleep 1; sig KILL) </dev/null >/dev/null 2>&1 & }}\n\
-             wait $p; s=$?; rm -f {f} {f}.stop; exit $s"
+             wait $p; s=$?; [ -z \"$r\" ] || kill $r 2>/dev/null; rm -f {f} {f}.stop {f}.in; exit $s"
         )
     }
 
@@ -199,16 +224,31 @@ mod tests {
 
     #[tokio::test]
     async fn a_wrapped_command_can_keep_the_wrappers_stdin() {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
         let job = RemoteJob::new(local());
-        let (code, out, _) = crate::host::run_script(
-            job.target.as_ref(),
-            &job.wrap_keeping_stdin("read l; echo \"got $l\""),
-            Path::new("/"),
-            Some(b"ping\n"),
-        )
-        .await
-        .unwrap();
-        assert_eq!((code, out.as_slice()), (Some(0), &b"got ping\n"[..]));
+        // The input stays open until the command has ended: its end would
+        // stop the command (see the next test).
+        let mut child = job
+            .target
+            .command(
+                &job.wrap_keeping_stdin("read l; echo \"got $l\""),
+                Path::new("/"),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"ping\n").await.unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(line, "got ping\n");
+        // It ends by itself, its input still open.
+        assert_eq!(child.wait().await.unwrap().code(), Some(0));
+        drop(stdin);
         // The plain wrapper gives its command /dev/null, as `&` does.
         let (_, out, _) = crate::host::run_script(
             job.target.as_ref(),
@@ -219,6 +259,37 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(out, b"got \n");
+    }
+
+    /// The input's end is the connection's: a command that keeps running
+    /// (it does not read) is stopped, and the wrapper leaves no files.
+    #[tokio::test]
+    async fn the_end_of_the_input_stops_a_command_that_keeps_it() {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let job = RemoteJob::new(local());
+        let mut child = job
+            .target
+            .command(
+                &job.wrap_keeping_stdin("echo started; exec sleep 300"),
+                Path::new("/"),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .await
+            .unwrap();
+        assert_eq!(line, "started\n");
+        drop(child.stdin.take());
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+            .await
+            .expect("the command was not stopped")
+            .unwrap();
+        assert_eq!(status.code(), Some(143));
+        assert_eq!(leftovers(&job), Vec::<String>::new());
     }
 
     /// Files this job left in the temporary directory.

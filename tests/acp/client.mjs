@@ -218,6 +218,20 @@ await app.connectWith(stream, async (agent) => {
       });
       await prompt(sessionId, "plan first");
       break;
+    case "subagent":
+      // A child asks through the parent's editor; the answer lets it write.
+      answers.push("allow_once");
+      await prompt(sessionId, "have a helper make the file");
+      break;
+    case "plan-accepted":
+      // The plan is accepted: the mode goes back to the default by itself.
+      seen.setMode = await agent.request(methods.agent.session.setMode, {
+        sessionId,
+        modeId: "plan",
+      });
+      answers.push("allow_once", "allow_once");
+      await prompt(sessionId, "plan, then work");
+      break;
     case "commands":
       await prompt(sessionId, process.env.ACP_TEST_PROMPT);
       break;

@@ -1660,8 +1660,11 @@ fn reason_phrase(status: u16) -> &'static str {
 /// llama.cpp's answer to a request longer than its window, verbatim.
 pub const LLAMA_OVERFLOW: &str = r#"{"error":{"code":400,"message":"request (6033 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6033,"n_ctx":4096}}"#;
 
-/// A prompt long for a 4,096-token window (not for the 8,192 tokens buddy
-/// assumes of a model it does not know, so nothing is compacted first).
+/// A prompt long for a 4,096-token window with the tools' definitions
+/// beside it (about 2,100 tokens of its own, and the definitions, schemas
+/// and all, about 3,000 more), but not for the 8,192 tokens buddy assumes of
+/// a model it does not know: the estimate stays under the compaction
+/// threshold (80%), so nothing is compacted first and the server refuses it.
 pub fn huge_prompt() -> String {
-    format!("HUGE-PROMPT {}", "lorem ipsum ".repeat(1300))
+    format!("HUGE-PROMPT {}", "lorem ipsum ".repeat(700))
 }

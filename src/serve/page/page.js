@@ -133,15 +133,52 @@ function showAnswer(item) {
 }
 
 // ---- tool calls --------------------------------------------------------
-function callBlock(id, name) {
+// A call's block, made on first sight: in the conversation, or in `into`
+// (a sub-agent's box).
+function callBlock(id, name, into) {
   let b = calls.get(id);
   if (b) return b;
-  b = { d: el("div", "tool"), head: el("div", "call"), out: el("div", "out"), progress: null };
+  b = { d: el("div", "tool"), head: el("div", "call"), out: el("div", "out"), progress: null, child: null };
   b.head.append(el("span", "mark", "▶ "), el("span", "cmd", visible(name)));
   b.d.append(b.head, b.out);
-  append(b.d);
+  if (into) into.appendChild(b.d); else append(b.d);
   calls.set(id, b);
   return b;
+}
+
+// ---- sub-agents ----------------------------------------------------------
+// A child's tool calls fold under the `agent` call that runs it: a box in
+// that call's block, open while the child works, its calls blocks of their
+// own under the ids its questions use (PARENT/CHILD). A grandchild's box
+// sits in its parent's `agent` call the same way.
+function childBox(prefix, description) {
+  const b = callBlock(prefix, "agent");
+  if (!b.child) {
+    b.child = el("details", "subagent");
+    b.child.open = true;
+    b.child.appendChild(el("summary", null, "sub-agent \u201c" + visible(description) + "\u201d"));
+    b.d.insertBefore(b.child, b.out);
+  }
+  return b.child;
+}
+
+function onSubagent(ev, gen) {
+  let prefix = ev.call_id, description = ev.description, inner = ev.event || {};
+  while (inner.type === "subagent") {
+    prefix += "/" + inner.call_id;
+    description = inner.description;
+    inner = inner.event || {};
+  }
+  const was = atBottom();
+  const child = { ...inner, call_id: prefix + "/" + inner.call_id };
+  switch (inner.type) {
+    case "tool_call": callBlock(child.call_id, inner.name, childBox(prefix, description)); onToolCall(child, gen); break;
+    case "tool_progress": showProgress(child); break;
+    case "tool_result": onToolResult(child, gen); break;
+    // Done: folded, its calls a click away.
+    case "run_finished": { const b = calls.get(prefix); if (b && b.child) b.child.open = false; break; }
+  }
+  stickIf(was);
 }
 
 function showCall(item) {
@@ -293,6 +330,7 @@ function onEvent(name, ev, gen) {
     case "tool_call_start": endAnswer(); onToolCall(ev, gen); break;
     case "tool_progress": showProgress(ev); break;
     case "tool_call_result": onToolResult(ev, gen); break;
+    case "subagent": onSubagent(ev, gen); break;
     case "approval_request": showApproval(ev); break;
     case "plan": drawPlan(ev.entries); break;
     case "plan_mode": note(ev.on ? "plan mode: only reading tools and read-only commands run" : "plan mode off"); break;

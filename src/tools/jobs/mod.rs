@@ -5,15 +5,18 @@
 //! come, in one stream) into a bounded ring (`ring.rs`) and records how it
 //! ended. Stopping is TERM to the process group, then KILL after a short
 //! grace; on a remote target the far side's group is stopped first
-//! (`host::remote_job`). The table does not decide whether a command may run
+//! (`host::remote_job`). A local job also has a guardian (`guard.rs`) that
+//! stops its group if buddy is killed outright. The table does not decide whether a command may run
 //! (`run_shell` asks the approval gate before it starts anything) and does
 //! not build processes (the target or the sandbox does); the tools that read,
 //! write and stop jobs are in `tools.rs`.
 
+pub mod guard;
 pub mod ring;
 pub mod tools;
 
 use crate::host::remote_job::RemoteJob;
+use guard::Guard;
 use ring::{Chunk, Ring};
 use serde::{Deserialize, Serialize};
 use std::process::Stdio;
@@ -111,6 +114,8 @@ pub struct Job {
     task: Mutex<Option<JoinHandle<()>>>,
     /// The local process group, killed outright if the job is dropped running.
     group: Option<i32>,
+    /// Stops the group if buddy dies first; dismissed once the job is over.
+    guard: Mutex<Option<Guard>>,
 }
 
 /// What one `shell_output` read found.
@@ -267,6 +272,8 @@ impl JobTable {
                 "{running} background jobs are running, the most a session may have; stop one with shell_kill first"
             ));
         }
+        // The guardian first: a job never runs without one.
+        let mut guard = Guard::start(STOP_GRACE)?;
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -275,6 +282,10 @@ impl JobTable {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start the command: {e}"))?;
+        let group = child.id().map(|p| p as i32);
+        if let Some(group) = group {
+            guard.watch(group);
+        }
         inner.last += 1;
         let (stop_tx, stop_rx) = oneshot::channel();
         let job = Arc::new(Job {
@@ -290,7 +301,8 @@ impl JobTable {
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             stop: Mutex::new(Some(stop_tx)),
             task: Mutex::new(None),
-            group: child.id().map(|p| p as i32),
+            group,
+            guard: Mutex::new(Some(guard)),
         });
         // The supervisor holds the job weakly: a table that is gone takes its jobs with it.
         let task = tokio::spawn(supervise(Arc::downgrade(&job), child, remote, stop_rx));
@@ -396,6 +408,8 @@ async fn supervise(
     if let Some(job) = job.upgrade() {
         job.lock().drained = true;
         *job.stdin.lock().await = None;
+        // Ended by itself or stopped: nothing is left for the guardian.
+        drop(job.guard.lock().unwrap_or_else(|p| p.into_inner()).take());
         job.bump();
     }
 }
