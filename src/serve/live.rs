@@ -58,6 +58,8 @@ impl SseName {
             EventKind::ApprovalRequested { .. } => "approval_request",
             EventKind::Subagent(_) => "subagent",
             EventKind::ApprovalDecided { .. } => "approval_decided",
+            EventKind::ElicitationRequested(_) => "elicitation_request",
+            EventKind::ElicitationDecided { .. } => "elicitation_decided",
             EventKind::Usage { .. } => "usage",
             EventKind::Error { .. } => "error",
             EventKind::Warning { .. } => "warning",

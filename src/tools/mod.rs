@@ -12,6 +12,7 @@ pub mod diff;
 pub mod door;
 pub mod edit;
 pub mod editor;
+pub mod elicitation;
 pub mod fetch;
 pub mod files;
 pub mod glob;
