@@ -54,10 +54,16 @@ pub enum Elicitation {
     /// Declined at once: this front end cannot ask its user (exec, serve,
     /// `buddy mcp-server`), for this reason, which the model reads.
     Refuse(String),
-    /// The renderer answers later itself, with `Op::Elicitation` (a form
-    /// in the REPL, the editor's over ACP), or lets it time out.
+    /// This answer (and the reason for a decline), awaited before the
+    /// next event is read, as an approval's is (an editor's form).
+    Ask(Answering),
+    /// The renderer answers later itself, with `Op::Elicitation` (the
+    /// REPL's form on its input line), or lets it time out.
     Later,
 }
+
+/// An answer to a server's question on its way.
+pub type Answering = Pin<Box<dyn Future<Output = (ElicitationAction, Option<String>)> + Send>>;
 
 /// A front end as the drive loop sees it. Only `on_event` is required.
 pub trait Renderer {
@@ -155,11 +161,16 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
             }
         }
         if let Some(question) = elicited {
-            if let Elicitation::Refuse(reason) = renderer.on_elicitation(&question) {
+            let answered = match renderer.on_elicitation(&question) {
+                Elicitation::Refuse(reason) => Some((ElicitationAction::Decline, Some(reason))),
+                Elicitation::Ask(answering) => Some(answering.await),
+                Elicitation::Later => None,
+            };
+            if let Some((answer, reason)) = answered {
                 let op = Op::Elicitation {
                     id: question.id,
-                    answer: ElicitationAction::Decline,
-                    reason: Some(reason),
+                    answer,
+                    reason,
                 };
                 let _ = agent.ops.send(op).await;
             }

@@ -91,6 +91,8 @@ fn name(kind: &EventKind) -> &'static str {
         EventKind::Plan { .. } => "plan",
         EventKind::PlanMode { .. } => "plan_mode",
         EventKind::PlanReady { .. } => "plan_ready",
+        EventKind::ElicitationRequested(_) => "elicitation_requested",
+        EventKind::ElicitationDecided { .. } => "elicitation_decided",
     }
 }
 

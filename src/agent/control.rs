@@ -21,8 +21,8 @@ use super::protocol::{
     ApprovalPolicy, ApprovalQuestion, DecidedBy, Decision, ElicitationAction, ElicitationQuestion,
     ElicitedBy, EventKind, QueueMode, StatusReport,
 };
-use crate::tools::elicitation::Outcome;
 use crate::tools::denylist::Denylist;
+use crate::tools::elicitation::Outcome;
 use crate::tools::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
 use std::collections::{HashMap, VecDeque};

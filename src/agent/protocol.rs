@@ -10,9 +10,7 @@
 //! from their order.
 
 use crate::tools::checkpoint::FileRestore;
-pub use crate::tools::elicitation::{
-    Action as ElicitationAction, Question as ElicitationQuestion,
-};
+pub use crate::tools::elicitation::{Action as ElicitationAction, Question as ElicitationQuestion};
 use crate::tools::jobs::JobInfo;
 use crate::tools::Truncation;
 use crate::wire::Image;

@@ -19,7 +19,11 @@ pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppE
             name,
             tool,
             arguments,
-        } => call(&name, &tool, arguments.as_deref(), overrides).await,
+            accept_defaults,
+        } => {
+            let asker = crate::mcp::HandAsker { accept_defaults };
+            call(&name, &tool, arguments.as_deref(), asker, overrides).await
+        }
         McpCommand::Add(args) => add(args, overrides),
         McpCommand::Remove { name } => remove(&name, overrides),
         McpCommand::Login { name } => login(&name, overrides).await,
@@ -216,6 +220,7 @@ async fn call(
     name: &str,
     tool: &str,
     arguments: Option<&str>,
+    asker: crate::mcp::HandAsker,
     overrides: &CliOverrides,
 ) -> Result<Exit, AppError> {
     let arguments = match arguments.map(serde_json::from_str::<serde_json::Value>) {
@@ -242,7 +247,7 @@ async fn call(
         )));
     }
     let tools = start_one(name, s, hidden).await?;
-    let Some(answer) = tools.call(name, tool, arguments) else {
+    let Some(answer) = tools.call(name, tool, arguments, std::sync::Arc::new(asker)) else {
         return Err(AppError::Failed(format!(
             "no MCP server `{}`",
             one_line(name, 80)

@@ -583,6 +583,17 @@ impl Renderer for Publisher {
         Flow::Continue
     }
 
+    /// A server's question is published, then declined: the served page
+    /// has no form to answer it with.
+    fn on_elicitation(
+        &mut self,
+        _question: &crate::agent::protocol::ElicitationQuestion,
+    ) -> crate::drive::Elicitation {
+        crate::drive::Elicitation::Refuse(
+            "buddy serve does not ask a server's questions (the REPL does)".into(),
+        )
+    }
+
     /// A client answers with a POST; nobody answering in time denies.
     fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         self.live

@@ -99,7 +99,9 @@ pub enum Kind {
     },
     Boolean,
     /// One of these.
-    Choice { choices: Vec<Choice> },
+    Choice {
+        choices: Vec<Choice>,
+    },
     /// Some of these (between the bounds, when given).
     Choices {
         choices: Vec<Choice>,
@@ -246,7 +248,10 @@ impl Question {
     /// each of its type and within its limits, every required one there.
     pub fn check(&self, content: &Map<String, Value>) -> Result<(), String> {
         let fields = self.fields();
-        if let Some(unknown) = content.keys().find(|k| !fields.iter().any(|f| &f.name == *k)) {
+        if let Some(unknown) = content
+            .keys()
+            .find(|k| !fields.iter().any(|f| &f.name == *k))
+        {
             return Err(format!(
                 "the form has no field `{}`",
                 crate::text::one_line(unknown, MAX_LABEL_CHARS)
@@ -364,11 +369,12 @@ impl Field {
                 within(x, *minimum, *maximum)
             }
             (Kind::Boolean, Value::Bool(_)) => Ok(()),
-            (Kind::Choice { choices }, Value::String(s)) => match choices.iter().any(|c| &c.value == s)
-            {
-                true => Ok(()),
-                false => Err(format!("not one of {}", listed(choices))),
-            },
+            (Kind::Choice { choices }, Value::String(s)) => {
+                match choices.iter().any(|c| &c.value == s) {
+                    true => Ok(()),
+                    false => Err(format!("not one of {}", listed(choices))),
+                }
+            }
             (
                 Kind::Choices {
                     choices,
@@ -403,7 +409,9 @@ impl Field {
     /// The type as a person reads it (`number`, `yes/no`, `one of …`).
     pub fn type_name(&self) -> String {
         match &self.kind {
-            Kind::Text { format: Some(f), .. } => f.clone(),
+            Kind::Text {
+                format: Some(f), ..
+            } => f.clone(),
             Kind::Text { .. } => "text".into(),
             Kind::Number { .. } => "number".into(),
             Kind::Integer { .. } => "whole number".into(),
@@ -573,7 +581,12 @@ fn kind(p: &Value) -> Result<Kind, String> {
                 max_items: count("maxItems"),
             }
         }
-        other => return Err(format!("has a type buddy cannot ask for (`{}`)", label(other))),
+        other => {
+            return Err(format!(
+                "has a type buddy cannot ask for (`{}`)",
+                label(other)
+            ))
+        }
     })
 }
 
@@ -624,7 +637,10 @@ fn choices_of(p: &Value) -> Result<Option<Vec<Choice>>, String> {
             list.len()
         ));
     }
-    if list.iter().any(|c| c.value.chars().count() > MAX_LABEL_CHARS) {
+    if list
+        .iter()
+        .any(|c| c.value.chars().count() > MAX_LABEL_CHARS)
+    {
         return Err(format!(
             "has a choice longer than {MAX_LABEL_CHARS} characters"
         ));
@@ -644,7 +660,9 @@ fn pick(choices: &[Choice], typed: &str) -> Result<String, String> {
         .iter()
         .find(|c| {
             c.value.eq_ignore_ascii_case(typed)
-                || c.title.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(typed))
+                || c.title
+                    .as_deref()
+                    .is_some_and(|t| t.eq_ignore_ascii_case(typed))
         })
         .map(|c| c.value.clone())
         .ok_or_else(|| format!("not one of {}", listed(choices)))
@@ -744,7 +762,10 @@ mod tests {
         assert_eq!(f[3].read("Ex").unwrap(), Some(json!(["x"])));
         assert!(f[3].read("x, x").is_err(), "more than maxItems");
         assert_eq!(f[4].read("yes").unwrap(), Some(json!(true)));
-        assert_eq!(q.defaults(), json!({"name": "Ann"}).as_object().cloned().unwrap());
+        assert_eq!(
+            q.defaults(),
+            json!({"name": "Ann"}).as_object().cloned().unwrap()
+        );
     }
 
     #[test]

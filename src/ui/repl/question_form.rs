@@ -38,9 +38,7 @@ impl Repl<'_> {
     pub(super) fn on_question_event(&mut self, ev: AgentEvent) {
         match ev.kind {
             EventKind::ElicitationRequested(q) => self.ask_question(q),
-            EventKind::ElicitationDecided {
-                id, by, reason, ..
-            } => {
+            EventKind::ElicitationDecided { id, by, reason, .. } => {
                 if by == ElicitedBy::User {
                     return;
                 }
@@ -153,7 +151,11 @@ impl Repl<'_> {
         let Some(field) = f.question.fields().get(f.at).cloned() else {
             // A URL question: Enter says the user went there.
             let content = Map::new();
-            self.end_form(f.question, &f.stashed, ElicitationAction::Accept { content });
+            self.end_form(
+                f.question,
+                &f.stashed,
+                ElicitationAction::Accept { content },
+            );
             return;
         };
         match field.read(line) {
