@@ -169,7 +169,7 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
             if let Some((answer, reason)) = answered {
                 let op = Op::Elicitation {
                     id: question.id,
-                    answer,
+                    answer: Box::new(answer),
                     reason,
                 };
                 let _ = agent.ops.send(op).await;

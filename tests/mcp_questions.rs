@@ -10,7 +10,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::fake_provider::{tool_result, FakeProvider, Reply, ToolCallSpec};
+use support::fake_provider::{tool_result, FakeProvider, Gate, Reply, ToolCallSpec};
 use support::mcp;
 use support::{fake_config, BuddyCmd};
 
@@ -30,6 +30,26 @@ fn asks(env: &str, extra: &str) -> String {
     )
 }
 
+/// Starts the REPL and waits until the server's tools are offered (the
+/// REPL does not wait for servers), asking `/mcp` every half second.
+fn repl_with_asks(cmd: &BuddyCmd) -> support::tmux::Tmux {
+    let t = support::tmux::Tmux::start(cmd, &["--no-tmux"]);
+    t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with('>')));
+    let asked = std::cell::Cell::new(std::time::Instant::now());
+    t.line("/mcp");
+    t.wait_for("the server's tools", |s| {
+        if s.replace('\n', "").contains("mcp__asks__order") {
+            return true;
+        }
+        if asked.get().elapsed() > std::time::Duration::from_millis(500) {
+            asked.set(std::time::Instant::now());
+            t.line("/mcp");
+        }
+        false
+    });
+    t
+}
+
 /// Both revisions: the server's env for each, and its name in messages.
 const ERAS: [(&str, &str); 2] = [("", "2026-07-28"), ("LEGACY = \"1\"", "2025-11-25")];
 
@@ -41,8 +61,7 @@ fn the_repl_asks_a_servers_question_field_by_field_in_either_revision() {
             Reply::text("order placed"),
         ]);
         let cmd = BuddyCmd::new().config(format!("{}{}", fake_config(&p), asks(env, "")));
-        let t = support::tmux::Tmux::start(&cmd, &["--no-tmux"]);
-        t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with('>')));
+        let t = repl_with_asks(&cmd);
         t.line("/approve all");
         t.line("order for me");
         t.wait_texts(&["MCP server `asks` asks:", "Your order, please", "Your name"]);
@@ -84,8 +103,7 @@ fn esc_declines_and_an_unanswered_question_is_cancelled_after_its_bound() {
     ]);
     let servers = asks("", "question_timeout_secs = 2");
     let cmd = BuddyCmd::new().config(format!("{}{servers}", fake_config(&p)));
-    let t = support::tmux::Tmux::start(&cmd, &["--no-tmux"]);
-    t.wait_for("the prompt", |s| s.lines().any(|l| l.starts_with('>')));
+    let t = repl_with_asks(&cmd);
     t.line("/approve all");
     t.line("order");
     t.wait_text("Your name");
@@ -186,12 +204,30 @@ fn exec_json_emits_the_question_and_its_refusal_as_events() {
 
 #[test]
 fn an_editor_that_draws_forms_answers_a_servers_question_over_acp() {
+    // The editor's prompt goes at once; the model's call waits until the
+    // server has listed its tools (ACP sessions do not wait for servers).
+    let ready = Gate::new();
     let p = FakeProvider::start(vec![
-        Reply::tool_calls(vec![call("c1", "mcp__asks__order")]),
+        Reply::tool_calls(vec![call("c1", "mcp__asks__order")]).gated(&ready),
         Reply::text("ordered"),
     ]);
-    let cmd = BuddyCmd::new().config(format!("{}{}", fake_config(&p), asks("", "")));
+    let dir = support::TempDir::new("asks-listed");
+    let listed = dir.path().join("listed");
+    let env = format!(
+        "LISTED_FILE = {}",
+        mcp::quoted(&listed.display().to_string())
+    );
+    let cmd = BuddyCmd::new().config(format!("{}{}", fake_config(&p), asks(&env, "")));
+    let opener = std::thread::spawn(move || {
+        support::wait::wait_for(
+            "the server to list its tools",
+            std::time::Duration::from_secs(30),
+            || listed.exists(),
+        );
+        ready.open();
+    });
     let seen = support::acp::run(&cmd, "elicitation", &[]);
+    opener.join().expect("the gate opened");
     let asked = &seen["elicitation"];
     assert_eq!(asked["mode"], "form", "{seen}");
     assert_eq!(asked["message"], "Your order, please");

@@ -78,7 +78,8 @@ pub enum Op {
     /// cannot ask); absent when the user declined.
     Elicitation {
         id: String,
-        answer: ElicitationAction,
+        /// Boxed: a form's content would make every op as large.
+        answer: Box<ElicitationAction>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },

@@ -961,7 +961,7 @@ async fn busy_op(
             answer,
             reason,
         } => {
-            if let Err(e) = control.answer_question(&question, answer, reason) {
+            if let Err(e) = control.answer_question(&question, *answer, reason) {
                 emitter.reply(id, EventKind::error(e)).await;
             }
         }

@@ -423,8 +423,10 @@ impl Field {
 
     fn schema(&self) -> Value {
         let mut s = Map::new();
-        let mut put = |k: &str, v: Value| {
-            s.insert(k.to_string(), v);
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                s.insert(k.to_string(), v);
+            }
         };
         match &self.kind {
             Kind::Text {
@@ -432,46 +434,43 @@ impl Field {
                 max_length,
                 format,
             } => {
-                put("type", "string".into());
-                min_length.map(|m| put("minLength", m.into()));
-                max_length.map(|m| put("maxLength", m.into()));
-                format.clone().map(|f| put("format", f.into()));
+                put("type", Some("string".into()));
+                put("minLength", min_length.map(Value::from));
+                put("maxLength", max_length.map(Value::from));
+                put("format", format.clone().map(Value::from));
             }
             Kind::Number { minimum, maximum } => {
-                put("type", "number".into());
-                minimum.map(|m| put("minimum", m.into()));
-                maximum.map(|m| put("maximum", m.into()));
+                put("type", Some("number".into()));
+                put("minimum", minimum.map(Value::from));
+                put("maximum", maximum.map(Value::from));
             }
             Kind::Integer { minimum, maximum } => {
-                put("type", "integer".into());
-                minimum.map(|m| put("minimum", m.into()));
-                maximum.map(|m| put("maximum", m.into()));
+                put("type", Some("integer".into()));
+                put("minimum", minimum.map(Value::from));
+                put("maximum", maximum.map(Value::from));
             }
-            Kind::Boolean => put("type", "boolean".into()),
+            Kind::Boolean => put("type", Some("boolean".into())),
             Kind::Choice { choices } => {
-                put("type", "string".into());
-                put("oneOf", one_of(choices));
+                put("type", Some("string".into()));
+                put("oneOf", Some(one_of(choices)));
             }
             Kind::Choices {
                 choices,
                 min_items,
                 max_items,
             } => {
-                put("type", "array".into());
-                put("items", serde_json::json!({ "anyOf": one_of(choices) }));
-                min_items.map(|m| put("minItems", m.into()));
-                max_items.map(|m| put("maxItems", m.into()));
+                put("type", Some("array".into()));
+                put(
+                    "items",
+                    Some(serde_json::json!({ "anyOf": one_of(choices) })),
+                );
+                put("minItems", min_items.map(Value::from));
+                put("maxItems", max_items.map(Value::from));
             }
         }
-        if let Some(t) = &self.title {
-            put("title", t.clone().into());
-        }
-        if let Some(d) = &self.description {
-            put("description", d.clone().into());
-        }
-        if let Some(d) = &self.default {
-            put("default", d.clone());
-        }
+        put("title", self.title.clone().map(Value::from));
+        put("description", self.description.clone().map(Value::from));
+        put("default", self.default.clone());
         Value::Object(s)
     }
 }

@@ -207,7 +207,7 @@ impl Repl<'_> {
         };
         self.send(Op::Elicitation {
             id: q.id,
-            answer,
+            answer: Box::new(answer),
             reason: None,
         });
         self.restore_prompt(stashed);
