@@ -50,6 +50,8 @@ const ALL: &[&str] = &[
     "plan",
     "plan_mode",
     "plan_ready",
+    "elicitation_requested",
+    "elicitation_decided",
 ];
 
 fn name(kind: &EventKind) -> &'static str {
