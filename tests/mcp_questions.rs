@@ -64,9 +64,15 @@ fn the_repl_asks_a_servers_question_field_by_field_in_either_revision() {
         let t = repl_with_asks(&cmd);
         t.line("/approve all");
         t.line("order for me");
-        // The fields come by name (the SDK keeps a form's fields sorted).
-        t.wait_texts(&["MCP server `asks` asks:", "Your order, please", "How many"]);
+        t.wait_texts(&["MCP server `asks` asks:", "Your order, please", "Your name"]);
+        // Required, without a default: an empty line is asked again.
+        t.line("");
+        t.wait_text("an answer is required");
+        t.line("Ann");
+        t.wait_texts(&["1) small", "2) large", "Size"]);
+        t.line("2");
         // Enter takes the default; a word that is no number is refused.
+        t.wait_text("How many");
         t.line("lots");
         t.wait_text("not a whole number");
         t.line("");
@@ -74,13 +80,6 @@ fn the_repl_asks_a_servers_question_field_by_field_in_either_revision() {
         t.line("maybe");
         t.wait_text("answer yes or no");
         t.line("y");
-        // Required, without a default: an empty line is asked again.
-        t.wait_text("Your name");
-        t.line("");
-        t.wait_text("an answer is required");
-        t.line("Ann");
-        t.wait_texts(&["1) small", "2) large", "Size"]);
-        t.line("2");
         t.wait_text("order placed");
         let result = tool_result(&p.chat_requests()[1], "c1");
         assert!(
@@ -107,7 +106,7 @@ fn esc_declines_and_an_unanswered_question_is_cancelled_after_its_bound() {
     let t = repl_with_asks(&cmd);
     t.line("/approve all");
     t.line("order");
-    t.wait_text("How many");
+    t.wait_text("Your name");
     t.keys(&["Escape"]);
     t.wait_text("first done");
     let declined = tool_result(&p.chat_requests()[1], "c1");
