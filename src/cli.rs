@@ -258,6 +258,11 @@ pub enum McpCommand {
         /// Its arguments, one JSON object (default: {})
         #[arg(value_name = "JSON")]
         arguments: Option<String>,
+        /// Answer the server's questions with their forms' defaults (a
+        /// form with a required field that has none is declined); without
+        /// it every question is declined
+        #[arg(long)]
+        accept_defaults: bool,
     },
     /// Add a server to your config file: a program after `--`, or --url
     Add(McpAddArgs),

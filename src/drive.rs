@@ -8,7 +8,9 @@
 //! the renderer's business; this module knows no terminal and no format.
 //! It does not own the agent: the caller spawns it, and shuts it down after.
 
-use crate::agent::protocol::{ApprovalQuestion, Decision, Event, EventKind, Op};
+use crate::agent::protocol::{
+    ApprovalQuestion, Decision, ElicitationAction, ElicitationQuestion, Event, EventKind, Op,
+};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
 use std::future::Future;
@@ -47,6 +49,22 @@ pub enum Approval {
     Later,
 }
 
+/// How a renderer answers a server's question (`ElicitationRequested`).
+pub enum Elicitation {
+    /// Declined at once: this front end cannot ask its user (exec, serve,
+    /// `buddy mcp-server`), for this reason, which the model reads.
+    Refuse(String),
+    /// This answer (and the reason for a decline), awaited before the
+    /// next event is read, as an approval's is (an editor's form).
+    Ask(Answering),
+    /// The renderer answers later itself, with `Op::Elicitation` (the
+    /// REPL's form on its input line), or lets it time out.
+    Later,
+}
+
+/// An answer to a server's question on its way.
+pub type Answering = Pin<Box<dyn Future<Output = (ElicitationAction, Option<String>)> + Send>>;
+
 /// A front end as the drive loop sees it. Only `on_event` is required.
 pub trait Renderer {
     /// What the front end waits for besides the agent: a key, a line, a
@@ -68,6 +86,12 @@ pub trait Renderer {
     /// default answers later, through the renderer's own means.
     fn on_approval(&mut self, _req: &ApprovalQuestion) -> Approval {
         Approval::Later
+    }
+
+    /// An `ElicitationRequested` event, after `on_event` has seen it. The
+    /// default declines: a front end asks only when it says it can.
+    fn on_elicitation(&mut self, _question: &ElicitationQuestion) -> Elicitation {
+        Elicitation::Refuse("this front end cannot ask the user a server's questions".into())
     }
 
     /// The next input of the front end's own. The future is dropped when an
@@ -115,6 +139,10 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
         };
         // The question is put after the renderer has shown the event, so
         // what it asks about is on the screen (or in the stream) first.
+        let elicited = match &ev.kind {
+            EventKind::ElicitationRequested(question) => Some(question.clone()),
+            _ => None,
+        };
         let asked = match &ev.kind {
             EventKind::ApprovalRequested(question) => Some(question.clone()),
             EventKind::RunFinished { .. } => {
@@ -130,6 +158,21 @@ pub async fn drive<R: Renderer>(agent: &mut AgentHandle, renderer: &mut R) -> En
                 let decision = deciding.await;
                 let call_id = question.call_id;
                 let _ = agent.ops.send(Op::Approve { call_id, decision }).await;
+            }
+        }
+        if let Some(question) = elicited {
+            let answered = match renderer.on_elicitation(&question) {
+                Elicitation::Refuse(reason) => Some((ElicitationAction::Decline, Some(reason))),
+                Elicitation::Ask(answering) => Some(answering.await),
+                Elicitation::Later => None,
+            };
+            if let Some((answer, reason)) = answered {
+                let op = Op::Elicitation {
+                    id: question.id,
+                    answer: Box::new(answer),
+                    reason,
+                };
+                let _ = agent.ops.send(op).await;
             }
         }
         if flow == Flow::Stop {

@@ -50,6 +50,8 @@ const ALL: &[&str] = &[
     "plan",
     "plan_mode",
     "plan_ready",
+    "elicitation_requested",
+    "elicitation_decided",
 ];
 
 fn name(kind: &EventKind) -> &'static str {
@@ -91,6 +93,8 @@ fn name(kind: &EventKind) -> &'static str {
         EventKind::Plan { .. } => "plan",
         EventKind::PlanMode { .. } => "plan_mode",
         EventKind::PlanReady { .. } => "plan_ready",
+        EventKind::ElicitationRequested(_) => "elicitation_requested",
+        EventKind::ElicitationDecided { .. } => "elicitation_decided",
     }
 }
 

@@ -114,3 +114,21 @@ fn a_2025_11_25_stream_the_server_closes_is_resumed_after_its_retry_with_last_ev
     assert!(status.success(), "sse-retry failed ({status}):\n{summary}");
     assert!(summary.contains("OVERALL: PASSED"), "{summary}");
 }
+
+#[test]
+fn a_2025_11_25_servers_form_is_answered_with_its_defaults_when_asked_to() {
+    // The server asks, during a call, a form whose fields all have
+    // defaults (string, integer, number, enum, boolean); `buddy mcp call
+    // --accept-defaults` answers with them, each of its type.
+    let (status, summary) = suite(&[
+        "--scenario",
+        "elicitation-sep1034-client-defaults",
+        "--spec-version",
+        "2025-11-25",
+    ]);
+    assert!(
+        status.success(),
+        "elicitation-sep1034-client-defaults failed ({status}):\n{summary}"
+    );
+    assert!(summary.contains("OVERALL: PASSED"), "{summary}");
+}

@@ -33,6 +33,7 @@ mod login;
 mod mcp;
 mod mcp_conformance;
 mod mcp_oauth;
+mod mcp_questions;
 mod mcp_server;
 mod plan;
 mod protocol_messages;

@@ -23,6 +23,7 @@
 mod files;
 pub mod modes;
 mod permission;
+mod question;
 mod terminal;
 pub mod translate;
 mod transport;
@@ -504,6 +505,7 @@ impl Conn {
             }),
             commands,
             shown,
+            client: self.client.clone(),
         };
         // The resume's answer, on the drive loop like the rest: the session
         // opens only if it holds.
@@ -667,6 +669,8 @@ struct Session {
     shown: Arc<terminal::Shown>,
     /// The session mode, which an accepted plan changes.
     mode: modes::Current,
+    /// What the client said it can do (forms for a server's questions).
+    client: agent_client_protocol::v1::schema::ClientCapabilities,
 }
 
 impl Session {
@@ -852,6 +856,22 @@ impl Renderer for Session {
                 crate::agent::protocol::Decision::Deny {
                     reason: Some(format!("no question was made for {}", req.call_id)),
                 },
+            ))),
+        }
+    }
+
+    /// A server's question goes to the editor as a form when it draws
+    /// them (`question`), and is declined otherwise.
+    fn on_elicitation(
+        &mut self,
+        q: &crate::agent::protocol::ElicitationQuestion,
+    ) -> crate::drive::Elicitation {
+        match question::refusal(&self.client, q) {
+            Some(why) => crate::drive::Elicitation::Refuse(why),
+            None => crate::drive::Elicitation::Ask(Box::pin(question::ask(
+                self.cx.clone(),
+                self.sid.clone(),
+                q.clone(),
             ))),
         }
     }

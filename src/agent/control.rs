@@ -18,13 +18,16 @@ use super::emitter::Emitter;
 use super::hooks::{About, HookEvent, HookRunner};
 use super::plan::PlanMode;
 use super::protocol::{
-    ApprovalPolicy, ApprovalQuestion, DecidedBy, Decision, EventKind, QueueMode, StatusReport,
+    ApprovalPolicy, ApprovalQuestion, DecidedBy, Decision, ElicitationAction, ElicitationQuestion,
+    ElicitedBy, EventKind, QueueMode, StatusReport,
 };
 use crate::tools::denylist::Denylist;
+use crate::tools::elicitation::Outcome;
 use crate::tools::{Approval, ApprovalRequest, Approver};
 use async_trait::async_trait;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// Said to the model when the user sent a message while its tools ran.
@@ -69,6 +72,9 @@ struct State {
     follow_up_mode: QueueMode,
     rules: ApprovalRules,
     waiting: HashMap<String, oneshot::Sender<Decision>>,
+    /// Servers' questions waiting for an answer, by id, with their forms
+    /// (an answer is checked against them).
+    questions: HashMap<String, (ElicitationQuestion, oneshot::Sender<Answer>)>,
     /// The latest status the running agent published.
     snapshot: Option<StatusReport>,
 }
@@ -198,9 +204,36 @@ impl Control {
         }
     }
 
-    /// Denies every waiting approval (the run is ending).
+    /// Denies every waiting approval and cancels every waiting question
+    /// (the run is ending).
     pub fn drop_waiting(&self) {
-        self.lock().waiting.clear();
+        let mut st = self.lock();
+        st.waiting.clear();
+        st.questions.clear();
+    }
+
+    /// Answers a waiting question. An error says why not: nothing waits
+    /// under that id, or an accepted form's content does not fit it (the
+    /// question then still waits).
+    pub fn answer_question(
+        &self,
+        id: &str,
+        answer: ElicitationAction,
+        reason: Option<String>,
+    ) -> Result<(), String> {
+        let mut st = self.lock();
+        let Some((question, _)) = st.questions.get(id) else {
+            return Err(format!("no question is waiting under the id {id}"));
+        };
+        if let ElicitationAction::Accept { content } = &answer {
+            question
+                .check(content)
+                .map_err(|e| format!("the answer to question {id} does not fit its form: {e}"))?;
+        }
+        if let Some((_, tx)) = st.questions.remove(id) {
+            let _ = tx.send((answer, reason));
+        }
+        Ok(())
     }
 
     /// Decides without asking, when the rules allow; with the allow-list
@@ -285,6 +318,9 @@ impl Control {
     }
 }
 
+/// An answer to a question, and the reason a front end gave for declining.
+type Answer = (ElicitationAction, Option<String>);
+
 fn queues(st: &State) -> (Vec<String>, Vec<String>) {
     (
         st.steering.iter().cloned().collect(),
@@ -310,6 +346,10 @@ pub struct Gate {
 impl Approver for Gate {
     async fn approve(&self, request: ApprovalRequest) -> Approval {
         self.approve_for(request, None).await
+    }
+
+    async fn elicit(&self, question: ElicitationQuestion, wait: Duration) -> Outcome {
+        self.ask_question(question, wait).await
     }
 
     async fn approve_for(&self, request: ApprovalRequest, subagent: Option<&str>) -> Approval {
@@ -422,6 +462,55 @@ impl Approver for Gate {
                 Approval::Denied { reason }
             }
         }
+    }
+}
+
+impl Gate {
+    /// Asks a front end a server's question (one prompt at a time, as
+    /// approvals are) and waits at most `wait` for the answer.
+    async fn ask_question(&self, question: ElicitationQuestion, wait: Duration) -> Outcome {
+        let control = &self.control;
+        let _turn = control.one_at_a_time.lock().await;
+        let (tx, rx) = oneshot::channel();
+        let id = question.id.clone();
+        control
+            .lock()
+            .questions
+            .insert(id.clone(), (question.clone(), tx));
+        control
+            .emitter
+            .emit(EventKind::ElicitationRequested(question.clone()))
+            .await;
+        let outcome = match tokio::time::timeout(wait, rx).await {
+            Ok(Ok((ElicitationAction::Decline, Some(reason)))) => Outcome::Refused(reason),
+            Ok(Ok((action, _))) => Outcome::User(action),
+            Ok(Err(_)) => Outcome::Ended,
+            Err(_) => {
+                control.lock().questions.remove(&id);
+                Outcome::TimedOut
+            }
+        };
+        let (by, reason) = match &outcome {
+            Outcome::User(_) => (ElicitedBy::User, None),
+            Outcome::Refused(r) => (ElicitedBy::Refused, Some(r.clone())),
+            Outcome::TimedOut => (
+                ElicitedBy::Timeout,
+                Some(format!("nobody answered within {} s", wait.as_secs())),
+            ),
+            Outcome::Ended => (ElicitedBy::Interrupted, None),
+        };
+        control
+            .emitter
+            .emit(EventKind::ElicitationDecided {
+                id,
+                server: question.server,
+                call_id: question.call_id,
+                action: outcome.action().as_str().to_string(),
+                by,
+                reason,
+            })
+            .await;
+        outcome
     }
 }
 

@@ -731,6 +731,7 @@ impl Agent {
             // Streamed text is journaled before it is shown (partial.rs).
             let journal = partial::StreamJournal::new(self.sink.take(), self.emitter.clone());
             // Asked per request: tools from MCP servers come and go.
+            self.tools.refresh().await;
             let definitions = self.tools.definitions();
             let response = {
                 let on_event = |ev: StreamEvent| match ev {

@@ -10,6 +10,7 @@
 //! from their order.
 
 use crate::tools::checkpoint::FileRestore;
+pub use crate::tools::elicitation::{Action as ElicitationAction, Question as ElicitationQuestion};
 use crate::tools::jobs::JobInfo;
 use crate::tools::Truncation;
 use crate::wire::Image;
@@ -69,6 +70,18 @@ pub enum Op {
     },
     SetApprovalPolicy {
         policy: ApprovalPolicy,
+    },
+    /// Answers a server's question (`ElicitationRequested` with this `id`).
+    /// An accepted form's content must fit its fields, else an `Error`
+    /// says why and the question still waits. `reason` goes with a
+    /// `decline` to the model: why nobody was asked (a front end that
+    /// cannot ask); absent when the user declined.
+    Elicitation {
+        id: String,
+        /// Boxed: a form's content would make every op as large.
+        answer: Box<ElicitationAction>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Talks to another model profile (a name or a 1-based index) from the
     /// next request on; the history carries over. Refused during a run.
@@ -310,6 +323,23 @@ pub enum EventKind {
     },
     /// A tool waits for consent; answer with `Op::Approve { call_id, .. }`.
     ApprovalRequested(ApprovalQuestion),
+    /// A server asks the user something during the call `call_id` (an MCP
+    /// elicitation): a form of typed fields, or a page to open. Answer with
+    /// `Op::Elicitation { id, .. }`; unanswered within its bound it is
+    /// cancelled. Its text is bounded and made safe for a terminal.
+    ElicitationRequested(ElicitationQuestion),
+    /// How a server's question ended, whoever ended it; never the values
+    /// given.
+    ElicitationDecided {
+        id: String,
+        server: String,
+        call_id: String,
+        /// `accept`, `decline` or `cancel`: what the server was told.
+        action: String,
+        by: ElicitedBy,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// An event of a sub-agent (the `agent` tool's child), tagged with the
     /// parent's call that runs it. Its approvals are not wrapped: they come
     /// as `ApprovalRequested` naming the child (`subagent`).
@@ -573,6 +603,21 @@ pub struct ApprovalQuestion {
     pub subagent: Option<String>,
 }
 
+/// Who ended a server's question (`EventKind::ElicitationDecided`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitedBy {
+    /// The user answered.
+    User,
+    /// The front end cannot ask (exec, serve, a client without the
+    /// capability), or buddy cannot show the question: declined.
+    Refused,
+    /// Nobody answered within the bound: cancelled.
+    Timeout,
+    /// The run ended first: cancelled.
+    Interrupted,
+}
+
 /// One event of a sub-agent (`EventKind::Subagent`): `event` is what the
 /// child reported, `call_id` the parent's `agent` call that runs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -620,6 +665,13 @@ impl EventKind {
                 r(&mut q.command);
                 q.detail.iter_mut().chain(q.always.iter_mut()).for_each(r);
             }
+            EventKind::ElicitationRequested(q) => {
+                r(&mut q.message);
+                if let crate::tools::elicitation::Mode::Url { url } = &mut q.mode {
+                    r(url);
+                }
+            }
+            EventKind::ElicitationDecided { reason, .. } => reason.iter_mut().for_each(r),
             EventKind::ApprovalDecided {
                 command,
                 reason,

@@ -656,6 +656,12 @@ impl Core {
                 )))
                 .await;
             }
+            Op::Elicitation { id, .. } => {
+                self.emit(EventKind::error(format!(
+                    "no question is waiting under the id {id}"
+                )))
+                .await;
+            }
             Op::SetApprovalPolicy { policy } => {
                 self.control.set_policy(policy);
                 self.emit(EventKind::ApprovalPolicyChanged { policy }).await;
@@ -950,6 +956,15 @@ async fn busy_op(
             emitter.reply(id, queues(control.queues())).await;
         }
         Op::Interrupt => handle.cancel(),
+        Op::Elicitation {
+            id: question,
+            answer,
+            reason,
+        } => {
+            if let Err(e) = control.answer_question(&question, *answer, reason) {
+                emitter.reply(id, EventKind::error(e)).await;
+            }
+        }
         Op::Approve { call_id, decision } => {
             if !control.answer(&call_id, decision) {
                 emitter

@@ -467,6 +467,20 @@ impl Approver for ChildApprover {
         };
         self.inner.approve_for(request, Some(&name)).await
     }
+
+    /// The child's server asks through the parent, the child named.
+    async fn elicit(
+        &self,
+        mut question: crate::tools::elicitation::Question,
+        wait: std::time::Duration,
+    ) -> crate::tools::elicitation::Outcome {
+        question.call_id = format!("{}/{}", self.call_id, question.call_id);
+        question.subagent = Some(match question.subagent.take() {
+            Some(inner) => format!("{} > {inner}", self.name),
+            None => self.name.clone(),
+        });
+        self.inner.elicit(question, wait).await
+    }
 }
 
 /// A child's history sink: its messages go to the parent, which journals

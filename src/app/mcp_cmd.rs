@@ -20,7 +20,11 @@ pub async fn run(cmd: McpCommand, overrides: &CliOverrides) -> Result<Exit, AppE
             name,
             tool,
             arguments,
-        } => call(&name, &tool, arguments.as_deref(), overrides).await,
+            accept_defaults,
+        } => {
+            let asker = crate::mcp::HandAsker { accept_defaults };
+            call(&name, &tool, arguments.as_deref(), asker, overrides).await
+        }
         McpCommand::Add(args) => add(args, overrides),
         McpCommand::Remove { name } => remove(&name, overrides),
         McpCommand::Login { name } => login(&name, overrides).await,
@@ -212,6 +216,7 @@ async fn call(
     name: &str,
     tool: &str,
     arguments: Option<&str>,
+    asker: crate::mcp::HandAsker,
     overrides: &CliOverrides,
 ) -> Result<Exit, AppError> {
     let arguments = match arguments.map(serde_json::from_str::<serde_json::Value>) {
@@ -245,6 +250,7 @@ async fn call(
         && s.bearer_token_env.is_none()
         && (std::io::stderr().is_terminal()
             || crate::process::var_os("BROWSER").is_some_and(|b| !b.is_empty()));
+    let asker = std::sync::Arc::new(asker);
     let mut logins = 0;
     let answer = loop {
         let tools = start_one(name, s, hidden.clone()).await?;
@@ -255,7 +261,7 @@ async fn call(
         let answer = if refused {
             Err(crate::mcp::McpError::NeedsLogin(name.to_string()))
         } else {
-            let Some(answer) = tools.call(name, tool, arguments.clone()) else {
+            let Some(answer) = tools.call(name, tool, arguments.clone(), asker.clone()) else {
                 return Err(AppError::Failed(format!(
                     "no MCP server `{}`",
                     one_line(name, 80)

@@ -703,6 +703,9 @@ fn default_max_answer_bytes() -> u64 {
 pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 30;
 /// How long one tool call may take.
 pub const DEFAULT_TOOL_TIMEOUT_SECS: u64 = 300;
+/// How long a server's question waits for the user's answer by default,
+/// after which the server is told it was cancelled.
+pub const DEFAULT_QUESTION_TIMEOUT_SECS: u64 = 300;
 /// `[mcp_servers.NAME]`: either a program spoken to over its stdin and
 /// stdout (`command`, `args`, `env`, `cwd`) or a Streamable HTTP endpoint
 /// (`url`, `bearer_token_env`, `headers`).
@@ -738,6 +741,11 @@ pub struct McpServer {
     pub startup_timeout_secs: u64,
     #[serde(default = "default_tool_timeout")]
     pub tool_timeout_secs: u64,
+    /// How long a question the server asks the user (elicitation) waits
+    /// for an answer before it is cancelled. The call's own timeout does
+    /// not run while a question waits.
+    #[serde(default = "default_question_timeout")]
+    pub question_timeout_secs: u64,
     /// Only these of the server's tools are offered (all when absent).
     pub enabled_tools: Option<Vec<String>>,
     /// These are never offered.
@@ -758,6 +766,10 @@ fn default_tool_timeout() -> u64 {
     DEFAULT_TOOL_TIMEOUT_SECS
 }
 
+fn default_question_timeout() -> u64 {
+    DEFAULT_QUESTION_TIMEOUT_SECS
+}
+
 impl McpServer {
     /// A stdio server running `command`.
     pub fn stdio(command: String, args: Vec<String>) -> McpServer {
@@ -775,6 +787,7 @@ impl McpServer {
             enabled: true,
             startup_timeout_secs: DEFAULT_STARTUP_TIMEOUT_SECS,
             tool_timeout_secs: DEFAULT_TOOL_TIMEOUT_SECS,
+            question_timeout_secs: DEFAULT_QUESTION_TIMEOUT_SECS,
             enabled_tools: None,
             disabled_tools: Vec::new(),
             trust_read_only: false,
@@ -824,7 +837,10 @@ impl McpServer {
         {
             return Err(McpEntryError::StdioOnlyKeys(at()));
         }
-        if self.startup_timeout_secs == 0 || self.tool_timeout_secs == 0 {
+        if self.startup_timeout_secs == 0
+            || self.tool_timeout_secs == 0
+            || self.question_timeout_secs == 0
+        {
             return Err(McpEntryError::ZeroTimeout(at()));
         }
         Ok(())

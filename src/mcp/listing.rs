@@ -14,17 +14,24 @@ use tokio::time::Instant;
 /// Pages asked for in one listing at most: a server that pages on without
 /// end is stopped here (and by the deadline) instead of filling memory.
 pub const MAX_PAGES: usize = 100;
+/// The longest freshness a server's `ttlMs` is taken for: a day.
+const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 /// Notes one listing keeps at most (the rest are counted).
 const MAX_NOTES: usize = 10;
 
 /// One of the three lists.
+/// A page's items, the cursor of the next, and how long the server says
+/// the list stays fresh (`ttlMs`, 2026-07-28).
+pub type Page<T> = (Vec<T>, Option<String>, Option<u64>);
+
 pub trait Listed: DeserializeOwned + Sized {
     /// The result's key holding the items, and what an item is called.
     const KEY: &'static str;
     const WHAT: &'static str;
     fn request(params: PaginatedRequestParams) -> ClientRequest;
-    /// The page's items and next cursor, when the result is of this kind.
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>>;
+    /// The page's items, next cursor and `ttlMs`, when the result is of
+    /// this kind.
+    fn page(result: ServerResult) -> Result<Page<Self>, Box<ServerResult>>;
 }
 
 impl Listed for rmcp::model::Tool {
@@ -33,9 +40,9 @@ impl Listed for rmcp::model::Tool {
     fn request(params: PaginatedRequestParams) -> ClientRequest {
         ClientRequest::ListToolsRequest(RequestOptionalParam::with_param(params))
     }
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>> {
+    fn page(result: ServerResult) -> Result<Page<Self>, Box<ServerResult>> {
         match result {
-            ServerResult::ListToolsResult(r) => Ok((r.tools, r.next_cursor)),
+            ServerResult::ListToolsResult(r) => Ok((r.tools, r.next_cursor, r.ttl_ms)),
             other => Err(Box::new(other)),
         }
     }
@@ -47,9 +54,9 @@ impl Listed for rmcp::model::Resource {
     fn request(params: PaginatedRequestParams) -> ClientRequest {
         ClientRequest::ListResourcesRequest(RequestOptionalParam::with_param(params))
     }
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>> {
+    fn page(result: ServerResult) -> Result<Page<Self>, Box<ServerResult>> {
         match result {
-            ServerResult::ListResourcesResult(r) => Ok((r.resources, r.next_cursor)),
+            ServerResult::ListResourcesResult(r) => Ok((r.resources, r.next_cursor, r.ttl_ms)),
             other => Err(Box::new(other)),
         }
     }
@@ -61,9 +68,9 @@ impl Listed for rmcp::model::Prompt {
     fn request(params: PaginatedRequestParams) -> ClientRequest {
         ClientRequest::ListPromptsRequest(RequestOptionalParam::with_param(params))
     }
-    fn page(result: ServerResult) -> Result<(Vec<Self>, Option<String>), Box<ServerResult>> {
+    fn page(result: ServerResult) -> Result<Page<Self>, Box<ServerResult>> {
         match result {
-            ServerResult::ListPromptsResult(r) => Ok((r.prompts, r.next_cursor)),
+            ServerResult::ListPromptsResult(r) => Ok((r.prompts, r.next_cursor, r.ttl_ms)),
             other => Err(Box::new(other)),
         }
     }
@@ -74,6 +81,9 @@ impl Listed for rmcp::model::Prompt {
 pub struct Listing<T> {
     pub items: Vec<T>,
     pub notes: Vec<String>,
+    /// How long the list stays fresh, when the server said (its first
+    /// page's `ttlMs`); none for an older server or one that did not say.
+    pub ttl: Option<std::time::Duration>,
 }
 
 impl<T> Listing<T> {
@@ -88,15 +98,16 @@ impl<T> Listing<T> {
 
 /// A page's items from a result rmcp could not type as a whole: each entry
 /// read on its own, the ones that are not a `T` named in `bad`.
-fn entries<T: Listed>(result: &ServerResult, bad: &mut Vec<String>) -> (Vec<T>, Option<String>) {
+fn entries<T: Listed>(result: &ServerResult, bad: &mut Vec<String>) -> Page<T> {
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
+    let ttl = value.get("ttlMs").and_then(Value::as_u64);
     let cursor = value
         .get("nextCursor")
         .and_then(Value::as_str)
         .map(str::to_string);
     let Some(list) = value.get(T::KEY).and_then(Value::as_array) else {
         bad.push(format!("its answer has no `{}` list", T::KEY));
-        return (Vec::new(), None);
+        return (Vec::new(), None, ttl);
     };
     let mut items = Vec::new();
     for (i, entry) in list.iter().enumerate() {
@@ -115,7 +126,7 @@ fn entries<T: Listed>(result: &ServerResult, bad: &mut Vec<String>) -> (Vec<T>, 
             }
         }
     }
-    (items, cursor)
+    (items, cursor, ttl)
 }
 
 /// Lists every page until there is none left, `MAX_PAGES` have been asked
@@ -131,6 +142,7 @@ pub async fn list<T: Listed>(
     let mut out = Listing {
         items: Vec::new(),
         notes: Vec::new(),
+        ttl: None,
     };
     let mut unsaid = 0usize;
     let mut cursor: Option<String> = None;
@@ -161,7 +173,7 @@ pub async fn list<T: Listed>(
                 break;
             }
         };
-        let (items, next) = match T::page(result) {
+        let (items, next, ttl) = match T::page(result) {
             Ok(page) => page,
             Err(other) => {
                 let mut bad = Vec::new();
@@ -172,6 +184,12 @@ pub async fn list<T: Listed>(
                 page
             }
         };
+        if page == 0 {
+            // Capped as the SDK's own cache caps it: a day.
+            out.ttl = ttl
+                .filter(|ms| *ms > 0)
+                .map(|ms| std::time::Duration::from_millis(ms.min(MAX_TTL_MS)));
+        }
         for item in items.into_iter().filter(|t| keep(t)) {
             if out.items.len() == max {
                 let line = format!(
@@ -223,7 +241,7 @@ mod tests {
             Err(other) => other,
         };
         let mut bad = Vec::new();
-        let (items, cursor) = entries::<rmcp::model::Tool>(&result, &mut bad);
+        let (items, cursor, _) = entries::<rmcp::model::Tool>(&result, &mut bad);
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].name, "good");
         assert_eq!(cursor.as_deref(), Some("2"));

@@ -13,6 +13,7 @@
 
 mod bound;
 pub mod content;
+mod elicit;
 mod era;
 mod error;
 pub mod http;
@@ -26,6 +27,7 @@ use crate::config::McpServer;
 use crate::tools::{Approval, ApprovalRequest, ToolContext, ToolError, ToolOutput, ToolSource};
 use crate::wire::ToolDefinition;
 use async_trait::async_trait;
+pub use elicit::HandAsker;
 pub use error::{ArgumentsError, McpError};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{ClientServiceExt, NotificationContext, RunningService};
@@ -121,6 +123,9 @@ struct ServerState {
     notes: [Vec<String>; 3],
     /// An HTTP server's OAuth token and its last refusal (`oauth::bearer`).
     bearer: Option<Arc<oauth::bearer::Bearer>>,
+    /// Until when each listing is fresh, when the server gave it a `ttlMs`
+    /// (`Kind` order): past it, the next model request lists it again.
+    fresh_until: [Option<Instant>; 3],
 }
 
 /// The three lists a server has, as indexes into `notes` and `refresh`.
@@ -163,6 +168,8 @@ struct Server {
     starting: tokio::sync::Mutex<()>,
     /// One per `Kind`.
     refresh: [Refresh; 3],
+    /// Its calls in flight, which its questions for the user go to.
+    askers: elicit::Askers,
 }
 
 impl Server {
@@ -264,9 +271,11 @@ impl McpTools {
                         protocol: None,
                         notes: Default::default(),
                         bearer: None,
+                        fresh_until: Default::default(),
                     }),
                     starting: tokio::sync::Mutex::new(()),
                     refresh: Default::default(),
+                    askers: Default::default(),
                 })
                 .collect(),
             offer: Mutex::new(Offer::default()),
@@ -478,6 +487,7 @@ impl McpTools {
         name: &str,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
+        asker: Arc<dyn crate::tools::Approver>,
     ) -> Option<std::sync::mpsc::Receiver<Result<(String, bool), McpError>>> {
         let i = self.server(name)?;
         let tool = tool.to_string();
@@ -493,6 +503,7 @@ impl McpTools {
                 )));
             }
             let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+            let asking = inner.servers[i].askers.enter(asker, "call");
             let result = c.call_tool(params).await.map_err(|e| {
                 let text = e.to_string();
                 // Refused (a 403 for more scope, a token no refresh could
@@ -506,7 +517,8 @@ impl McpTools {
             let value =
                 serde_json::to_value(&result).map_err(|e| McpError::Server(e.to_string()))?;
             let (text, is_error) = content::result_text(&value);
-            Ok((cut(&text, max), is_error))
+            let text = elicit::with_notes(cut(&text, max), &asking.notes());
+            Ok((text, is_error))
         }))
     }
 
@@ -603,59 +615,91 @@ struct Handler {
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let Some(inner) = self.inner.upgrade() else {
-            return;
-        };
-        let server = &inner.servers[self.server];
-        let Some(_turn) = server.refresh[Kind::Tools as usize].turn().await else {
-            return;
-        };
-        let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
-        if let Ok(listed) = list_tools(&context.peer, server, deadline).await {
-            set_tools(&inner, self.server, listed);
+        if let Some(inner) = self.inner.upgrade() {
+            relist(&inner, self.server, &context.peer, Kind::Tools).await;
         }
     }
 
     async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let Some(inner) = self.inner.upgrade() else {
-            return;
-        };
-        let server = &inner.servers[self.server];
-        let Some(_turn) = server.refresh[Kind::Resources as usize].turn().await else {
-            return;
-        };
-        let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
-        let (listed, notes) = list_resources(&context.peer, deadline).await;
-        let mut st = server.lock();
-        st.resources = listed;
-        st.notes[Kind::Resources as usize] = notes;
+        if let Some(inner) = self.inner.upgrade() {
+            relist(&inner, self.server, &context.peer, Kind::Resources).await;
+        }
     }
 
     async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if let Some(inner) = self.inner.upgrade() {
+            relist(&inner, self.server, &context.peer, Kind::Prompts).await;
+        }
+    }
+
+    /// A question for the user, from either revision (`elicit`), within
+    /// the server's `question_timeout_secs`.
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
         let Some(inner) = self.inner.upgrade() else {
-            return;
+            return Ok(rmcp::model::ElicitResult::new(
+                rmcp::model::ElicitationAction::Decline,
+            ));
         };
         let server = &inner.servers[self.server];
-        let Some(_turn) = server.refresh[Kind::Prompts as usize].turn().await else {
-            return;
-        };
-        let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
-        let (listed, notes) = list_prompts(&context.peer, deadline).await;
-        let mut st = server.lock();
-        st.prompts = listed;
-        st.notes[Kind::Prompts as usize] = notes;
+        let wait = Duration::from_secs(server.spec.question_timeout_secs);
+        Ok(elicit::answer(&server.askers, &server.name, wait, request, context.ct).await)
     }
 
     fn get_info(&self) -> ClientConfig {
+        // Forms only: a URL question would send the user to a page buddy
+        // cannot vouch for, and none of the front ends opens one yet.
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::new()),
+        );
         // The version here is only what `initialize` offers (the probe
         // names its own): the newest revision that has the handshake.
         let mut config = ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("buddy", env!("CARGO_PKG_VERSION")),
         );
         config.protocol_version = era::LEGACY;
         config
     }
+}
+
+/// Lists server `i`'s list of `kind` again (it changed, or its `ttlMs`
+/// passed), coalesced (`Refresh`), within the server's startup timeout.
+async fn relist(inner: &Arc<Inner>, i: usize, peer: &rmcp::Peer<RoleClient>, kind: Kind) {
+    let server = &inner.servers[i];
+    let Some(_turn) = server.refresh[kind as usize].turn().await else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(server.spec.startup_timeout_secs);
+    match kind {
+        Kind::Tools => match list_tools(peer, server, deadline).await {
+            Ok(listed) => set_tools(inner, i, listed),
+            // The last listing stands; it is not asked for again until the
+            // server says it changed.
+            Err(_) => server.lock().fresh_until[Kind::Tools as usize] = None,
+        },
+        Kind::Resources => set_resources(server, list_resources(peer, deadline).await),
+        Kind::Prompts => set_prompts(server, list_prompts(peer, deadline).await),
+    }
+}
+
+fn set_resources(server: &Server, (listed, notes, ttl): Listed<String>) {
+    let mut st = server.lock();
+    st.resources = listed;
+    st.notes[Kind::Resources as usize] = notes;
+    st.fresh_until[Kind::Resources as usize] = fresh_until(ttl);
+}
+
+fn set_prompts(server: &Server, (listed, notes, ttl): Listed<PromptInfo>) {
+    let mut st = server.lock();
+    st.prompts = listed;
+    st.notes[Kind::Prompts as usize] = notes;
+    st.fresh_until[Kind::Prompts as usize] = fresh_until(ttl);
 }
 
 /// Keeps a listing's tools (the first of two with one name: a request
@@ -696,6 +740,7 @@ fn set_tools(inner: &Inner, i: usize, listed: listing::Listing<rmcp::model::Tool
         let mut st = server.lock();
         st.tools = kept;
         st.notes[Kind::Tools as usize] = notes;
+        st.fresh_until[Kind::Tools as usize] = fresh_until(listed.ttl);
     }
     rebuild_offer(inner);
 }
@@ -904,16 +949,12 @@ async fn connect(inner: &Arc<Inner>, i: usize, deadline: Instant) -> Result<Conn
     let info = client.peer_info();
     let caps = info.as_ref().map(|i| &i.capabilities);
     if caps.is_some_and(|c| c.resources.is_some()) {
-        let (listed, notes) = list_resources(client.peer(), deadline).await;
-        let mut st = server.lock();
-        st.resources = listed;
-        st.notes[Kind::Resources as usize] = notes;
+        let listed = list_resources(client.peer(), deadline).await;
+        set_resources(server, listed);
     }
     if caps.is_some_and(|c| c.prompts.is_some()) {
-        let (listed, notes) = list_prompts(client.peer(), deadline).await;
-        let mut st = server.lock();
-        st.prompts = listed;
-        st.notes[Kind::Prompts as usize] = notes;
+        let listed = list_prompts(client.peer(), deadline).await;
+        set_prompts(server, listed);
     }
     Ok((client, child, stderr, tools))
 }
@@ -987,23 +1028,26 @@ const MAX_LISTED: usize = 1000;
 /// The server's resources' URIs and notes on the listing (none when it
 /// cannot list them: mentions then say the resource is unknown, which is
 /// the truth as far as we know).
-async fn list_resources(
-    peer: &rmcp::Peer<RoleClient>,
-    deadline: Instant,
-) -> (Vec<String>, Vec<String>) {
+async fn list_resources(peer: &rmcp::Peer<RoleClient>, deadline: Instant) -> Listed<String> {
     match listing::list(peer, |_: &rmcp::model::Resource| true, MAX_LISTED, deadline).await {
-        Ok(l) => (l.items.into_iter().map(|r| r.uri).collect(), l.notes),
+        Ok(l) => (l.items.into_iter().map(|r| r.uri).collect(), l.notes, l.ttl),
         Err(e) => (
             Vec::new(),
             vec![format!("cannot list its resources: {}", tidy(&e))],
+            None,
         ),
     }
 }
 
-async fn list_prompts(
-    peer: &rmcp::Peer<RoleClient>,
-    deadline: Instant,
-) -> (Vec<PromptInfo>, Vec<String>) {
+/// A list's items, the notes on it and its freshness (`listing::Listing`).
+type Listed<T> = (Vec<T>, Vec<String>, Option<Duration>);
+
+/// Until when a list given `ttl` now is fresh.
+fn fresh_until(ttl: Option<Duration>) -> Option<Instant> {
+    ttl.map(|t| Instant::now() + t)
+}
+
+async fn list_prompts(peer: &rmcp::Peer<RoleClient>, deadline: Instant) -> Listed<PromptInfo> {
     let listed =
         match listing::list(peer, |_: &rmcp::model::Prompt| true, MAX_LISTED, deadline).await {
             Ok(l) => l,
@@ -1011,6 +1055,7 @@ async fn list_prompts(
                 return (
                     Vec::new(),
                     vec![format!("cannot list its prompts: {}", tidy(&e))],
+                    None,
                 )
             }
         };
@@ -1028,7 +1073,7 @@ async fn list_prompts(
                 .collect(),
         })
         .collect();
-    (prompts, listed.notes)
+    (prompts, listed.notes, listed.ttl)
 }
 
 /// The SDK's transport errors name their Rust types
@@ -1083,6 +1128,38 @@ impl ToolSource for McpTools {
             .unwrap_or_else(|p| p.into_inner())
             .definitions
             .clone()
+    }
+
+    /// Lists again, on the MCP thread, each list of a ready server whose
+    /// `ttlMs` has passed, and waits for it: the model is offered the
+    /// tools as they are now. Nothing when every list is fresh (or has no
+    /// `ttlMs`: those are listed again when the server says they changed).
+    async fn refresh(&self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for (i, s) in self.inner.servers.iter().enumerate() {
+            let st = s.lock();
+            if st.status != Status::Ready {
+                continue;
+            }
+            for kind in [Kind::Tools, Kind::Resources, Kind::Prompts] {
+                if st.fresh_until[kind as usize].is_some_and(|t| t <= now) {
+                    due.push((i, kind));
+                }
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        let listed = self.inner.rt.spawn(async move {
+            for (i, kind) in due {
+                if let Some(client) = live_client(&inner.servers[i]) {
+                    relist(&inner, i, client.peer(), kind).await;
+                }
+            }
+        });
+        let _ = listed.await;
     }
 
     fn max_output_chars(&self, name: &str) -> Option<usize> {
@@ -1146,16 +1223,21 @@ impl ToolSource for McpTools {
         };
         let params = CallToolRequestParams::new(offered.remote.clone()).with_arguments(arguments);
         let secs = server.spec.tool_timeout_secs;
-        let answer =
-            tokio::time::timeout(Duration::from_secs(secs), client.call_tool(params)).await;
+        // The server's questions during the call go to this call's approver.
+        let asking = server.askers.enter(Arc::clone(&ctx.approver), &ctx.call_id);
+        let answer = asking
+            .within(Duration::from_secs(secs), client.call_tool(params))
+            .await;
+        let notes = asking.notes();
+        drop(asking);
         let result = match answer {
-            Err(_) => {
+            None => {
                 return Err(ToolError::Failed(format!(
                     "the MCP server `{}` did not answer `{}` within {secs} s (tool_timeout_secs)",
                     server.name, offered.remote
                 )))
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 let gone = live_client(server).is_none()
                     || matches!(e, rmcp::service::ServiceError::TransportClosed);
                 if gone {
@@ -1185,11 +1267,12 @@ impl ToolSource for McpTools {
                     tidy(&text)
                 )));
             }
-            Ok(Ok(r)) => r,
+            Some(Ok(r)) => r,
         };
         let value = serde_json::to_value(&result)
             .map_err(|e| ToolError::Failed(format!("cannot read the result: {e}")))?;
         let (text, is_error) = content::result_text(&value);
+        let text = elicit::with_notes(text, &notes);
         if is_error {
             return Err(ToolError::Failed(text));
         }

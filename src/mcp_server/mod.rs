@@ -587,6 +587,17 @@ impl Renderer for CallFrontEnd<'_> {
         }
     }
 
+    /// Declined: the caller is a program, and its client is not asked in
+    /// turn.
+    fn on_elicitation(
+        &mut self,
+        _question: &crate::agent::protocol::ElicitationQuestion,
+    ) -> crate::drive::Elicitation {
+        crate::drive::Elicitation::Refuse(
+            "buddy mcp-server does not pass a server's questions on to its client".into(),
+        )
+    }
+
     /// Not expected (the rules decide every request), but nobody here could
     /// say yes.
     fn on_approval(&mut self, _req: &ApprovalQuestion) -> Answer {

@@ -71,6 +71,8 @@ impl SseName {
             EventKind::ApprovalRequested { .. } => "approval_request",
             EventKind::Subagent(_) => "subagent",
             EventKind::ApprovalDecided { .. } => "approval_decided",
+            EventKind::ElicitationRequested(_) => "elicitation_request",
+            EventKind::ElicitationDecided { .. } => "elicitation_decided",
             EventKind::Usage { .. } => "usage",
             EventKind::Error { .. } => "error",
             EventKind::Warning { .. } => "warning",
@@ -647,6 +649,17 @@ impl Renderer for Publisher {
         }
         live.publish(&ev);
         Flow::Continue
+    }
+
+    /// A server's question is published, then declined: the served page
+    /// has no form to answer it with.
+    fn on_elicitation(
+        &mut self,
+        _question: &crate::agent::protocol::ElicitationQuestion,
+    ) -> crate::drive::Elicitation {
+        crate::drive::Elicitation::Refuse(
+            "buddy serve does not ask a server's questions (the REPL does)".into(),
+        )
     }
 
     /// A client answers with a POST; nobody answering in time denies.

@@ -3,6 +3,7 @@
 //! ask, approve all, deny when nobody can be asked) belongs to the agent that
 //! implements it, not to the tools.
 
+use super::elicitation::{Outcome, Question};
 use async_trait::async_trait;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +50,14 @@ pub trait Approver: Send + Sync {
     async fn approve_for(&self, request: ApprovalRequest, subagent: Option<&str>) -> Approval {
         let _ = subagent;
         self.approve(request).await
+    }
+
+    /// Puts a server's question to the user and waits, at most `wait`,
+    /// for how it ended (`elicitation::Outcome`). An approver that asks
+    /// nobody declines it, saying so.
+    async fn elicit(&self, question: Question, wait: std::time::Duration) -> Outcome {
+        let _ = (question, wait);
+        Outcome::Refused("nobody can be asked here".into())
     }
 }
 

@@ -12,6 +12,7 @@ pub mod diff;
 pub mod door;
 pub mod edit;
 pub mod editor;
+pub mod elicitation;
 pub mod fetch;
 pub mod files;
 pub mod glob;
@@ -247,6 +248,10 @@ pub trait ToolSource: Send + Sync {
     fn revision(&self) -> Option<u64> {
         None
     }
+    /// Brings the tools up to date before a model request, when the source
+    /// knows they may be stale (an MCP server's list past its `ttlMs`).
+    /// Most sources have nothing to do.
+    async fn refresh(&self) {}
     /// The cap on `name`'s result, when `name` is one of this source's tools.
     fn max_output_chars(&self, name: &str) -> Option<usize>;
     async fn execute(
@@ -381,6 +386,14 @@ impl ToolRegistry {
 
     /// The fixed tools' definitions, then every source's as it is now
     /// (past the deferral bound: the loaded ones and `tool_search`).
+    /// Lets each source bring its tools up to date (`ToolSource::refresh`)
+    /// before the next `definitions`.
+    pub async fn refresh(&self) {
+        for s in &self.sources {
+            s.refresh().await;
+        }
+    }
+
     /// Without sources, the registry's own list with its JSON encoded once;
     /// tools from MCP servers come and go, so with them the list is built
     /// (and encoded) per request.

@@ -12,11 +12,12 @@ use super::markdown::MarkdownRenderer;
 use super::style::{preview, Style, SPINNER};
 use super::terminal::Terminal;
 use crate::agent::protocol::{
-    ApprovalQuestion, DecidedBy, Decision, Event, EventKind, OpId, RunEnd, RunOutcome,
+    ApprovalQuestion, DecidedBy, Decision, ElicitationQuestion, Event, EventKind, OpId, RunEnd,
+    RunOutcome,
 };
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, Approval, End, Flow, Renderer};
+use crate::drive::{drive, Approval, Elicitation, End, Flow, Renderer};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -264,6 +265,11 @@ impl ExecFrontEnd {
                     "{}",
                     super::retry_line(st, attempt, max_retries, delay_ms, &error)
                 );
+            }
+            EventKind::ElicitationRequested(question) => {
+                self.clear_spinner();
+                self.end_stream_line();
+                eprintln!("{}", question_refused_line(st, &question));
             }
             EventKind::Warning { message } => {
                 self.clear_spinner();
@@ -583,6 +589,10 @@ impl Renderer for ExecFrontEnd {
         Flow::Continue
     }
 
+    fn on_elicitation(&mut self, _question: &ElicitationQuestion) -> Elicitation {
+        Elicitation::Refuse(QUESTION_REFUSED.into())
+    }
+
     fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         self.clear_spinner();
         Approval::Ask(Box::pin(ask(self.opts.style, req.clone())))
@@ -614,6 +624,21 @@ impl Renderer for ExecFrontEnd {
             );
         }
     }
+}
+
+/// Why exec declines a server's question (told to the model with the
+/// decline): it runs unattended, so nobody fills in a form.
+pub(crate) const QUESTION_REFUSED: &str =
+    "buddy exec does not ask a server's questions (the REPL does)";
+
+/// The one stderr line exec and `exec --json` give a server's question.
+pub(crate) fn question_refused_line(st: Style, question: &ElicitationQuestion) -> String {
+    format!(
+        "{} the MCP server `{}` asked \"{}\"; declined: {QUESTION_REFUSED}",
+        st.warning("question:"),
+        crate::text::one_line(&question.server, 60),
+        crate::text::one_line(&question.message, 200)
+    )
 }
 
 /// Asks on the controlling terminal, showing the change (`detail`) first;

@@ -135,6 +135,9 @@ impl JsonFrontEnd {
                 st.warning("warning:"),
                 preview(command, 60)
             ),
+            EventKind::ElicitationRequested(question) => {
+                eprintln!("{}", super::exec::question_refused_line(st, question))
+            }
             _ => {}
         }
     }
@@ -162,6 +165,13 @@ impl Renderer for JsonFrontEnd {
 
     fn on_approval(&mut self, req: &ApprovalQuestion) -> Approval {
         Approval::Ask(Box::pin(super::exec::ask(self.style, req.clone())))
+    }
+
+    fn on_elicitation(
+        &mut self,
+        _question: &crate::agent::protocol::ElicitationQuestion,
+    ) -> crate::drive::Elicitation {
+        crate::drive::Elicitation::Refuse(super::exec::QUESTION_REFUSED.into())
     }
 
     fn on_ctrl_c(&mut self, again: bool) {

@@ -9,6 +9,10 @@
 //        `files`), ACP_TEST_PROMPT (the first prompt of `overflow`, the
 //        prompt of `commands`)
 //
+// In `elicitation` the client draws forms (`elicitation.form`): it keeps
+// the question it is asked in `elicitation` and answers with `name` set
+// to "Editor" and `count` to 3, the other fields left to their defaults.
+//
 // In `terminal` the client offers terminals and runs each command it is
 // asked to itself (sh is started with the program and arguments given),
 // recording them in `terminals`.
@@ -99,6 +103,16 @@ const app = client({ name: "buddy-acp-test" })
   .onRequest(methods.client.terminal.release, (ctx) => {
     terminal(ctx.params.terminalId, "release");
     return {};
+  })
+  .onRequest(methods.client.elicitation.create, (ctx) => {
+    seen.elicitation = ctx.params;
+    const content = {};
+    for (const [name, field] of Object.entries(ctx.params.requestedSchema?.properties ?? {})) {
+      if (field.default !== undefined) content[name] = field.default;
+    }
+    content.name = "Editor";
+    content.count = 3;
+    return { action: "accept", content };
   });
 
 function terminal(id, call) {
@@ -115,6 +129,7 @@ await app.connectWith(stream, async (agent) => {
     clientCapabilities: {
       fs: { readTextFile: files, writeTextFile: files },
       terminal: scenario === "terminal",
+      ...(scenario === "elicitation" ? { elicitation: { form: {} } } : {}),
     },
   });
   seen.initialize = init;
@@ -238,6 +253,10 @@ await app.connectWith(stream, async (agent) => {
     case "terminal":
       answers.push("allow_once");
       await prompt(sessionId, "run it in the editor");
+      break;
+    case "elicitation":
+      answers.push("allow_once");
+      await prompt(sessionId, "order for me");
       break;
     case "files":
       buffers.set(process.env.ACP_TEST_FILE, "unsaved text\n");

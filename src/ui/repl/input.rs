@@ -34,7 +34,7 @@ impl Repl<'_> {
             self.on_rewind_input(&ev);
             return false;
         }
-        if self.approval_key(&ev) {
+        if self.form_key(&ev) || self.approval_key(&ev) {
             return false;
         }
         if let Event::Key(key) = &ev {
@@ -135,6 +135,10 @@ impl Repl<'_> {
 
     /// A submitted line; true to quit.
     fn on_line(&mut self, line: String) -> bool {
+        if let Some(f) = self.form.take() {
+            self.form_line(f, &line);
+            return false;
+        }
         if let Some(p) = self.approval.take() {
             self.answer_line(p, &line);
             return false;

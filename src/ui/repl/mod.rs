@@ -35,6 +35,7 @@ pub mod menu;
 pub mod notify;
 mod pickers;
 mod plan_view;
+mod question_form;
 mod render_events;
 pub mod replay;
 pub mod replies;
@@ -48,7 +49,7 @@ use crate::agent::allowlist::{AllowRule, SharedAllowList};
 use crate::agent::protocol::{ApprovalPolicy, Event as AgentEvent, Op, OpId};
 use crate::agent::service::OpSender;
 use crate::agent::AgentHandle;
-use crate::drive::{drive, End, Flow, Renderer};
+use crate::drive::{drive, Elicitation, End, Flow, Renderer};
 use crate::mcp::McpError;
 use crate::text::visible;
 use crate::ui::markdown::MarkdownRenderer;
@@ -241,6 +242,8 @@ pub struct Repl<'h> {
     /// `/approve` (the agent keeps the list that counts).
     always: Vec<String>,
     approval: Option<PendingApproval>,
+    /// A server's question being answered field by field.
+    form: Option<question_form::PendingForm>,
     /// After a one-key answer: the rest of its word (`es` after `y`) and an
     /// Enter, dropped if they follow, so typing `yes` Enter still works.
     swallow: Option<String>,
@@ -338,6 +341,7 @@ impl<'h> Repl<'h> {
             policy: ApprovalPolicy::Ask,
             always: Vec::new(),
             approval: None,
+            form: None,
             swallow: None,
             picker: None,
             rewind: None,
@@ -454,6 +458,14 @@ impl Renderer for Repl<'_> {
     fn on_event(&mut self, ev: AgentEvent, _ops: &OpSender) -> Flow {
         self.on_agent_event(ev);
         Flow::Continue
+    }
+
+    /// Asked as a form on the input line (`question_form`).
+    fn on_elicitation(
+        &mut self,
+        _question: &crate::agent::protocol::ElicitationQuestion,
+    ) -> Elicitation {
+        Elicitation::Later
     }
 
     async fn input(&mut self) -> Input {

@@ -119,6 +119,9 @@ impl Repl<'_> {
         if let Some(p) = self.approval.take() {
             self.restore_prompt(&p.stashed);
         }
+        if let Some(f) = self.form.take() {
+            self.restore_prompt(f.stashed());
+        }
         self.task = None;
         self.tool_output.clear();
         self.update_status();
@@ -171,6 +174,7 @@ impl Repl<'_> {
             K::ApprovalRequested { .. }
             | K::ApprovalDecided { .. }
             | K::ApprovalPolicyChanged { .. } => self.on_approval_event(ev),
+            K::ElicitationRequested(_) | K::ElicitationDecided { .. } => self.on_question_event(ev),
             K::Queues { .. } | K::Unqueued { .. } => self.on_queue_event(ev),
             K::Status(_)
             | K::Sessions { .. }

@@ -38,6 +38,8 @@ impl Repl<'_> {
         let hint = if !self.queued.0.is_empty() || !self.queued.1.is_empty() {
             lines.push(st.dim("    (Alt-Up takes them back)"));
             None
+        } else if let Some(hint) = self.form_hint() {
+            Some(hint)
         } else if self.approval.as_ref().is_some_and(|p| p.explaining) {
             Some(" · Enter sends the reason, Esc goes back")
         } else if let Some(p) = &self.approval {
