@@ -31,6 +31,7 @@ pub mod config;
 pub mod drive;
 pub mod frontmatter;
 pub mod host;
+pub mod http_guard;
 pub mod localfile;
 pub mod mcp;
 pub mod mcp_server;

@@ -17,6 +17,7 @@
 //! know settings or how an agent is built, and prints nothing to stdout but
 //! protocol messages (rmcp writes them; diagnostics go to stderr).
 
+pub mod http;
 pub mod render;
 
 use crate::agent::protocol::{ApprovalQuestion, Decision, Event, EventKind, Op, OpId};
@@ -25,8 +26,8 @@ use crate::agent::AgentHandle;
 use crate::drive::{drive, Approval as Answer, Flow, Renderer};
 use render::{error_result, CallRenderer, Update};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -47,6 +48,9 @@ pub const TOOL_BUDDY: &str = "buddy";
 /// The tool that continues one.
 pub const TOOL_REPLY: &str = "buddy-reply";
 
+/// How long a client may keep the tool list (ms): it is fixed for the
+/// server's life, so an hour costs nothing and saves a request per call.
+const TOOLS_TTL_MS: u64 = 60 * 60 * 1000;
 /// Calls waiting for their turn; a caller past this waits to hand its call in.
 const QUEUE: usize = 16;
 /// Sessions whose directory and model are remembered for `buddy-reply`.
@@ -265,7 +269,11 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        // The list never changes while the server runs, and is the same for
+        // every caller: 2026-07-28 clients may keep it an hour, and share it.
+        Ok(ListToolsResult::with_all_items(tools())
+            .with_ttl_ms(TOOLS_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
     }
 
     async fn call_tool(

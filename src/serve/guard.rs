@@ -11,7 +11,7 @@
 //! connections (`accept.rs`, `admission.rs`).
 
 use super::team::Caller;
-use axum::body::Body;
+use crate::http_guard;
 use axum::extract::{Request, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -19,7 +19,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// What the guard checks against: the server's address, its token, its
 /// users, the largest body.
@@ -39,50 +38,20 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
 
 /// Every request: a Host that names this server, an Origin (when a browser
 /// sends one) of this server, the token when one is set, then its body read
-/// in full within `max_body` bytes and `BODY_TIMEOUT`.
+/// in full within `max_body` bytes and `http_guard::BODY_TIMEOUT` (the
+/// checks are shared with `buddy mcp-server --listen`: `crate::http_guard`).
 pub(super) async fn guard(Ext(guard): Ext<Guard>, mut req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    // RFC 9112: one Host, and an absolute-form target that agrees with it;
-    // anything else is a malformed request, whichever of them a check reads.
-    if headers.get_all(header::HOST).iter().count() > 1 {
-        return error(StatusCode::BAD_REQUEST, "more than one Host header");
+    if let Err(refusal) = http_guard::same_site(guard.addr, &req) {
+        return error(refusal.status, refusal.message);
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
-    if let Some(authority) = req.uri().authority() {
-        if !authority.as_str().eq_ignore_ascii_case(host) {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "the request target names another host than the Host header",
-            );
-        }
-    }
-    if !host_ok(guard.addr, host) {
-        return error(
-            StatusCode::FORBIDDEN,
-            format!("this server does not answer to host {host:?}"),
-        );
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let same = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.strip_prefix("http://"))
-            .is_some_and(|o| o.eq_ignore_ascii_case(host));
-        if !same {
-            return error(StatusCode::FORBIDDEN, "cross-origin requests are refused");
-        }
-    }
-    let caller = match caller(&guard, headers, req.uri().query()) {
+    let caller = match caller(&guard, req.headers(), req.uri().query()) {
         Some(c) => c,
         None => return error(StatusCode::UNAUTHORIZED, "a valid token is required"),
     };
     req.extensions_mut().insert(caller);
-    match bounded(req, guard.max_body).await {
+    match http_guard::bounded(req, guard.max_body).await {
         Ok(req) => next.run(req).await,
-        Err(refusal) => refusal,
+        Err(refusal) => error(refusal.status, refusal.message),
     }
 }
 
@@ -95,11 +64,11 @@ fn caller(guard: &Guard, headers: &HeaderMap, query: Option<&str>) -> Option<Cal
     if guard.token.is_none() && users.is_empty() {
         return Some(Caller::Anyone);
     }
-    let given = bearer(headers).or_else(|| query_token(query))?;
+    let given = http_guard::bearer(headers).or_else(|| query_token(query))?;
     let admin = guard
         .token
         .as_ref()
-        .is_some_and(|t| same_secret(given.as_bytes(), t.as_bytes()));
+        .is_some_and(|t| http_guard::same_secret(given.as_bytes(), t.as_bytes()));
     let user = users.who(&given);
     match (admin, user) {
         (true, _) => Some(Caller::Admin),
@@ -108,86 +77,12 @@ fn caller(guard: &Guard, headers: &HeaderMap, query: Option<&str>) -> Option<Cal
     }
 }
 
-/// A request body may take this long to arrive in full: a client that
-/// stalls half-way through one cannot hold its connection for ever.
-const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The request with its body read in full, on every endpoint (those that
-/// ignore bodies too), or the refusal: 413 past `max` bytes, 408 when it
-/// does not arrive in time. A body declared too big is still read up to
-/// `max` before the answer: closing on a client that is still sending
-/// resets the connection, and it would see that instead of the 413.
-async fn bounded(req: Request, max: usize) -> Result<Request, Response> {
-    use axum::body::HttpBody;
-    if req.body().size_hint().exact() == Some(0) {
-        return Ok(req);
-    }
-    let too_big = || {
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {max} bytes"),
-        )
-    };
-    let (parts, body) = req.into_parts();
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
-        Ok(Err(_)) => Err(too_big()),
-        Err(_) => Err(error(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request body did not arrive within {} s",
-                BODY_TIMEOUT.as_secs()
-            ),
-        )),
-    }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::to_string)
-}
-
 /// `token=…` from a query string (for the page's first load), decoded as a
 /// form sends it: `+` is a space, then `%XX` escapes (so `%2B` stays a plus).
 fn query_token(query: Option<&str>) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes())
         .find(|(key, _)| key == "token")
         .map(|(_, value)| value.into_owned())
-}
-
-/// Compares two secrets in time that depends only on their lengths
-/// (`subtle`'s slice compare: a length mismatch is not a secret).
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    use subtle::ConstantTimeEq;
-    bool::from(a.ct_eq(b))
-}
-
-/// Hosts this server answers to: its own address, and the loopback names
-/// of its port. Anything else (a rebound DNS name) is refused.
-fn host_ok(addr: SocketAddr, host: &str) -> bool {
-    let port = addr.port();
-    let ip = addr.ip();
-    if ip.is_unspecified() {
-        // Bound to every interface (a token is required then): any name
-        // of this host will do, on this port.
-        return host
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p == port.to_string());
-    }
-    let mut names = vec![
-        format!("127.0.0.1:{port}"),
-        format!("localhost:{port}"),
-        format!("[::1]:{port}"),
-    ];
-    names.push(match ip {
-        std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
-        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-    });
-    names.iter().any(|n| n.eq_ignore_ascii_case(host))
 }
 
 /// The policy the page is served with: its own inline style and script
@@ -225,13 +120,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_compare_by_content() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-    }
-
-    #[test]
     fn tokens_come_from_the_query_decoded() {
         assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
         assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
@@ -240,27 +128,6 @@ mod tests {
             Some("ü %zz%2".into())
         );
         assert_eq!(query_token(None), None);
-    }
-
-    #[test]
-    fn only_this_servers_own_names_are_answered() {
-        let loopback: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        for host in [
-            "127.0.0.1:8080",
-            "localhost:8080",
-            "LOCALHOST:8080",
-            "[::1]:8080",
-        ] {
-            assert!(host_ok(loopback, host), "{host}");
-        }
-        // A name rebound to 127.0.0.1 by its DNS, another port, no port.
-        for host in ["evil.example:8080", "127.0.0.1:8081", "localhost", ""] {
-            assert!(!host_ok(loopback, host), "{host}");
-        }
-        // Bound to every interface: any name, on this port only.
-        let any: SocketAddr = "0.0.0.0:9000".parse().unwrap();
-        assert!(host_ok(any, "buddy.lan:9000"));
-        assert!(!host_ok(any, "buddy.lan:9001"));
     }
 
     #[test]

@@ -38,6 +38,9 @@ mod team;
 mod users;
 mod view;
 
+/// The accept loop (connection cap, header and idle timeouts, drain), for
+/// `buddy mcp-server --listen`, which serves other routes with these limits.
+pub(crate) use accept::serve as accept_connections;
 pub use audit::{AuditOptions, AUDIT_MAX_BYTES};
 pub use live::SseName;
 pub use team::TeamOptions;
