@@ -323,6 +323,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "redact",
             "procenv",
             "net",
+            "http_guard",
             "telemetry",
             "frontmatter",
             "background",

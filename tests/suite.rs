@@ -32,6 +32,7 @@ mod mcp;
 mod mcp_conformance;
 mod mcp_oauth;
 mod mcp_server;
+mod mcp_server_http;
 mod plan;
 mod protocol_messages;
 mod protocol_responses;

@@ -12,6 +12,7 @@ pub mod fake_issuer;
 pub mod fake_provider;
 pub mod http;
 pub mod mcp;
+pub mod mcp_http;
 pub mod prometheus;
 pub mod real_server;
 pub mod serve;
