@@ -17,8 +17,9 @@
 
 use super::{AgentFactory, Handler, Known, Worker, MAX_REQUEST_BYTES, QUEUE};
 use crate::http_guard::{self, Refusal};
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
@@ -28,12 +29,23 @@ use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The one path the tools are served at (the spec's customary endpoint).
 pub const PATH: &str = "/mcp";
+
+/// Sessions of older clients (2025-era `initialize`) open at once: each is
+/// a task and a channel until it is closed or idle for five minutes (the
+/// SDK's keep-alive). Far more than the clients of one machine's buddy; a
+/// client that opens session after session gets a 503 past it. Counted as
+/// the handlers alive ([`Alive`]), which includes the 2026-07-28 requests
+/// in flight: the SDK's own map of sessions keeps those that timed out.
+pub const MAX_SESSIONS: usize = 256;
+/// What a client refused for want of a session is told to wait, in seconds.
+const RETRY_AFTER_SECS: u64 = 5;
 
 /// Where and how to listen.
 #[derive(Debug, Clone)]
@@ -119,6 +131,26 @@ pub async fn serve<F: AgentFactory>(
 struct Guard {
     addr: SocketAddr,
     token: Option<Arc<str>>,
+    /// The handlers alive, counted before a new session is opened.
+    handlers: Arc<AtomicUsize>,
+}
+
+/// One handler alive in the count of [`Guard::handlers`], until dropped
+/// with its handler (its session closed or timed out, or its stateless
+/// request answered).
+pub(super) struct Alive(Arc<AtomicUsize>);
+
+impl Alive {
+    fn count(n: &Arc<AtomicUsize>) -> Alive {
+        n.fetch_add(1, Ordering::Relaxed);
+        Alive(Arc::clone(n))
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// `/mcp` as rmcp's service behind the guard; any other path is a 404.
@@ -135,14 +167,22 @@ fn router(
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_REQUEST_BYTES)
         .with_cancellation_token(stopped);
+    let handlers = Arc::new(AtomicUsize::new(0));
+    let alive = Arc::clone(&handlers);
     let service = StreamableHttpService::new(
-        move || Ok(Handler { jobs: jobs.clone() }),
+        move || {
+            Ok(Handler {
+                jobs: jobs.clone(),
+                _alive: Some(Alive::count(&alive)),
+            })
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     );
     let guard = Guard {
         addr,
         token: token.map(Arc::from),
+        handlers,
     };
     Router::new()
         .route_service(PATH, service)
@@ -168,9 +208,47 @@ async fn check(State(guard): State<Guard>, req: Request, next: Next) -> Response
             return response;
         }
     }
-    match http_guard::bounded(req, MAX_REQUEST_BYTES).await {
-        Ok(req) => next.run(req).await,
-        Err(refusal) => refused(refusal),
+    let req = match http_guard::bounded(req, MAX_REQUEST_BYTES).await {
+        Ok(req) => req,
+        Err(refusal) => return refused(refusal),
+    };
+    // The SDK opens sessions without a bound: at the cap, a request that
+    // could open one is read to see whether it does.
+    let full = guard.handlers.load(Ordering::Relaxed) >= MAX_SESSIONS;
+    if full && req.method() == Method::POST && req.headers().get(SESSION_ID).is_none() {
+        let (parts, body) = req.into_parts();
+        let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+            .await
+            .unwrap_or_default();
+        if opens_a_session(&bytes) {
+            let mut response = refused(Refusal {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: format!("{MAX_SESSIONS} sessions are open; try again later"),
+            });
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            return response;
+        }
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    }
+    next.run(req).await
+}
+
+/// The header an older client's session travels in.
+const SESSION_ID: &str = "mcp-session-id";
+
+/// Whether a POST body is an `initialize` request (alone, or in a batch):
+/// what opens a session.
+fn opens_a_session(body: &[u8]) -> bool {
+    let is_init =
+        |v: &serde_json::Value| v.get("method").and_then(|m| m.as_str()) == Some("initialize");
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(items)) => items.iter().any(is_init),
+        Ok(one) => is_init(&one),
+        Err(_) => false,
     }
 }
 
@@ -183,4 +261,21 @@ fn refused(refusal: Refusal) -> Response {
         "error": {"code": -32600, "message": refusal.message},
     });
     (refusal.status, Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_initialize_opens_a_session() {
+        assert!(opens_a_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(opens_a_session(br#"[{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#));
+        assert!(!opens_a_session(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        assert!(!opens_a_session(b"not json"));
+    }
 }

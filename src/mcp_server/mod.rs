@@ -143,6 +143,9 @@ struct Job {
 /// The rmcp handler: checks arguments and queues calls for the worker.
 struct Handler {
     jobs: mpsc::Sender<Job>,
+    /// Over HTTP, this handler in the count of those alive (sessions are
+    /// capped by it); none on stdio.
+    _alive: Option<http::Alive>,
 }
 
 /// Serves MCP on stdin/stdout until the client goes away, running calls on
@@ -156,7 +159,7 @@ pub async fn serve<F: AgentFactory>(factory: F, home: PathBuf) -> Result<(), Ser
         MAX_REQUEST_BYTES,
         usize::MAX,
     );
-    let running = Handler { jobs }
+    let running = Handler { jobs, _alive: None }
         .serve(transport)
         .await
         .map_err(ServeError::Handshake)?;
