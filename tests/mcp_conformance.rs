@@ -126,8 +126,8 @@ const SERVER_SCENARIOS: [(&str, &str); 13] = [
 ];
 
 /// Checks of the scenarios above that cannot pass against buddy's server,
-/// and why.
-const NOT_APPLICABLE: [(&str, &str); 8] = [
+/// and why (the suite marks them failed or skipped).
+const NOT_APPLICABLE: [(&str, &str); 13] = [
     // server-stateless: these call the suite's diagnostic tools
     // (`test_missing_capability`, `test_streaming_elicitation`,
     // `test_logging_tool`) and say "Not testable" without them.
@@ -146,6 +146,23 @@ const NOT_APPLICABLE: [(&str, &str); 8] = [
     (
         "sep-2575-server-no-log-without-loglevel",
         "needs the tool test_logging_tool",
+    ),
+    // server-stateless: buddy's tool list never changes, so the server
+    // offers no `subscriptions/listen` stream (no `listChanged`), and the
+    // suite skips these.
+    ("sep-2575-server-sends-subscription-ack", "no subscriptions"),
+    ("sep-2575-server-tags-subscription-id", "no subscriptions"),
+    (
+        "sep-2575-server-honors-notification-filter",
+        "no subscriptions",
+    ),
+    (
+        "sep-2575-server-sends-prompts-list-changed-on-subscription",
+        "no prompts, no subscriptions",
+    ),
+    (
+        "sep-2575-server-sends-tools-list-changed-on-subscription",
+        "the tool list never changes",
     ),
     // caching: buddy's server offers tools only; these lists are
     // "method not found" (-32601), and reading a resource is skipped.
