@@ -12,9 +12,13 @@
 //! PostgreSQL append is a committed transaction that does not wait for the
 //! WAL's flush, and a turn's end one that does (src/session/postgres/rows.rs).
 
+#[path = "../tests/support/ports.rs"]
+mod ports;
 #[allow(dead_code)]
 #[path = "../tests/support/postgres.rs"]
 mod postgres;
+// support::postgres asks its parent for a free port, as in the suite.
+pub use ports::free_port;
 
 use buddy::agent::{HistorySink, TokenTracker};
 use buddy::session::postgres::{Pg, LEASE};

@@ -229,8 +229,9 @@ pub enum Command {
     /// List, show, add or remove MCP servers (`[mcp_servers]` in your config)
     #[command(subcommand)]
     Mcp(McpCommand),
-    /// Serve buddy to other agents over MCP on stdin/stdout: tools `buddy`
-    /// (run a task, get the answer and a session id) and `buddy-reply`
+    /// Serve buddy to other agents over MCP on stdin/stdout (or Streamable
+    /// HTTP with --listen): tools `buddy` (run a task, get the answer and a
+    /// session id) and `buddy-reply`
     McpServer(McpServerArgs),
     /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed's
     /// `agent_servers`); approvals are asked in the editor
@@ -328,6 +329,14 @@ pub struct McpServerArgs {
     /// directory that holds buddy's own files (your home, with the config)
     #[arg(long)]
     pub allow_any_cwd: bool,
+    /// Serve over Streamable HTTP at http://ADDR/mcp instead of stdin/stdout;
+    /// anything but loopback needs a token
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With --listen: require this token on every request (else
+    /// BUDDY_MCP_SERVER_TOKEN)
+    #[arg(long, value_name = "TOKEN", requires = "listen")]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -13,7 +13,8 @@
 //! a terminal; `localfile` reads local files with a type check and a size
 //! bound; `atomic_file` replaces a file's content all at once; `redact` keeps known secrets out of everything shown; `procenv`
 //! scrubs keys from buddy's own environment block; `net` sets trust roots and
-//! proxies; `frontmatter` reads prompt files' headers; `clock` does date and
+//! proxies; `http_guard` holds the checks of buddy's HTTP servers (Host,
+//! Origin, token, bounded bodies); `frontmatter` reads prompt files' headers; `clock` does date and
 //! duration maths; `background` runs housekeeping at a lower priority than
 //! live streams; `drive` is the one loop every front end runs the agent
 //! with. `cli` defines the command line; `main.rs` only wires these
@@ -31,6 +32,7 @@ pub mod config;
 pub mod drive;
 pub mod frontmatter;
 pub mod host;
+pub mod http_guard;
 pub mod localfile;
 pub mod mcp;
 pub mod mcp_server;

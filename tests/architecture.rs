@@ -326,6 +326,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "procenv",
             "process",
             "net",
+            "http_guard",
             "telemetry",
             "frontmatter",
             "background",

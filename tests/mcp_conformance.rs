@@ -132,3 +132,135 @@ fn a_2025_11_25_servers_form_is_answered_with_its_defaults_when_asked_to() {
     );
     assert!(summary.contains("OVERALL: PASSED"), "{summary}");
 }
+
+/// The suite's server scenarios that apply to `buddy mcp-server --listen`,
+/// each with the revision it is run at. Every check of each must pass but
+/// those in [`NOT_APPLICABLE`]. Left out as not applicable (they need what
+/// buddy's server does not offer, or tools of the suite's own reference
+/// server by name: `test_simple_text`, `test_error_handling`,
+/// `test_tool_with_progress`, `json_schema_2020_12_tool`, …):
+/// `tools-call-*`, `json-schema-2020-12`, `logging-set-level` (no logging),
+/// `completion-complete`, `resources-*`, `prompts-*`,
+/// `sep-2164-resource-not-found`, `http-custom-header-server-validation` (no
+/// tool with `x-mcp-header` parameters), `input-required-result-*` and
+/// `elicitation-*` (buddy's tools never ask the caller), `server-sse-polling`
+/// (it passes, with a warning that the server does not close its streams
+/// mid-call, which is the server's choice), the extensions (tasks, skills).
+const SERVER_SCENARIOS: [(&str, &str); 13] = [
+    ("server-stateless", "2026-07-28"),
+    ("tools-list", "2026-07-28"),
+    ("caching", "2026-07-28"),
+    ("http-header-validation", "2026-07-28"),
+    ("dns-rebinding-protection", "2026-07-28"),
+    ("server-sse-multiple-streams", "2026-07-28"),
+    ("server-initialize", "2025-11-25"),
+    ("server-session-lifecycle", "2025-11-25"),
+    ("ping", "2025-11-25"),
+    ("tools-list", "2025-11-25"),
+    ("dns-rebinding-protection", "2025-11-25"),
+    ("server-sse-multiple-streams", "2025-11-25"),
+    ("server-initialize", "2025-06-18"),
+];
+
+/// Checks of the scenarios above that cannot pass against buddy's server,
+/// and why (the suite marks them failed or skipped).
+const NOT_APPLICABLE: [(&str, &str); 13] = [
+    // server-stateless: these call the suite's diagnostic tools
+    // (`test_missing_capability`, `test_streaming_elicitation`,
+    // `test_logging_tool`) and say "Not testable" without them.
+    (
+        "sep-2575-server-rejects-undeclared-capability",
+        "needs the tool test_missing_capability",
+    ),
+    (
+        "sep-2575-missing-capability-http-400",
+        "needs the tool test_missing_capability",
+    ),
+    (
+        "sep-2575-http-server-no-independent-requests-on-stream",
+        "needs the tool test_streaming_elicitation",
+    ),
+    (
+        "sep-2575-server-no-log-without-loglevel",
+        "needs the tool test_logging_tool",
+    ),
+    // server-stateless: buddy's tool list never changes, so the server
+    // offers no `subscriptions/listen` stream (no `listChanged`), and the
+    // suite skips these.
+    ("sep-2575-server-sends-subscription-ack", "no subscriptions"),
+    ("sep-2575-server-tags-subscription-id", "no subscriptions"),
+    (
+        "sep-2575-server-honors-notification-filter",
+        "no subscriptions",
+    ),
+    (
+        "sep-2575-server-sends-prompts-list-changed-on-subscription",
+        "no prompts, no subscriptions",
+    ),
+    (
+        "sep-2575-server-sends-tools-list-changed-on-subscription",
+        "the tool list never changes",
+    ),
+    // caching: buddy's server offers tools only; these lists are
+    // "method not found" (-32601), and reading a resource is skipped.
+    ("sep-2549-prompts-list-caching-hints", "no prompts"),
+    ("sep-2549-resources-list-caching-hints", "no resources"),
+    (
+        "sep-2549-resources-templates-list-caching-hints",
+        "no resource templates",
+    ),
+    ("sep-2549-resources-read-caching-hints", "no resources"),
+];
+
+#[test]
+fn the_applicable_server_scenarios_pass_against_buddy_mcp_server_listen() {
+    let cmd = support::BuddyCmd::new();
+    let server = support::mcp_http::HttpServer::start(&cmd, &[]);
+    let (node, suite) = mcp::conformance();
+    let mut problems = Vec::new();
+    for (scenario, revision) in SERVER_SCENARIOS {
+        let out = support::TempDir::new("conformance-server");
+        let run = Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url", &server.url, "--scenario", scenario])
+            .args(["--spec-version", revision, "-o"])
+            .arg(out.path())
+            .output()
+            .expect("the conformance suite runs");
+        let checks = std::fs::read_dir(out.path())
+            .expect("the suite's output directory")
+            .flatten()
+            .map(|d| d.path().join("checks.json"))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{scenario} at {revision} wrote no checks.json:\n{}\n{}",
+                    String::from_utf8_lossy(&run.stdout),
+                    String::from_utf8_lossy(&run.stderr)
+                )
+            });
+        let checks: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(&checks).expect("checks.json"))
+                .expect("checks.json is JSON");
+        assert!(!checks.is_empty(), "{scenario} at {revision} ran no checks");
+        for check in &checks {
+            let id = check["id"].as_str().unwrap_or("?");
+            let status = check["status"].as_str().unwrap_or("?");
+            // INFO is a report (the server's name), not a verdict.
+            if matches!(status, "SUCCESS" | "INFO") || NOT_APPLICABLE.iter().any(|(n, _)| *n == id)
+            {
+                continue;
+            }
+            problems.push(format!(
+                "{scenario} at {revision}: {id} {status}: {}",
+                check["errorMessage"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n{}",
+        problems.join("\n"),
+        server.log()
+    );
+}

@@ -35,6 +35,7 @@ mod mcp_conformance;
 mod mcp_oauth;
 mod mcp_questions;
 mod mcp_server;
+mod mcp_server_http;
 mod plan;
 mod protocol_messages;
 mod protocol_responses;

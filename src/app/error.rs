@@ -108,7 +108,9 @@ impl AppError {
                 | SessionError::Newer { .. } => EXIT_USAGE,
                 SessionError::Io { .. }
                 | SessionError::Corrupt { .. }
-                | SessionError::Locked { .. } => EXIT_FAILURE,
+                | SessionError::Locked { .. }
+                | SessionError::Leased { .. }
+                | SessionError::Database { .. } => EXIT_FAILURE,
             },
             AppError::Serve(ServeError::TokenRequired(_) | ServeError::PublicHostsNeedToken) => {
                 EXIT_USAGE

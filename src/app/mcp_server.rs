@@ -9,8 +9,9 @@ use super::{AppError, Exit};
 use crate::agent::allowlist::SharedAllowList;
 use crate::agent::protocol::ApprovalPolicy;
 use crate::agent::{self, AgentHandle};
-use crate::cli::TargetArgs;
+use crate::cli::{McpServerArgs, TargetArgs};
 use crate::config::CliOverrides;
+use crate::mcp_server::http::{HttpError, HttpOptions};
 use crate::mcp_server::{AgentFactory, Approval, CallError, CallSpec, READ_ONLY_REASON};
 use crate::provider::http::Transports;
 use std::future::Future;
@@ -19,17 +20,47 @@ use std::pin::Pin;
 pub(crate) async fn run(
     overrides: &CliOverrides,
     target: &TargetArgs,
-    allow_any_cwd: bool,
+    args: &McpServerArgs,
 ) -> Result<Exit, AppError> {
     let factory = Factory {
         overrides: overrides.clone(),
         target: target.clone(),
         transports: Transports::default(),
-        allow_any_cwd,
+        allow_any_cwd: args.allow_any_cwd,
     };
-    crate::mcp_server::serve(factory, workdir())
-        .await
-        .map_err(|e| AppError::Failed(e.to_string()))?;
+    let Some(listen) = args.listen else {
+        crate::mcp_server::serve(factory, workdir())
+            .await
+            .map_err(|e| AppError::Failed(e.to_string()))?;
+        return Ok(Exit::Ok);
+    };
+    let token = args
+        .token
+        .clone()
+        .or_else(|| std::env::var(crate::config::MCP_SERVER_TOKEN_ENV).ok())
+        .filter(|t| !t.is_empty());
+    crate::redact::remember(token.iter());
+    let opts = HttpOptions { listen, token };
+    let ready = |addr: std::net::SocketAddr| {
+        // The URL alone on stdout, for scripts; the rest for people.
+        println!("http://{addr}{}", crate::mcp_server::http::PATH);
+        eprintln!(
+            "buddy: serving MCP on http://{addr}{} — Ctrl-C to stop",
+            crate::mcp_server::http::PATH
+        );
+    };
+    crate::mcp_server::http::serve(
+        factory,
+        workdir(),
+        opts,
+        ready,
+        crate::serve::shutdown_signal(),
+    )
+    .await
+    .map_err(|e| match e {
+        HttpError::TokenRequired(_) => AppError::Usage(e.to_string()),
+        HttpError::Bind(..) => AppError::Failed(e.to_string()),
+    })?;
     Ok(Exit::Ok)
 }
 

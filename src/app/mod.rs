@@ -88,7 +88,7 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
         Some(Command::Trust(args)) => trust::trust(args.path),
         Some(Command::Mcp(cmd)) => mcp_cmd::run(cmd, &overrides).await,
         Some(Command::McpServer(args)) => {
-            mcp_server::run(&overrides, &cli.global.target, args.allow_any_cwd).await
+            mcp_server::run(&overrides, &cli.global.target, &args).await
         }
         Some(Command::Acp) => acp::acp(&overrides, &cli.global.target).await,
         None => match load_settings(&overrides, &workdir()).await {

@@ -282,15 +282,20 @@ pub const KEY_ENV: [&str; 2] = ["BUDDY_API_KEY", "AGENT_API_KEY"];
 /// The variable `buddy serve` takes its token from when `--token` is not given.
 pub const SERVE_TOKEN_ENV: &str = "BUDDY_SERVE_TOKEN";
 
+/// The variable `buddy mcp-server --listen` takes its token from when
+/// `--token` is not given.
+pub const MCP_SERVER_TOKEN_ENV: &str = "BUDDY_MCP_SERVER_TOKEN";
+
 /// Every variable buddy takes a credential from by a fixed name: hidden from
 /// every command, hook and MCP server buddy starts, whatever the config adds
 /// to them ([`credential_env`] adds the names the config gives).
-pub const SECRET_ENV: [&str; 5] = [
+pub const SECRET_ENV: [&str; 6] = [
     KEY_ENV[0],
     KEY_ENV[1],
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     SERVE_TOKEN_ENV,
+    MCP_SERVER_TOKEN_ENV,
 ];
 
 /// The one list of variables no child of buddy's may see: [`SECRET_ENV`],

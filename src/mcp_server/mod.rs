@@ -17,6 +17,7 @@
 //! know settings or how an agent is built, and prints nothing to stdout but
 //! protocol messages (rmcp writes them; diagnostics go to stderr).
 
+pub mod http;
 pub mod render;
 
 use crate::agent::protocol::{ApprovalQuestion, Decision, Event, EventKind, Op, OpId};
@@ -25,8 +26,8 @@ use crate::agent::AgentHandle;
 use crate::drive::{drive, Approval as Answer, Flow, Renderer};
 use render::{error_result, CallRenderer, Update};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -47,6 +48,9 @@ pub const TOOL_BUDDY: &str = "buddy";
 /// The tool that continues one.
 pub const TOOL_REPLY: &str = "buddy-reply";
 
+/// How long a client may keep the tool list (ms): it is fixed for the
+/// server's life, so an hour costs nothing and saves a request per call.
+const TOOLS_TTL_MS: u64 = 60 * 60 * 1000;
 /// Calls waiting for their turn; a caller past this waits to hand its call in.
 const QUEUE: usize = 16;
 /// Sessions whose directory and model are remembered for `buddy-reply`.
@@ -139,6 +143,9 @@ struct Job {
 /// The rmcp handler: checks arguments and queues calls for the worker.
 struct Handler {
     jobs: mpsc::Sender<Job>,
+    /// Over HTTP, this handler in the count of those alive (sessions are
+    /// capped by it); none on stdio.
+    _alive: Option<http::Alive>,
 }
 
 /// Serves MCP on stdin/stdout until the client goes away, running calls on
@@ -152,7 +159,7 @@ pub async fn serve<F: AgentFactory>(factory: F, home: PathBuf) -> Result<(), Ser
         MAX_REQUEST_BYTES,
         usize::MAX,
     );
-    let running = Handler { jobs }
+    let running = Handler { jobs, _alive: None }
         .serve(transport)
         .await
         .map_err(ServeError::Handshake)?;
@@ -265,7 +272,11 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        // The list never changes while the server runs, and is the same for
+        // every caller: 2026-07-28 clients may keep it an hour, and share it.
+        Ok(ListToolsResult::with_all_items(tools())
+            .with_ttl_ms(TOOLS_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
     }
 
     async fn call_tool(

@@ -14,7 +14,7 @@
 
 use super::forwarded::{Client, Peer, TrustedProxies};
 use super::team::Caller;
-use axum::body::Body;
+use crate::http_guard;
 use axum::extract::{Request, State as Ext};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -22,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// What the guard checks against: the server's address, its token, its
 /// users, the largest body.
@@ -47,47 +46,13 @@ pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response 
 
 /// Every request: a Host that names this server, an Origin (when a browser
 /// sends one) of this server, the token when one is set, then its body read
-/// in full within `max_body` bytes and `BODY_TIMEOUT`.
+/// in full within `max_body` bytes and `http_guard::BODY_TIMEOUT` (the
+/// checks are shared with `buddy mcp-server --listen`: `crate::http_guard`).
 pub(super) async fn guard(Ext(guard): Ext<Guard>, mut req: Request, next: Next) -> Response {
-    let headers = req.headers();
-    // RFC 9112: one Host, and an absolute-form target that agrees with it;
-    // anything else is a malformed request, whichever of them a check reads.
-    if headers.get_all(header::HOST).iter().count() > 1 {
-        return error(StatusCode::BAD_REQUEST, "more than one Host header");
+    if let Err(refusal) = http_guard::same_site(guard.addr, &guard.public_hosts, &req) {
+        return error(refusal.status, refusal.message);
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
-    if let Some(authority) = req.uri().authority() {
-        if !authority.as_str().eq_ignore_ascii_case(host) {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "the request target names another host than the Host header",
-            );
-        }
-    }
-    if !host_ok(guard.addr, host) && !public_host(&guard.public_hosts, host) {
-        return error(
-            StatusCode::FORBIDDEN,
-            format!("this server does not answer to host {host:?}"),
-        );
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let same = origin
-            .strip_prefix("http://")
-            .is_some_and(|o| o.eq_ignore_ascii_case(host));
-        // A page the balancer served under a public name, over TLS or not.
-        let public = origin
-            .strip_prefix("https://")
-            .or_else(|| origin.strip_prefix("http://"))
-            .is_some_and(|o| public_host(&guard.public_hosts, o));
-        if !same && !public {
-            return error(StatusCode::FORBIDDEN, "cross-origin requests are refused");
-        }
-    }
-    let caller = match caller(&guard, headers, req.uri().query()) {
+    let caller = match caller(&guard, req.headers(), req.uri().query()) {
         Some(c) => c,
         None => return error(StatusCode::UNAUTHORIZED, "a valid token is required"),
     };
@@ -100,9 +65,9 @@ pub(super) async fn guard(Ext(guard): Ext<Guard>, mut req: Request, next: Next) 
     let client: Client = guard.proxies.client(peer, req.headers());
     req.extensions_mut().insert(caller);
     req.extensions_mut().insert(client);
-    match bounded(req, guard.max_body).await {
+    match http_guard::bounded(req, guard.max_body).await {
         Ok(req) => next.run(req).await,
-        Err(refusal) => refusal,
+        Err(refusal) => error(refusal.status, refusal.message),
     }
 }
 
@@ -115,11 +80,11 @@ fn caller(guard: &Guard, headers: &HeaderMap, query: Option<&str>) -> Option<Cal
     if guard.token.is_none() && users.is_empty() {
         return Some(Caller::Anyone);
     }
-    let given = bearer(headers).or_else(|| query_token(query))?;
+    let given = http_guard::bearer(headers).or_else(|| query_token(query))?;
     let admin = guard
         .token
         .as_ref()
-        .is_some_and(|t| same_secret(given.as_bytes(), t.as_bytes()));
+        .is_some_and(|t| http_guard::same_secret(given.as_bytes(), t.as_bytes()));
     let user = users.who(&given);
     match (admin, user) {
         (true, _) => Some(Caller::Admin),
@@ -128,147 +93,12 @@ fn caller(guard: &Guard, headers: &HeaderMap, query: Option<&str>) -> Option<Cal
     }
 }
 
-/// A request body may take this long to arrive in full: a client that
-/// stalls half-way through one cannot hold its connection for ever.
-const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The request with its body read in full, on every endpoint (those that
-/// ignore bodies too), or the refusal: 413 past `max` bytes, 408 when it
-/// does not arrive in time. A body declared too big is still read up to
-/// `max` before the answer: closing on a client that is still sending
-/// resets the connection, and it would see that instead of the 413.
-async fn bounded(req: Request, max: usize) -> Result<Request, Response> {
-    use axum::body::HttpBody;
-    if req.body().size_hint().exact() == Some(0) {
-        return Ok(req);
-    }
-    let too_big = || {
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {max} bytes"),
-        )
-    };
-    let (parts, body) = req.into_parts();
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
-        Ok(Err(_)) => Err(too_big()),
-        Err(_) => Err(error(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request body did not arrive within {} s",
-                BODY_TIMEOUT.as_secs()
-            ),
-        )),
-    }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::to_string)
-}
-
 /// `token=…` from a query string (for the page's first load), decoded as a
 /// form sends it: `+` is a space, then `%XX` escapes (so `%2B` stays a plus).
 fn query_token(query: Option<&str>) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes())
         .find(|(key, _)| key == "token")
         .map(|(_, value)| value.into_owned())
-}
-
-/// Compares two secrets in time that depends only on their lengths
-/// (`subtle`'s slice compare: a length mismatch is not a secret).
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    use subtle::ConstantTimeEq;
-    bool::from(a.ct_eq(b))
-}
-
-/// Hosts this server answers to: its own address, and the loopback names
-/// of its port. Anything else (a rebound DNS name) is refused.
-fn host_ok(addr: SocketAddr, host: &str) -> bool {
-    let port = addr.port();
-    let ip = addr.ip();
-    if ip.is_unspecified() {
-        // Bound to every interface (a token is required then): any name
-        // of this host will do, on this port.
-        return host
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p == port.to_string());
-    }
-    let mut names = vec![
-        format!("127.0.0.1:{port}"),
-        format!("localhost:{port}"),
-        format!("[::1]:{port}"),
-    ];
-    names.push(match ip {
-        std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
-        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-    });
-    names.iter().any(|n| n.eq_ignore_ascii_case(host))
-}
-
-/// Whether `host` (a Host header, or an Origin's host and port) is one of
-/// the configured public names: the same name, any case, and the same port
-/// when the name gives one, any port (or none) when it does not.
-fn public_host(names: &[String], host: &str) -> bool {
-    let (name, port) = split_port(host);
-    names.iter().any(|n| {
-        let (n_name, n_port) = split_port(n);
-        n_name.eq_ignore_ascii_case(name) && (n_port.is_none() || n_port == port)
-    })
-}
-
-/// `name:port` as the name and the port; `[v6]:port` keeps its brackets.
-fn split_port(host: &str) -> (&str, Option<&str>) {
-    let end = host.rfind(']').map_or(0, |i| i + 1);
-    match host[end..].rfind(':') {
-        Some(i) => {
-            let at = end + i;
-            let port = &host[at + 1..];
-            if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
-                (&host[..at], Some(port))
-            } else {
-                (host, None)
-            }
-        }
-        None => (host, None),
-    }
-}
-
-/// A public name as the config gives it, checked: a DNS name or an IP
-/// address (IPv6 in brackets), maybe with a port; no scheme, path or
-/// wildcard. Lowercased.
-pub fn public_name(text: &str) -> Result<String, String> {
-    let bad = || {
-        format!(
-            "`{text}` is not a host name (buddy.example.com, or with a port: buddy.example.com:8443)"
-        )
-    };
-    let (name, port) = split_port(text.trim());
-    if let Some(p) = port {
-        p.parse::<u16>().map_err(|_| bad())?;
-    }
-    let ok = if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
-        v6.parse::<std::net::Ipv6Addr>().is_ok()
-    } else {
-        !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            })
-    };
-    if ok {
-        Ok(text.trim().to_ascii_lowercase())
-    } else {
-        Err(bad())
-    }
 }
 
 /// The policy the page is served with: its own inline style and script
@@ -306,13 +136,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_compare_by_content() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-    }
-
-    #[test]
     fn tokens_come_from_the_query_decoded() {
         assert_eq!(query_token(Some("a=1&token=x%2By")), Some("x+y".into()));
         assert_eq!(query_token(Some("token=a+b")), Some("a b".into()));
@@ -321,73 +144,6 @@ mod tests {
             Some("ü %zz%2".into())
         );
         assert_eq!(query_token(None), None);
-    }
-
-    #[test]
-    fn only_this_servers_own_names_are_answered() {
-        let loopback: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        for host in [
-            "127.0.0.1:8080",
-            "localhost:8080",
-            "LOCALHOST:8080",
-            "[::1]:8080",
-        ] {
-            assert!(host_ok(loopback, host), "{host}");
-        }
-        // A name rebound to 127.0.0.1 by its DNS, another port, no port.
-        for host in ["evil.example:8080", "127.0.0.1:8081", "localhost", ""] {
-            assert!(!host_ok(loopback, host), "{host}");
-        }
-        // Bound to every interface: any name, on this port only.
-        let any: SocketAddr = "0.0.0.0:9000".parse().unwrap();
-        assert!(host_ok(any, "buddy.lan:9000"));
-        assert!(!host_ok(any, "buddy.lan:9001"));
-    }
-
-    #[test]
-    fn public_names_match_by_name_and_their_port_if_given() {
-        let names: Vec<String> = [
-            "buddy.example.com",
-            "team.example.com:8443",
-            "[2001:db8::1]",
-        ]
-        .iter()
-        .map(|n| public_name(n).unwrap())
-        .collect();
-        for host in [
-            "buddy.example.com",
-            "BUDDY.example.com",
-            "buddy.example.com:443",
-            "team.example.com:8443",
-            "[2001:db8::1]",
-            "[2001:db8::1]:8421",
-        ] {
-            assert!(public_host(&names, host), "{host}");
-        }
-        for host in [
-            "evil.example",
-            "buddy.example.com.evil.example",
-            "team.example.com",
-            "team.example.com:443",
-            "xbuddy.example.com",
-            "",
-        ] {
-            assert!(!public_host(&names, host), "{host}");
-        }
-        assert_eq!(
-            public_name(" Buddy.Example.COM ").unwrap(),
-            "buddy.example.com"
-        );
-        for bad in [
-            "https://buddy.example.com",
-            "*.example.com",
-            "a/b",
-            "",
-            "x:99999",
-            "[::zz]",
-        ] {
-            assert!(public_name(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

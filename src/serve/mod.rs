@@ -41,9 +41,12 @@ mod team;
 mod users;
 mod view;
 
+pub use crate::http_guard::public_name;
+/// The accept loop (connection cap, header and idle timeouts, drain), for
+/// `buddy mcp-server --listen`, which serves other routes with these limits.
+pub(crate) use accept::serve as accept_connections;
 pub use audit::{AuditOptions, AUDIT_MAX_BYTES};
 pub use forwarded::TrustedProxies;
-pub use guard::public_name;
 pub use live::SseName;
 pub use team::TeamOptions;
 pub use users::{add_user, Users, UsersError};

@@ -14,6 +14,8 @@ pub mod fake_provider;
 pub mod haproxy;
 pub mod http;
 pub mod mcp;
+pub mod mcp_http;
+mod ports;
 pub mod postgres;
 pub mod prometheus;
 pub mod real_server;
@@ -21,6 +23,8 @@ pub mod serve;
 pub mod sshd;
 pub mod tmux;
 pub mod wait;
+
+pub use ports::{free_port, free_ports};
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -543,18 +547,4 @@ impl Drain {
         let bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
         String::from_utf8_lossy(&bytes).into_owned()
     }
-}
-
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    free_ports::<1>()[0]
-}
-
-/// `N` different ports nothing listens on right now (all held while chosen,
-/// so they differ).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held: Vec<std::net::TcpListener> = (0..N)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    std::array::from_fn(|i| held[i].local_addr().expect("local address").port())
 }

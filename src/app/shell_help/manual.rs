@@ -464,6 +464,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("BUDDY_API_KEY", "the API key to send instead of the profile's own (AGENT_API_KEY when unset); not to a URL an untrusted project buddy.toml chose"),
     ("OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY", "the keys of the built-in profiles (their api_key_env); a profile may name any variable"),
     ("BUDDY_SERVE_TOKEN", "the token buddy serve requires when --token is not given"),
+    ("BUDDY_MCP_SERVER_TOKEN", "the token buddy mcp-server --listen requires when --token is not given"),
     ("NO_COLOR", "when set and not empty, no colour"),
     ("TERM", "dumb: the REPL and the session picker become plain line-by-line prompts"),
     ("XDG_CONFIG_HOME, HOME", "where buddy's own directory is: $XDG_CONFIG_HOME/buddy, else ~/.config/buddy"),
@@ -573,6 +574,14 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             (
                 "{\"mcpServers\": {\"buddy\": {\"command\": \"buddy\", \"args\": [\"mcp-server\"]}}}",
                 "the same for a client that reads an mcpServers JSON file",
+            ),
+            (
+                "buddy mcp-server --listen 127.0.0.1:8422",
+                "the same tools over Streamable HTTP at http://127.0.0.1:8422/mcp",
+            ),
+            (
+                "BUDDY_MCP_SERVER_TOKEN=$(openssl rand -hex 16) buddy mcp-server --listen 0.0.0.0:8422",
+                "off loopback, a token is required (clients send it as a bearer token)",
             ),
         ],
         Some(_) => &[],
