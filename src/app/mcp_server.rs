@@ -37,7 +37,7 @@ pub(crate) async fn run(
     let token = args
         .token
         .clone()
-        .or_else(|| std::env::var(crate::config::MCP_SERVER_TOKEN_ENV).ok())
+        .or_else(|| crate::process::var(crate::config::MCP_SERVER_TOKEN_ENV))
         .filter(|t| !t.is_empty());
     crate::redact::remember(token.iter());
     let opts = HttpOptions { listen, token };

@@ -436,6 +436,11 @@ pub(crate) const CONFIG_KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "mcp_servers.NAME",
+        "question_timeout_secs",
+        "seconds a question it asks the user waits for an answer, then cancelled (default 300)",
+    ),
+    (
+        "mcp_servers.NAME",
         "enabled_tools",
         "offer only these of its tools (default all)",
     ),
