@@ -1162,6 +1162,30 @@ impl ToolSource for McpTools {
         let _ = listed.await;
     }
 
+    /// Waits for the servers still starting whose tools' names `name` could
+    /// be one of, until each has listed its tools or failed: each start is
+    /// bounded by its `startup_timeout_secs`.
+    async fn settle(&self, name: &str) {
+        if !name.starts_with(names::PREFIX) {
+            return;
+        }
+        let mine: Vec<usize> = (self.inner.servers.iter().enumerate())
+            .filter(|(_, s)| name.starts_with(&names::server_prefix(&s.name)))
+            .map(|(i, _)| i)
+            .collect();
+        if mine.is_empty() {
+            return;
+        }
+        let mut rx = self.inner.changed.subscribe();
+        let inner = Arc::clone(&self.inner);
+        let _ = rx
+            .wait_for(|_| {
+                mine.iter()
+                    .all(|&i| inner.servers[i].lock().status != Status::Starting)
+            })
+            .await;
+    }
+
     fn max_output_chars(&self, name: &str) -> Option<usize> {
         self.inner
             .offer

@@ -33,6 +33,15 @@ fn suffix(server: &str, tool: &str) -> String {
     d.as_ref()[..3].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What the names of `server`'s tools start with, as far as a name cut to
+/// fit can be told apart by it.
+pub fn server_prefix(server: &str) -> String {
+    let mut p = format!("{PREFIX}{}__", clean(server));
+    // A cut name keeps this much of its plain name (see `assign`).
+    p.truncate(MAX_NAME - 7);
+    p
+}
+
 /// Names for `tools`, pairs of (server, tool) in a stable order, in that
 /// order; `taken` holds names already in use (the built-in tools').
 pub fn assign(tools: &[(String, String)], taken: &HashSet<String>) -> Vec<String> {

@@ -254,6 +254,12 @@ pub trait ToolSource: Send + Sync {
     async fn refresh(&self) {}
     /// The cap on `name`'s result, when `name` is one of this source's tools.
     fn max_output_chars(&self, name: &str) -> Option<usize>;
+    /// Waits, when `name` is not one of this source's tools yet but may be
+    /// once something still starting has told its list (an MCP server whose
+    /// start is under way); bounded by that start's own timeout. A model can
+    /// name a tool it was offered in a session started elsewhere before this
+    /// process has read the server's list: the call should wait, not fail.
+    async fn settle(&self, _name: &str) {}
     async fn execute(
         &self,
         name: &str,
@@ -455,13 +461,21 @@ impl ToolRegistry {
     /// malformed JSON and tool errors all become error text the model can read.
     pub async fn call(&self, name: &str, raw_args: &str, ctx: &ToolContext) -> CallResult {
         let tool = self.get(name);
-        let source = match tool {
-            Some(_) => None,
-            None => self
-                .sources
+        let find_source = || {
+            self.sources
                 .iter()
-                .find_map(|s| s.max_output_chars(name).map(|limit| (s, limit))),
+                .find_map(|s| s.max_output_chars(name).map(|limit| (s, limit)))
         };
+        let mut source = match tool {
+            Some(_) => None,
+            None => find_source(),
+        };
+        if tool.is_none() && source.is_none() && name != deferred::TOOL_SEARCH {
+            for s in &self.sources {
+                s.settle(name).await;
+            }
+            source = find_source();
+        }
         if tool.is_none() && source.is_none() && name == deferred::TOOL_SEARCH {
             let theirs = self.source_definitions();
             if self.deferral.applies(&theirs) {
