@@ -1172,33 +1172,48 @@ fn the_plan_and_a_childs_calls_show_on_the_page() {
     let classes =
         b.script("return [...document.querySelectorAll('#plan li')].map((li) => li.className);");
     assert_eq!(classes, json!(["in_progress", "pending"]));
-    // The child's box is inside the agent call's block, folded once done.
-    let child = b.script(
-        "const box = document.querySelector('.tool .subagent'); \
-         if (!box) return null; \
-         return { summary: box.querySelector('summary').textContent, open: box.open, \
-                  calls: [...box.querySelectorAll('.tool .call')].map((c) => c.textContent), \
-                  out: [...box.querySelectorAll('.tool .out')].map((c) => c.textContent).join('\\n'), \
-                  under: box.parentElement.querySelector('.call').textContent };",
-    );
-    assert_eq!(
-        child["summary"], "sub-agent \u{201c}note reader\u{201d}",
-        "{child}"
-    );
-    assert_eq!(child["open"], false, "{child}");
-    let calls = child["calls"].as_array().expect("the child's calls");
-    assert_eq!(calls.len(), 1, "{child}");
-    assert!(calls[0].as_str().unwrap().contains("notes.txt"), "{child}");
-    assert!(
-        child["out"]
-            .as_str()
-            .unwrap()
-            .contains("hello from the notes"),
-        "{child}"
-    );
-    assert!(
-        child["under"].as_str().unwrap().starts_with("▶ "),
-        "{child}"
-    );
+    // The child's box is inside the agent call's block, folded once done:
+    // live, and again from the saved session once the page is reloaded.
+    let child_box = |when: &str| {
+        let child = b.wait_for("the child's box", |b| {
+            let v = b.script(
+                "const box = document.querySelector('.tool .subagent'); \
+                 if (!box) return null; \
+                 return { summary: box.querySelector('summary').textContent, open: box.open, \
+                          calls: [...box.querySelectorAll('.tool .call')].map((c) => c.textContent), \
+                          out: [...box.querySelectorAll('.tool .out')].map((c) => c.textContent).join('\\n'), \
+                          under: box.parentElement.querySelector('.call').textContent };",
+            );
+            (!v.is_null()).then_some(v)
+        });
+        assert_eq!(
+            child["summary"], "sub-agent \u{201c}note reader\u{201d}",
+            "{when}: {child}"
+        );
+        assert_eq!(child["open"], false, "{when}: {child}");
+        let calls = child["calls"].as_array().expect("the child's calls");
+        assert_eq!(calls.len(), 1, "{when}: {child}");
+        assert!(
+            calls[0].as_str().unwrap().contains("notes.txt"),
+            "{when}: {child}"
+        );
+        assert!(
+            child["out"]
+                .as_str()
+                .unwrap()
+                .contains("hello from the notes"),
+            "{when}: {child}"
+        );
+        assert!(
+            child["under"].as_str().unwrap().starts_with("▶ "),
+            "{when}: {child}"
+        );
+    };
+    child_box("live");
+    b.refresh();
+    b.wait_for("the saved answer", |b| {
+        (b.try_texts(".msg.answer")?.concat() == "Planned and read.").then_some(())
+    });
+    child_box("saved");
     shot(b, "page-plan-and-child.png");
 }

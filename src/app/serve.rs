@@ -358,6 +358,17 @@ impl Backend for ServeBackend {
         Ok(self.store.read_history(id)?)
     }
 
+    #[allow(clippy::type_complexity)]
+    fn transcript(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<Message>, Vec<(String, Vec<Message>)>), HostedError> {
+        if let Some(pg) = &self.database {
+            return Ok(pg.read_transcript(id)?);
+        }
+        Ok(self.store.read_transcript(id)?)
+    }
+
     fn relay(&self) -> Option<Arc<dyn crate::serve::relay::Relay>> {
         let pg = self.database.clone()?;
         Some(Arc::new(super::serve_pg::PgRelay(pg)))

@@ -628,9 +628,9 @@ async fn view_session(
     // Reading and rendering a long session is work for a blocking thread,
     // not for a worker relaying other sessions' streams.
     let made = tokio::task::spawn_blocking(move || {
-        backend.history(&read).map(|messages| {
+        backend.transcript(&read).map(|(messages, subagents)| {
             (
-                super::view::history(&messages),
+                super::view::history_with(&messages, &subagents),
                 super::view::plan(&messages),
             )
         })

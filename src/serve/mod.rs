@@ -71,6 +71,15 @@ pub trait Backend: Send + Sync + 'static {
     fn list(&self) -> Result<Vec<SessionSummary>, HostedError>;
     /// A session's conversation, read without taking it.
     fn history(&self, id: &str) -> Result<Vec<Message>, HostedError>;
+    /// `history`, with the sub-agents' conversations by the call id that
+    /// ran each (a grandchild's under `CHILD_CALL/ITS_CALL`).
+    #[allow(clippy::type_complexity)]
+    fn transcript(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<Message>, Vec<(String, Vec<Message>)>), HostedError> {
+        Ok((self.history(id)?, Vec::new()))
+    }
     /// A fresh agent with no session attached, keeping its "always"
     /// answers in `allowed` (the served session's list).
     fn spawn(&self, allowed: SharedAllowList) -> Result<AgentHandle, HostedError>;

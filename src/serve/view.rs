@@ -52,6 +52,16 @@ pub enum Item {
         /// `exit 2`, `timed out`, `error` when the call failed.
         failure: Option<String>,
     },
+    /// What a sub-agent did, folded under the `agent` call (`call_id`) that
+    /// ran it; its own calls' ids are `CALL/THEIRS`, as the live events name
+    /// them, and a grandchild is one of its items.
+    Subagent {
+        call_id: String,
+        description: String,
+        items: Vec<Item>,
+        /// Its messages before the ones shown.
+        omitted: usize,
+    },
 }
 
 /// What the page asks to have rendered while a run streams.
@@ -146,6 +156,25 @@ pub fn plan(messages: &[Message]) -> Vec<crate::agent::protocol::PlanEntry> {
 /// A saved conversation as items: the last [`MAX_MESSAGES`] messages, and
 /// how many came before them.
 pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
+    conversation(messages, &[], "")
+}
+
+/// `history`, each `agent` call followed by what its sub-agent did (from
+/// `subagents`, by call id), each sub-agent's messages bounded the same way.
+pub fn history_with(
+    messages: &[Message],
+    subagents: &[(String, Vec<Message>)],
+) -> (Vec<Item>, usize) {
+    conversation(messages, subagents, "")
+}
+
+/// The items of one conversation; `prefix` is `CALL/` for a sub-agent's,
+/// so its ids are the ones its live events use.
+fn conversation(
+    messages: &[Message],
+    subagents: &[(String, Vec<Message>)],
+    prefix: &str,
+) -> (Vec<Item>, usize) {
     let skip = messages.len().saturating_sub(MAX_MESSAGES);
     // Results name their tool through the call they answer, which may sit
     // before the window.
@@ -176,7 +205,23 @@ pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
                     items.push(answer(m.text()));
                 }
                 for c in m.calls() {
-                    items.push(call(&c.id, &c.function.name, &c.function.arguments));
+                    let id = format!("{prefix}{}", c.id);
+                    items.push(call(&id, &c.function.name, &c.function.arguments));
+                    let Some((_, theirs)) = subagents.iter().find(|(call, _)| *call == id) else {
+                        continue;
+                    };
+                    let description =
+                        serde_json::from_str::<serde_json::Value>(&c.function.arguments)
+                            .ok()
+                            .and_then(|v| v.get("description")?.as_str().map(str::to_owned))
+                            .unwrap_or_default();
+                    let (child, omitted) = conversation(theirs, subagents, &format!("{id}/"));
+                    items.push(Item::Subagent {
+                        call_id: id,
+                        description: crate::text::one_line(&description, 200),
+                        items: child,
+                        omitted,
+                    });
                 }
             }
             Role::Tool => {
@@ -191,7 +236,7 @@ pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
                 // in its text and still shows). A call a hook stopped never
                 // ran, and its text says so: it shows as failed.
                 let blocked = m.text().starts_with(HOOK_BLOCKED);
-                items.push(result(id, name, m.text(), blocked));
+                items.push(result(&format!("{prefix}{id}"), name, m.text(), blocked));
             }
         }
     }
@@ -259,6 +304,74 @@ mod tests {
                 text: "look\n[image: shot.png 11 bytes]".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_sub_agent_and_its_own_child_fold_under_the_calls_that_ran_them() {
+        let run = |id: &str, what: &str| {
+            let mut m = Message::assistant("");
+            m.tool_calls = Some(vec![ToolCall::new(
+                id,
+                "agent",
+                json!({ "description": what, "prompt": "look" }).to_string(),
+            )]);
+            m
+        };
+        let mut looked = Message::assistant("");
+        looked.tool_calls = Some(vec![ToolCall::new(
+            "k1",
+            "run_shell",
+            json!({ "command": "ls" }).to_string(),
+        )]);
+        let messages = vec![
+            Message::user("go"),
+            run("a1", "survey\u{1b}[2J"),
+            Message::tool_result("a1", "found two"),
+        ];
+        let subagents = vec![
+            (
+                "a1".to_string(),
+                vec![
+                    Message::user("look"),
+                    looked,
+                    Message::tool_result("k1", "x\ny"),
+                    run("g1", "deeper"),
+                    Message::tool_result("g1", "none"),
+                ],
+            ),
+            (
+                "a1/g1".to_string(),
+                vec![Message::assistant("nothing below")],
+            ),
+        ];
+        let (items, _) = history_with(&messages, &subagents);
+        assert!(matches!(&items[1], Item::Call { call_id, .. } if call_id == "a1"));
+        let Item::Subagent {
+            call_id,
+            description,
+            items: child,
+            ..
+        } = &items[2]
+        else {
+            panic!("{items:?}")
+        };
+        assert_eq!(call_id, "a1");
+        assert!(!description.contains('\u{1b}'), "{description:?}");
+        assert!(matches!(&items[3], Item::Result { call_id, .. } if call_id == "a1"));
+        assert!(matches!(&child[1], Item::Call { call_id, .. } if call_id == "a1/k1"));
+        assert!(matches!(&child[2], Item::Result { call_id, .. } if call_id == "a1/k1"));
+        let Item::Subagent {
+            call_id,
+            items: grand,
+            ..
+        } = &child[4]
+        else {
+            panic!("{child:?}")
+        };
+        assert_eq!(call_id, "a1/g1");
+        assert!(matches!(&grand[0], Item::Answer { html } if html.contains("nothing below")));
+        // Without the sub-agents it is the plain history.
+        assert_eq!(history(&messages).0.len(), 3);
     }
 
     #[test]

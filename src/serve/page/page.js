@@ -573,6 +573,20 @@ function showItem(it) {
     case "answer": showAnswer(it); break;
     case "call": showCall(it); break;
     case "result": showResult(it); break;
+    case "subagent": showSubagent(it); break;
+  }
+}
+
+// A saved sub-agent: its calls and results in the box of the call that ran
+// it, folded, as the live view leaves a child that is done.
+function showSubagent(item) {
+  const box = childBox(item.call_id, item.description);
+  box.open = false;
+  for (const it of item.items) {
+    if (it.kind === "call" || it.kind === "result") callBlock(it.call_id, it.name, box);
+    if (it.kind === "call") showCall(it);
+    else if (it.kind === "result") showResult(it);
+    else if (it.kind === "subagent") showSubagent(it);
   }
 }
 

@@ -23,8 +23,8 @@ pub use db::DbError;
 pub use rows::Leases;
 
 use super::{
-    assemble, history_of, images_dir, journal, new_id, parse_error, start, Opened, Place, Session,
-    SessionError, SessionInfo, Store, Summary, MAX_SESSION_BYTES,
+    assemble, history_of, images_dir, journal, new_id, parse_error, start, transcript_of, Opened,
+    Place, Session, SessionError, SessionInfo, Store, Summary, MAX_SESSION_BYTES,
 };
 use db::Db;
 use rows::{Refused, RowSink};
@@ -311,6 +311,23 @@ impl Pg {
     pub fn read_history(&self, id: &str) -> Result<Vec<crate::wire::Message>, SessionError> {
         let (bytes, _) = self.records(id)?;
         history_of(&bytes, &self.place(id).path)
+    }
+
+    /// `read_history`, with the sub-agents' histories by the parent's call
+    /// id.
+    #[allow(clippy::type_complexity)]
+    pub fn read_transcript(
+        &self,
+        id: &str,
+    ) -> Result<
+        (
+            Vec<crate::wire::Message>,
+            Vec<(String, Vec<crate::wire::Message>)>,
+        ),
+        SessionError,
+    > {
+        let (bytes, _) = self.records(id)?;
+        transcript_of(&bytes, &self.place(id).path)
     }
 
     /// Deletes session `id` with its records and events; refused while an
