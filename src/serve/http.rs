@@ -630,7 +630,7 @@ async fn view_session(
     let made = tokio::task::spawn_blocking(move || {
         backend.transcript(&read).map(|(messages, subagents)| {
             (
-                super::view::history_with(&messages, &subagents),
+                super::view::history(&messages, &subagents),
                 super::view::plan(&messages),
             )
         })

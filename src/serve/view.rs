@@ -154,17 +154,9 @@ pub fn plan(messages: &[Message]) -> Vec<crate::agent::protocol::PlanEntry> {
 }
 
 /// A saved conversation as items: the last [`MAX_MESSAGES`] messages, and
-/// how many came before them.
-pub fn history(messages: &[Message]) -> (Vec<Item>, usize) {
-    conversation(messages, &[], "")
-}
-
-/// `history`, each `agent` call followed by what its sub-agent did (from
-/// `subagents`, by call id), each sub-agent's messages bounded the same way.
-pub fn history_with(
-    messages: &[Message],
-    subagents: &[(String, Vec<Message>)],
-) -> (Vec<Item>, usize) {
+/// how many came before them; each `agent` call is followed by what its
+/// sub-agent did (from `subagents`, by call id), bounded the same way.
+pub fn history(messages: &[Message], subagents: &[(String, Vec<Message>)]) -> (Vec<Item>, usize) {
     conversation(messages, subagents, "")
 }
 
@@ -264,7 +256,7 @@ mod tests {
             Message::tool_result("c1", format!("exit code: 0\nstdout:\n{out}")),
             Message::assistant("| a | b |\n|---|---|\n| 1 | 2 |"),
         ];
-        let (items, omitted) = history(&messages);
+        let (items, omitted) = history(&messages, &[]);
         assert_eq!(omitted, 0);
         assert_eq!(
             items[0],
@@ -297,7 +289,7 @@ mod tests {
     fn an_image_is_a_line_naming_it_never_its_bytes() {
         let image =
             crate::wire::Image::from_bytes("shot.png", b"\x89PNG\r\n\x1a\nxyz".to_vec()).unwrap();
-        let (items, _) = history(&[Message::user_with_images("look", vec![image])]);
+        let (items, _) = history(&[Message::user_with_images("look", vec![image])], &[]);
         assert_eq!(
             items,
             [Item::User {
@@ -344,7 +336,7 @@ mod tests {
                 vec![Message::assistant("nothing below")],
             ),
         ];
-        let (items, _) = history_with(&messages, &subagents);
+        let (items, _) = history(&messages, &subagents);
         assert!(matches!(&items[1], Item::Call { call_id, .. } if call_id == "a1"));
         let Item::Subagent {
             call_id,
@@ -371,7 +363,7 @@ mod tests {
         assert_eq!(call_id, "a1/g1");
         assert!(matches!(&grand[0], Item::Answer { html } if html.contains("nothing below")));
         // Without the sub-agents it is the plain history.
-        assert_eq!(history(&messages).0.len(), 3);
+        assert_eq!(history(&messages, &[]).0.len(), 3);
     }
 
     #[test]
@@ -379,7 +371,7 @@ mod tests {
         let messages: Vec<Message> = (0..MAX_MESSAGES + 5)
             .map(|i| Message::user(format!("m{i}")))
             .collect();
-        let (items, omitted) = history(&messages);
+        let (items, omitted) = history(&messages, &[]);
         assert_eq!(omitted, 5);
         assert_eq!(items.len(), MAX_MESSAGES);
         assert_eq!(items[0], Item::User { text: "m5".into() });
@@ -407,7 +399,7 @@ mod tests {
             json!({ "command": "rm -r build" }).to_string(),
         )]);
         let text = "blocked by a PreToolUse hook: no rm in this repo";
-        let (items, _) = history(&[asked, Message::tool_result("c1", text)]);
+        let (items, _) = history(&[asked, Message::tool_result("c1", text)], &[]);
         let Item::Result { failure, lines, .. } = &items[1] else {
             panic!("{items:?}")
         };
@@ -420,7 +412,7 @@ mod tests {
         assert_eq!(failure.as_deref(), Some("blocked by a hook"));
         // A saved result that only mentions a hook is output.
         let said = "exit code: 0\nstdout:\nblocked by a PreToolUse hook: x";
-        let (items, _) = history(&[Message::tool_result("c2", said)]);
+        let (items, _) = history(&[Message::tool_result("c2", said)], &[]);
         assert!(matches!(&items[0], Item::Result { failure: None, .. }));
     }
 
