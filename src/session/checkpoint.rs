@@ -1326,6 +1326,96 @@ mod tests {
         fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A log that keeps records and blobs apart, as the database does.
+    #[derive(Default, Clone)]
+    struct Rows {
+        kept: Arc<Mutex<Kept>>,
+    }
+
+    #[derive(Default)]
+    struct Kept {
+        records: Vec<FileRecord>,
+        blobs: HashMap<String, Vec<u8>>,
+        /// Whether each append was to be durable.
+        durable: Vec<bool>,
+    }
+
+    impl CheckpointLog for Rows {
+        fn read(&mut self) -> io::Result<(Index, Option<String>)> {
+            let kept = self.kept.lock().unwrap();
+            let blobs = kept
+                .blobs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.len() as u64))
+                .collect();
+            Ok((Index::of_parts(kept.records.clone(), blobs)?, None))
+        }
+
+        fn append(&mut self, index: &Index, batch: &Batch<'_>) -> io::Result<u64> {
+            let mut kept = self.kept.lock().unwrap();
+            for (sha, offset, len) in batch.blobs {
+                let bytes = &batch.bytes[*offset as usize..(offset + len) as usize];
+                kept.blobs.insert(sha.clone(), bytes.to_vec());
+            }
+            kept.records.extend(batch.records.iter().cloned());
+            kept.durable.push(batch.durable);
+            Ok(index.size())
+        }
+
+        fn blob(&mut self, sha256: &str, _at: (u64, u64)) -> io::Result<Vec<u8>> {
+            let kept = self.kept.lock().unwrap();
+            kept.blobs
+                .get(sha256)
+                .cloned()
+                .ok_or_else(|| io::Error::other("missing"))
+        }
+    }
+
+    #[test]
+    fn a_store_kept_apart_restores_as_the_file_does_and_counts_its_size_alike() {
+        let d = tempdir("rows");
+        let (a, b) = (d.join("a.txt"), d.join("b.txt"));
+        fs::write(&a, "old a").unwrap();
+        let rows = Rows::default();
+        let apart = CheckpointStore::in_log(Box::new(rows.clone()));
+        let file = CheckpointStore::new(d.join("s.checkpoints"));
+        let paths = [a.clone(), b.clone()];
+        let after = [After::of(Some(b"new a")), After::of(Some(b"new b"))];
+        for store in [&apart, &file] {
+            store.keep("t1", &paths, &after, None).unwrap();
+            // A later change in the same turn notes only what it wrote.
+            store
+                .keep(
+                    "t1",
+                    std::slice::from_ref(&a),
+                    &[After::of(Some(b"newer"))],
+                    None,
+                )
+                .unwrap();
+        }
+        fs::write(&a, "newer").unwrap();
+        fs::write(&b, "new b").unwrap();
+        // The state before the change had to be durable; the later note not.
+        assert_eq!(rows.kept.lock().unwrap().durable, vec![true, false]);
+        // Read back afresh, the size is what the file holds: one bound.
+        let (index, damage) = rows.clone().read().unwrap();
+        assert_eq!(damage, None);
+        let on_disk = fs::metadata(d.join("s.checkpoints")).unwrap().len();
+        assert_eq!(index.size(), on_disk);
+        let again = CheckpointStore::in_log(Box::new(rows));
+        let done = again.restore_turn("t1").unwrap();
+        assert_eq!(
+            actions(&done),
+            vec![
+                ("a.txt".to_string(), FileAction::Restore { bytes: 5 }),
+                ("b.txt".to_string(), FileAction::Delete),
+            ]
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "old a");
+        assert!(!b.exists());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
     /// A tool's change as the file tools make it: checkpoint (with what it
     /// writes), then the write.
     fn tool_writes(store: &CheckpointStore, turn: &str, path: &Path, text: &str) {
