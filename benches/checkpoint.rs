@@ -85,7 +85,8 @@ fn main() {
             std::fs::write(f, content).expect("write");
         }
     };
-    let store = CheckpointStore::new(work.join("session.checkpoints"));
+    let log = work.join("session.checkpoints");
+    let store = CheckpointStore::new(log.clone());
     let mut each = Vec::new();
     let mut batched = Vec::new();
     for round in 0..rounds {
@@ -109,7 +110,7 @@ fn main() {
         each,
     );
     stats("checkpoint of 100 files in one call (one sync)", batched);
-    let size = std::fs::metadata(store.path()).map_or(0, |m| m.len());
+    let size = std::fs::metadata(&log).map_or(0, |m| m.len());
     println!("store after {} turns: {} KB", 2 * rounds, size / 1024);
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -109,7 +109,7 @@ fn main() {
         .build()
         .expect("a runtime");
     let connect = || {
-        rt.block_on(Pg::connect(&pg.url(), LEASE, files.clone()))
+        rt.block_on(Pg::connect(&pg.url(), LEASE))
             .expect("connect to PostgreSQL")
     };
     let (b, c) = (connect(), connect());

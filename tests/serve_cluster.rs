@@ -4,10 +4,11 @@
 //! no event and no record, and the session is free again within the lease.
 
 use crate::support;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use support::balancer::Balancer;
+use support::calls::{call, config_no_confirm};
 use support::fake_provider::{FakeProvider, Gate, Reply};
 use support::http::{Client, SseEvent, SseStream};
 use support::postgres::Postgres;
@@ -226,6 +227,157 @@ fn killing_the_instance_running_a_turn_loses_no_event_and_frees_the_session_with
     assert_eq!(h.matches("first question").count(), 1, "{h}");
     assert_eq!(h.matches("second question").count(), 1, "{h}");
     assert_eq!(h.matches("slow answer").count(), 1, "{h}");
+}
+
+/// Session `id`'s turns as instance `c` lists them.
+fn turns(c: &Client, id: &str) -> Vec<Value> {
+    let r = c.get(&format!("/api/sessions/{id}/turns"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()["turns"].as_array().cloned().unwrap_or_default()
+}
+
+/// Puts the files back to before `turn` from instance `c`.
+fn rewind_code(c: &Client, id: &str, turn: &str) -> Value {
+    let r = c.post_json(
+        &format!("/api/sessions/{id}/rewind"),
+        &json!({ "turn": turn, "code": true }),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+#[test]
+fn a_file_a_tool_changed_on_one_instance_is_rewound_from_another_and_the_rewind_undone_from_the_first(
+) {
+    let test = "serve_cluster_rewind";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let p = FakeProvider::start(vec![
+        call(
+            "w1",
+            "write_file",
+            json!({ "path": "notes.txt", "content": "written by the tool\n" }),
+        ),
+        Reply::text("written"),
+    ]);
+    // Both instances work in the same directory, as a team's would on a
+    // shared volume: the tools change files where the instance runs.
+    let cmd = BuddyCmd::new().config(config_no_confirm(&p, ""));
+    let notes = cmd.work_dir().join("notes.txt");
+    std::fs::write(&notes, "the user's own text\n").unwrap();
+    let servers = cluster(&pg, &cmd, 2, "15s");
+    let (a, b) = (servers[0].client(), servers[1].client());
+    let id = new_session(&a);
+    prompt(&a, &id, "change notes.txt").until("done");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "written by the tool\n"
+    );
+    // The checkpoint is in the database, not in A's directory.
+    let rows = pg.query(&format!(
+        "SELECT count(*) FROM buddy_checkpoints WHERE session_id = '{id}'"
+    ));
+    assert_eq!(rows, "1");
+    let blob = pg.query(&format!(
+        "SELECT convert_from(content, 'UTF8') FROM buddy_checkpoint_blobs WHERE session_id = '{id}'"
+    ));
+    assert_eq!(blob.trim_end(), "the user's own text");
+    let sessions = cmd.work_dir().join(".buddyx/sessions");
+    let local: Vec<_> = std::fs::read_dir(&sessions)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !local
+            .iter()
+            .any(|n| n.to_string_lossy().ends_with(".checkpoints")),
+        "{local:?}"
+    );
+
+    // B lists A's turn with the file to put back, and puts it back.
+    let listed = turns(&b, &id);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let turn = listed[0]["turn"].as_str().unwrap().to_string();
+    assert_eq!(listed[0]["files"][0]["action"], "restore", "{listed:?}");
+    let done = rewind_code(&b, &id, &turn);
+    assert_eq!(done["files"][0]["action"], "restore", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "the user's own text\n"
+    );
+    // B's undo point is a row too: A takes the rewind back.
+    let listed = turns(&a, &id);
+    let undo = listed.last().unwrap();
+    assert!(
+        undo["turn"].as_str().unwrap().starts_with("!undo-"),
+        "{listed:?}"
+    );
+    let undone = rewind_code(&a, &id, undo["turn"].as_str().unwrap());
+    assert_eq!(undone["files"][0]["action"], "restore", "{undone}");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "written by the tool\n"
+    );
+    // Followers heard of both rewinds; the session takes prompts again.
+    let stored = pg.query(&format!(
+        "SELECT count(*) FROM buddy_events WHERE session_id = '{id}' AND data LIKE '%\"rewound\"%'"
+    ));
+    assert_eq!(stored, "2");
+    let leases = pg.query(&format!(
+        "SELECT count(*) FROM buddy_leases WHERE session_id = '{id}'"
+    ));
+    assert_eq!(leases, "0", "a rewind gives the session back");
+}
+
+#[test]
+fn an_image_attached_on_one_instance_reaches_the_model_from_another() {
+    use base64::Engine;
+    let test = "serve_cluster_image";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let p = FakeProvider::start(vec![Reply::text("a chart"), Reply::text("still a chart")]);
+    let cmd = BuddyCmd::new().config_for(&p);
+    let servers = cluster(&pg, &cmd, 2, "15s");
+    let (a, b) = (servers[0].client(), servers[1].client());
+    let id = new_session(&a);
+    let png = b"\x89PNG\r\n\x1a\nnot much of a picture, but a PNG by its first bytes".to_vec();
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    let body = json!({
+        "text": "what is in this picture?",
+        "images": [{ "name": "shots/chart.png", "data": data }],
+    })
+    .to_string();
+    let (r, s) = a.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    s.unwrap().until("done");
+    // The copy is a row, not a file of A's directory.
+    let kept = pg.query(&format!(
+        "SELECT count(*) FROM buddy_images WHERE session_id = '{id}' AND length(content) = {}",
+        png.len()
+    ));
+    assert_eq!(kept, "1");
+    assert!(!cmd
+        .work_dir()
+        .join(format!(".buddyx/sessions/{id}.images"))
+        .exists());
+    prompt(&b, &id, "and the colours?").until("done");
+    let sent = p.chat_requests();
+    assert_eq!(sent.len(), 2);
+    assert!(sent[0].body_text().contains(&data), "A sent the image");
+    assert!(
+        sent[1].body_text().contains(&data),
+        "B's request carries the image attached on A: {}",
+        sent[1].body_text()
+    );
+    // The history names it by its file name alone.
+    let h = b.get(&format!("/api/sessions/{id}")).body;
+    assert!(h.contains("chart.png") && !h.contains("shots/"), "{h}");
 }
 
 fn kill_9(server: Server) {

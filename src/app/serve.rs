@@ -58,7 +58,7 @@ pub(crate) async fn serve(
     let store_url = args.store.clone().or_else(|| settings.serve.store.clone());
     let database = match store_url.as_deref() {
         None | Some("") => None,
-        Some(url) => Some(database(url, &args, &settings.serve, &local).await?),
+        Some(url) => Some(database(url, &args, &settings.serve).await?),
     };
     let backend = Arc::new(ServeBackend {
         store: local,
@@ -274,12 +274,7 @@ fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
 
 /// Connects to the session database at `url` (a password in it is kept out
 /// of every log and session, as API keys are).
-async fn database(
-    url: &str,
-    args: &ServeArgs,
-    file: &ServeSection,
-    local: &Store,
-) -> Result<Arc<Pg>, AppError> {
+async fn database(url: &str, args: &ServeArgs, file: &ServeSection) -> Result<Arc<Pg>, AppError> {
     if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
         return Err(AppError::Usage(format!(
             "--store takes a postgres:// URL, not {}",
@@ -300,7 +295,7 @@ async fn database(
             crate::redact::remember(std::iter::once(&String::from_utf8_lossy(p).into_owned()));
         }
     }
-    Pg::connect(url, lease, local.clone())
+    Pg::connect(url, lease)
         .await
         .map_err(|e| AppError::Usage(format!("cannot use the session database: {e}")))
 }

@@ -111,7 +111,7 @@ impl State {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    fn live(&self, id: &str) -> Arc<Live> {
+    pub(super) fn live(&self, id: &str) -> Arc<Live> {
         if let Some(live) = self.sessions().get(id) {
             return live.clone();
         }
@@ -156,7 +156,7 @@ impl State {
     }
 
     /// Writes an audit line, when the server keeps an audit log.
-    fn audit(&self, e: Entry<'_>) {
+    pub(super) fn audit(&self, e: Entry<'_>) {
         if let Some(a) = &self.inner.team.audit {
             a.record(e);
         }
@@ -236,7 +236,7 @@ impl State {
 
     /// A new agent for `live`, built off the runtime's workers; the error
     /// response when there is no place for it or it cannot be built.
-    async fn build(&self, live: &Live) -> Result<Pooled, Response> {
+    pub(super) async fn build(&self, live: &Live) -> Result<Pooled, Response> {
         let Some(place) = self.agent_place().await else {
             return Err(busy(format!(
                 "{} sessions have a running agent already; retry when one is done",
@@ -282,7 +282,7 @@ impl State {
         self.inner.stopping.subscribe()
     }
 
-    fn stopping(&self) -> bool {
+    pub(super) fn stopping(&self) -> bool {
         *self.inner.stopping.borrow()
     }
 }
@@ -303,6 +303,8 @@ pub fn router(state: State) -> Router {
         .route("/api/sessions/{id}/events", get(events))
         .route("/api/sessions/{id}/approvals/{call_id}", post(approve))
         .route("/api/sessions/{id}/interrupt", post(interrupt))
+        .route("/api/sessions/{id}/turns", get(super::rewind::turns))
+        .route("/api/sessions/{id}/rewind", post(super::rewind::rewind))
         .route("/metrics", get(metrics_text))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(
@@ -503,7 +505,7 @@ async fn create_session(
 
 /// Whether the id in a path names an existing session exactly, one the
 /// caller may see.
-fn known(state: &State, caller: &Caller, id: &str) -> bool {
+pub(super) fn known(state: &State, caller: &Caller, id: &str) -> bool {
     state.inner.team.may_see(caller, id)
         && state
             .inner
@@ -512,7 +514,7 @@ fn known(state: &State, caller: &Caller, id: &str) -> bool {
             .is_ok_and(|found| found == id)
 }
 
-fn no_session(id: &str) -> Response {
+pub(super) fn no_session(id: &str) -> Response {
     error(
         StatusCode::NOT_FOUND,
         format!("no session {id:?} (GET /api/sessions lists them)"),
@@ -683,6 +685,59 @@ struct MessageBody {
     text: String,
     #[serde(default)]
     mode: Mode,
+    /// Attached to a prompt (never to a steer or a follow-up, as in the
+    /// agent's protocol).
+    #[serde(default)]
+    images: Vec<ImageBody>,
+}
+
+/// Most images one prompt carries. The body limit bounds their bytes; this
+/// bounds the work per request (a hash and a stored copy each).
+const MAX_PROMPT_IMAGES: usize = 16;
+/// The longest image name kept (a file name, for people).
+const MAX_IMAGE_NAME_CHARS: usize = 255;
+
+/// An image as a client attaches it: its file name and its bytes in base64.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImageBody {
+    name: String,
+    data: String,
+}
+
+/// The images of a prompt, or why they are refused: too many, not base64,
+/// not PNG, JPEG, GIF or WebP.
+fn images_of(sent: Vec<ImageBody>) -> Result<Vec<crate::wire::Image>, String> {
+    use base64::Engine;
+    if sent.len() > MAX_PROMPT_IMAGES {
+        return Err(format!(
+            "a prompt carries at most {MAX_PROMPT_IMAGES} images"
+        ));
+    }
+    let mut out = Vec::with_capacity(sent.len());
+    for (i, image) in sent.into_iter().enumerate() {
+        // The last component only, as the front ends name a file.
+        let name: String = image
+            .name
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(MAX_IMAGE_NAME_CHARS)
+            .collect();
+        let name = if name.is_empty() {
+            format!("image-{}", i + 1)
+        } else {
+            name
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(image.data.as_bytes())
+            .map_err(|e| format!("image {} is not base64: {e}", i + 1))?;
+        let read = crate::wire::Image::from_bytes(&name, bytes)
+            .ok_or_else(|| format!("image {} is not a PNG, JPEG, GIF or WebP file", i + 1))?;
+        out.push(read);
+    }
+    Ok(out)
 }
 
 impl Mode {
@@ -749,6 +804,16 @@ async fn send_message(state: &State, caller: &Caller, id: String, body: MessageB
     if body.text.trim().is_empty() {
         return error(StatusCode::BAD_REQUEST, "the message is empty");
     }
+    if !body.images.is_empty() && body.mode != Mode::Prompt {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "images are attached to a prompt only, not to a steer or a follow-up",
+        );
+    }
+    let images = match images_of(body.images) {
+        Ok(images) => images,
+        Err(reason) => return error(StatusCode::BAD_REQUEST, reason),
+    };
     if state.stopping() {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -816,7 +881,13 @@ async fn send_message(state: &State, caller: &Caller, id: String, body: MessageB
     // Subscribed before the run starts, so the stream holds all of it.
     let sub = live.subscribe(live.next_id().saturating_sub(1));
     match live
-        .start(pooled, body.text, state.inner.opts.approval_timeout, slot)
+        .start(
+            pooled,
+            body.text,
+            images,
+            state.inner.opts.approval_timeout,
+            slot,
+        )
         .await
     {
         Ok(()) => sse(live, sub, true, None, &state),
@@ -832,7 +903,7 @@ fn queued_answer() -> Response {
     (StatusCode::ACCEPTED, Json(json!({ "queued": true }))).into_response()
 }
 
-fn in_progress() -> Response {
+pub(super) fn in_progress() -> Response {
     error(
         StatusCode::CONFLICT,
         "a run is in progress in this session; send the message with \"mode\": \"steer\" or \"follow_up\", or interrupt it",
@@ -843,7 +914,7 @@ fn in_progress() -> Response {
 /// another process holds it, 503 when this server is out of descriptors or
 /// memory for now (both: retry later), 404 when it is gone, 500 when its file
 /// is damaged or newer than this buddy, or anything else failed.
-fn resume_status(code: Option<ErrorCode>) -> StatusCode {
+pub(super) fn resume_status(code: Option<ErrorCode>) -> StatusCode {
     match code {
         Some(ErrorCode::SessionInUse) => StatusCode::CONFLICT,
         Some(ErrorCode::SessionNotFound) => StatusCode::NOT_FOUND,
@@ -1141,6 +1212,34 @@ fn ready_one(f: &mut Feed) -> Option<Arc<Stamped>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sent(name: &str, bytes: &[u8]) -> ImageBody {
+        use base64::Engine;
+        ImageBody {
+            name: name.into(),
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    #[test]
+    fn a_prompts_images_are_images_in_base64_named_by_their_last_component() {
+        let png = b"\x89PNG\r\n\x1a\nrest";
+        let got = images_of(vec![sent("../../etc/shot.png", png), sent("", png)]).unwrap();
+        assert_eq!(got[0].name, "shot.png");
+        assert_eq!(got[0].media_type, "image/png");
+        assert_eq!(got[1].name, "image-2");
+        let text = images_of(vec![sent("a.png", b"just text")]).unwrap_err();
+        assert!(text.contains("not a PNG"), "{text}");
+        let bad = ImageBody {
+            name: "a.png".into(),
+            data: "%%%".into(),
+        };
+        assert!(images_of(vec![bad]).unwrap_err().contains("base64"));
+        let many = (0..=MAX_PROMPT_IMAGES)
+            .map(|_| sent("a.png", png))
+            .collect();
+        assert!(images_of(many).unwrap_err().contains("at most"));
+    }
 
     /// A store out of descriptors is the moment's fault (503, retry); any
     /// other failure, a damaged file say, is not (500).

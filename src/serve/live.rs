@@ -432,12 +432,13 @@ impl Live {
     }
 
     /// Starts a run on `pooled` (the session must be claimed): resume this
-    /// session, then `prompt`. On failure the claim is given back, and the
+    /// session, then `prompt` with `images`. On failure the claim is given back, and the
     /// agent kept when it still runs.
     pub async fn start(
         self: &Arc<Self>,
         mut pooled: Pooled,
         prompt: String,
+        images: Vec<crate::wire::Image>,
         approval_timeout: Duration,
         slot: RunSlot,
     ) -> Result<(), StartError> {
@@ -484,7 +485,7 @@ impl Live {
         let _ = ops
             .send(Op::Prompt {
                 text: prompt,
-                images: Vec::new(),
+                images,
             })
             .await;
         let me = self.clone();
@@ -495,6 +496,53 @@ impl Live {
         });
         self.lock().pump = Some(pump);
         Ok(())
+    }
+
+    /// Answers `op` outside a run (`Turns`, `Rewind`) on `pooled` (the
+    /// session must be claimed): the session is resumed, asked and released
+    /// again, as a run does, and the agent kept. Nothing is published but
+    /// the answer, and that only when `publish` (a rewind changed files
+    /// that followers should hear of).
+    pub async fn ask(
+        self: &Arc<Self>,
+        mut pooled: Pooled,
+        op: Op,
+        publish: bool,
+    ) -> Result<EventKind, StartError> {
+        let ops = pooled.agent.ops.clone();
+        self.lock().agent_ops = Some(ops.clone());
+        let gone = || StartError::Resume {
+            message: "the session's agent stopped before it answered".into(),
+            code: None,
+        };
+        let resume = ops.send(Op::Resume {
+            query: self.id.clone(),
+        });
+        let Some(resumed) = answer(&mut pooled, resume.await.ok()).await else {
+            self.end_run(None);
+            return Err(gone());
+        };
+        if let EventKind::Error { message, code } = resumed.kind {
+            // The agent is as it was, with no session: kept.
+            self.end_run(Some(pooled));
+            return Err(StartError::Resume { message, code });
+        }
+        let asked = ops.send(op).await.ok();
+        let Some(reply) = answer(&mut pooled, asked).await else {
+            self.end_run(None);
+            return Err(gone());
+        };
+        if publish && !matches!(reply.kind, EventKind::Error { .. }) {
+            self.publish(&reply);
+        }
+        // Released before the answer goes back, as a run's end is: the
+        // client may continue the session anywhere at once.
+        let release = ops.send(Op::NewSession).await.ok();
+        match answer(&mut pooled, release).await {
+            Some(_) => self.end_run(Some(pooled)),
+            None => self.end_run(None),
+        }
+        Ok(reply.kind)
     }
 
     /// The run is over: its agent is kept (`Some`) or gone, and the session
@@ -686,6 +734,19 @@ impl Renderer for Publisher {
             self.releasing = id;
         }
         Flow::Continue
+    }
+}
+
+/// The answer to the op `id` sent to `pooled`'s agent: the first of its
+/// events that is not a warning (a resume warns before it answers). None
+/// when the agent stopped, or the op never reached it.
+async fn answer(pooled: &mut Pooled, id: Option<OpId>) -> Option<Event> {
+    let id = id?;
+    loop {
+        let ev = pooled.agent.events.recv().await?;
+        if ev.op_id == Some(id) && !matches!(ev.kind, EventKind::Warning { .. }) {
+            return Some(ev);
+        }
     }
 }
 

@@ -37,6 +37,7 @@ mod http;
 mod live;
 mod metrics;
 pub mod relay;
+mod rewind;
 mod team;
 mod users;
 mod view;

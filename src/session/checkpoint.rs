@@ -28,6 +28,13 @@
 //! knows the old content. A torn last record is dropped on load, as in the
 //! journal. Records are never rewritten.
 //!
+//! Where the records and the bytes are kept is a [`CheckpointLog`]: this
+//! file ([`CheckpointFile`]), or rows of the session database
+//! (`session::postgres`), which keep the same records and blobs under the
+//! same bounds and the same promise (durable before `before_change`
+//! returns). What to keep, the bounds and the rewinds are this module's,
+//! whatever the log.
+//!
 //! This module does not know turns, the agent or the REPL: it keeps bytes
 //! under the turn ids it is given and puts them back on request.
 
@@ -169,22 +176,189 @@ pub fn read_index(mut r: impl BufRead, file_len: u64) -> io::Result<(Index, Opti
 
 pub use crate::tools::checkpoint::sha256_hex;
 
-/// What the store holds in memory once loaded: its index, and the file
-/// open for appending once anything was written.
-#[derive(Default)]
+impl Index {
+    /// The index of a log that keeps `records` (in order) and the blobs
+    /// `blobs` (name, length) apart, not in a file: its size is what the
+    /// file would hold, so the store's bound means the same in both.
+    pub fn of_parts(records: Vec<FileRecord>, blobs: Vec<(String, u64)>) -> io::Result<Index> {
+        let mut buf = Vec::new();
+        encode(
+            &Record::Header(Header {
+                version: FORMAT_VERSION,
+            }),
+            &mut buf,
+        )?;
+        let mut size = 0u64;
+        let mut index = Index::default();
+        for (sha256, len) in blobs {
+            encode(
+                &Record::Blob(Blob {
+                    sha256: sha256.clone(),
+                    len,
+                }),
+                &mut buf,
+            )?;
+            size += len + 1;
+            index.blobs.insert(sha256, (0, len));
+        }
+        for r in &records {
+            encode(&Record::File(r.clone()), &mut buf)?;
+        }
+        index.records = records;
+        index.good_len = size + buf.len() as u64;
+        Ok(index)
+    }
+
+    /// How much the store holds, as its file would.
+    pub fn size(&self) -> u64 {
+        self.good_len
+    }
+
+    /// Where blob `sha256` is in its log, as the log gave it.
+    pub fn blob_at(&self, sha256: &str) -> Option<(u64, u64)> {
+        self.blobs.get(sha256).copied()
+    }
+}
+
+/// One write to a checkpoint log: every record of a change of one batch of
+/// files, whole or not at all.
+pub struct Batch<'a> {
+    /// The batch as the file holds it: its records, each blob record
+    /// followed by its bytes.
+    pub bytes: &'a [u8],
+    /// The new blobs: name, where their bytes are in `bytes`, length.
+    pub blobs: &'a [(String, u64, u64)],
+    /// The file records of `bytes`, in order.
+    pub records: &'a [FileRecord],
+    /// A file's state before a change is among them: it must be durable
+    /// when `append` returns, since the tool changes the file next.
+    pub durable: bool,
+}
+
+/// Where a checkpoint store keeps its records and blobs. Called under the
+/// store's lock, from blocking code (never on the runtime's workers).
+pub trait CheckpointLog: Send {
+    /// Everything kept so far, and why it could not all be read.
+    fn read(&mut self) -> io::Result<(Index, Option<String>)>;
+    /// Appends `batch` after what `index` holds, and returns where the
+    /// batch starts in the log (a new file's header comes first).
+    fn append(&mut self, index: &Index, batch: &Batch<'_>) -> io::Result<u64>;
+    /// The bytes of blob `sha256`, kept at `at` (offset, length) as
+    /// `read` or `append` said; checked against their name by the caller.
+    fn blob(&mut self, sha256: &str, at: (u64, u64)) -> io::Result<Vec<u8>>;
+}
+
+/// The store as one append-only file beside the session's journal.
+pub struct CheckpointFile {
+    path: PathBuf,
+    /// Open for appending once anything was written.
+    file: Option<File>,
+}
+
+impl CheckpointFile {
+    pub fn new(path: PathBuf) -> CheckpointFile {
+        CheckpointFile { path, file: None }
+    }
+
+    /// Opens the file for appending (creating it, with its header), cut
+    /// back to its last whole record (`good_len`).
+    fn writer(&mut self, good_len: u64) -> io::Result<&mut File> {
+        if self.file.is_none() {
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&self.path)?;
+            let len = f.metadata()?.len();
+            let mut end = good_len;
+            if len == 0 {
+                let mut header = Vec::new();
+                encode(
+                    &Record::Header(Header {
+                        version: FORMAT_VERSION,
+                    }),
+                    &mut header,
+                )?;
+                f.write_all(&header)?;
+                end = header.len() as u64;
+                // The new name must survive a power cut too.
+                if let Some(dir) = self.path.parent() {
+                    File::open(dir)?.sync_all()?;
+                }
+            } else if len != good_len {
+                // A torn tail (or damage): appending after it would hide
+                // every later record from the reader.
+                f.set_len(good_len)?;
+            }
+            f.seek(SeekFrom::Start(end))?;
+            self.file = Some(f);
+        }
+        self.file
+            .as_mut()
+            .ok_or_else(|| io::Error::other("checkpoint store not open"))
+    }
+}
+
+impl CheckpointLog for CheckpointFile {
+    fn read(&mut self) -> io::Result<(Index, Option<String>)> {
+        match File::open(&self.path) {
+            Ok(f) => {
+                let len = f.metadata()?.len();
+                read_index(io::BufReader::with_capacity(64 * 1024, f), len)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((Index::default(), None)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn append(&mut self, index: &Index, batch: &Batch<'_>) -> io::Result<u64> {
+        let f = self.writer(index.good_len)?;
+        // A new file's header came first: the batch starts after it.
+        let start = f.stream_position()?;
+        let written =
+            f.write_all(batch.bytes).and_then(
+                |()| {
+                    if batch.durable {
+                        f.sync_data()
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+        if let Err(e) = written {
+            // Cut back to the last whole record, so no half of this batch
+            // is ever read as a checkpoint.
+            let _ = f.set_len(start);
+            let _ = f.seek(SeekFrom::Start(start));
+            return Err(e);
+        }
+        Ok(start)
+    }
+
+    fn blob(&mut self, _sha256: &str, (offset, len): (u64, u64)) -> io::Result<Vec<u8>> {
+        let mut f = File::open(&self.path)?;
+        f.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::new();
+        f.take(len).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+}
+
+/// What the store holds in memory once loaded: its index, and its log.
 struct State {
     loaded: bool,
     index: Index,
     /// Why the store could not be read whole (said at rewind time).
     damage: Option<String>,
-    file: Option<File>,
+    log: Box<dyn CheckpointLog>,
 }
 
 /// One session's checkpoint store. Cheap to create: nothing is read or
 /// written until a file changes or a rewind asks. Clones share the store.
 #[derive(Clone)]
 pub struct CheckpointStore {
-    path: PathBuf,
     /// `MAX_FILE_BYTES` and `MAX_STORE_BYTES`, smaller in tests.
     max_file: u64,
     max_store: u64,
@@ -194,12 +368,22 @@ pub struct CheckpointStore {
 }
 
 impl CheckpointStore {
+    /// The store in file `path`.
     pub fn new(path: PathBuf) -> CheckpointStore {
+        CheckpointStore::in_log(Box::new(CheckpointFile::new(path)))
+    }
+
+    /// The store kept in `log`.
+    pub fn in_log(log: Box<dyn CheckpointLog>) -> CheckpointStore {
         CheckpointStore {
-            path,
             max_file: MAX_FILE_BYTES,
             max_store: MAX_STORE_BYTES,
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(Mutex::new(State {
+                loaded: false,
+                index: Index::default(),
+                damage: None,
+                log,
+            })),
         }
     }
 
@@ -212,10 +396,6 @@ impl CheckpointStore {
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock left at worst an unsynced tail,
         // which the next load drops: the state is still usable.
@@ -226,57 +406,11 @@ impl CheckpointStore {
         if st.loaded {
             return Ok(());
         }
-        match File::open(&self.path) {
-            Ok(f) => {
-                let len = f.metadata()?.len();
-                let (index, damage) = read_index(io::BufReader::with_capacity(64 * 1024, f), len)?;
-                st.index = index;
-                st.damage = damage;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        let (index, damage) = st.log.read()?;
+        st.index = index;
+        st.damage = damage;
         st.loaded = true;
         Ok(())
-    }
-
-    /// Opens the file for appending (creating it, with its header), cut back
-    /// to its last whole record.
-    fn writer<'a>(&self, st: &'a mut State) -> io::Result<&'a mut File> {
-        if st.file.is_none() {
-            let mut f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(&self.path)?;
-            let len = f.metadata()?.len();
-            if len == 0 {
-                let mut header = Vec::new();
-                encode(
-                    &Record::Header(Header {
-                        version: FORMAT_VERSION,
-                    }),
-                    &mut header,
-                )?;
-                f.write_all(&header)?;
-                st.index.good_len = header.len() as u64;
-                // The new name must survive a power cut too.
-                if let Some(dir) = self.path.parent() {
-                    File::open(dir)?.sync_all()?;
-                }
-            } else if len != st.index.good_len {
-                // A torn tail (or damage): appending after it would hide
-                // every later record from the reader.
-                f.set_len(st.index.good_len)?;
-            }
-            f.seek(SeekFrom::Start(st.index.good_len))?;
-            st.file = Some(f);
-        }
-        st.file
-            .as_mut()
-            .ok_or_else(|| io::Error::other("checkpoint store not open"))
     }
 
     /// The blocking body of `before_change`: `after[i]` is what the change
@@ -379,7 +513,7 @@ impl CheckpointStore {
                             }),
                             &mut buf,
                         )?;
-                        let offset = st.index.good_len + buf.len() as u64;
+                        let offset = buf.len() as u64;
                         buf.extend_from_slice(bytes);
                         buf.push(b'\n');
                         new_blobs.push((sha256.clone(), offset, len));
@@ -401,25 +535,18 @@ impl CheckpointStore {
         if buf.is_empty() {
             return Ok(());
         }
-        let good_len = st.index.good_len;
-        let f = self.writer(st)?;
-        // `writer` may have written the header: offsets move with it.
-        let shift = f.stream_position()? - good_len;
-        let written = f
-            .write_all(&buf)
-            .and_then(|()| if must_sync { f.sync_data() } else { Ok(()) });
-        if let Err(e) = written {
-            // Cut back to the last whole record, so no half of this batch
-            // is ever read as a checkpoint.
-            let end = good_len + shift;
-            let _ = f.set_len(end);
-            let _ = f.seek(SeekFrom::Start(end));
-            st.index.good_len = end;
-            return Err(e);
-        }
-        st.index.good_len = good_len + shift + buf.len() as u64;
+        let start = st.log.append(
+            &st.index,
+            &Batch {
+                bytes: &buf,
+                blobs: &new_blobs,
+                records: &new_records,
+                durable: must_sync,
+            },
+        )?;
+        st.index.good_len = start + buf.len() as u64;
         for (sha, offset, len) in new_blobs {
-            st.index.blobs.insert(sha, (offset + shift, len));
+            st.index.blobs.insert(sha, (start + offset, len));
         }
         st.index.records.extend(new_records);
         Ok(())
@@ -531,7 +658,7 @@ impl CheckpointStore {
             let content = match (&planned, &r.before) {
                 (FileAction::Delete, _) => Ok(None),
                 (FileAction::Restore { .. }, Before::Kept { sha256, .. }) => {
-                    self.blob(&st.index, sha256).map(Some)
+                    Self::blob(&mut st, sha256).map(Some)
                 }
                 _ => Err(io::Error::other("nothing to do")),
             };
@@ -603,15 +730,13 @@ impl CheckpointStore {
     }
 
     /// A blob's bytes, checked against their name.
-    fn blob(&self, index: &Index, sha256: &str) -> io::Result<Vec<u8>> {
-        let &(offset, len) = index
-            .blobs
-            .get(sha256)
+    fn blob(st: &mut State, sha256: &str) -> io::Result<Vec<u8>> {
+        let at = st
+            .index
+            .blob_at(sha256)
             .ok_or_else(|| io::Error::other("the content is missing from the store"))?;
-        let mut f = File::open(&self.path)?;
-        f.seek(SeekFrom::Start(offset))?;
-        let mut bytes = Vec::new();
-        f.take(len).read_to_end(&mut bytes)?;
+        let len = at.1;
+        let bytes = st.log.blob(sha256, at)?;
         if bytes.len() as u64 != len || sha256_hex(&bytes) != sha256 {
             return Err(io::Error::other("the stored content is damaged"));
         }
@@ -624,29 +749,24 @@ impl CheckpointStore {
         self.load(&mut st).ok()?;
         st.damage.clone()
     }
+}
 
-    /// Copies the store to `dest` (a forked session's), as far as it is
-    /// whole. Nothing to copy is no error.
-    pub fn copy_to(&self, dest: &Path) -> io::Result<()> {
-        let st = self.lock();
-        match File::open(&self.path) {
-            Ok(src) => {
-                let len = if st.loaded {
-                    st.index.good_len
-                } else {
-                    src.metadata()?.len()
-                };
-                let mut out = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(dest)?;
-                io::copy(&mut src.take(len), &mut out)?;
-                out.sync_data()
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
+/// Copies the store in file `from` to `dest` (a forked session's). Nothing
+/// to copy is no error; a torn tail is copied as it is, and dropped when
+/// the fork's store is read.
+pub fn copy_file(from: &Path, dest: &Path) -> io::Result<()> {
+    match File::open(from) {
+        Ok(mut src) => {
+            let mut out = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(dest)?;
+            io::copy(&mut src, &mut out)?;
+            out.sync_data()
         }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -1203,6 +1323,96 @@ mod tests {
         let (index, damage) = read_index(&bad[..], bad.len() as u64).unwrap();
         assert!(damage.is_some());
         assert!(index.records.is_empty());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A log that keeps records and blobs apart, as the database does.
+    #[derive(Default, Clone)]
+    struct Rows {
+        kept: Arc<Mutex<Kept>>,
+    }
+
+    #[derive(Default)]
+    struct Kept {
+        records: Vec<FileRecord>,
+        blobs: HashMap<String, Vec<u8>>,
+        /// Whether each append was to be durable.
+        durable: Vec<bool>,
+    }
+
+    impl CheckpointLog for Rows {
+        fn read(&mut self) -> io::Result<(Index, Option<String>)> {
+            let kept = self.kept.lock().unwrap();
+            let blobs = kept
+                .blobs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.len() as u64))
+                .collect();
+            Ok((Index::of_parts(kept.records.clone(), blobs)?, None))
+        }
+
+        fn append(&mut self, index: &Index, batch: &Batch<'_>) -> io::Result<u64> {
+            let mut kept = self.kept.lock().unwrap();
+            for (sha, offset, len) in batch.blobs {
+                let bytes = &batch.bytes[*offset as usize..(offset + len) as usize];
+                kept.blobs.insert(sha.clone(), bytes.to_vec());
+            }
+            kept.records.extend(batch.records.iter().cloned());
+            kept.durable.push(batch.durable);
+            Ok(index.size())
+        }
+
+        fn blob(&mut self, sha256: &str, _at: (u64, u64)) -> io::Result<Vec<u8>> {
+            let kept = self.kept.lock().unwrap();
+            kept.blobs
+                .get(sha256)
+                .cloned()
+                .ok_or_else(|| io::Error::other("missing"))
+        }
+    }
+
+    #[test]
+    fn a_store_kept_apart_restores_as_the_file_does_and_counts_its_size_alike() {
+        let d = tempdir("rows");
+        let (a, b) = (d.join("a.txt"), d.join("b.txt"));
+        fs::write(&a, "old a").unwrap();
+        let rows = Rows::default();
+        let apart = CheckpointStore::in_log(Box::new(rows.clone()));
+        let file = CheckpointStore::new(d.join("s.checkpoints"));
+        let paths = [a.clone(), b.clone()];
+        let after = [After::of(Some(b"new a")), After::of(Some(b"new b"))];
+        for store in [&apart, &file] {
+            store.keep("t1", &paths, &after, None).unwrap();
+            // A later change in the same turn notes only what it wrote.
+            store
+                .keep(
+                    "t1",
+                    std::slice::from_ref(&a),
+                    &[After::of(Some(b"newer"))],
+                    None,
+                )
+                .unwrap();
+        }
+        fs::write(&a, "newer").unwrap();
+        fs::write(&b, "new b").unwrap();
+        // The state before the change had to be durable; the later note not.
+        assert_eq!(rows.kept.lock().unwrap().durable, vec![true, false]);
+        // Read back afresh, the size is what the file holds: one bound.
+        let (index, damage) = rows.clone().read().unwrap();
+        assert_eq!(damage, None);
+        let on_disk = fs::metadata(d.join("s.checkpoints")).unwrap().len();
+        assert_eq!(index.size(), on_disk);
+        let again = CheckpointStore::in_log(Box::new(rows));
+        let done = again.restore_turn("t1").unwrap();
+        assert_eq!(
+            actions(&done),
+            vec![
+                ("a.txt".to_string(), FileAction::Restore { bytes: 5 }),
+                ("b.txt".to_string(), FileAction::Delete),
+            ]
+        );
+        assert_eq!(fs::read_to_string(&a).unwrap(), "old a");
+        assert!(!b.exists());
         fs::remove_dir_all(&d).unwrap();
     }
 

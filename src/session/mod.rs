@@ -11,6 +11,7 @@
 
 pub mod checkpoint;
 pub mod error;
+pub mod images;
 pub mod journal;
 pub mod postgres;
 
@@ -22,6 +23,7 @@ use crate::localfile::{self, ReadError};
 use crate::tools::checkpoint::Checkpoints;
 use crate::wire::{Message, Role};
 use checkpoint::CheckpointStore;
+use images::{ImageDir, ImageStore};
 use journal::{Header, RecordRef, RecordSink, SavedTokens, TurnMark, Writer};
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -92,25 +94,6 @@ pub fn images_dir(journal: &Path) -> PathBuf {
     journal.with_extension("images")
 }
 
-/// Keeps a copy of `image` in `dir` under its content address
-/// (`<sha256>.<ext>`), unless one is there already: the same screenshot
-/// attached twice is stored once. Written whole or not at all.
-fn store_image(dir: &Path, image: &crate::wire::Image) -> io::Result<()> {
-    let (Some(name), Some(data)) = (image.stored_name(), image.data.as_ref()) else {
-        // A reference loaded without its copy: nothing to keep.
-        return Ok(());
-    };
-    let path = dir.join(name);
-    if path.exists() {
-        return Ok(());
-    }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    crate::atomic_file::replace(&path, data, crate::atomic_file::PRIVATE)
-}
-
 /// Copies every image kept in `from` into `to` (a fork's own copy, so
 /// deleting either session leaves the other whole). Each copy is bounded as
 /// an attached image is; anything else in `from` (not a regular file, too
@@ -141,36 +124,6 @@ fn copy_images(from: &Path, to: &Path) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Gives every image reference of `history` its bytes from `dir`. A copy
-/// that is missing, unreadable or not what its hash says stays without
-/// bytes (the protocols send a placeholder text in its place), with one
-/// warning for the lot.
-fn load_images(history: &mut [Message], dir: &Path, id: &str, warnings: &mut Vec<String>) {
-    let mut missing = Vec::new();
-    for image in history.iter_mut().flat_map(|m| m.images.iter_mut()) {
-        let Some(name) = image.stored_name() else {
-            missing.push(image.name.clone());
-            continue;
-        };
-        let read = localfile::read_regular(&dir.join(&name), crate::wire::image::MAX_IMAGE_BYTES)
-            .ok()
-            .and_then(|bytes| crate::wire::Image::from_bytes(&image.name, bytes))
-            .filter(|read| read.sha256 == image.sha256);
-        match read {
-            Some(read) => image.data = read.data,
-            None => missing.push(image.name.clone()),
-        }
-    }
-    if !missing.is_empty() {
-        warnings.push(format!(
-            "session {id}: the saved copy of {} image(s) ({}) is missing from {}; the model gets a note in their place",
-            missing.len(),
-            crate::text::visible(&missing.join(", ")),
-            dir.display()
-        ));
-    }
 }
 
 /// One line of `buddy sessions`.
@@ -278,8 +231,7 @@ impl Store {
             .write(history, tokens, true)
             .map_err(|e| SessionError::io("write session file", &session.path, e))?;
         let dest = self.checkpoints_of(&session.id);
-        CheckpointStore::new(self.checkpoints_of(from))
-            .copy_to(&dest)
+        checkpoint::copy_file(&self.checkpoints_of(from), &dest)
             .map_err(|e| SessionError::io("copy the checkpoints to", &dest, e))?;
         Ok((session, warnings))
     }
@@ -311,8 +263,8 @@ impl Store {
         };
         lock(&file, &id, &path)?;
         let place = Place {
-            images: images_dir(&path),
-            checkpoints: self.checkpoints_of(&id),
+            images: Box::new(ImageDir::new(images_dir(&path))),
+            checkpoints: CheckpointStore::new(self.checkpoints_of(&id)),
             path,
         };
         let session = start(id, info, place, Box::new(Writer::new(file, 0)), forked_from)?;
@@ -471,7 +423,8 @@ impl Store {
         repair(&mut history, &parsed);
         // The images' bytes too: a fork's first request carries them.
         let mut warnings = Vec::new();
-        load_images(&mut history, &images_dir(&path), id, &mut warnings);
+        let dir = ImageDir::new(images_dir(&path));
+        images::load(&mut history, &dir, id, &mut warnings);
         let tokens = parsed
             .last_turn
             .as_ref()
@@ -509,8 +462,8 @@ impl Store {
         }
         let len = parsed.good_len;
         let place = Place {
-            images: images_dir(&path),
-            checkpoints: self.checkpoints_of(id),
+            images: Box::new(ImageDir::new(images_dir(&path))),
+            checkpoints: CheckpointStore::new(self.checkpoints_of(id)),
             path,
         };
         assemble(
@@ -796,8 +749,8 @@ fn title_of(prompt: &str) -> String {
 /// errors give (its file), its images and its checkpoints.
 pub struct Place {
     pub path: PathBuf,
-    pub images: PathBuf,
-    pub checkpoints: PathBuf,
+    pub images: Box<dyn ImageStore>,
+    pub checkpoints: CheckpointStore,
 }
 
 /// A session read from its records (`parsed`), ready for continuing: a
@@ -817,7 +770,7 @@ pub fn assemble(
         .filter(|m| m.role != Role::System)
         .collect();
     let saved = history.len();
-    load_images(&mut history, &place.images, id, &mut warnings);
+    images::load(&mut history, place.images.as_ref(), id, &mut warnings);
     if parsed.interrupted > 0 {
         warnings.push(format!(
             "session {id}: an answer was cut off by an earlier stop; it is kept as far as it was shown, marked interrupted"
@@ -864,7 +817,7 @@ pub fn assemble(
     }
     Ok(Opened {
         session: Session {
-            checkpoints: CheckpointStore::new(place.checkpoints),
+            checkpoints: place.checkpoints,
             id: id.to_string(),
             images: place.images,
             path: place.path,
@@ -892,7 +845,7 @@ pub fn start(
     forked_from: Option<String>,
 ) -> Result<Session, SessionError> {
     let mut session = Session {
-        checkpoints: CheckpointStore::new(place.checkpoints),
+        checkpoints: place.checkpoints,
         id: id.clone(),
         images: place.images,
         path: place.path,
@@ -944,7 +897,7 @@ pub struct Session {
     /// The file, or what stands for it in errors (a database's session).
     path: PathBuf,
     /// Where copies of its images are kept.
-    images: PathBuf,
+    images: Box<dyn ImageStore>,
     /// The content of files before this session's tools changed them.
     checkpoints: CheckpointStore,
     writer: Box<dyn RecordSink>,
@@ -970,7 +923,7 @@ impl Session {
     fn write(&mut self, new: &[Message], tokens: &TokenTracker, turn_end: bool) -> io::Result<()> {
         // The copies first: a record never names an image that is not there.
         for image in new.iter().flat_map(|m| &m.images) {
-            store_image(&self.images, image)?;
+            images::keep(self.images.as_ref(), image)?;
         }
         let mut buf = Vec::new();
         let mut count = self.count;

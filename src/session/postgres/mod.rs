@@ -10,23 +10,32 @@
 //! small, followers read the rows), so any instance can relay any session's
 //! run and a client's `Last-Event-ID` means the same everywhere.
 //!
-//! Not in the database: the images attached to prompts and the checkpoints
-//! (copies of files before tools changed them) stay in the serving
-//! directory of the instance that wrote them, as they are beside a session
-//! file; forking is not offered. See docs/SERVE.md.
+//! The checkpoints (what files held before the session's tools changed
+//! them) and the copies of the images attached to prompts are rows too
+//! (`checkpoints.rs`, `images.rs`), so a session continued on another
+//! instance rewinds the files a tool changed on the first and sends the
+//! model its images. The files themselves are where the tools ran: the
+//! instances serving a session must see the same working directory (a
+//! shared volume, or the session's own container target). Forking is not
+//! offered. See docs/SERVE.md.
 
+mod checkpoints;
 mod db;
+mod images;
 mod rows;
 mod schema;
 
 pub use db::DbError;
 pub use rows::Leases;
 
+use super::checkpoint::CheckpointStore;
 use super::{
-    assemble, history_of, images_dir, journal, new_id, parse_error, start, transcript_of, Opened,
-    Place, Session, SessionError, SessionInfo, Store, Summary, MAX_SESSION_BYTES,
+    assemble, history_of, journal, new_id, parse_error, start, transcript_of, Opened, Place,
+    Session, SessionError, SessionInfo, Summary, MAX_SESSION_BYTES,
 };
+use checkpoints::CheckpointRows;
 use db::Db;
+use images::ImageRows;
 use rows::{Refused, RowSink};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,8 +56,6 @@ pub struct Pg {
     opened: AtomicU64,
     lease: Duration,
     leases: Leases,
-    /// Where images and checkpoints are kept (this instance's directory).
-    local: Store,
     /// Events to append, in order, by one task on the database's thread.
     events: mpsc::UnboundedSender<(String, String)>,
 }
@@ -56,7 +63,7 @@ pub struct Pg {
 impl Pg {
     /// Connects to `url`, creates the tables if missing, and starts the
     /// lease renewal and the event appender.
-    pub async fn connect(url: &str, lease: Duration, local: Store) -> Result<Arc<Pg>, DbError> {
+    pub async fn connect(url: &str, lease: Duration) -> Result<Arc<Pg>, DbError> {
         let db = Db::connect(url).await?;
         schema::migrate(&db).await?;
         let leases = Leases::default();
@@ -86,7 +93,6 @@ impl Pg {
             opened: AtomicU64::new(0),
             lease,
             leases,
-            local,
             events,
         }))
     }
@@ -101,11 +107,18 @@ impl Pg {
         format!("{}#{n}", self.instance)
     }
 
-    fn place(&self, id: &str) -> Place {
+    /// What session `id`'s errors name it.
+    fn name_of(id: &str) -> PathBuf {
+        PathBuf::from(format!("postgres:{id}"))
+    }
+
+    /// Session `id`'s images and checkpoints, written under lease `holder`.
+    fn place(&self, id: &str, holder: &str) -> Place {
+        let log = CheckpointRows::new(self.db.clone(), id.to_string(), holder.to_string());
         Place {
-            path: PathBuf::from(format!("postgres:{id}")),
-            images: images_dir(&self.local.path_of(id)),
-            checkpoints: self.local.checkpoints_of(id),
+            path: Self::name_of(id),
+            images: Box::new(ImageRows::new(self.db.clone(), id.to_string())),
+            checkpoints: CheckpointStore::in_log(Box::new(log)),
         }
     }
 
@@ -151,8 +164,8 @@ impl Pg {
                 action: "create a session",
                 reason: "every new id was taken".into(),
             })?;
+        let place = self.place(&id, &holder);
         let sink = RowSink::new(self.db.clone(), self.leases.clone(), id.clone(), holder, 0);
-        let place = self.place(&id);
         start(id, info, place, Box::new(sink), None)
     }
 
@@ -189,6 +202,7 @@ impl Pg {
                 return Err(e);
             }
         };
+        let place = self.place(id, &holder);
         let sink = RowSink::new(
             self.db.clone(),
             self.leases.clone(),
@@ -196,7 +210,6 @@ impl Pg {
             holder,
             count,
         );
-        let place = self.place(id);
         let parsed = journal::parse(&bytes).map_err(|e| parse_error(&place.path, e))?;
         assemble(id, parsed, info, place, Box::new(sink), Vec::new())
     }
@@ -310,7 +323,7 @@ impl Pg {
     /// Session `id`'s conversation, read without taking its lease.
     pub fn read_history(&self, id: &str) -> Result<Vec<crate::wire::Message>, SessionError> {
         let (bytes, _) = self.records(id)?;
-        history_of(&bytes, &self.place(id).path)
+        history_of(&bytes, &Self::name_of(id))
     }
 
     /// `read_history`, with the sub-agents' histories by the parent's call
@@ -327,7 +340,7 @@ impl Pg {
         SessionError,
     > {
         let (bytes, _) = self.records(id)?;
-        transcript_of(&bytes, &self.place(id).path)
+        transcript_of(&bytes, &Self::name_of(id))
     }
 
     /// Deletes session `id` with its records and events; refused while an

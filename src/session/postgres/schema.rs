@@ -6,7 +6,10 @@
 use super::db::{Db, DbError};
 
 /// The tables' version; raised with each change a reader must know of.
-pub const VERSION: i32 = 1;
+/// 2: checkpoints and images are rows. A version-1 buddy would keep its
+/// sessions' in its own directory, where the other instances never see
+/// them, and would send the model a note for every image kept in a row.
+pub const VERSION: i32 = 2;
 
 /// Any number the other users of the database are unlikely to take for
 /// their own advisory locks.
@@ -43,6 +46,26 @@ CREATE TABLE IF NOT EXISTS buddy_events (
     data text NOT NULL,
     PRIMARY KEY (session_id, id)
 );
+CREATE TABLE IF NOT EXISTS buddy_checkpoints (
+    session_id text NOT NULL REFERENCES buddy_sessions (id) ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    turn text NOT NULL,
+    path text NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS buddy_checkpoint_blobs (
+    session_id text NOT NULL REFERENCES buddy_sessions (id) ON DELETE CASCADE,
+    sha256 text NOT NULL,
+    content bytea NOT NULL,
+    PRIMARY KEY (session_id, sha256)
+);
+CREATE TABLE IF NOT EXISTS buddy_images (
+    session_id text NOT NULL REFERENCES buddy_sessions (id) ON DELETE CASCADE,
+    name text NOT NULL,
+    content bytea NOT NULL,
+    PRIMARY KEY (session_id, name)
+);
 ";
 
 /// Creates what is missing and checks the version.
@@ -53,6 +76,7 @@ pub async fn migrate(db: &Db) -> Result<(), DbError> {
                 "BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); {TABLES}
                  INSERT INTO buddy_schema (version) SELECT {VERSION}
                      WHERE NOT EXISTS (SELECT 1 FROM buddy_schema);
+                 UPDATE buddy_schema SET version = {VERSION} WHERE version < {VERSION};
                  COMMIT;"
             ))
             .await?;
