@@ -2,7 +2,9 @@
 //! the relay announces into the record of its session, when this server has
 //! one, in order and once each. With a relay in use it is the one way events
 //! reach the records' logs (`Live::ingest`), this server's own runs' events
-//! included.
+//! included. When the store's connection was lost and made again, the
+//! announcements of the meantime are gone: every record reads the stored
+//! events past the last it has.
 
 use super::live::Live;
 use super::relay::Relay;
@@ -19,6 +21,7 @@ pub async fn follow(
     mut stopping: watch::Receiver<bool>,
 ) {
     let mut announced = relay.announced();
+    let mut reconnected = relay.reconnected();
     let live_of = |id: &str| {
         sessions
             .lock()
@@ -30,6 +33,8 @@ pub async fn follow(
         let notice = tokio::select! {
             _ = stopping.wait_for(|s| *s) => return,
             n = announced.recv() => n,
+            // A store that never reconnects (gone) leaves the others.
+            Ok(()) = reconnected.changed() => Err(broadcast::error::RecvError::Lagged(0)),
         };
         match notice {
             Ok((id, event)) => {
@@ -40,7 +45,8 @@ pub async fn follow(
                 }
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                // Some announcements were lost: read every record's news.
+                // Some announcements were lost (too many at once, or while
+                // the store was reconnecting): read every record's news.
                 let all: Vec<Arc<Live>> = sessions
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())

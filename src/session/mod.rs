@@ -450,13 +450,7 @@ impl Store {
         let path = self.path_of(id);
         let bytes =
             localfile::read_regular(&path, MAX_SESSION_BYTES).map_err(|e| read_error(&path, e))?;
-        let mut parsed = journal::parse(&bytes).map_err(|e| parse_error(&path, e))?;
-        let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
-            .into_iter()
-            .filter(|m| m.role != Role::System)
-            .collect();
-        repair(&mut history, &parsed);
-        Ok((history, std::mem::take(&mut parsed.subagents)))
+        transcript_of(&bytes, &path)
     }
 
     /// Session `id`'s conversation (its images' bytes loaded) and token
@@ -932,6 +926,22 @@ pub fn history_of(bytes: &[u8], path: &Path) -> Result<Vec<Message>, SessionErro
         .collect();
     repair(&mut history, &parsed);
     Ok(history)
+}
+
+/// The conversation in `bytes` (a journal's) with the sub-agents'
+/// histories by the parent's call id: what an export shows.
+#[allow(clippy::type_complexity)]
+pub fn transcript_of(
+    bytes: &[u8],
+    path: &Path,
+) -> Result<(Vec<Message>, Vec<(String, Vec<Message>)>), SessionError> {
+    let mut parsed = journal::parse(bytes).map_err(|e| parse_error(path, e))?;
+    let mut history: Vec<Message> = std::mem::take(&mut parsed.messages)
+        .into_iter()
+        .filter(|m| m.role != Role::System)
+        .collect();
+    repair(&mut history, &parsed);
+    Ok((history, std::mem::take(&mut parsed.subagents)))
 }
 
 /// One session file, open and locked, that the agent appends to.
