@@ -207,7 +207,7 @@ pub enum Command {
     /// Continue a saved session of this directory
     Resume(ResumeArgs),
     /// List this directory's saved sessions, most recently used first
-    Sessions,
+    Sessions(SessionsArgs),
     /// Write a saved session as Markdown to read or as JSON data
     Export(ExportArgs),
     /// List the models the active profile's server offers (* marks the one in use)
@@ -447,6 +447,20 @@ pub struct ResumeArgs {
     /// separately; the original is left as it is
     #[arg(long)]
     pub fork: bool,
+    /// Use the sessions in this PostgreSQL database (postgres://USER@HOST/DB,
+    /// as `buddy serve --store`; else BUDDY_STORE) instead of this
+    /// directory's files
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SessionsArgs {
+    /// Use the sessions in this PostgreSQL database (postgres://USER@HOST/DB,
+    /// as `buddy serve --store`; else BUDDY_STORE) instead of this
+    /// directory's files
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -465,6 +479,11 @@ pub struct ExportArgs {
     /// Write to FILE (replaced whole, owner-only) instead of stdout
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Use the sessions in this PostgreSQL database (postgres://USER@HOST/DB,
+    /// as `buddy serve --store`; else BUDDY_STORE) instead of this
+    /// directory's files
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -102,6 +102,7 @@ pub(super) async fn exec(
         let what = Continue {
             query: query.clone(),
             fork: false,
+            store: None,
         };
         resume_first(
             &mut agent,

@@ -62,6 +62,15 @@ pub(super) async fn interactive(
         None,
         None,
     )?;
+    if let Some(pg) = resume.as_ref().and_then(|r| r.store.clone()) {
+        // Continued in the database, under its lease as a server would.
+        setup.sessions = Some(Box::new(super::serve_pg::PgSessions {
+            pg,
+            cwd: cwd.display().to_string(),
+            secrets: crate::redact::known().all().to_vec(),
+            origin: None,
+        }));
+    }
     if let Some(sessions) = setup.sessions.as_mut() {
         sessions.set_origin("repl");
     }

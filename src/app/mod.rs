@@ -20,6 +20,7 @@ use std::path::PathBuf;
 mod acp;
 mod approvals;
 mod custom;
+mod database;
 mod discovery;
 mod error;
 mod exec;
@@ -77,8 +78,10 @@ pub async fn run(cli: Cli) -> Result<Exit, AppError> {
             exec::exec(args, &overrides, cli.global.target).await
         }
         Some(Command::Resume(args)) => resume::resume(args, &overrides, &cli.global.target).await,
-        Some(Command::Sessions) => sessions_cmd::list_sessions(overrides.no_color),
-        Some(Command::Export(args)) => export::export(args),
+        Some(Command::Sessions(args)) => {
+            sessions_cmd::list_sessions(args, overrides.no_color).await
+        }
+        Some(Command::Export(args)) => export::export(args).await,
         Some(Command::Login(args)) => login::login(args.target.as_deref(), &overrides).await,
         Some(Command::Logout(args)) => login::logout(args.provider.as_deref()),
         Some(Command::Serve(args)) => serve::serve(args, &overrides, &cli.global.target).await,
@@ -136,4 +139,7 @@ fn workdir() -> PathBuf {
 pub(crate) struct Continue {
     query: String,
     fork: bool,
+    /// The session database it is in (`buddy resume --store`), instead of
+    /// this directory's files.
+    store: Option<std::sync::Arc<crate::session::postgres::Pg>>,
 }

@@ -23,7 +23,24 @@ pub(super) async fn resume(
             "name the session to continue: `buddy resume ID` or `buddy resume --last` (`buddy sessions` lists them)".into(),
         ));
     }
+    let url = super::database::store_url(args.store.as_deref());
+    if url.is_some() && args.fork {
+        return Err(AppError::Usage(
+            "a session in the database cannot be forked (--fork with --store)".into(),
+        ));
+    }
+    if url.is_some() && !args.last && args.id.is_none() {
+        return Err(AppError::Usage(
+            "name the session to continue: `buddy resume --store URL ID` or `--last` (`buddy sessions --store URL` lists them)".into(),
+        ));
+    }
     let resolved = load_settings(overrides, &super::workdir()).await?;
+    // The lease is taken when the agent opens the session: refused, with
+    // the instance that holds it, while a server runs a turn in it.
+    let store = match url {
+        Some(url) => Some(super::database::connect(&url, crate::session::postgres::LEASE).await?),
+        None => None,
+    };
     let query = match (args.last, args.id) {
         (true, _) => "last".to_string(),
         (false, Some(id)) => id,
@@ -40,6 +57,7 @@ pub(super) async fn resume(
     let what = Continue {
         query,
         fork: args.fork,
+        store,
     };
     interactive(resolved, Some(what), target_args, false).await
 }

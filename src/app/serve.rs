@@ -55,7 +55,8 @@ pub(crate) async fn serve(
     // way to the streams being relayed.
     crate::background::yield_to_streams();
     let local = Store::for_workdir(hosted.workdir());
-    let store_url = args.store.clone().or_else(|| settings.serve.store.clone());
+    let store_url =
+        super::database::store_url(args.store.as_deref()).or_else(|| settings.serve.store.clone());
     let database = match store_url.as_deref() {
         None | Some("") => None,
         Some(url) => Some(database(url, &args, &settings.serve).await?),
@@ -275,12 +276,6 @@ fn limits(args: &ServeArgs, file: &ServeSection) -> Result<Limits, AppError> {
 /// Connects to the session database at `url` (a password in it is kept out
 /// of every log and session, as API keys are).
 async fn database(url: &str, args: &ServeArgs, file: &ServeSection) -> Result<Arc<Pg>, AppError> {
-    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
-        return Err(AppError::Usage(format!(
-            "--store takes a postgres:// URL, not {}",
-            crate::text::visible(url)
-        )));
-    }
     if file.lease_secs == Some(0) || args.lease.is_some_and(|d| d.is_zero()) {
         return Err(AppError::Usage(
             "config error: the lease must be at least 1 s".into(),
@@ -290,14 +285,7 @@ async fn database(url: &str, args: &ServeArgs, file: &ServeSection) -> Result<Ar
         .lease
         .or(file.lease_secs.map(Duration::from_secs))
         .unwrap_or(crate::session::postgres::LEASE);
-    if let Ok(parsed) = url.parse::<tokio_postgres::Config>() {
-        if let Some(p) = parsed.get_password() {
-            crate::redact::remember(std::iter::once(&String::from_utf8_lossy(p).into_owned()));
-        }
-    }
-    Pg::connect(url, lease)
-        .await
-        .map_err(|e| AppError::Usage(format!("cannot use the session database: {e}")))
+    super::database::connect(url, lease).await
 }
 
 struct ServeBackend {
@@ -341,7 +329,7 @@ impl Backend for ServeBackend {
 
     fn list(&self) -> Result<Vec<SessionSummary>, HostedError> {
         if let Some(pg) = &self.database {
-            return super::serve_pg::summaries(pg);
+            return Ok(super::sessions::list_database(pg)?.sessions);
         }
         Ok(super::sessions::list(self.hosted.workdir())?.sessions)
     }

@@ -3,14 +3,13 @@
 //! (`session::postgres`), for several instances sharing sessions.
 
 use super::sessions::code_of;
-use crate::agent::protocol::SessionSummary;
 use crate::agent::service::{NewSession, OpenError, OpenedSession, SessionHost, SessionListing};
 use crate::agent::{HostedError, ModelInfo};
 use crate::serve::relay::{Relay, MAX_CATCH_UP};
 use crate::session::postgres::Pg;
 use crate::session::SessionInfo;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// The sessions of the database, as the agent asks for them.
 pub(crate) struct PgSessions {
@@ -74,28 +73,8 @@ impl SessionHost for PgSessions {
     }
 
     fn list(&self) -> Result<SessionListing, HostedError> {
-        Ok(SessionListing {
-            sessions: summaries(&self.pg)?,
-            dir: "postgres".into(),
-            warnings: Vec::new(),
-        })
+        Ok(super::sessions::list_database(&self.pg)?)
     }
-}
-
-/// The database's sessions as listings show them, most recent first.
-pub(crate) fn summaries(pg: &Pg) -> Result<Vec<SessionSummary>, HostedError> {
-    Ok(pg
-        .list()?
-        .into_iter()
-        .map(|s| SessionSummary {
-            id: s.id,
-            used: s.used,
-            messages: s.messages,
-            model: s.model,
-            title: s.title,
-            origin: s.origin,
-        })
-        .collect())
 }
 
 /// The server's events through the database: rows and NOTIFY.
@@ -125,5 +104,13 @@ impl Relay for PgRelay {
 
     fn announced(&self) -> broadcast::Receiver<(String, u64)> {
         self.0.announced()
+    }
+
+    fn reconnected(&self) -> watch::Receiver<u64> {
+        self.0.reconnected()
+    }
+
+    fn failures(&self) -> u64 {
+        self.0.failed_events()
     }
 }

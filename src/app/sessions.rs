@@ -1,14 +1,16 @@
 //! The agent's `SessionHost` over the session store of the working directory:
 //! a new session at the first prompt, a saved one on resume; and `list`, the
 //! one way buddy lists saved sessions (`buddy sessions`, the REPL's
-//! `Op::ListSessions`, `buddy serve`'s `GET /api/sessions`).
+//! `Op::ListSessions`, `buddy serve`'s `GET /api/sessions`), of this
+//! directory's files or of a session database (`list_database`).
 
 use crate::agent::protocol::{ErrorCode, SessionSummary};
 use crate::agent::service::{
     ForkSource, Forked, NewSession, OpenError, OpenedSession, SessionHost, SessionListing,
 };
 use crate::agent::{HostedError, ModelInfo};
-use crate::session::{out_of_resources, SessionError, SessionInfo, Store};
+use crate::session::postgres::Pg;
+use crate::session::{out_of_resources, SessionError, SessionInfo, Store, Summary};
 use std::path::{Path, PathBuf};
 
 /// The saved sessions of `workdir`, most recently used first; files that
@@ -17,20 +19,31 @@ pub(crate) fn list(workdir: &Path) -> Result<SessionListing, SessionError> {
     let store = Store::for_workdir(workdir);
     let (list, errors) = store.list()?;
     Ok(SessionListing {
-        sessions: list
-            .into_iter()
-            .map(|s| SessionSummary {
-                id: s.id,
-                used: s.used,
-                messages: s.messages,
-                model: s.model,
-                title: s.title,
-                origin: s.origin,
-            })
-            .collect(),
+        sessions: list.into_iter().map(summary).collect(),
         dir: store.dir().display().to_string(),
         warnings: errors.iter().map(ToString::to_string).collect(),
     })
+}
+
+/// Every session of the database, most recently used first.
+pub(crate) fn list_database(pg: &Pg) -> Result<SessionListing, SessionError> {
+    Ok(SessionListing {
+        sessions: pg.list()?.into_iter().map(summary).collect(),
+        dir: "postgres".into(),
+        warnings: Vec::new(),
+    })
+}
+
+/// A stored session's summary as the agent's listings carry it.
+fn summary(s: Summary) -> SessionSummary {
+    SessionSummary {
+        id: s.id,
+        used: s.used,
+        messages: s.messages,
+        model: s.model,
+        title: s.title,
+        origin: s.origin,
+    }
 }
 
 pub(crate) struct Sessions {

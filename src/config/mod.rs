@@ -286,16 +286,22 @@ pub const SERVE_TOKEN_ENV: &str = "BUDDY_SERVE_TOKEN";
 /// `--token` is not given.
 pub const MCP_SERVER_TOKEN_ENV: &str = "BUDDY_MCP_SERVER_TOKEN";
 
+/// The variable the session database's URL is taken from when `--store` is
+/// not given (`buddy serve`, `sessions`, `export`, `resume`): it may hold a
+/// password, which a flag would show in the process list.
+pub const STORE_ENV: &str = "BUDDY_STORE";
+
 /// Every variable buddy takes a credential from by a fixed name: hidden from
 /// every command, hook and MCP server buddy starts, whatever the config adds
 /// to them ([`credential_env`] adds the names the config gives).
-pub const SECRET_ENV: [&str; 6] = [
+pub const SECRET_ENV: [&str; 7] = [
     KEY_ENV[0],
     KEY_ENV[1],
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     SERVE_TOKEN_ENV,
     MCP_SERVER_TOKEN_ENV,
+    STORE_ENV,
 ];
 
 /// The one list of variables no child of buddy's may see: [`SECRET_ENV`],

@@ -152,7 +152,10 @@ impl State {
     /// A failure of the session store as an answer, counted for `/metrics`.
     fn store_error(&self, e: HostedError) -> Response {
         self.inner.team.metrics.inc(metrics::STORE_ERRORS, &[]);
-        error(store_status(&e), e.to_string())
+        match store_status(&e) {
+            StatusCode::SERVICE_UNAVAILABLE => busy(e.to_string()),
+            status => error(status, e.to_string()),
+        }
     }
 
     /// Writes an audit line, when the server keeps an audit log.
@@ -356,6 +359,11 @@ async fn metrics_text(Ext(state): Ext<State>) -> Response {
             .saturating_sub(state.inner.agents.available_permits()),
         running,
     };
+    if let Some(relay) = &state.inner.relay {
+        let failed = relay.failures() as f64;
+        let metrics = &state.inner.team.metrics;
+        metrics.set(metrics::STORE_ERRORS, &[("kind", "event")], failed);
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -377,11 +385,15 @@ fn busy(message: impl Into<String>) -> Response {
 }
 
 /// The status for a failure of the session store: 503 when the machine is
-/// out of something for the moment (descriptors, memory), so a client
-/// retries later; 500 otherwise.
+/// out of something for the moment (descriptors, memory) or the session
+/// database failed (it is away, or did not answer in time; buddy
+/// reconnects by itself), so a client retries later; 500 otherwise.
 fn store_status(e: &HostedError) -> StatusCode {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
     while let Some(err) = next {
+        if let Some(crate::session::SessionError::Database { .. }) = err.downcast_ref() {
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
             if crate::session::out_of_resources(io) {
                 return StatusCode::SERVICE_UNAVAILABLE;
@@ -505,13 +517,18 @@ async fn create_session(
 
 /// Whether the id in a path names an existing session exactly, one the
 /// caller may see.
-pub(super) fn known(state: &State, caller: &Caller, id: &str) -> bool {
-    state.inner.team.may_see(caller, id)
-        && state
-            .inner
-            .backend
-            .resolve(id)
-            .is_ok_and(|found| found == id)
+/// The answer refusing a request for session `id`: 404 when the caller may
+/// not see it or there is none, the store's error when it could not say
+/// (503 while the session database is away); `None` when it is known.
+pub(super) fn unknown(state: &State, caller: &Caller, id: &str) -> Option<Response> {
+    if !state.inner.team.may_see(caller, id) {
+        return Some(no_session(id));
+    }
+    match state.inner.backend.resolve(id) {
+        Ok(found) if found == id => None,
+        Err(e) if store_status(&e) == StatusCode::SERVICE_UNAVAILABLE => Some(state.store_error(e)),
+        _ => Some(no_session(id)),
+    }
 }
 
 pub(super) fn no_session(id: &str) -> Response {
@@ -526,8 +543,8 @@ async fn read_session(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Response {
-    if !known(&state, &caller, &id) {
-        return no_session(&id);
+    if let Some(refused) = unknown(&state, &caller, &id) {
+        return refused;
     }
     match state.inner.backend.history(&id) {
         Ok(messages) => {
@@ -576,8 +593,8 @@ async fn delete_session(
 
 async fn delete_known(state: &State, caller: &Caller, id: &str) -> Response {
     let (state, id) = (state.clone(), id.to_string());
-    if !known(&state, caller, &id) {
-        return no_session(&id);
+    if let Some(refused) = unknown(&state, caller, &id) {
+        return refused;
     }
     let live = state.live(&id);
     // Claimed as a run would be: no prompt can start while the files go.
@@ -622,8 +639,8 @@ async fn view_session(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Response {
-    if !known(&state, &caller, &id) {
-        return no_session(&id);
+    if let Some(refused) = unknown(&state, &caller, &id) {
+        return refused;
     }
     let backend = Arc::clone(&state.inner.backend);
     let read = id.clone();
@@ -798,8 +815,8 @@ fn limited(state: &State, l: super::team::Limited) -> Response {
 
 async fn send_message(state: &State, caller: &Caller, id: String, body: MessageBody) -> Response {
     let state = state.clone();
-    if !known(&state, caller, &id) {
-        return no_session(&id);
+    if let Some(refused) = unknown(&state, caller, &id) {
+        return refused;
     }
     if body.text.trim().is_empty() {
         return error(StatusCode::BAD_REQUEST, "the message is empty");
@@ -891,7 +908,10 @@ async fn send_message(state: &State, caller: &Caller, id: String, body: MessageB
         .await
     {
         Ok(()) => sse(live, sub, true, None, &state),
-        Err(StartError::Resume { message, code }) => error(resume_status(code), message),
+        Err(StartError::Resume { message, code }) => match resume_status(code) {
+            StatusCode::SERVICE_UNAVAILABLE => busy(message),
+            status => error(status, message),
+        },
     }
 }
 
@@ -937,8 +957,8 @@ async fn events(
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if !known(&state, &caller, &id) {
-        return no_session(&id);
+    if let Some(refused) = unknown(&state, &caller, &id) {
+        return refused;
     }
     let after = headers
         .get("last-event-id")
@@ -1004,8 +1024,8 @@ async fn approve(
     };
     let mut command = None;
     let answer = async {
-        if !known(&state, &caller, &id) {
-            return no_session(&id);
+        if let Some(refused) = unknown(&state, &caller, &id) {
+            return refused;
         }
         let live = state.live(&id);
         command = live.waiting_command(&call_id);
@@ -1049,8 +1069,8 @@ async fn interrupt(
     Extension(client): Extension<Client>,
     Path(id): Path<String>,
 ) -> Response {
-    let answer = if !known(&state, &caller, &id) {
-        no_session(&id)
+    let answer = if let Some(refused) = unknown(&state, &caller, &id) {
+        refused
     } else {
         match state.live(&id).send(Op::Interrupt).await {
             Ok(()) => (StatusCode::ACCEPTED, Json(json!({ "interrupting": true }))).into_response(),

@@ -90,7 +90,7 @@ const HELP: [(&str, &str); 8] = [
     (TOOL_CALLS, "Tool calls finished, by tool and outcome."),
     (
         STORE_ERRORS,
-        "Session store failures answered to a request.",
+        "Session store failures: answered to a request (no label), or of events stored in the background (kind event).",
     ),
     (LIMITED, "Requests refused by a per-user limit, by limit."),
 ];
@@ -117,6 +117,14 @@ impl Metrics {
                 .collect();
         }
         *fam.series.entry(key).or_insert(0.0) += by;
+    }
+
+    /// Sets the counter `family` with these labels to `to`: for a count
+    /// kept elsewhere (the session store's) and read at scrape time.
+    pub fn set(&self, family: &'static str, labels: &[(&'static str, &str)], to: f64) {
+        let mut all = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let key = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        all.entry(family).or_default().series.insert(key, to);
     }
 
     pub fn inc(&self, family: &'static str, labels: &[(&'static str, &str)]) {

@@ -12,7 +12,7 @@
 
 use crate::agent::HostedError;
 use async_trait::async_trait;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Events a reconnecting client gets from the store beyond what the
 /// server's record still holds: far more than one run makes, and a bound
@@ -37,4 +37,16 @@ pub trait Relay: Send + Sync + 'static {
     ) -> Result<Vec<(u64, String)>, HostedError>;
     /// `(session, id)` of each event stored from now on, by any server.
     fn announced(&self) -> broadcast::Receiver<(String, u64)>;
+    /// Changes each time the store's connection was lost and made again,
+    /// once announcements are heard again: those made meanwhile were
+    /// missed, and a follower reads the stored events instead. Never, for
+    /// a store that keeps its connection.
+    fn reconnected(&self) -> watch::Receiver<u64> {
+        watch::channel(0).1
+    }
+    /// Events the store failed to keep at the first try, since the start
+    /// (`/metrics` counts them as store errors).
+    fn failures(&self) -> u64 {
+        0
+    }
 }

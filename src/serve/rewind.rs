@@ -13,7 +13,7 @@
 use super::audit::Entry;
 use super::forwarded::Client;
 use super::guard::error;
-use super::http::{in_progress, known, no_session, resume_status, State};
+use super::http::{in_progress, resume_status, unknown, State};
 use super::live::StartError;
 use super::team::Caller;
 use crate::agent::protocol::{EventKind, Op};
@@ -120,8 +120,8 @@ async fn ask(
     op: Op,
     publish: bool,
 ) -> Result<EventKind, Response> {
-    if !known(state, caller, id) {
-        return Err(no_session(id));
+    if let Some(refused) = unknown(state, caller, id) {
+        return Err(refused);
     }
     if state.stopping() {
         return Err(error(

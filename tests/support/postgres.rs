@@ -92,26 +92,49 @@ impl Postgres {
             String::from_utf8_lossy(&out.stderr)
         );
         let port = free_port();
+        let pg = Postgres { bin, dir, port };
+        pg.pg_ctl("start");
+        Some(pg)
+    }
+
+    /// `pg_ctl ACTION` (start, stop, restart), waiting until it is done;
+    /// a stop or restart is `-m fast`: sessions are ended, as by an
+    /// administrator's restart.
+    fn pg_ctl(&self, action: &str) {
         let opts = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=on",
-            dir.display()
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on",
+            self.port,
+            self.dir.display()
         );
-        let out = as_postgres(&bin.join("pg_ctl"))
-            .args(["-w", "-t", "60", "-D"])
-            .arg(&data)
+        let out = as_postgres(&self.bin.join("pg_ctl"))
+            .args(["-w", "-t", "60", "-m", "fast", "-D"])
+            .arg(self.dir.join("data"))
             .args(["-l"])
-            .arg(dir.join("log"))
-            .args(["-o", &opts, "start"])
+            .arg(self.dir.join("log"))
+            .args(["-o", &opts, action])
             .output()
             .expect("run pg_ctl");
-        let pg = Postgres { bin, dir, port };
         assert!(
             out.status.success(),
-            "pg_ctl start failed: {}{}",
+            "pg_ctl {action} failed: {}{}",
             String::from_utf8_lossy(&out.stderr),
-            pg.log()
+            self.log()
         );
-        Some(pg)
+    }
+
+    /// Stops the server (its clients' connections are closed).
+    pub fn stop(&self) {
+        self.pg_ctl("stop");
+    }
+
+    /// Starts it again after [`Postgres::stop`], on the same port.
+    pub fn start_again(&self) {
+        self.pg_ctl("start");
+    }
+
+    /// Stops and starts it, on the same port.
+    pub fn restart(&self) {
+        self.pg_ctl("restart");
     }
 
     /// A URL `buddy serve --store` takes.

@@ -84,6 +84,16 @@ impl Server {
         format!("http://{}/", self.addr)
     }
 
+    /// SIGTERM, then what it wrote on stderr.
+    pub fn terminate_for_stderr(&mut self) -> String {
+        self.terminate();
+        let mut text = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        text
+    }
+
     /// SIGTERM, then the exit code.
     pub fn terminate(&mut self) -> i32 {
         let _ = std::process::Command::new("kill")

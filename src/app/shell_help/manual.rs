@@ -470,6 +470,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY", "the keys of the built-in profiles (their api_key_env); a profile may name any variable"),
     ("BUDDY_SERVE_TOKEN", "the token buddy serve requires when --token is not given"),
     ("BUDDY_MCP_SERVER_TOKEN", "the token buddy mcp-server --listen requires when --token is not given"),
+    ("BUDDY_STORE", "the session database's postgres:// URL when --store is not given (serve, sessions, export, resume); keeps its password out of the process list"),
     ("NO_COLOR", "when set and not empty, no colour"),
     ("TERM", "dumb: the REPL and the session picker become plain line-by-line prompts"),
     ("XDG_CONFIG_HOME, HOME", "where buddy's own directory is: $XDG_CONFIG_HOME/buddy, else ~/.config/buddy"),
@@ -522,8 +523,12 @@ fn examples(page: Option<&str>) -> &'static [(&'static str, &'static str)] {
             ("buddy resume", "pick one of this directory's sessions"),
             ("buddy resume --last", "the most recently used one"),
             ("buddy resume 3fa9", "the one whose id starts with 3fa9"),
+            ("buddy resume --store postgres://buddy@db/buddy 3fa9", "one of a buddy serve database, under its lease"),
         ],
-        Some("sessions") => &[("buddy sessions", "id, age, messages, model and first prompt of each")],
+        Some("sessions") => &[
+            ("buddy sessions", "id, age, messages, model and first prompt of each"),
+            ("BUDDY_STORE=postgres://buddy@db/buddy buddy sessions", "the sessions of a buddy serve database instead"),
+        ],
         Some("export") => &[
             ("buddy export --last > session.md", "the latest session as Markdown to read or share"),
             ("buddy export 3fa9 -o notes/3fa9.md", "one session to a file (0600)"),

@@ -25,7 +25,7 @@ mod images;
 mod rows;
 mod schema;
 
-pub use db::DbError;
+pub use db::{redacted, DbError};
 pub use rows::Leases;
 
 use super::checkpoint::CheckpointStore;
@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// How long a crashed instance's sessions stay taken: its successor waits
 /// this long at most. Three renewals fit in it, so a busy database or a
@@ -58,6 +58,8 @@ pub struct Pg {
     leases: Leases,
     /// Events to append, in order, by one task on the database's thread.
     events: mpsc::UnboundedSender<(String, String)>,
+    /// Events whose insert failed (each counted once, however many tries).
+    failed_events: Arc<AtomicU64>,
 }
 
 impl Pg {
@@ -68,25 +70,10 @@ impl Pg {
         schema::migrate(&db).await?;
         let leases = Leases::default();
         leases.renew_every(&db, lease);
-        let (events, mut queue) = mpsc::unbounded_channel::<(String, String)>();
-        // Events are for following a run live, not the record of it (the
-        // journal is): they need not wait for the disk.
-        db.spawn(db::Commit::Relaxed, move |c| async move {
-            // One at a time, so a session's events are stored in the order
-            // they were published.
-            while let Some((session, data)) = queue.recv().await {
-                let _ = c
-                    .execute(
-                        "WITH n AS (UPDATE buddy_sessions SET last_event = last_event + 1
-                                    WHERE id = $1 RETURNING last_event),
-                              ins AS (INSERT INTO buddy_events (session_id, id, data)
-                                      SELECT $1, last_event, $2 FROM n RETURNING id)
-                         SELECT pg_notify('buddy_events', $1 || ' ' || id) FROM ins",
-                        &[&session, &data],
-                    )
-                    .await;
-            }
-        });
+        let (events, queue) = mpsc::unbounded_channel::<(String, String)>();
+        let failed_events = Arc::new(AtomicU64::new(0));
+        let failed = failed_events.clone();
+        db.spawn_linked(move |link| append_events(link, queue, failed));
         Ok(Arc::new(Pg {
             db,
             instance: instance_name(),
@@ -94,6 +81,7 @@ impl Pg {
             lease,
             leases,
             events,
+            failed_events,
         }))
     }
 
@@ -343,6 +331,19 @@ impl Pg {
         transcript_of(&bytes, &Self::name_of(id))
     }
 
+    /// Session `id`'s title, as a listing shows it.
+    pub fn title(&self, id: &str) -> Result<String, SessionError> {
+        let q = id.to_string();
+        self.db
+            .call(move |c| async move {
+                c.query_opt("SELECT title FROM buddy_sessions WHERE id = $1", &[&q])
+                    .await
+            })
+            .map_err(Self::failed("read a session"))?
+            .map(|r| r.get(0))
+            .ok_or_else(|| self.not_found(id))
+    }
+
     /// Deletes session `id` with its records and events; refused while an
     /// instance holds its lease.
     pub fn delete(&self, id: &str) -> Result<(), SessionError> {
@@ -434,7 +435,105 @@ impl Pg {
     pub fn announced(&self) -> broadcast::Receiver<(String, u64)> {
         self.db.notices()
     }
+
+    /// Changes each time the connections were made again after a loss,
+    /// once the LISTEN is back: announcements made meanwhile were missed,
+    /// and the rows have them.
+    pub fn reconnected(&self) -> watch::Receiver<u64> {
+        self.db.reconnected()
+    }
+
+    /// How many events failed to be stored at their first try (they are
+    /// tried again when the failure was the connection's).
+    pub fn failed_events(&self) -> u64 {
+        self.failed_events.load(Ordering::Relaxed)
+    }
 }
+
+/// The event appender: stores the queued events one at a time, so a
+/// session's events are stored in the order they were published. An insert
+/// that fails because the database went away is tried again once it is
+/// back (a lost event is a gap every follower sees); one the database
+/// refuses for another reason (the session was deleted) is dropped. Each
+/// failed event is counted in `failed`, and an outage is said on stderr
+/// once when it starts and once when the held events are stored.
+async fn append_events(
+    mut link: db::Link,
+    mut queue: mpsc::UnboundedReceiver<(String, String)>,
+    failed: Arc<AtomicU64>,
+) {
+    // An outage said on stderr and not yet over.
+    let mut outage = false;
+    while let Some((session, data)) = queue.recv().await {
+        let mut counted = false;
+        loop {
+            // Events are for following a run live, not the record of it
+            // (the journal is): they need not wait for the disk. While the
+            // database is away the event fails at once, and waits.
+            let stored = match link.now(db::Commit::Relaxed) {
+                Err(why) => Ok(Err((why, true))),
+                Ok(c) => tokio::time::timeout(
+                    db::CALL_TIMEOUT,
+                    c.execute(
+                        "WITH n AS (UPDATE buddy_sessions SET last_event = last_event + 1
+                                    WHERE id = $1 RETURNING last_event),
+                              ins AS (INSERT INTO buddy_events (session_id, id, data)
+                                      SELECT $1, last_event, $2 FROM n RETURNING id)
+                         SELECT pg_notify('buddy_events', $1 || ' ' || id) FROM ins",
+                        &[&session, &data],
+                    ),
+                )
+                .await
+                .map(|r| {
+                    r.map_err(|e| (db::describe(&e), db::is_connection_failure(&e)))
+                        .map(drop)
+                }),
+            };
+            let (why, again) = match stored {
+                Ok(Ok(())) => {
+                    if std::mem::take(&mut outage) {
+                        eprintln!("buddy: events are stored again, the held ones first");
+                    }
+                    break;
+                }
+                Ok(Err(failure)) => failure,
+                // A statement that hangs is a link that died unnoticed.
+                Err(_) => (
+                    format!("no answer within {} s", db::CALL_TIMEOUT.as_secs()),
+                    true,
+                ),
+            };
+            if !counted {
+                counted = true;
+                failed.fetch_add(1, Ordering::Relaxed);
+                if !outage {
+                    outage = again;
+                    eprintln!(
+                        "buddy: could not store an event of session {} ({}); {}",
+                        crate::text::visible(&session),
+                        crate::text::visible(&why),
+                        if again {
+                            "events are held and stored when the database is back"
+                        } else {
+                            "it is dropped"
+                        }
+                    );
+                }
+            }
+            if !again {
+                break;
+            }
+            // Try again once the connections were made again; a failure the
+            // reconnecting task has not seen yet (a hung link) is tried
+            // again after a while all the same.
+            let _ = tokio::time::timeout(RETRY_AFTER_MAX, link.changed()).await;
+        }
+    }
+}
+
+/// The longest an event whose insert failed waits before its next try
+/// when nothing says the connections were made again.
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(5);
 
 /// `host:pid:random`: unique among the instances sharing a database, and
 /// telling a person where a session is running.

@@ -36,7 +36,7 @@ impl Leases {
     pub fn renew_every(&self, db: &Db, bound: Duration) {
         let me = self.clone();
         let secs = bound.as_secs_f64();
-        db.spawn(Commit::Durable, move |c| async move {
+        db.spawn_linked(move |mut link| async move {
             let mut tick = tokio::time::interval(bound / 3);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -45,6 +45,11 @@ impl Leases {
                 if held.is_empty() {
                     continue;
                 }
+                // While the database is away this waits for it: a lease
+                // that lapsed meanwhile is renewed if nobody took it.
+                let Some(c) = link.client(Commit::Durable).await else {
+                    return;
+                };
                 let _ = c
                     .execute(
                         "UPDATE buddy_leases SET expires = now() + make_interval(secs => $2)
