@@ -172,10 +172,13 @@ struct State {
 
 /// The places a running session holds until the run's agent is gone: one
 /// of the server's, and one of its user's when users have a running limit.
-/// Held, never read: dropping them gives them back.
+/// Dropping them gives them back; the user's is given back (and waited for)
+/// before the run's end is published.
 pub struct RunSlot {
     pub _server: tokio::sync::OwnedSemaphorePermit,
-    pub _user: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The user's place (`team.rs`), given back before the run's end is
+    /// published.
+    pub user: Option<super::team::UserPlace>,
 }
 
 /// What a subscriber gets: the events it missed, then a live feed.
@@ -439,7 +442,7 @@ impl Live {
         mut pooled: Pooled,
         prompt: String,
         approval_timeout: Duration,
-        slot: RunSlot,
+        mut slot: RunSlot,
     ) -> Result<(), StartError> {
         let ops = pooled.agent.ops.clone();
         {
@@ -489,7 +492,7 @@ impl Live {
             .await;
         let me = self.clone();
         let pump = tokio::spawn(async move {
-            me.pump(pooled, approval_timeout).await;
+            me.pump(pooled, approval_timeout, &mut slot).await;
             // The server's count of running sessions goes down with the run.
             drop(slot);
         });
@@ -526,7 +529,12 @@ impl Live {
     /// `NewSession` (dropping the session file), and `SessionCleared` says it
     /// is free to keep; still running, clients' ops go to it again. Both
     /// replies are the server's own and not published.
-    async fn pump(self: Arc<Self>, mut pooled: Pooled, approval_timeout: Duration) {
+    async fn pump(
+        self: Arc<Self>,
+        mut pooled: Pooled,
+        approval_timeout: Duration,
+        slot: &mut RunSlot,
+    ) {
         let mut run = Publisher {
             live: self.clone(),
             ops: pooled.agent.ops.clone(),
@@ -544,6 +552,11 @@ impl Live {
         } else {
             let _ = (&mut pooled.agent.task).await;
             self.end_run(None);
+        }
+        // Free before `done` is seen: its client may start another run of
+        // the user's at once, on any instance.
+        if let Some(place) = slot.user.take() {
+            place.give_back().await;
         }
         if let Some(done) = held {
             self.publish(&done);
