@@ -149,11 +149,12 @@ const MAX_OWNERS: usize = 1_000_000;
 
 impl Team {
     pub fn new(opts: TeamOptions, model: String) -> Team {
-        let owners = opts
-            .state_dir
-            .as_ref()
-            .map(|d| read_owners(&d.join("owners")))
-            .unwrap_or_default();
+        // With a database, its rows are the owners; a file left from
+        // serving files is not read.
+        let owners = match (&opts.shared, &opts.state_dir) {
+            (None, Some(dir)) => read_owners(&dir.join("owners")),
+            _ => HashMap::new(),
+        };
         Team {
             audit: opts.audit.clone().map(Audit::new),
             owners: Mutex::new(owners),
