@@ -305,12 +305,6 @@ fn a_session_is_its_creators_on_every_instance_and_nobody_elses() {
     let p = FakeProvider::start_repeating(vec![Reply::text("hello alice")]);
     let (a, b) = two_machines(&pg, &team_config(&p, "", &["alice", "bob"]));
     let id = new_session(&as_user(&a, "alice"));
-    assert_eq!(
-        pg.query(&format!(
-            "SELECT owner FROM buddy_sessions WHERE id = '{id}'"
-        )),
-        "alice"
-    );
     // On B, bob is answered as if it did not exist, and lists nothing.
     let bob = as_user(&b, "bob");
     assert!(listed(&bob).is_empty());
@@ -337,6 +331,9 @@ fn a_session_is_its_creators_on_every_instance_and_nobody_elses() {
     let his = new_session(&bob);
     assert_eq!(listed(&as_user(&a, "bob")), [his.as_str()]);
     assert_eq!(listed(&as_user(&a, "alice")), [id.as_str()]);
+    // The owner is the session row's, not a file's of either instance.
+    let owner = format!("SELECT owner FROM buddy_sessions WHERE id = '{id}'");
+    assert_eq!(pg.query(&owner), "alice");
 }
 
 #[test]
