@@ -386,10 +386,12 @@ fn spending_on_one_instance_counts_against_the_daily_limit_on_another() {
         "[models.fake]\nprice = { input = 2.0, output = 10.0 }\n",
     );
     let (a, b) = two_machines(&pg, &config);
-    let alice_a = as_user(&a, "alice");
+    let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
     let id = new_session(&alice_a);
     prompt(&alice_a, &id, "spend").until("done");
-    let r = post_prompt(&as_user(&b, "alice"), &id, "spend more on B");
+    // A session of hers made on B: B knows it whatever it knows of A's.
+    let on_b = new_session(&alice_b);
+    let r = post_prompt(&alice_b, &on_b, "spend more on B");
     assert_eq!(r.status, 429, "{}", r.body);
     let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=86_400).contains(&wait), "{wait}");
