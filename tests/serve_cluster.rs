@@ -259,11 +259,11 @@ fn team_config(p: &FakeProvider, serve: &str, users: &[&str]) -> String {
 
 /// Two instances on one database, each in a directory of its own (as on
 /// two machines: no file is shared), with the same config.
-fn two_machines(pg: &Postgres, config: &str) -> (Server, Server) {
+fn two_machines(pg: &Postgres, config: &str, lease: &str) -> (Server, Server) {
     let url = pg.url();
     let start = || {
         let cmd = BuddyCmd::new().config(config);
-        Server::start(&cmd, &["--store", &url, "--lease", "15s"])
+        Server::start(&cmd, &["--store", &url, "--lease", lease])
     };
     (start(), start())
 }
@@ -303,7 +303,7 @@ fn a_session_is_its_creators_on_every_instance_and_nobody_elses() {
         return;
     };
     let p = FakeProvider::start_repeating(vec![Reply::text("hello alice")]);
-    let (a, b) = two_machines(&pg, &team_config(&p, "", &["alice", "bob"]));
+    let (a, b) = two_machines(&pg, &team_config(&p, "", &["alice", "bob"]), "15s");
     let id = new_session(&as_user(&a, "alice"));
     // On B, bob is answered as if it did not exist, and lists nothing.
     let bob = as_user(&b, "bob");
@@ -345,7 +345,7 @@ fn a_user_at_their_running_limit_on_one_instance_gets_429_on_another() {
     let held = Gate::new();
     let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
     let config = team_config(&p, "user_max_running = 1", &["alice", "bob"]);
-    let (a, b) = two_machines(&pg, &config);
+    let (a, b) = two_machines(&pg, &config, "15s");
     let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
     let first = new_session(&alice_a);
     let second = new_session(&alice_b);
@@ -385,7 +385,7 @@ fn spending_on_one_instance_counts_against_the_daily_limit_on_another() {
         "[models.fake]\n",
         "[models.fake]\nprice = { input = 2.0, output = 10.0 }\n",
     );
-    let (a, b) = two_machines(&pg, &config);
+    let (a, b) = two_machines(&pg, &config, "15s");
     let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
     let id = new_session(&alice_a);
     prompt(&alice_a, &id, "spend").until("done");
@@ -404,4 +404,53 @@ fn spending_on_one_instance_counts_against_the_daily_limit_on_another() {
     let bob = as_user(&b, "bob");
     let theirs = new_session(&bob);
     prompt(&bob, &theirs, "spend").until("done");
+}
+
+#[test]
+fn the_runs_of_a_killed_instance_stop_counting_after_the_lease() {
+    let test = "serve_cluster_runs_lapse";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let held = Gate::new();
+    let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
+    let config = team_config(&p, "user_max_running = 1", &["alice"]);
+    let lease = Duration::from_secs(3);
+    let (a, b) = two_machines(&pg, &config, "3s");
+    let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
+    let first = new_session(&alice_a);
+    let second = new_session(&alice_b);
+    let mut running = prompt(&alice_a, &first, "one");
+    running.until("model_request");
+    kill_9(a);
+    let dead = Instant::now();
+    held.open();
+    // A's run holds her place until its row lapses: refused meanwhile (a
+    // refusal builds no agent, so trying often costs little).
+    let mut refused = 0;
+    let mut run = poll_every(Duration::from_millis(100), lease * 3, || {
+        let body = json!({ "text": "two" }).to_string();
+        let (r, s) = alice_b.sse(
+            "POST",
+            &format!("/api/sessions/{second}/messages"),
+            &[],
+            Some(&body),
+        );
+        match r.status {
+            200 => s,
+            429 => {
+                refused += 1;
+                None
+            }
+            other => panic!("{other}: {}", r.body),
+        }
+    })
+    .expect("her place is free again within three lease bounds");
+    let free_after = dead.elapsed();
+    assert!(refused > 0, "the dead instance's run counted at first");
+    assert!(
+        free_after < lease + Duration::from_secs(5),
+        "{free_after:?}"
+    );
+    run.until("done");
 }
