@@ -178,7 +178,25 @@ pub struct RunSlot {
     pub _server: tokio::sync::OwnedSemaphorePermit,
     /// The user's place (`team.rs`), given back before the run's end is
     /// published.
-    pub user: Option<super::team::UserPlace>,
+    pub user: Option<UserPlace>,
+}
+
+/// A run's place among its user's (`team.rs` gives them), held until the
+/// run is over: in this server's memory, or a row every instance counts.
+#[derive(Debug)]
+pub enum UserPlace {
+    Local(tokio::sync::OwnedSemaphorePermit),
+    Shared(super::team_pg::RunPlace),
+}
+
+impl UserPlace {
+    /// Gives the place back, waiting until every instance sees it free.
+    pub async fn give_back(self) {
+        match self {
+            UserPlace::Local(permit) => drop(permit),
+            UserPlace::Shared(place) => place.give_back().await,
+        }
+    }
 }
 
 /// What a subscriber gets: the events it missed, then a live feed.

@@ -23,9 +23,9 @@
 //! the SQL (`team_pg.rs`).
 
 use super::audit::{Audit, AuditOptions};
-use super::live::Watch;
+use super::live::{UserPlace, Watch};
 use super::metrics::{self, Metrics};
-use super::team_pg::{RunPlace, TeamDb};
+use super::team_pg::TeamDb;
 use super::users::Users;
 use crate::agent::protocol::{EventKind, RunOutcome};
 use std::collections::{HashMap, HashSet};
@@ -33,7 +33,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 /// What the server is told about its users.
 #[derive(Debug, Clone, Default)]
@@ -94,24 +94,6 @@ pub enum Refusal {
     Limited(Limited),
     /// The database that keeps the limits' counts failed.
     Store(String),
-}
-
-/// A run's place among its user's, held until the run is over: in this
-/// server's memory, or a row every instance counts.
-#[derive(Debug)]
-pub enum UserPlace {
-    Local(OwnedSemaphorePermit),
-    Shared(RunPlace),
-}
-
-impl UserPlace {
-    /// Gives the place back, waiting until every instance sees it free.
-    pub async fn give_back(self) {
-        match self {
-            UserPlace::Local(permit) => drop(permit),
-            UserPlace::Shared(place) => place.give_back().await,
-        }
-    }
 }
 
 /// The sessions a caller may see in a list.
