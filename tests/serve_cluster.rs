@@ -2,6 +2,8 @@
 //! behind a real HAProxy: a session created on one is continued on
 //! another and followed from a third; a run whose instance is killed loses
 //! no event and no record, and the session is free again within the lease.
+//! With users, a session is its creator's on every instance, and a user's
+//! running limit and daily spending are counted across the instances.
 
 use crate::support;
 use serde_json::{json, Value};
@@ -14,7 +16,7 @@ use support::http::{Client, SseEvent, SseStream};
 use support::postgres::Postgres;
 use support::serve::Server;
 use support::wait::poll_every;
-use support::BuddyCmd;
+use support::{fake_config, BuddyCmd};
 
 fn new_session(c: &Client) -> String {
     let r = c.post("/api/sessions", "{}");
@@ -388,4 +390,219 @@ fn kill_9(server: Server) {
         .is_ok_and(|s| s.success());
     assert!(ok, "kill -9 {pid}");
     drop(server);
+}
+
+/// A user's token in these tests: their name and a suffix.
+fn token_of(user: &str) -> String {
+    format!("{user}-token-for-the-cluster")
+}
+
+/// `[serve]` with `serve` in it, then `[serve.users]` for `users` (each
+/// token's hash, as `buddy serve add-user` stores it).
+fn team_config(p: &FakeProvider, serve: &str, users: &[&str]) -> String {
+    let mut toml = format!("{}\n[serve]\n{serve}\n[serve.users]\n", fake_config(p));
+    for user in users {
+        let digest = ring::digest::digest(&ring::digest::SHA256, token_of(user).as_bytes());
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        toml.push_str(&format!("{user} = \"sha256:{hex}\"\n"));
+    }
+    toml
+}
+
+/// Two instances on one database, each in a directory of its own (as on
+/// two machines: no file is shared), with the same config.
+fn two_machines(pg: &Postgres, config: &str, lease: &str) -> (Server, Server) {
+    let url = pg.url();
+    let start = || {
+        let cmd = BuddyCmd::new().config(config);
+        Server::start(&cmd, &["--store", &url, "--lease", lease])
+    };
+    (start(), start())
+}
+
+fn as_user(server: &Server, user: &str) -> Client {
+    let mut c = server.client();
+    c.token = Some(token_of(user));
+    c
+}
+
+fn listed(c: &Client) -> Vec<String> {
+    let r = c.get("/api/sessions");
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn post_prompt(c: &Client, id: &str, text: &str) -> support::http::Response {
+    let body = json!({ "text": text }).to_string();
+    c.sse(
+        "POST",
+        &format!("/api/sessions/{id}/messages"),
+        &[],
+        Some(&body),
+    )
+    .0
+}
+
+#[test]
+fn a_session_is_its_creators_on_every_instance_and_nobody_elses() {
+    let test = "serve_cluster_owners";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let p = FakeProvider::start_repeating(vec![Reply::text("hello alice")]);
+    let (a, b) = two_machines(&pg, &team_config(&p, "", &["alice", "bob"]), "15s");
+    let id = new_session(&as_user(&a, "alice"));
+    // On B, bob is answered as if it did not exist, and lists nothing.
+    let bob = as_user(&b, "bob");
+    assert!(listed(&bob).is_empty());
+    for (method, path, body) in [
+        ("GET", format!("/api/sessions/{id}"), None),
+        ("DELETE", format!("/api/sessions/{id}"), None),
+        (
+            "POST",
+            format!("/api/sessions/{id}/messages"),
+            Some(r#"{"text":"let me in"}"#),
+        ),
+    ] {
+        let r = bob.request(method, &path, &[], body);
+        assert_eq!(r.status, 404, "{method} {path}: {}", r.body);
+    }
+    let r = bob.post_json("/api/sessions", &json!({ "resume": id }));
+    assert_eq!(r.status, 404, "{}", r.body);
+    // Alice lists it on B and continues it there.
+    let alice = as_user(&b, "alice");
+    assert_eq!(listed(&alice), [id.as_str()]);
+    let done = prompt(&alice, &id, "hi from B").until("done");
+    assert_eq!(done.last().unwrap().data["outcome"]["text"], "hello alice");
+    // Bob's own session is his alone, wherever he made it.
+    let his = new_session(&bob);
+    assert_eq!(listed(&as_user(&a, "bob")), [his.as_str()]);
+    assert_eq!(listed(&as_user(&a, "alice")), [id.as_str()]);
+    // The owner is the session row's, not a file's of either instance.
+    let owner = format!("SELECT owner FROM buddy_sessions WHERE id = '{id}'");
+    assert_eq!(pg.query(&owner), "alice");
+}
+
+#[test]
+fn a_user_at_their_running_limit_on_one_instance_gets_429_on_another() {
+    let test = "serve_cluster_running";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let held = Gate::new();
+    let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
+    let config = team_config(&p, "user_max_running = 1", &["alice", "bob"]);
+    let (a, b) = two_machines(&pg, &config, "15s");
+    let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
+    let first = new_session(&alice_a);
+    let second = new_session(&alice_b);
+    let mut running = prompt(&alice_a, &first, "one");
+    running.until("model_request");
+    let r = post_prompt(&alice_b, &second, "two");
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("5"));
+    let why = r.json()["error"].as_str().unwrap().to_string();
+    assert!(why.contains("user alice has 1 sessions running"), "{why}");
+    // Bob's limit is his own.
+    let bob = as_user(&b, "bob");
+    let theirs = new_session(&bob);
+    let mut other = prompt(&bob, &theirs, "three");
+    other.until("model_request");
+    held.open();
+    for s in [&mut running, &mut other] {
+        assert_eq!(
+            s.until("done").last().unwrap().data["outcome"]["text"],
+            "slow answer"
+        );
+    }
+    // Alice's run on A is over: B takes her next prompt at once.
+    prompt(&alice_b, &second, "two again").until("done");
+    assert_eq!(pg.query("SELECT count(*) FROM buddy_runs"), "0");
+}
+
+#[test]
+fn spending_on_one_instance_counts_against_the_daily_limit_on_another() {
+    let test = "serve_cluster_spending";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    // $2 and $10 per million tokens: a 1000 + 100 token reply costs $0.003.
+    let p = FakeProvider::start_repeating(vec![Reply::text("paid").with_usage(1000, 100)]);
+    let config = team_config(&p, "user_daily_usd = 0.002", &["alice", "bob"]).replace(
+        "[models.fake]\n",
+        "[models.fake]\nprice = { input = 2.0, output = 10.0 }\n",
+    );
+    let (a, b) = two_machines(&pg, &config, "15s");
+    let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
+    let id = new_session(&alice_a);
+    prompt(&alice_a, &id, "spend").until("done");
+    // A session of hers made on B: B knows it whatever it knows of A's.
+    let on_b = new_session(&alice_b);
+    let r = post_prompt(&alice_b, &on_b, "spend more on B");
+    assert_eq!(r.status, 429, "{}", r.body);
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=86_400).contains(&wait), "{wait}");
+    let why = r.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        why.contains("$0.0030") && why.contains("daily limit"),
+        "{why}"
+    );
+    // Bob's day is his own, on either instance.
+    let bob = as_user(&b, "bob");
+    let theirs = new_session(&bob);
+    prompt(&bob, &theirs, "spend").until("done");
+}
+
+#[test]
+fn the_runs_of_a_killed_instance_stop_counting_after_the_lease() {
+    let test = "serve_cluster_runs_lapse";
+    let Some(pg) = Postgres::start(test) else {
+        return;
+    };
+    let held = Gate::new();
+    let p = FakeProvider::start_repeating(vec![Reply::text("slow answer").gated(&held)]);
+    let config = team_config(&p, "user_max_running = 1", &["alice"]);
+    let lease = Duration::from_secs(3);
+    let (a, b) = two_machines(&pg, &config, "3s");
+    let (alice_a, alice_b) = (as_user(&a, "alice"), as_user(&b, "alice"));
+    let first = new_session(&alice_a);
+    let second = new_session(&alice_b);
+    let mut running = prompt(&alice_a, &first, "one");
+    running.until("model_request");
+    kill_9(a);
+    let dead = Instant::now();
+    held.open();
+    // A's run holds her place until its row lapses: refused meanwhile (a
+    // refusal builds no agent, so trying often costs little).
+    let mut refused = 0;
+    let mut run = poll_every(Duration::from_millis(100), lease * 3, || {
+        let body = json!({ "text": "two" }).to_string();
+        let (r, s) = alice_b.sse(
+            "POST",
+            &format!("/api/sessions/{second}/messages"),
+            &[],
+            Some(&body),
+        );
+        match r.status {
+            200 => s,
+            429 => {
+                refused += 1;
+                None
+            }
+            other => panic!("{other}: {}", r.body),
+        }
+    })
+    .expect("her place is free again within three lease bounds");
+    let free_after = dead.elapsed();
+    assert!(refused > 0, "the dead instance's run counted at first");
+    assert!(
+        free_after < lease + Duration::from_secs(5),
+        "{free_after:?}"
+    );
+    run.until("done");
 }

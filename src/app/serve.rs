@@ -35,7 +35,7 @@ pub(crate) async fn serve(
         .clone()
         .or_else(|| crate::process::var(crate::config::SERVE_TOKEN_ENV))
         .filter(|t| !t.is_empty());
-    let opts = ServeOptions {
+    let mut opts = ServeOptions {
         listen: args.listen,
         token: token.clone(),
         approval_timeout: args.approval_timeout,
@@ -61,6 +61,10 @@ pub(crate) async fn serve(
         None | Some("") => None,
         Some(url) => Some(database(url, &args, &settings.serve).await?),
     };
+    // Owners, runs at once and spending shared by every instance.
+    opts.team.shared = database
+        .as_ref()
+        .map(|pg| crate::serve::team_pg::TeamDb::new(pg));
     let backend = Arc::new(ServeBackend {
         store: local,
         database,
@@ -196,6 +200,7 @@ fn team(file: &ServeSection, workdir: &Path) -> Result<crate::serve::TeamOptions
         audit,
         user_max_running: file.user_max_running.map(|n| n as usize),
         user_daily_usd: file.user_daily_usd,
+        shared: None,
     })
 }
 
@@ -311,10 +316,10 @@ impl ServeBackend {
 }
 
 impl Backend for ServeBackend {
-    fn create_session(&self) -> Result<String, HostedError> {
+    fn create_session(&self, owner: Option<&str>) -> Result<String, HostedError> {
         // Created and released at once: every run takes it afresh.
         if let Some(pg) = &self.database {
-            return Ok(pg.create(self.info())?.id().to_string());
+            return Ok(pg.create_owned(self.info(), owner)?.id().to_string());
         }
         let (session, _warnings) = self.store.create(self.info())?;
         Ok(session.id().to_string())

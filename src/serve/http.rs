@@ -10,7 +10,7 @@ use super::forwarded::Client;
 use super::guard::{content_security_policy, error, Guard, PAGE_HEADERS};
 use super::live::{Live, Pooled, Stamped, StartError, Subscription};
 use super::metrics;
-use super::team::{Caller, Team};
+use super::team::{Caller, Refusal, Team};
 use super::RETRY_AFTER_SECS;
 use super::{Backend, ServeOptions};
 use crate::agent::protocol::{Decision, ErrorCode, Op};
@@ -429,11 +429,14 @@ async fn page() -> Response {
 async fn list_sessions(Ext(state): Ext<State>, Extension(caller): Extension<Caller>) -> Response {
     match state.inner.backend.list() {
         Ok(list) => {
+            let visible = match state.inner.team.visible(&caller) {
+                Ok(v) => v,
+                Err(e) => return state.store_error(e.into()),
+            };
             let live = state.sessions();
-            let team = &state.inner.team;
             let items: Vec<serde_json::Value> = list
                 .into_iter()
-                .filter(|s| team.may_see(&caller, &s.id))
+                .filter(|s| visible.contains(&s.id))
                 .map(|s| {
                     let l = live.get(&s.id);
                     let mut v = serde_json::to_value(&s).unwrap_or_default();
@@ -480,7 +483,7 @@ async fn create_session(
             let made = state
                 .inner
                 .backend
-                .create_session()
+                .create_session(caller.user())
                 .map_err(|e| state.store_error(e));
             if let (Ok(id), Some(user)) = (&made, caller.user()) {
                 if let Err(e) = team.own(id, user) {
@@ -867,9 +870,10 @@ async fn send_message(state: &State, caller: &Caller, id: String, body: MessageB
     }
     // A new run: the caller's own limits first. The user's place is taken
     // here and held with the run, so two prompts at once cannot both pass.
-    let user_place = match state.inner.team.may_start(caller) {
+    let user_place = match state.inner.team.may_start(caller, &id).await {
         Ok(place) => place,
-        Err(l) => return limited(&state, l),
+        Err(Refusal::Limited(l)) => return limited(&state, l),
+        Err(Refusal::Store(e)) => return state.store_error(e.into()),
     };
     let Ok(server_place) = Arc::clone(&state.inner.running).try_acquire_owned() else {
         return busy(format!(
@@ -879,7 +883,7 @@ async fn send_message(state: &State, caller: &Caller, id: String, body: MessageB
     };
     let slot = super::live::RunSlot {
         _server: server_place,
-        _user: user_place,
+        user: user_place,
     };
     // One prompt wins the session; another at the same moment gets 409.
     let Some(kept) = live.claim() else {
@@ -1290,7 +1294,7 @@ mod tests {
     struct NoBackend;
 
     impl Backend for NoBackend {
-        fn create_session(&self) -> Result<String, crate::agent::HostedError> {
+        fn create_session(&self, _: Option<&str>) -> Result<String, crate::agent::HostedError> {
             unreachable!()
         }
         fn resolve(&self, query: &str) -> Result<String, crate::agent::HostedError> {

@@ -172,10 +172,31 @@ struct State {
 
 /// The places a running session holds until the run's agent is gone: one
 /// of the server's, and one of its user's when users have a running limit.
-/// Held, never read: dropping them gives them back.
+/// Dropping them gives them back; the user's is given back (and waited for)
+/// before the run's end is published.
 pub struct RunSlot {
     pub _server: tokio::sync::OwnedSemaphorePermit,
-    pub _user: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The user's place (`team.rs`), given back before the run's end is
+    /// published.
+    pub user: Option<UserPlace>,
+}
+
+/// A run's place among its user's (`team.rs` gives them), held until the
+/// run is over: in this server's memory, or a row every instance counts.
+#[derive(Debug)]
+pub enum UserPlace {
+    Local(tokio::sync::OwnedSemaphorePermit),
+    Shared(super::team_pg::RunPlace),
+}
+
+impl UserPlace {
+    /// Gives the place back, waiting until every instance sees it free.
+    pub async fn give_back(self) {
+        match self {
+            UserPlace::Local(permit) => drop(permit),
+            UserPlace::Shared(place) => place.give_back().await,
+        }
+    }
 }
 
 /// What a subscriber gets: the events it missed, then a live feed.
@@ -440,7 +461,7 @@ impl Live {
         prompt: String,
         images: Vec<crate::wire::Image>,
         approval_timeout: Duration,
-        slot: RunSlot,
+        mut slot: RunSlot,
     ) -> Result<(), StartError> {
         let ops = pooled.agent.ops.clone();
         {
@@ -490,7 +511,7 @@ impl Live {
             .await;
         let me = self.clone();
         let pump = tokio::spawn(async move {
-            me.pump(pooled, approval_timeout).await;
+            me.pump(pooled, approval_timeout, &mut slot).await;
             // The server's count of running sessions goes down with the run.
             drop(slot);
         });
@@ -574,7 +595,12 @@ impl Live {
     /// `NewSession` (dropping the session file), and `SessionCleared` says it
     /// is free to keep; still running, clients' ops go to it again. Both
     /// replies are the server's own and not published.
-    async fn pump(self: Arc<Self>, mut pooled: Pooled, approval_timeout: Duration) {
+    async fn pump(
+        self: Arc<Self>,
+        mut pooled: Pooled,
+        approval_timeout: Duration,
+        slot: &mut RunSlot,
+    ) {
         let mut run = Publisher {
             live: self.clone(),
             ops: pooled.agent.ops.clone(),
@@ -592,6 +618,11 @@ impl Live {
         } else {
             let _ = (&mut pooled.agent.task).await;
             self.end_run(None);
+        }
+        // Free before `done` is seen: its client may start another run of
+        // the user's at once, on any instance.
+        if let Some(place) = slot.user.take() {
+            place.give_back().await;
         }
         if let Some(done) = held {
             self.publish(&done);

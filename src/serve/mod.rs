@@ -23,7 +23,8 @@
 //! its request, or on whose connection nothing moves, is cut off. See docs/SERVE.md.
 //!
 //! For a team (`team.rs`): users with their own tokens (`users.rs`), each
-//! seeing only the sessions they created, with limits of their own; an
+//! seeing only the sessions they created, with limits of their own (kept in
+//! PostgreSQL for every instance when the sessions are: `team_pg.rs`); an
 //! audit log of what changed (`audit.rs`); `GET /metrics` (`metrics.rs`).
 
 mod accept;
@@ -39,6 +40,7 @@ mod metrics;
 pub mod relay;
 mod rewind;
 mod team;
+pub mod team_pg;
 mod users;
 mod view;
 
@@ -64,8 +66,9 @@ use std::time::Duration;
 /// What the server needs from the application: the session store and a way
 /// to start an agent.
 pub trait Backend: Send + Sync + 'static {
-    /// Creates an empty session now; its id.
-    fn create_session(&self) -> Result<String, HostedError>;
+    /// Creates an empty session now, owned by `owner` (a user's name) where
+    /// the store keeps owners with the sessions (PostgreSQL); its id.
+    fn create_session(&self, owner: Option<&str>) -> Result<String, HostedError>;
     /// The id `query` names (an id, a unique prefix, `last`).
     fn resolve(&self, query: &str) -> Result<String, HostedError>;
     /// Sessions, most recently used first.

@@ -8,22 +8,32 @@
 //! `owners` in the server's state directory (one `ID USER` line each, 0600),
 //! so they outlast a restart. Spending is counted from the runs' usage
 //! events (the cost table's prices, `agent::tokens`) per UTC day, in
-//! memory: a restart begins the day's count again.
+//! memory: a restart begins the day's count again. The runs a user has
+//! going are counted per server.
+//!
+//! With sessions in PostgreSQL (`TeamOptions::shared`), these facts are the
+//! database's instead, the same for every instance (`team_pg.rs`): a
+//! session's owner is its row's, written with it; a run takes one of its
+//! user's places in the database; spending is added to a row per user and
+//! UTC day, so it is one count across the instances and a restart keeps it.
+//! Owners found there are remembered here (a session's owner never changes).
 //!
 //! Not here: checking tokens (`guard.rs`, `users.rs`), the routes that ask
-//! (`http.rs`), the metrics' text (`metrics.rs`), the audit file (`audit.rs`).
+//! (`http.rs`), the metrics' text (`metrics.rs`), the audit file (`audit.rs`),
+//! the SQL (`team_pg.rs`).
 
 use super::audit::{Audit, AuditOptions};
-use super::live::Watch;
+use super::live::{UserPlace, Watch};
 use super::metrics::{self, Metrics};
+use super::team_pg::TeamDb;
 use super::users::Users;
 use crate::agent::protocol::{EventKind, RunOutcome};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 /// What the server is told about its users.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +47,9 @@ pub struct TeamOptions {
     pub user_max_running: Option<usize>,
     /// Most US dollars one user's runs may cost per UTC day.
     pub user_daily_usd: Option<f64>,
+    /// The database that keeps owners, runs and spending for every instance
+    /// sharing it, instead of this server's files and memory.
+    pub shared: Option<Arc<TeamDb>>,
 }
 
 /// Who sent a request, as the guard found it.
@@ -76,6 +89,28 @@ pub struct Limited {
     pub limit: &'static str,
 }
 
+/// Why a run may not start.
+pub enum Refusal {
+    Limited(Limited),
+    /// The database that keeps the limits' counts failed.
+    Store(String),
+}
+
+/// The sessions a caller may see in a list.
+pub enum Visible {
+    All,
+    Only(HashSet<String>),
+}
+
+impl Visible {
+    pub fn contains(&self, id: &str) -> bool {
+        match self {
+            Visible::All => true,
+            Visible::Only(ids) => ids.contains(id),
+        }
+    }
+}
+
 pub struct Team {
     opts: TeamOptions,
     owners: Mutex<HashMap<String, String>>,
@@ -96,11 +131,12 @@ const MAX_OWNERS: usize = 1_000_000;
 
 impl Team {
     pub fn new(opts: TeamOptions, model: String) -> Team {
-        let owners = opts
-            .state_dir
-            .as_ref()
-            .map(|d| read_owners(&d.join("owners")))
-            .unwrap_or_default();
+        // With a database, its rows are the owners; a file left from
+        // serving files is not read.
+        let owners = match (&opts.shared, &opts.state_dir) {
+            (None, Some(dir)) => read_owners(&dir.join("owners")),
+            _ => HashMap::new(),
+        };
         Team {
             audit: opts.audit.clone().map(Audit::new),
             owners: Mutex::new(owners),
@@ -121,24 +157,62 @@ impl Team {
     }
 
     pub fn owner_of(&self, id: &str) -> Option<String> {
-        self.owners().get(id).cloned()
+        if let Some(owner) = self.owners().get(id) {
+            return Some(owner.clone());
+        }
+        let db = self.opts.shared.as_ref()?;
+        match db.owner_of(id) {
+            Ok(Some(owner)) => {
+                self.owners().insert(id.to_string(), owner.clone());
+                Some(owner)
+            }
+            Ok(None) => None,
+            // Unknown is nobody's: a user is answered 404, as when the
+            // session's row cannot be read either.
+            Err(_) => {
+                self.metrics.inc(metrics::STORE_ERRORS, &[]);
+                None
+            }
+        }
     }
 
     /// Whether `caller` may know session `id` exists. A user sees only their
     /// own; the admin and a server without tokens see all.
     pub fn may_see(&self, caller: &Caller, id: &str) -> bool {
         match caller.user() {
-            Some(user) => self.owners().get(id).is_some_and(|o| o == user),
+            Some(user) => self.owner_of(id).is_some_and(|o| o == user),
             None => true,
         }
     }
 
+    /// The sessions `caller` may see listed: a user's own, else all.
+    pub fn visible(&self, caller: &Caller) -> Result<Visible, String> {
+        let Some(user) = caller.user() else {
+            return Ok(Visible::All);
+        };
+        if let Some(db) = &self.opts.shared {
+            return db.sessions_of(user).map(Visible::Only);
+        }
+        let owners = self.owners();
+        Ok(Visible::Only(
+            owners
+                .iter()
+                .filter(|(_, o)| *o == user)
+                .map(|(id, _)| id.clone())
+                .collect(),
+        ))
+    }
+
     /// Records that `user` owns the new session `id`, in memory and in the
     /// owners file. Returns the file's error; the session is owned in
-    /// memory either way.
+    /// memory either way. With a database the owner is in the session's row
+    /// already (`Backend::create_session`): only remembered here.
     pub fn own(&self, id: &str, user: &str) -> std::io::Result<()> {
         let mut owners = self.owners();
         owners.insert(id.to_string(), user.to_string());
+        if self.opts.shared.is_some() {
+            return Ok(());
+        }
         let Some(dir) = &self.opts.state_dir else {
             return Ok(());
         };
@@ -154,30 +228,50 @@ impl Team {
         f.sync_data()
     }
 
-    /// A place for a new run of `caller`'s, to hold until the run is over
-    /// (`None` when users have no running limit, or for the admin), or the
-    /// limit that refuses it.
-    pub fn may_start(&self, caller: &Caller) -> Result<Option<OwnedSemaphorePermit>, Limited> {
+    /// A place for a new run of `caller`'s in session `session`, to hold
+    /// until the run is over (`None` when users have no running limit, or
+    /// for the admin), or the limit that refuses it.
+    pub async fn may_start(
+        &self,
+        caller: &Caller,
+        session: &str,
+    ) -> Result<Option<UserPlace>, Refusal> {
         let Some(user) = caller.user() else {
             return Ok(None);
         };
         if let Some(max) = self.opts.user_daily_usd {
-            let spent = self.spent_today(user);
+            let spent = self.spent_today(user).await.map_err(Refusal::Store)?;
             if spent >= max {
                 let now = crate::clock::now_unix();
                 let midnight = (now / 86_400 + 1) * 86_400;
-                return Err(Limited {
+                return Err(Refusal::Limited(Limited {
                     reason: format!(
                         "user {user} has spent ${spent:.4} today (UTC), the daily limit is ${max:.2}; it resets at midnight UTC"
                     ),
                     retry_after: midnight.saturating_sub(now).max(1),
                     limit: "daily_cost",
-                });
+                }));
             }
         }
         let Some(max) = self.opts.user_max_running else {
             return Ok(None);
         };
+        let busy = || {
+            Refusal::Limited(Limited {
+                reason: format!(
+                    "user {user} has {max} sessions running, the most allowed at once; retry when one is done"
+                ),
+                retry_after: super::RETRY_AFTER_SECS,
+                limit: "running",
+            })
+        };
+        if let Some(db) = &self.opts.shared {
+            return match db.take_place(user, session, max).await {
+                Ok(Some(place)) => Ok(Some(UserPlace::Shared(place))),
+                Ok(None) => Err(busy()),
+                Err(e) => Err(Refusal::Store(e)),
+            };
+        }
         let places = {
             let mut all = self.running.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(
@@ -186,23 +280,33 @@ impl Team {
             )
         };
         match places.try_acquire_owned() {
-            Ok(place) => Ok(Some(place)),
-            Err(_) => Err(Limited {
-                reason: format!(
-                    "user {user} has {max} sessions running, the most allowed at once; retry when one is done"
-                ),
-                retry_after: super::RETRY_AFTER_SECS,
-                limit: "running",
-            }),
+            Ok(place) => Ok(Some(UserPlace::Local(place))),
+            Err(_) => Err(busy()),
         }
     }
 
-    fn spent_today(&self, user: &str) -> f64 {
+    async fn spent_today(&self, user: &str) -> Result<f64, String> {
         let today = crate::clock::now_unix() / 86_400;
+        if let Some(db) = &self.opts.shared {
+            return db.spent(user, today).await;
+        }
         let spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
-        match spent.get(user) {
+        Ok(match spent.get(user) {
             Some((day, usd)) if *day == today => *usd,
             _ => 0.0,
+        })
+    }
+
+    /// Adds `usd` to the day's spending of session `id`'s owner.
+    fn charge_session(&self, id: &str, usd: f64) {
+        if let Some(db) = &self.opts.shared {
+            // The database finds the owner in the same statement: a run's
+            // events are not held up by a round trip.
+            db.charge(id, crate::clock::now_unix() / 86_400, usd, &self.metrics);
+            return;
+        }
+        if let Some(user) = self.owner_of(id) {
+            self.charge(&user, usd);
         }
     }
 
@@ -285,9 +389,7 @@ impl Watch for SessionWatch {
                 }
                 if let Some(usd) = u.cost_usd {
                     m.add(metrics::COST, &[("model", model)], usd);
-                    if let Some(user) = self.team.owner_of(&self.id) {
-                        self.team.charge(&user, usd);
-                    }
+                    self.team.charge_session(&self.id, usd);
                 }
             }
             _ => {}
@@ -338,18 +440,31 @@ mod tests {
             "nobody's session is nobody's to see"
         );
         assert!(t.may_see(&Caller::Admin, "s2"));
+        assert!(t
+            .visible(&ann)
+            .is_ok_and(|v| v.contains("s1") && !v.contains("s2")));
+        assert!(t.visible(&bob).is_ok_and(|v| !v.contains("s1")));
+        assert!(t.visible(&Caller::Admin).is_ok_and(|v| v.contains("s2")));
         let again = team(Some(dir.clone()), None);
         assert_eq!(again.owner_of("s1").as_deref(), Some("ann"));
     }
 
-    #[test]
-    fn a_users_spending_and_running_limits_refuse_with_a_reason() {
+    fn refused(r: Result<Option<UserPlace>, Refusal>) -> Limited {
+        match r {
+            Err(Refusal::Limited(l)) => l,
+            Err(Refusal::Store(e)) => panic!("a store error: {e}"),
+            Ok(_) => panic!("not refused"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_users_spending_and_running_limits_refuse_with_a_reason() {
         let t = team(None, Some(0.01));
         t.own("s1", "ann").unwrap();
         let ann = Caller::User("ann".into());
-        let place = t.may_start(&ann).ok().unwrap();
+        let place = t.may_start(&ann, "s1").await.ok().unwrap();
         assert!(place.is_some());
-        let busy = t.may_start(&ann).err().unwrap();
+        let busy = refused(t.may_start(&ann, "s1").await);
         assert_eq!(busy.limit, "running");
         drop(place);
         let w = t.watch("s1");
@@ -357,10 +472,13 @@ mod tests {
             cost_usd: Some(0.02),
             ..Default::default()
         }));
-        let spent = t.may_start(&ann).err().unwrap();
+        let spent = refused(t.may_start(&ann, "s1").await);
         assert_eq!(spent.limit, "daily_cost");
         assert!(spent.reason.contains("daily limit"), "{}", spent.reason);
         assert!(spent.retry_after >= 1 && spent.retry_after <= 86_400);
-        assert!(t.may_start(&Caller::Admin).is_ok_and(|p| p.is_none()));
+        assert!(t
+            .may_start(&Caller::Admin, "s1")
+            .await
+            .is_ok_and(|p| p.is_none()));
     }
 }

@@ -26,6 +26,9 @@ mod rows;
 mod schema;
 
 pub use db::{redacted, DbError};
+/// The connections, for what other layers keep beside the sessions (the
+/// team's rows of `serve::team_pg`).
+pub use db::{Commit, Db};
 pub use rows::Leases;
 
 use super::checkpoint::CheckpointStore;
@@ -34,7 +37,6 @@ use super::{
     Session, SessionError, SessionInfo, Summary, MAX_SESSION_BYTES,
 };
 use checkpoints::CheckpointRows;
-use db::Db;
 use images::ImageRows;
 use rows::{Refused, RowSink};
 use std::path::PathBuf;
@@ -90,6 +92,16 @@ impl Pg {
         &self.instance
     }
 
+    /// The connections this store uses.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// How long a crashed instance's sessions stay taken.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
     fn holder(&self) -> String {
         let n = self.opened.fetch_add(1, Ordering::Relaxed);
         format!("{}#{n}", self.instance)
@@ -116,6 +128,17 @@ impl Pg {
 
     /// A new session, its lease taken for the caller.
     pub fn create(&self, info: SessionInfo) -> Result<Session, SessionError> {
+        self.create_owned(info, None)
+    }
+
+    /// [`Pg::create`], the session's row naming `owner` (a user of `buddy
+    /// serve`): written with the row, so no instance sees it ownerless.
+    pub fn create_owned(
+        &self,
+        info: SessionInfo,
+        owner: Option<&str>,
+    ) -> Result<Session, SessionError> {
+        let owner = owner.map(str::to_string);
         let now = crate::clock::now_unix();
         let holder = self.holder();
         let (cwd, model, h) = (info.cwd.clone(), info.model.clone(), holder.clone());
@@ -130,9 +153,9 @@ impl Pg {
                     let id = new_id(now);
                     let made = c
                         .execute(
-                            "INSERT INTO buddy_sessions (id, created, used, cwd, model)
-                             VALUES ($1, $2, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
-                            &[&id, &used, &cwd, &model],
+                            "INSERT INTO buddy_sessions (id, created, used, cwd, model, owner)
+                             VALUES ($1, $2, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+                            &[&id, &used, &cwd, &model, &owner],
                         )
                         .await?;
                     if made == 1 {

@@ -66,6 +66,24 @@ CREATE TABLE IF NOT EXISTS buddy_images (
     content bytea NOT NULL,
     PRIMARY KEY (session_id, name)
 );
+-- A team's facts, read and written by serve/team_pg.rs: who made each
+-- session, the runs each user has going, what their runs cost per UTC day.
+ALTER TABLE buddy_sessions ADD COLUMN IF NOT EXISTS owner text;
+CREATE INDEX IF NOT EXISTS buddy_sessions_owner ON buddy_sessions (owner);
+CREATE TABLE IF NOT EXISTS buddy_runs (
+    user_name text NOT NULL,
+    place integer NOT NULL,
+    session_id text NOT NULL,
+    instance text NOT NULL,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (user_name, place)
+);
+CREATE TABLE IF NOT EXISTS buddy_spending (
+    user_name text NOT NULL,
+    day bigint NOT NULL,
+    usd double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (user_name, day)
+);
 ";
 
 /// Creates what is missing and checks the version.
