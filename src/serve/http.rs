@@ -290,7 +290,9 @@ impl State {
     }
 }
 
-pub fn router(state: State) -> Router {
+/// Every route, `more` (the routes of modules built on this one, such as
+/// `rewind.rs`) among them, behind the guard.
+pub fn router(state: State, more: Router<State>) -> Router {
     let limit = state.inner.opts.max_body;
     Router::new()
         .route("/", get(page))
@@ -306,8 +308,7 @@ pub fn router(state: State) -> Router {
         .route("/api/sessions/{id}/events", get(events))
         .route("/api/sessions/{id}/approvals/{call_id}", post(approve))
         .route("/api/sessions/{id}/interrupt", post(interrupt))
-        .route("/api/sessions/{id}/turns", get(super::rewind::turns))
-        .route("/api/sessions/{id}/rewind", post(super::rewind::rewind))
+        .merge(more)
         .route("/metrics", get(metrics_text))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(

@@ -323,7 +323,7 @@ pub async fn run(
     let asked = limits.connections;
     limits.connections = limits.connections_within(nofile);
     let state = http::State::new(opts, backend, addr);
-    let router = http::router(state.clone());
+    let router = http::router(state.clone(), rewind::routes());
     // Owned here: it ends when the server is stopping, and is awaited below.
     let sweep = tokio::spawn(state.clone().sweep());
     // The same for the relay's follower, when servers share sessions.

@@ -24,6 +24,13 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 
+/// The two routes, for `http::router`.
+pub(super) fn routes() -> axum::Router<State> {
+    axum::Router::new()
+        .route("/api/sessions/{id}/turns", axum::routing::get(turns))
+        .route("/api/sessions/{id}/rewind", axum::routing::post(rewind))
+}
+
 /// What to take back, as `Op::Rewind` says it.
 #[derive(Deserialize)]
 pub(super) struct RewindBody {
@@ -37,7 +44,7 @@ pub(super) struct RewindBody {
 
 /// `GET /api/sessions/{id}/turns`: `{"turns": [...], "note": ...}`, the
 /// agent's `Turns` reply.
-pub(super) async fn turns(
+async fn turns(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -54,7 +61,7 @@ pub(super) async fn turns(
 /// `POST /api/sessions/{id}/rewind`: the agent's `Rewound` reply (what
 /// happened to each file, the messages taken out), or 400 with the reason
 /// it refused.
-pub(super) async fn rewind(
+async fn rewind(
     Ext(state): Ext<State>,
     Extension(caller): Extension<Caller>,
     Extension(client): Extension<Client>,
