@@ -56,20 +56,7 @@ impl SessionHost for PgSessions {
                 code: code_of(&e),
                 message: e.to_string(),
             })?;
-        Ok(OpenedSession {
-            id: opened.session.id().to_string(),
-            last_model: opened
-                .last_turn
-                .as_ref()
-                .map(|t| (t.model.clone(), t.profile.clone())),
-            sink: Box::new(opened.session),
-            history: opened.history,
-            saved: opened.saved,
-            tokens: opened.tokens,
-            warnings: opened.warnings,
-            subagents: opened.subagents,
-            plan: opened.plan,
-        })
+        Ok(super::sessions::opened_session(opened))
     }
 
     fn list(&self) -> Result<SessionListing, HostedError> {

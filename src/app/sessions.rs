@@ -99,20 +99,7 @@ impl SessionHost for Sessions {
                 code: code_of(&e),
                 message: e.to_string(),
             })?;
-        Ok(OpenedSession {
-            id: opened.session.id().to_string(),
-            last_model: opened
-                .last_turn
-                .as_ref()
-                .map(|t| (t.model.clone(), t.profile.clone())),
-            sink: Box::new(opened.session),
-            history: opened.history,
-            saved: opened.saved,
-            tokens: opened.tokens,
-            warnings: opened.warnings,
-            subagents: opened.subagents,
-            plan: opened.plan,
-        })
+        Ok(opened_session(opened))
     }
 
     fn fork(&mut self, source: ForkSource<'_>, model: &ModelInfo) -> Result<Forked, OpenError> {
@@ -177,6 +164,24 @@ pub(crate) fn code_of(e: &SessionError) -> Option<ErrorCode> {
             Some(ErrorCode::SessionDamaged)
         }
         SessionError::Ambiguous { .. } => None,
+    }
+}
+
+/// A session the store opened, as the agent takes it (either store).
+pub(super) fn opened_session(opened: crate::session::Opened) -> OpenedSession {
+    OpenedSession {
+        id: opened.session.id().to_string(),
+        last_model: opened
+            .last_turn
+            .as_ref()
+            .map(|t| (t.model.clone(), t.profile.clone())),
+        sink: Box::new(opened.session),
+        history: opened.history,
+        saved: opened.saved,
+        tokens: opened.tokens,
+        warnings: opened.warnings,
+        subagents: opened.subagents,
+        plan: opened.plan,
     }
 }
 
